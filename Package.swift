@@ -1,0 +1,41 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Warnings are errors everywhere: a warning left alone today hides the next one.
+let strictSwift: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
+
+let package = Package(
+  name: "thumbd",
+  platforms: [.macOS(.v15)],
+  products: [
+    .library(name: "ImagePipeline", targets: ["ImagePipeline"]),
+    .executable(name: "thumbd", targets: ["thumbd"]),
+  ],
+  targets: [
+    .target(
+      name: "CImageCodecs",
+      cSettings: [
+        // The resampler's inner loops need the optimiser even in debug
+        // builds, or the corpus tests crawl.
+        .unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])
+      ],
+      linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("m")]
+    ),
+    .target(
+      name: "ImagePipeline",
+      dependencies: ["CImageCodecs"],
+      swiftSettings: strictSwift
+    ),
+    .executableTarget(
+      name: "thumbd",
+      dependencies: ["ImagePipeline"],
+      swiftSettings: strictSwift
+    ),
+    .testTarget(
+      name: "ImagePipelineTests",
+      dependencies: ["ImagePipeline", "CImageCodecs"],
+      swiftSettings: strictSwift
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)

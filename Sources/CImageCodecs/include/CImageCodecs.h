@@ -1,0 +1,182 @@
+/*
+ * CImageCodecs: the one header Swift sees.
+ *
+ * Decoding (libjpeg-turbo, libpng), streaming resampling, EXIF orientation
+ * and encoding live behind this interface. It deliberately includes neither
+ * png.h nor jpeglib.h: every libjpeg/libpng error is caught inside C with
+ * setjmp/longjmp and comes back here as a status code plus a message.
+ */
+#ifndef CIMAGECODECS_H
+#define CIMAGECODECS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Outcome of a codec call. IC_OK is zero; everything else is an error. */
+typedef enum ic_status {
+  IC_OK = 0,
+  /** The bytes are neither JPEG nor PNG (sniffed from magic bytes). */
+  IC_ERR_UNSUPPORTED = 1,
+  /** The decoder rejected the data (bad markers, CRC, zlib, tables...). */
+  IC_ERR_CORRUPT = 2,
+  /** The data ends before the image does. */
+  IC_ERR_TRUNCATED = 3,
+  /** The header declares more pixels or a longer side than the limits allow. */
+  IC_ERR_TOO_LARGE = 4,
+  /** The cancellation flag was raised while decoding. */
+  IC_ERR_CANCELLED = 5,
+  /** An allocation failed or the decoder memory budget was exceeded. */
+  IC_ERR_NO_MEMORY = 6,
+  /** The source file could not be opened or read. */
+  IC_ERR_IO = 7,
+  /** The request itself is invalid (zero box, bad quality...). */
+  IC_ERR_INVALID_ARGUMENT = 8,
+  /** Encoding the thumbnail failed. */
+  IC_ERR_ENCODE = 9
+} ic_status;
+
+/** Container formats the codecs know. */
+typedef enum ic_format {
+  IC_FORMAT_UNKNOWN = 0,
+  IC_FORMAT_JPEG = 1,
+  IC_FORMAT_PNG = 2
+} ic_format;
+
+/** How the source is mapped into the target box. */
+typedef enum ic_fit {
+  /** Inside the box, aspect kept. */
+  IC_FIT_CONTAIN = 0,
+  /** Fills the box, aspect kept, centre cropped. */
+  IC_FIT_COVER = 1,
+  /** Exactly the box, aspect ignored. */
+  IC_FIT_FILL = 2
+} ic_fit;
+
+/** Requested output encoding. AUTO picks PNG when the result has alpha. */
+typedef enum ic_output_format {
+  IC_OUTPUT_AUTO = 0,
+  IC_OUTPUT_JPEG = 1,
+  IC_OUTPUT_PNG = 2
+} ic_output_format;
+
+/** Resampling kernel for the final, exact-size reduction. */
+typedef enum ic_filter {
+  IC_FILTER_LANCZOS3 = 0,
+  IC_FILTER_CATMULL_ROM = 1,
+  /** Exact area averaging (box with fractional coverage). */
+  IC_FILTER_AREA = 2
+} ic_filter;
+
+/** Where the encoded source bytes come from: memory, or a file path. */
+typedef struct ic_source {
+  /** In-memory bytes; used when path is NULL. Must outlive the call. */
+  const uint8_t *data;
+  size_t size;
+  /** A file to stream from; when set, data is ignored. */
+  const char *path;
+} ic_source;
+
+/** Guards checked against the header before any pixel work. */
+typedef struct ic_limits {
+  uint32_t max_width;
+  uint32_t max_height;
+  uint64_t max_pixels;
+  /** Cap on libjpeg's working memory (progressive coefficient buffers). */
+  uint64_t max_decoder_memory;
+  /** When non-zero, damaged or truncated JPEGs yield libjpeg's padded image. */
+  int accept_damaged;
+} ic_limits;
+
+/** What thumbnail to make. The box is in output pixels (scale applied). */
+typedef struct ic_request {
+  /** Target box; 0 on one side leaves that side unconstrained. */
+  uint32_t width;
+  uint32_t height;
+  ic_fit fit;
+  /** When zero the output is never larger than the (oriented) source. */
+  int allow_upscale;
+  ic_output_format format;
+  /** JPEG quality, 1...100. */
+  int quality;
+  /** zlib level for PNG output, 0...9. */
+  int png_level;
+  ic_filter filter;
+  /** When zero, DCT scaling is not used (full-size JPEG decode). */
+  int shrink_on_load;
+} ic_request;
+
+/** What happened, and the encoded thumbnail when status is IC_OK. */
+typedef struct ic_result {
+  ic_status status;
+  char message[200];
+  ic_format source_format;
+  /** Stored (pre-orientation) dimensions from the header. */
+  uint32_t source_width;
+  uint32_t source_height;
+  /** EXIF orientation applied, 1...8. */
+  int orientation;
+  /** Number of decoder warnings (tolerated or not). */
+  uint32_t warnings;
+  /** Encoded output; free with ic_result_free. */
+  uint8_t *data;
+  size_t size;
+  ic_format format;
+  uint32_t width;
+  uint32_t height;
+  int has_alpha;
+} ic_result;
+
+/** A decoded bitmap: 8-bit RGB (3 channels) or straight RGBA (4). */
+typedef struct ic_bitmap {
+  uint8_t *pixels;
+  uint32_t width;
+  uint32_t height;
+  int channels;
+} ic_bitmap;
+
+/** Fills defaults: 65535 px a side, 100 MP, 512 MiB decoder memory, strict. */
+void ic_limits_init(ic_limits *limits);
+
+/** Fills defaults: contain, auto format, quality 80, Lanczos-3, shrink-on-load. */
+void ic_request_init(ic_request *request);
+
+/** Identifies JPEG or PNG from the first bytes. */
+ic_format ic_sniff(const uint8_t *bytes, size_t size);
+
+/**
+ * Decodes, resizes, orients and encodes one image.
+ * cancel_flag may be NULL; when it becomes non-zero the decode stops within a
+ * few rows with IC_ERR_CANCELLED. Returns result->status.
+ */
+ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
+                       const ic_limits *limits, const int32_t *cancel_flag,
+                       ic_result *result);
+
+/** Releases the encoded bytes of a result. Safe to call twice. */
+void ic_result_free(ic_result *result);
+
+/**
+ * Decodes at full resolution, orientation applied, into an RGB or RGBA
+ * bitmap. For references and tests: it holds the whole image in memory.
+ */
+ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
+                         ic_bitmap *bitmap, ic_result *info);
+
+/** Releases a bitmap's pixels. Safe to call twice. */
+void ic_bitmap_free(ic_bitmap *bitmap);
+
+/** Sets a cancellation flag (atomically) so a running decode stops. */
+void ic_cancel_flag_set(int32_t *flag, int32_t value);
+
+/** Reads a cancellation flag atomically. */
+int32_t ic_cancel_flag_get(const int32_t *flag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CIMAGECODECS_H */

@@ -1,0 +1,128 @@
+/*
+ * Declarations shared by the codec sources. Not visible to Swift.
+ */
+#ifndef CIMAGECODECS_INTERNAL_H
+#define CIMAGECODECS_INTERNAL_H
+
+#include "CImageCodecs.h"
+
+#include <stdio.h>
+
+/* Rows between two looks at the cancellation flag. */
+#define IC_CANCEL_CHECK_ROWS 16
+
+/* Records an error on the result unless one is already recorded. */
+ic_status ic_fail(ic_result *result, ic_status status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* True when the caller asked us to stop. */
+int ic_cancelled(const int32_t *flag);
+
+/*
+ * A consumer of decoded rows. Decoders call begin once with the size they
+ * will deliver, then row() for every row top to bottom. Rows are 8-bit RGB
+ * (3 channels) or straight-alpha RGBA (4 channels).
+ */
+typedef struct ic_sink ic_sink;
+struct ic_sink {
+  ic_status (*begin)(ic_sink *sink, uint32_t width, uint32_t height,
+                     int channels, ic_result *result);
+  ic_status (*row)(ic_sink *sink, const uint8_t *row, ic_result *result);
+};
+
+/* What a decoder learnt from the header. */
+typedef struct ic_header {
+  uint32_t width;
+  uint32_t height;
+  int orientation;
+  int channels;
+} ic_header;
+
+/*
+ * A decoder that has read its header. choose_size picks the smallest decode
+ * size the codec offers that is at least need_width x need_height (JPEG DCT
+ * scaling; PNG always decodes full size). run streams rows into a sink.
+ */
+typedef struct ic_decoder ic_decoder;
+struct ic_decoder {
+  ic_header header;
+  void (*choose_size)(ic_decoder *decoder, uint32_t need_width,
+                      uint32_t need_height, int allow_scaling,
+                      uint32_t *width, uint32_t *height);
+  ic_status (*run)(ic_decoder *decoder, ic_sink *sink, ic_result *result);
+  void (*destroy)(ic_decoder *decoder);
+};
+
+/*
+ * Opens a source for reading: a FILE when it names a path (*file is set and
+ * must be closed by the caller), otherwise its bytes.
+ */
+ic_status ic_source_open(const ic_source *source, FILE **file,
+                         ic_result *result);
+
+/* Sniffs the format and reads the header, checking the limits. */
+ic_status ic_decoder_open(FILE *file, const uint8_t *data, size_t size,
+                          const ic_limits *limits, const int32_t *cancel_flag,
+                          ic_result *result, ic_decoder **decoder);
+
+ic_status ic_jpeg_open(FILE *file, const uint8_t *data, size_t size,
+                       const ic_limits *limits, const int32_t *cancel_flag,
+                       ic_result *result, ic_decoder **decoder);
+
+ic_status ic_png_open(FILE *file, const uint8_t *data, size_t size,
+                      const ic_limits *limits, const int32_t *cancel_flag,
+                      ic_result *result, ic_decoder **decoder);
+
+/* Checks header dimensions against the limits; IC_ERR_TOO_LARGE if over. */
+ic_status ic_check_limits(uint32_t width, uint32_t height,
+                          const ic_limits *limits, ic_result *result);
+
+/* Reads the Orientation tag (1...8) from a TIFF/EXIF block; 1 if absent. */
+int ic_exif_orientation(const uint8_t *tiff, size_t size);
+
+/* Output geometry in the stored (pre-orientation) frame. */
+typedef struct ic_plan {
+  uint32_t out_width;
+  uint32_t out_height;
+  /* Source region, in full-resolution stored pixels, mapped to the output. */
+  double crop_x;
+  double crop_y;
+  double crop_width;
+  double crop_height;
+} ic_plan;
+
+ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
+                       const ic_request *request, ic_plan *plan,
+                       ic_result *result);
+
+/* Streaming two-stage resampler: integer box shrink, then a kernel. */
+typedef struct ic_resizer ic_resizer;
+
+ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
+                              int channels, double crop_x, double crop_y,
+                              double crop_width, double crop_height,
+                              uint32_t out_width, uint32_t out_height,
+                              ic_filter filter);
+void ic_resizer_push_row(ic_resizer *resizer, const uint8_t *row);
+/* Hands over the out_width x out_height straight-alpha result (malloc'd). */
+uint8_t *ic_resizer_finish(ic_resizer *resizer);
+void ic_resizer_destroy(ic_resizer *resizer);
+
+/* Returns a new buffer holding the image turned upright. */
+uint8_t *ic_orient(const uint8_t *pixels, uint32_t width, uint32_t height,
+                   int channels, int orientation, uint32_t *out_width,
+                   uint32_t *out_height);
+
+/* True when any alpha sample is below 255. */
+int ic_has_transparency(const uint8_t *pixels, size_t pixel_count,
+                        int channels);
+
+ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width,
+                         uint32_t height, int channels, int quality,
+                         uint8_t **out, size_t *out_size, ic_result *result);
+
+ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
+                        int channels, int level, uint8_t **out,
+                        size_t *out_size, ic_result *result);
+
+#endif /* CIMAGECODECS_INTERNAL_H */

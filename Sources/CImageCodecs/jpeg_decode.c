@@ -1,0 +1,266 @@
+/*
+ * JPEG decoding through libjpeg-turbo with shrink-on-load.
+ *
+ * libjpeg reports fatal errors through error_exit and damage through
+ * warnings. Both longjmp back to the setjmp in the same function that called
+ * into libjpeg, so the jump never crosses into Swift. Warnings that mean the
+ * picture is damaged abort the decode unless the caller accepts damage.
+ */
+#include "internal.h"
+
+#include <jerror.h>
+#include <jpeglib.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows requested per jpeg_read_scanlines call. */
+#define JPEG_ROWS_PER_READ 8
+
+typedef struct jpeg_error_state {
+  struct jpeg_error_mgr pub;
+  jmp_buf jump;
+  ic_status status;
+  char message[JMSG_LENGTH_MAX];
+  int accept_damaged;
+  uint32_t warnings;
+  const int32_t *cancel_flag;
+} jpeg_error_state;
+
+typedef struct jpeg_decoder {
+  ic_decoder base;
+  struct jpeg_decompress_struct cinfo;
+  jpeg_error_state err;
+  struct jpeg_progress_mgr progress;
+  unsigned scale_num;
+  int cmyk;
+  int inverted_cmyk;
+} jpeg_decoder;
+
+static void on_error_exit(j_common_ptr cinfo) {
+  jpeg_error_state *err = (jpeg_error_state *)cinfo->err;
+  (*cinfo->err->format_message)(cinfo, err->message);
+  switch (cinfo->err->msg_code) {
+  case JERR_OUT_OF_MEMORY:
+  case JERR_NO_BACKING_STORE:
+    err->status = IC_ERR_NO_MEMORY;
+    break;
+  case JERR_INPUT_EMPTY:
+  case JERR_INPUT_EOF:
+    err->status = IC_ERR_TRUNCATED;
+    break;
+  default:
+    err->status = IC_ERR_CORRUPT;
+    break;
+  }
+  longjmp(err->jump, 1);
+}
+
+/* Warnings that say nothing about the pixels. */
+static int warning_is_harmless(int code) {
+  switch (code) {
+  case JWRN_ADOBE_XFORM:
+  case JWRN_JFIF_MAJOR:
+  case JWRN_BOGUS_ICC:
+  case JWRN_TOO_MUCH_DATA:
+  /* Stray bytes between segments: the decoder resynchronises at the next
+   * marker and the image is intact. Common in camera and MJPEG files. */
+  case JWRN_EXTRANEOUS_DATA:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static void on_emit_message(j_common_ptr cinfo, int level) {
+  if (level >= 0) return; /* trace messages */
+  jpeg_error_state *err = (jpeg_error_state *)cinfo->err;
+  err->warnings++;
+  int code = cinfo->err->msg_code;
+  if (err->accept_damaged || warning_is_harmless(code)) return;
+  (*cinfo->err->format_message)(cinfo, err->message);
+  err->status = code == JWRN_JPEG_EOF ? IC_ERR_TRUNCATED : IC_ERR_CORRUPT;
+  longjmp(err->jump, 1);
+}
+
+static void on_output_message(j_common_ptr cinfo) { (void)cinfo; }
+
+/* libjpeg calls this between scans and row groups: our cancellation point,
+ * which also covers the long multi-scan absorb of progressive files. */
+static void on_progress(j_common_ptr cinfo) {
+  jpeg_error_state *err = (jpeg_error_state *)cinfo->err;
+  if (ic_cancelled(err->cancel_flag)) {
+    err->status = IC_ERR_CANCELLED;
+    snprintf(err->message, sizeof(err->message), "decode cancelled");
+    longjmp(err->jump, 1);
+  }
+}
+
+static void jpeg_destroy_decoder(ic_decoder *base) {
+  jpeg_decoder *d = (jpeg_decoder *)base;
+  jpeg_destroy_decompress(&d->cinfo);
+  free(d);
+}
+
+static uint32_t scaled(uint32_t size, unsigned num) {
+  return (uint32_t)(((uint64_t)size * num + 7) / 8);
+}
+
+static void jpeg_choose_size(ic_decoder *base, uint32_t need_width,
+                             uint32_t need_height, int allow_scaling,
+                             uint32_t *width, uint32_t *height) {
+  jpeg_decoder *d = (jpeg_decoder *)base;
+  uint32_t w = d->cinfo.image_width, h = d->cinfo.image_height;
+  unsigned num = 8;
+  if (allow_scaling) {
+    for (num = 1; num < 8; num++)
+      if (scaled(w, num) >= need_width && scaled(h, num) >= need_height) break;
+  }
+  d->scale_num = num;
+  *width = scaled(w, num);
+  *height = scaled(h, num);
+}
+
+static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, uint32_t width,
+                        int inverted) {
+  for (uint32_t x = 0; x < width; x++) {
+    uint32_t c = src[x * 4], m = src[x * 4 + 1], y = src[x * 4 + 2],
+             k = src[x * 4 + 3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    /* With inverted (Adobe) values, c * k / 255 is (1-C)(1-K) scaled. */
+    dst[x * 3] = (uint8_t)((c * k + 127) / 255);
+    dst[x * 3 + 1] = (uint8_t)((m * k + 127) / 255);
+    dst[x * 3 + 2] = (uint8_t)((y * k + 127) / 255);
+  }
+}
+
+static ic_status fail_from_libjpeg(jpeg_decoder *d, ic_result *result) {
+  result->warnings = d->err.warnings;
+  return ic_fail(result, d->err.status, "%s", d->err.message);
+}
+
+static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
+  jpeg_decoder *d = (jpeg_decoder *)base;
+  struct jpeg_decompress_struct *cinfo = &d->cinfo;
+  /* volatile: modified between setjmp and a possible longjmp. */
+  uint8_t *volatile buffer = NULL;
+  uint8_t *volatile rgb = NULL;
+  if (setjmp(d->err.jump)) {
+    free(buffer);
+    free(rgb);
+    return fail_from_libjpeg(d, result);
+  }
+  cinfo->scale_num = d->scale_num;
+  cinfo->scale_denom = 8;
+  jpeg_start_decompress(cinfo);
+  uint32_t width = cinfo->output_width, height = cinfo->output_height;
+  int components = cinfo->output_components;
+  if ((d->cmyk && components != 4) || (!d->cmyk && components != 3)) {
+    free(buffer);
+    return ic_fail(result, IC_ERR_CORRUPT, "unexpected component count %d",
+                   components);
+  }
+  size_t stride = (size_t)width * components;
+  buffer = malloc(stride * JPEG_ROWS_PER_READ);
+  if (d->cmyk) rgb = malloc((size_t)width * 3);
+  if (!buffer || (d->cmyk && !rgb)) {
+    free(buffer);
+    free(rgb);
+    return ic_fail(result, IC_ERR_NO_MEMORY, "row buffer allocation failed");
+  }
+  JSAMPROW rows[JPEG_ROWS_PER_READ];
+  for (int i = 0; i < JPEG_ROWS_PER_READ; i++) rows[i] = buffer + stride * i;
+  ic_status status = sink->begin(sink, width, height, 3, result);
+  while (status == IC_OK && cinfo->output_scanline < height) {
+    if (ic_cancelled(d->err.cancel_flag)) {
+      status = ic_fail(result, IC_ERR_CANCELLED, "decode cancelled");
+      break;
+    }
+    JDIMENSION got = jpeg_read_scanlines(cinfo, rows, JPEG_ROWS_PER_READ);
+    if (got == 0) {
+      status = ic_fail(result, IC_ERR_TRUNCATED, "decoder returned no rows");
+      break;
+    }
+    for (JDIMENSION i = 0; i < got && status == IC_OK; i++) {
+      const uint8_t *row = rows[i];
+      if (d->cmyk) {
+        cmyk_to_rgb(row, rgb, width, d->inverted_cmyk);
+        row = rgb;
+      }
+      status = sink->row(sink, row, result);
+    }
+  }
+  result->warnings = d->err.warnings;
+  free(buffer);
+  free(rgb);
+  return status;
+}
+
+/* Finds the EXIF APP1 segment among the saved markers. */
+static int orientation_from_markers(struct jpeg_decompress_struct *cinfo) {
+  static const uint8_t exif[6] = {'E', 'x', 'i', 'f', 0, 0};
+  for (jpeg_saved_marker_ptr m = cinfo->marker_list; m; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1 || m->data_length < 6) continue;
+    if (memcmp(m->data, exif, 6) != 0) continue;
+    return ic_exif_orientation(m->data + 6, m->data_length - 6);
+  }
+  return 1;
+}
+
+ic_status ic_jpeg_open(FILE *file, const uint8_t *data, size_t size,
+                       const ic_limits *limits, const int32_t *cancel_flag,
+                       ic_result *result, ic_decoder **out) {
+  jpeg_decoder *d = calloc(1, sizeof(*d));
+  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
+  d->base.choose_size = jpeg_choose_size;
+  d->base.run = jpeg_run;
+  d->base.destroy = jpeg_destroy_decoder;
+  d->scale_num = 8;
+  d->cinfo.err = jpeg_std_error(&d->err.pub);
+  d->err.pub.error_exit = on_error_exit;
+  d->err.pub.emit_message = on_emit_message;
+  d->err.pub.output_message = on_output_message;
+  d->err.accept_damaged = limits->accept_damaged;
+  d->err.cancel_flag = cancel_flag;
+  if (setjmp(d->err.jump)) {
+    fail_from_libjpeg(d, result);
+    jpeg_destroy_decoder(&d->base);
+    return result->status;
+  }
+  jpeg_create_decompress(&d->cinfo);
+  d->progress.progress_monitor = on_progress;
+  d->cinfo.progress = &d->progress;
+  if (limits->max_decoder_memory)
+    d->cinfo.mem->max_memory_to_use = (long)limits->max_decoder_memory;
+  if (file) jpeg_stdio_src(&d->cinfo, file);
+  else jpeg_mem_src(&d->cinfo, data, (unsigned long)size);
+  jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
+  jpeg_read_header(&d->cinfo, TRUE);
+  result->warnings = d->err.warnings;
+  ic_status status = ic_check_limits(d->cinfo.image_width,
+                                     d->cinfo.image_height, limits, result);
+  if (status != IC_OK) {
+    jpeg_destroy_decoder(&d->base);
+    return status;
+  }
+  if (d->cinfo.jpeg_color_space == JCS_CMYK ||
+      d->cinfo.jpeg_color_space == JCS_YCCK) {
+    d->cinfo.out_color_space = JCS_CMYK;
+    d->cmyk = 1;
+    /* Adobe writers store CMYK inverted; the APP14 marker says so. */
+    d->inverted_cmyk = d->cinfo.saw_Adobe_marker;
+  } else {
+    d->cinfo.out_color_space = JCS_RGB;
+  }
+  d->base.header.width = d->cinfo.image_width;
+  d->base.header.height = d->cinfo.image_height;
+  d->base.header.orientation = orientation_from_markers(&d->cinfo);
+  d->base.header.channels = 3;
+  *out = &d->base;
+  return IC_OK;
+}

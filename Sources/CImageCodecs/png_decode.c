@@ -1,0 +1,214 @@
+/*
+ * PNG decoding through libpng.
+ *
+ * Every colour type and depth is expanded to 8-bit RGB or RGBA by libpng's
+ * own transforms. Non-interlaced images stream one row at a time into the
+ * sink; Adam7 needs all seven passes before any row is complete, so it is
+ * the one case that holds the image (bounded by the pixel limit).
+ * png_read_end runs too, so a bad CRC or Adler-32 after the last row is
+ * still an error.
+ */
+#include "internal.h"
+
+#include <png.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct png_decoder {
+  ic_decoder base;
+  png_structp png;
+  png_infop info;
+  FILE *file;
+  const uint8_t *data;
+  size_t size;
+  size_t offset;
+  int hit_end;
+  int passes;
+  ic_status status;
+  char message[160];
+  uint32_t warnings;
+  const int32_t *cancel_flag;
+} png_decoder;
+
+static void on_png_error(png_structp png, png_const_charp message) {
+  png_decoder *d = png_get_error_ptr(png);
+  if (d->status == IC_OK) {
+    snprintf(d->message, sizeof(d->message), "%s", message);
+    if (d->hit_end) d->status = IC_ERR_TRUNCATED;
+    else if (strstr(message, "memory") || strstr(message, "Memory"))
+      d->status = IC_ERR_NO_MEMORY;
+    else d->status = IC_ERR_CORRUPT;
+  }
+  png_longjmp(png, 1);
+}
+
+static void on_png_warning(png_structp png, png_const_charp message) {
+  (void)message;
+  png_decoder *d = png_get_error_ptr(png);
+  d->warnings++;
+}
+
+static void read_bytes(png_structp png, png_bytep out, size_t length) {
+  png_decoder *d = png_get_io_ptr(png);
+  if (d->file) {
+    if (fread(out, 1, length, d->file) != length) {
+      d->hit_end = 1;
+      png_error(png, ferror(d->file) ? "read error" : "unexpected end of data");
+    }
+    return;
+  }
+  if (d->size - d->offset < length) {
+    d->hit_end = 1;
+    png_error(png, "unexpected end of data");
+  }
+  memcpy(out, d->data + d->offset, length);
+  d->offset += length;
+}
+
+static void png_destroy_decoder(ic_decoder *base) {
+  png_decoder *d = (png_decoder *)base;
+  png_destroy_read_struct(&d->png, d->info ? &d->info : NULL, NULL);
+  free(d);
+}
+
+static void png_choose_size(ic_decoder *base, uint32_t need_width,
+                            uint32_t need_height, int allow_scaling,
+                            uint32_t *width, uint32_t *height) {
+  (void)need_width;
+  (void)need_height;
+  (void)allow_scaling;
+  *width = base->header.width;
+  *height = base->header.height;
+}
+
+static ic_status fail_from_libpng(png_decoder *d, ic_result *result) {
+  result->warnings = d->warnings;
+  return ic_fail(result, d->status == IC_OK ? IC_ERR_CORRUPT : d->status,
+                 "%s", d->message);
+}
+
+static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
+  png_decoder *d = (png_decoder *)base;
+  uint32_t width = base->header.width, height = base->header.height;
+  int channels = base->header.channels;
+  size_t stride = (size_t)width * channels;
+  uint8_t *volatile pixels = NULL;
+  if (setjmp(png_jmpbuf(d->png))) {
+    free(pixels);
+    return fail_from_libpng(d, result);
+  }
+  ic_status status = sink->begin(sink, width, height, channels, result);
+  if (status != IC_OK) return status;
+  /* Streaming keeps one row; Adam7 needs the whole image across passes. */
+  size_t rows_held = d->passes > 1 ? height : 1;
+  pixels = malloc(stride * rows_held);
+  if (!pixels)
+    return ic_fail(result, IC_ERR_NO_MEMORY, "pixel buffer allocation failed");
+  for (int pass = 0; pass < d->passes; pass++) {
+    for (uint32_t y = 0; y < height; y++) {
+      if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_cancelled(d->cancel_flag)) {
+        free(pixels);
+        return ic_fail(result, IC_ERR_CANCELLED, "decode cancelled");
+      }
+      uint8_t *row = pixels + (rows_held > 1 ? stride * y : 0);
+      png_read_row(d->png, row, NULL);
+      if (d->passes == 1) {
+        status = sink->row(sink, row, result);
+        if (status != IC_OK) {
+          free(pixels);
+          return status;
+        }
+      }
+    }
+  }
+  /* Reads the rest of the stream: the final CRC and Adler-32 checks. */
+  png_read_end(d->png, NULL);
+  if (d->passes > 1) {
+    for (uint32_t y = 0; y < height && status == IC_OK; y++)
+      status = sink->row(sink, pixels + stride * y, result);
+  }
+  result->warnings = d->warnings;
+  free(pixels);
+  return status;
+}
+
+static int orientation_from_exif_chunk(png_structp png, png_infop info) {
+#ifdef PNG_eXIf_SUPPORTED
+  png_uint_32 length = 0;
+  png_bytep exif = NULL;
+  if (png_get_eXIf_1(png, info, &length, &exif) && exif)
+    return ic_exif_orientation(exif, length);
+#else
+  (void)png;
+  (void)info;
+#endif
+  return 1;
+}
+
+ic_status ic_png_open(FILE *file, const uint8_t *data, size_t size,
+                      const ic_limits *limits, const int32_t *cancel_flag,
+                      ic_result *result, ic_decoder **out) {
+  png_decoder *d = calloc(1, sizeof(*d));
+  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
+  d->base.choose_size = png_choose_size;
+  d->base.run = png_run;
+  d->base.destroy = png_destroy_decoder;
+  d->file = file;
+  d->data = data;
+  d->size = size;
+  d->cancel_flag = cancel_flag;
+  d->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, d, on_png_error,
+                                  on_png_warning);
+  if (!d->png) {
+    free(d);
+    return ic_fail(result, IC_ERR_NO_MEMORY, "libpng allocation failed");
+  }
+  d->info = png_create_info_struct(d->png);
+  if (!d->info) {
+    png_destroy_decoder(&d->base);
+    return ic_fail(result, IC_ERR_NO_MEMORY, "libpng allocation failed");
+  }
+  if (setjmp(png_jmpbuf(d->png))) {
+    fail_from_libpng(d, result);
+    png_destroy_decoder(&d->base);
+    return result->status;
+  }
+  png_set_read_fn(d->png, d, read_bytes);
+  /* Our own limits decide, with a typed error; libpng's default of one
+   * million pixels a side would otherwise answer first. */
+  png_set_user_limits(d->png, 0x7fffffffL, 0x7fffffffL);
+  png_read_info(d->png, d->info);
+  png_uint_32 width, height;
+  int depth, color_type, interlace;
+  png_get_IHDR(d->png, d->info, &width, &height, &depth, &color_type,
+               &interlace, NULL, NULL);
+  ic_status status = ic_check_limits(width, height, limits, result);
+  if (status != IC_OK) {
+    png_destroy_decoder(&d->base);
+    return status;
+  }
+  if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(d->png);
+  if (color_type == PNG_COLOR_TYPE_GRAY && depth < 8)
+    png_set_expand_gray_1_2_4_to_8(d->png);
+  if (png_get_valid(d->png, d->info, PNG_INFO_tRNS))
+    png_set_tRNS_to_alpha(d->png);
+  if (depth == 16) png_set_scale_16(d->png);
+  if (color_type == PNG_COLOR_TYPE_GRAY ||
+      color_type == PNG_COLOR_TYPE_GRAY_ALPHA)
+    png_set_gray_to_rgb(d->png);
+  d->passes = png_set_interlace_handling(d->png);
+  png_read_update_info(d->png, d->info);
+  int channels = png_get_channels(d->png, d->info);
+  if ((channels != 3 && channels != 4) ||
+      png_get_rowbytes(d->png, d->info) != (size_t)width * channels) {
+    png_destroy_decoder(&d->base);
+    return ic_fail(result, IC_ERR_CORRUPT, "unexpected PNG row layout");
+  }
+  d->base.header.width = width;
+  d->base.header.height = height;
+  d->base.header.channels = channels;
+  d->base.header.orientation = orientation_from_exif_chunk(d->png, d->info);
+  result->warnings = d->warnings;
+  *out = &d->base;
+  return IC_OK;
+}

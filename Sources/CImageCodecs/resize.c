@@ -1,0 +1,373 @@
+/*
+ * Streaming resampler.
+ *
+ * Stage 1 averages whole fx x fy blocks while rows arrive: each row is added
+ * into per-column accumulators (contiguous, so the compiler vectorises it) and
+ * a block row is folded horizontally only once every fy rows. Alpha is
+ * premultiplied before anything is averaged, so transparent pixels never
+ * bleed their (often black) colour into visible ones.
+ *
+ * Stage 2 reduces the block-averaged rows to the exact size with a separable
+ * kernel. The horizontal pass runs as each block row completes; the vertical
+ * pass keeps only as many filtered rows as its widest kernel needs, in a
+ * ring. Memory is therefore O(width) for the source plus O(output).
+ *
+ * The block factor leaves a residual reduction of at least two for the
+ * kernel, so the kernel still does the antialiasing between block centres.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Larger blocks would overflow the 32-bit premultiplied column sums. */
+#define IC_MAX_BLOCK 256
+/* Residual reduction left to the kernel after block averaging. */
+#define IC_KERNEL_RESIDUAL 2.0
+
+typedef struct ic_taps {
+  int *start;
+  int *count;
+  float *weights; /* count rows of stride max_count */
+  int max_count;
+  int first_needed;
+  int end_needed; /* one past the last input index any output needs */
+} ic_taps;
+
+struct ic_resizer {
+  uint32_t in_width, in_height, out_width, out_height;
+  int channels;
+  int block_x, block_y;
+  uint32_t mid_width, mid_height;
+  ic_taps taps_x, taps_y;
+  uint32_t column_lo, column_hi; /* input columns that feed needed output */
+  uint32_t *column_sums;
+  int rows_in_block;
+  uint32_t next_in_row;
+  float *mid_row;
+  float *ring;
+  int ring_capacity;
+  float *vertical_sum;
+  uint32_t next_out_row;
+  uint8_t *out;
+};
+
+static double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x *= M_PI;
+  return sin(x) / x;
+}
+
+static double filter_support(ic_filter filter) {
+  switch (filter) {
+  case IC_FILTER_CATMULL_ROM: return 2.0;
+  case IC_FILTER_AREA: return 1.0;
+  case IC_FILTER_LANCZOS3:
+  default: return 3.0;
+  }
+}
+
+static double filter_weight(ic_filter filter, double x) {
+  double ax = fabs(x);
+  switch (filter) {
+  case IC_FILTER_CATMULL_ROM:
+    if (ax < 1.0) return 1.5 * ax * ax * ax - 2.5 * ax * ax + 1.0;
+    if (ax < 2.0) return -0.5 * ax * ax * ax + 2.5 * ax * ax - 4.0 * ax + 2.0;
+    return 0.0;
+  case IC_FILTER_AREA: /* used only when enlarging: linear interpolation */
+    return ax < 1.0 ? 1.0 - ax : 0.0;
+  case IC_FILTER_LANCZOS3:
+  default:
+    return ax < 3.0 ? sinc(x) * sinc(x / 3.0) : 0.0;
+  }
+}
+
+static void taps_free(ic_taps *taps) {
+  free(taps->start);
+  free(taps->count);
+  free(taps->weights);
+  memset(taps, 0, sizeof(*taps));
+}
+
+/*
+ * Builds, for each of out_n outputs, the input indices and normalised weights
+ * that map the input span [lo, lo + length) onto it.
+ */
+static int taps_build(ic_taps *taps, int out_n, double lo, double length,
+                      int in_n, ic_filter filter) {
+  double scale = length / out_n;
+  double stretch = scale > 1.0 ? scale : 1.0;
+  int area = filter == IC_FILTER_AREA && scale > 1.0;
+  double support = area ? scale / 2.0 + 1.0 : filter_support(filter) * stretch;
+  int max_count = (int)ceil(2.0 * support) + 2;
+  if (max_count > in_n) max_count = in_n;
+  if (max_count < 1) max_count = 1;
+  taps->max_count = max_count;
+  taps->start = malloc(sizeof(int) * (size_t)out_n);
+  taps->count = malloc(sizeof(int) * (size_t)out_n);
+  taps->weights = calloc((size_t)out_n * (size_t)max_count, sizeof(float));
+  double *scratch = malloc(sizeof(double) * (size_t)max_count);
+  if (!taps->start || !taps->count || !taps->weights || !scratch) {
+    free(scratch);
+    return 0;
+  }
+  taps->first_needed = in_n;
+  taps->end_needed = 0;
+  for (int i = 0; i < out_n; i++) {
+    double center = lo + (i + 0.5) * scale;
+    int first = (int)floor(center - support);
+    int last = (int)ceil(center + support);
+    if (first < 0) first = 0;
+    if (last > in_n - 1) last = in_n - 1;
+    if (last - first + 1 > max_count) {
+      /* Window wider than planned (rounding): keep it centred. */
+      int excess = last - first + 1 - max_count;
+      first += excess / 2;
+      last = first + max_count - 1;
+    }
+    double sum = 0.0;
+    int n = 0;
+    for (int k = first; k <= last; k++, n++) {
+      double w;
+      if (area) {
+        double a = center - scale / 2.0, b = center + scale / 2.0;
+        double l = k > a ? k : a, r = (k + 1) < b ? (k + 1) : b;
+        w = r > l ? r - l : 0.0;
+      } else {
+        w = filter_weight(filter, (k + 0.5 - center) / stretch);
+      }
+      scratch[n] = w;
+      sum += w;
+    }
+    /* Drop zero weights at both ends so the loops stay short. */
+    int begin = 0, end = n;
+    while (begin < end && scratch[begin] == 0.0) begin++;
+    while (end > begin && scratch[end - 1] == 0.0) end--;
+    if (begin == end || sum == 0.0) {
+      /* Degenerate (tiny span): take the nearest sample. */
+      int nearest = (int)floor(center);
+      if (nearest < 0) nearest = 0;
+      if (nearest > in_n - 1) nearest = in_n - 1;
+      taps->start[i] = nearest;
+      taps->count[i] = 1;
+      taps->weights[(size_t)i * max_count] = 1.0f;
+    } else {
+      taps->start[i] = first + begin;
+      taps->count[i] = end - begin;
+      for (int k = begin; k < end; k++)
+        taps->weights[(size_t)i * max_count + (k - begin)] =
+            (float)(scratch[k] / sum);
+    }
+    if (taps->start[i] < taps->first_needed) taps->first_needed = taps->start[i];
+    if (taps->start[i] + taps->count[i] > taps->end_needed)
+      taps->end_needed = taps->start[i] + taps->count[i];
+  }
+  free(scratch);
+  return 1;
+}
+
+static int block_factor(double crop, uint32_t out) {
+  double f = floor(crop / out / IC_KERNEL_RESIDUAL);
+  if (f < 1.0) return 1;
+  if (f > IC_MAX_BLOCK) return IC_MAX_BLOCK;
+  return (int)f;
+}
+
+ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
+                              int channels, double crop_x, double crop_y,
+                              double crop_width, double crop_height,
+                              uint32_t out_width, uint32_t out_height,
+                              ic_filter filter) {
+  if (in_width == 0 || in_height == 0 || out_width == 0 || out_height == 0 ||
+      (channels != 3 && channels != 4))
+    return NULL;
+  ic_resizer *r = calloc(1, sizeof(*r));
+  if (!r) return NULL;
+  r->in_width = in_width;
+  r->in_height = in_height;
+  r->out_width = out_width;
+  r->out_height = out_height;
+  r->channels = channels;
+  r->block_x = block_factor(crop_width, out_width);
+  r->block_y = block_factor(crop_height, out_height);
+  r->mid_width = (in_width + r->block_x - 1) / r->block_x;
+  r->mid_height = (in_height + r->block_y - 1) / r->block_y;
+  if (!taps_build(&r->taps_x, (int)out_width, crop_x / r->block_x,
+                  crop_width / r->block_x, (int)r->mid_width, filter) ||
+      !taps_build(&r->taps_y, (int)out_height, crop_y / r->block_y,
+                  crop_height / r->block_y, (int)r->mid_height, filter)) {
+    ic_resizer_destroy(r);
+    return NULL;
+  }
+  r->column_lo = (uint32_t)r->taps_x.first_needed * r->block_x;
+  r->column_hi = (uint32_t)r->taps_x.end_needed * r->block_x;
+  if (r->column_hi > in_width) r->column_hi = in_width;
+  r->ring_capacity = r->taps_y.max_count;
+  size_t out_row = (size_t)out_width * channels;
+  r->column_sums = calloc((size_t)in_width * channels, sizeof(uint32_t));
+  r->mid_row = calloc((size_t)r->mid_width * channels, sizeof(float));
+  r->ring = malloc(sizeof(float) * out_row * (size_t)r->ring_capacity);
+  r->vertical_sum = malloc(sizeof(float) * out_row);
+  r->out = malloc(out_row * out_height);
+  if (!r->column_sums || !r->mid_row || !r->ring || !r->vertical_sum ||
+      !r->out) {
+    ic_resizer_destroy(r);
+    return NULL;
+  }
+  return r;
+}
+
+void ic_resizer_destroy(ic_resizer *r) {
+  if (!r) return;
+  taps_free(&r->taps_x);
+  taps_free(&r->taps_y);
+  free(r->column_sums);
+  free(r->mid_row);
+  free(r->ring);
+  free(r->vertical_sum);
+  free(r->out);
+  free(r);
+}
+
+static void accumulate_row(ic_resizer *r, const uint8_t *row) {
+  uint32_t *sums = r->column_sums;
+  if (r->channels == 3) {
+    size_t lo = (size_t)r->column_lo * 3, hi = (size_t)r->column_hi * 3;
+    for (size_t i = lo; i < hi; i++) sums[i] += row[i];
+    return;
+  }
+  /* Premultiply: colour * alpha, and alpha * 255 so all share one scale. */
+  for (size_t x = r->column_lo; x < r->column_hi; x++) {
+    uint32_t a = row[x * 4 + 3];
+    sums[x * 4 + 0] += row[x * 4 + 0] * a;
+    sums[x * 4 + 1] += row[x * 4 + 1] * a;
+    sums[x * 4 + 2] += row[x * 4 + 2] * a;
+    sums[x * 4 + 3] += a * 255u;
+  }
+}
+
+/* Folds the column sums of one block row into a row of block averages. */
+static void fold_block_row(ic_resizer *r, int rows) {
+  const int ch = r->channels;
+  const uint32_t *sums = r->column_sums;
+  double unit = ch == 4 ? 255.0 : 1.0;
+  for (int j = r->taps_x.first_needed; j < r->taps_x.end_needed; j++) {
+    uint32_t x0 = (uint32_t)j * r->block_x;
+    uint32_t x1 = x0 + r->block_x;
+    if (x1 > r->in_width) x1 = r->in_width;
+    double scale = 1.0 / ((double)(x1 - x0) * rows * unit);
+    for (int c = 0; c < ch; c++) {
+      uint64_t total = 0;
+      for (uint32_t x = x0; x < x1; x++) total += sums[(size_t)x * ch + c];
+      r->mid_row[(size_t)j * ch + c] = (float)(total * scale);
+    }
+  }
+  memset(r->column_sums + (size_t)r->column_lo * ch, 0,
+         sizeof(uint32_t) * (r->column_hi - r->column_lo) * ch);
+}
+
+static void filter_horizontally(ic_resizer *r, float *dst) {
+  const int ch = r->channels;
+  const ic_taps *t = &r->taps_x;
+  for (uint32_t i = 0; i < r->out_width; i++) {
+    const float *w = t->weights + (size_t)i * t->max_count;
+    const float *src = r->mid_row + (size_t)t->start[i] * ch;
+    int n = t->count[i];
+    if (ch == 3) {
+      float s0 = 0, s1 = 0, s2 = 0;
+      for (int k = 0; k < n; k++) {
+        s0 += w[k] * src[k * 3 + 0];
+        s1 += w[k] * src[k * 3 + 1];
+        s2 += w[k] * src[k * 3 + 2];
+      }
+      dst[i * 3 + 0] = s0;
+      dst[i * 3 + 1] = s1;
+      dst[i * 3 + 2] = s2;
+    } else {
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int k = 0; k < n; k++) {
+        s0 += w[k] * src[k * 4 + 0];
+        s1 += w[k] * src[k * 4 + 1];
+        s2 += w[k] * src[k * 4 + 2];
+        s3 += w[k] * src[k * 4 + 3];
+      }
+      dst[i * 4 + 0] = s0;
+      dst[i * 4 + 1] = s1;
+      dst[i * 4 + 2] = s2;
+      dst[i * 4 + 3] = s3;
+    }
+  }
+}
+
+static inline uint8_t to_byte(float v) {
+  if (!(v > 0.0f)) return 0; /* also catches NaN */
+  if (v >= 255.0f) return 255;
+  return (uint8_t)(v + 0.5f);
+}
+
+static void emit_output_row(ic_resizer *r) {
+  const uint32_t j = r->next_out_row;
+  const int ch = r->channels;
+  const size_t n = (size_t)r->out_width * ch;
+  const ic_taps *t = &r->taps_y;
+  const float *w = t->weights + (size_t)j * t->max_count;
+  float *sum = r->vertical_sum;
+  memset(sum, 0, sizeof(float) * n);
+  for (int k = 0; k < t->count[j]; k++) {
+    const float *src =
+        r->ring + (size_t)((t->start[j] + k) % r->ring_capacity) * n;
+    const float wk = w[k];
+    for (size_t i = 0; i < n; i++) sum[i] += wk * src[i];
+  }
+  uint8_t *dst = r->out + (size_t)j * n;
+  if (ch == 3) {
+    for (size_t i = 0; i < n; i++) dst[i] = to_byte(sum[i]);
+  } else {
+    for (size_t x = 0; x < r->out_width; x++) {
+      float a = sum[x * 4 + 3];
+      if (a < 0.5f) {
+        memset(dst + x * 4, 0, 4);
+        continue;
+      }
+      /* Kernel overshoot can leave colour above alpha; clamp before
+       * dividing so highlights do not wrap. */
+      float unpremultiply = 255.0f / a;
+      for (int c = 0; c < 3; c++) {
+        float v = sum[x * 4 + c];
+        if (v > a) v = a;
+        dst[x * 4 + c] = to_byte(v * unpremultiply);
+      }
+      dst[x * 4 + 3] = to_byte(a);
+    }
+  }
+  r->next_out_row++;
+}
+
+void ic_resizer_push_row(ic_resizer *r, const uint8_t *row) {
+  if (r->next_in_row >= r->in_height) return;
+  uint32_t y = r->next_in_row++;
+  int mid_y = (int)(y / r->block_y);
+  int needed = mid_y >= r->taps_y.first_needed && mid_y < r->taps_y.end_needed;
+  if (needed) accumulate_row(r, row);
+  r->rows_in_block++;
+  if (r->rows_in_block < r->block_y && r->next_in_row < r->in_height) return;
+  int rows = r->rows_in_block;
+  r->rows_in_block = 0;
+  if (!needed) return;
+  fold_block_row(r, rows);
+  size_t n = (size_t)r->out_width * r->channels;
+  filter_horizontally(r, r->ring + (size_t)(mid_y % r->ring_capacity) * n);
+  while (r->next_out_row < r->out_height) {
+    uint32_t j = r->next_out_row;
+    if (r->taps_y.start[j] + r->taps_y.count[j] - 1 > mid_y) break;
+    emit_output_row(r);
+  }
+}
+
+uint8_t *ic_resizer_finish(ic_resizer *r) {
+  if (r->next_out_row < r->out_height) return NULL;
+  uint8_t *out = r->out;
+  r->out = NULL;
+  return out;
+}

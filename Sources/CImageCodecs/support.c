@@ -1,0 +1,98 @@
+/*
+ * Small shared helpers: errors, cancellation, defaults, sniffing.
+ */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ic_status ic_fail(ic_result *result, ic_status status, const char *format,
+                  ...) {
+  if (result->status != IC_OK) return result->status;
+  result->status = status;
+  va_list args;
+  va_start(args, format);
+  vsnprintf(result->message, sizeof(result->message), format, args);
+  va_end(args);
+  return status;
+}
+
+int ic_cancelled(const int32_t *flag) {
+  return flag && __atomic_load_n(flag, __ATOMIC_RELAXED) != 0;
+}
+
+void ic_cancel_flag_set(int32_t *flag, int32_t value) {
+  __atomic_store_n(flag, value, __ATOMIC_RELAXED);
+}
+
+int32_t ic_cancel_flag_get(const int32_t *flag) {
+  return __atomic_load_n(flag, __ATOMIC_RELAXED);
+}
+
+void ic_limits_init(ic_limits *limits) {
+  memset(limits, 0, sizeof(*limits));
+  limits->max_width = 65535;
+  limits->max_height = 65535;
+  limits->max_pixels = 100000000ull;
+  limits->max_decoder_memory = 512ull << 20;
+  limits->accept_damaged = 0;
+}
+
+void ic_request_init(ic_request *request) {
+  memset(request, 0, sizeof(*request));
+  request->fit = IC_FIT_CONTAIN;
+  request->format = IC_OUTPUT_AUTO;
+  request->quality = 80;
+  request->png_level = 2;
+  request->filter = IC_FILTER_LANCZOS3;
+  request->shrink_on_load = 1;
+}
+
+ic_format ic_sniff(const uint8_t *bytes, size_t size) {
+  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+  if (size >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF)
+    return IC_FORMAT_JPEG;
+  if (size >= 8 && memcmp(bytes, png, 8) == 0) return IC_FORMAT_PNG;
+  return IC_FORMAT_UNKNOWN;
+}
+
+ic_status ic_check_limits(uint32_t width, uint32_t height,
+                          const ic_limits *limits, ic_result *result) {
+  result->source_width = width;
+  result->source_height = height;
+  if (width == 0 || height == 0)
+    return ic_fail(result, IC_ERR_CORRUPT, "image has zero size (%ux%u)",
+                   width, height);
+  if ((limits->max_width && width > limits->max_width) ||
+      (limits->max_height && height > limits->max_height) ||
+      (limits->max_pixels &&
+       (uint64_t)width * (uint64_t)height > limits->max_pixels))
+    return ic_fail(result, IC_ERR_TOO_LARGE,
+                   "%ux%u exceeds the limits (%ux%u, %llu pixels)", width,
+                   height, limits->max_width, limits->max_height,
+                   (unsigned long long)limits->max_pixels);
+  return IC_OK;
+}
+
+int ic_has_transparency(const uint8_t *pixels, size_t pixel_count,
+                        int channels) {
+  if (channels != 4) return 0;
+  for (size_t i = 0; i < pixel_count; i++)
+    if (pixels[i * 4 + 3] != 255) return 1;
+  return 0;
+}
+
+void ic_result_free(ic_result *result) {
+  if (!result) return;
+  free(result->data);
+  result->data = NULL;
+  result->size = 0;
+}
+
+void ic_bitmap_free(ic_bitmap *bitmap) {
+  if (!bitmap) return;
+  free(bitmap->pixels);
+  bitmap->pixels = NULL;
+}

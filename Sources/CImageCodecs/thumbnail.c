@@ -1,0 +1,167 @@
+/*
+ * The thumbnail driver: header, plan, shrink-on-load, streaming resample,
+ * orientation, encode. Nothing here ever holds the full-size image (except
+ * libpng's Adam7 case, inside the PNG decoder).
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct resize_sink {
+  ic_sink base;
+  const ic_plan *plan;
+  uint32_t full_width, full_height;
+  ic_filter filter;
+  ic_resizer *resizer;
+  int channels;
+} resize_sink;
+
+static ic_status resize_begin(ic_sink *sink, uint32_t width, uint32_t height,
+                              int channels, ic_result *result) {
+  resize_sink *s = (resize_sink *)sink;
+  /* The plan is in full-resolution pixels; the decoder may deliver fewer. */
+  double sx = (double)width / s->full_width;
+  double sy = (double)height / s->full_height;
+  const ic_plan *p = s->plan;
+  s->channels = channels;
+  s->resizer = ic_resizer_create(width, height, channels, p->crop_x * sx,
+                                 p->crop_y * sy, p->crop_width * sx,
+                                 p->crop_height * sy, p->out_width,
+                                 p->out_height, s->filter);
+  if (!s->resizer)
+    return ic_fail(result, IC_ERR_NO_MEMORY, "resampler allocation failed");
+  return IC_OK;
+}
+
+static ic_status resize_row(ic_sink *sink, const uint8_t *row,
+                            ic_result *result) {
+  (void)result;
+  ic_resizer_push_row(((resize_sink *)sink)->resizer, row);
+  return IC_OK;
+}
+
+static ic_status validate(const ic_request *request, ic_result *result) {
+  if (request->quality < 1 || request->quality > 100)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "quality must be 1...100, got %d", request->quality);
+  if (request->png_level < 0 || request->png_level > 9)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "PNG level must be 0...9, got %d", request->png_level);
+  if ((unsigned)request->fit > IC_FIT_FILL ||
+      (unsigned)request->format > IC_OUTPUT_PNG ||
+      (unsigned)request->filter > IC_FILTER_AREA)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown enum value");
+  return IC_OK;
+}
+
+/* Drops an alpha channel that is opaque everywhere, in place. */
+static void drop_alpha(uint8_t *pixels, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    pixels[i * 3] = pixels[i * 4];
+    pixels[i * 3 + 1] = pixels[i * 4 + 1];
+    pixels[i * 3 + 2] = pixels[i * 4 + 2];
+  }
+}
+
+static ic_status resample(ic_decoder *decoder, const ic_request *request,
+                          const ic_limits *limits, ic_result *result,
+                          uint8_t **pixels, uint32_t *width, uint32_t *height,
+                          int *channels) {
+  ic_plan plan;
+  const ic_header *h = &decoder->header;
+  result->orientation = h->orientation;
+  ic_status status =
+      ic_plan_make(h->width, h->height, h->orientation, request, &plan, result);
+  if (status != IC_OK) return status;
+  if (limits->max_pixels &&
+      (uint64_t)plan.out_width * plan.out_height > limits->max_pixels)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "output %ux%u exceeds the pixel limit", plan.out_width,
+                   plan.out_height);
+  /* Smallest decode whose crop still covers the output pixels. */
+  uint32_t need_w =
+      (uint32_t)ceil(plan.out_width * (double)h->width / plan.crop_width);
+  uint32_t need_h =
+      (uint32_t)ceil(plan.out_height * (double)h->height / plan.crop_height);
+  uint32_t decode_w, decode_h;
+  decoder->choose_size(decoder, need_w, need_h, request->shrink_on_load,
+                       &decode_w, &decode_h);
+  resize_sink sink = {
+      .base = {.begin = resize_begin, .row = resize_row},
+      .plan = &plan,
+      .full_width = h->width,
+      .full_height = h->height,
+      .filter = request->filter,
+  };
+  status = decoder->run(decoder, &sink.base, result);
+  if (status == IC_OK) {
+    *pixels = ic_resizer_finish(sink.resizer);
+    if (!*pixels)
+      status = ic_fail(result, IC_ERR_TRUNCATED, "image ended early");
+    *width = plan.out_width;
+    *height = plan.out_height;
+    *channels = sink.channels;
+  }
+  ic_resizer_destroy(sink.resizer);
+  return status;
+}
+
+ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
+                       const ic_limits *limits, const int32_t *cancel_flag,
+                       ic_result *result) {
+  memset(result, 0, sizeof(*result));
+  if (validate(request, result) != IC_OK) return result->status;
+  FILE *file = NULL;
+  if (ic_source_open(source, &file, result) != IC_OK) return result->status;
+  ic_decoder *decoder = NULL;
+  uint8_t *pixels = NULL;
+  uint32_t width = 0, height = 0;
+  int channels = 0;
+  ic_status status = ic_decoder_open(file, source->data, source->size, limits,
+                                     cancel_flag, result, &decoder);
+  if (status == IC_OK) {
+    status = resample(decoder, request, limits, result, &pixels, &width,
+                      &height, &channels);
+    decoder->destroy(decoder);
+  }
+  if (file) fclose(file);
+  if (status != IC_OK) return status;
+
+  uint32_t upright_w, upright_h;
+  uint8_t *upright = pixels;
+  if (result->orientation != 1) {
+    upright = ic_orient(pixels, width, height, channels, result->orientation,
+                        &upright_w, &upright_h);
+    free(pixels);
+    if (!upright)
+      return ic_fail(result, IC_ERR_NO_MEMORY, "orientation buffer failed");
+    width = upright_w;
+    height = upright_h;
+  }
+  size_t count = (size_t)width * height;
+  result->has_alpha = ic_has_transparency(upright, count, channels);
+  if (channels == 4 && !result->has_alpha) {
+    drop_alpha(upright, count);
+    channels = 3;
+  }
+  ic_output_format format = request->format;
+  if (format == IC_OUTPUT_AUTO)
+    format = result->has_alpha ? IC_OUTPUT_PNG : IC_OUTPUT_JPEG;
+  if (format == IC_OUTPUT_PNG) {
+    status = ic_encode_png(upright, width, height, channels,
+                           request->png_level, &result->data, &result->size,
+                           result);
+    result->format = IC_FORMAT_PNG;
+  } else {
+    status = ic_encode_jpeg(upright, width, height, channels, request->quality,
+                            &result->data, &result->size, result);
+    result->format = IC_FORMAT_JPEG;
+    result->has_alpha = 0;
+  }
+  free(upright);
+  result->width = width;
+  result->height = height;
+  return status;
+}

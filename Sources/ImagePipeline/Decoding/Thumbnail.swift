@@ -1,0 +1,55 @@
+/// An encoded thumbnail and what is known about how it was made.
+public struct Thumbnail: Sendable, Hashable {
+  /// The encoded bytes.
+  public var data: [UInt8]
+  /// The encoding of `data`.
+  public var format: ImageFormat
+  /// Pixel width, upright.
+  public var width: Int
+  /// Pixel height, upright.
+  public var height: Int
+  /// Whether any output pixel is not fully opaque.
+  public var hasAlpha: Bool
+  /// Stored (pre-orientation) source dimensions.
+  public var sourceWidth: Int
+  /// Stored (pre-orientation) source height.
+  public var sourceHeight: Int
+  /// The EXIF orientation that was applied, 1...8.
+  public var orientation: Int
+
+  /// Creates a thumbnail value.
+  public init(
+    data: [UInt8], format: ImageFormat, width: Int, height: Int, hasAlpha: Bool,
+    sourceWidth: Int, sourceHeight: Int, orientation: Int
+  ) {
+    self.data = data
+    self.format = format
+    self.width = width
+    self.height = height
+    self.hasAlpha = hasAlpha
+    self.sourceWidth = sourceWidth
+    self.sourceHeight = sourceHeight
+    self.orientation = orientation
+  }
+}
+
+/// A decoded, upright bitmap: 8-bit RGB or straight-alpha RGBA, row-major.
+public struct Bitmap: Sendable, Hashable {
+  /// Row-major samples, `channels` per pixel.
+  public var pixels: [UInt8]
+  /// Width in pixels.
+  public var width: Int
+  /// Height in pixels.
+  public var height: Int
+  /// 3 (RGB) or 4 (RGBA).
+  public var channels: Int
+
+  /// Creates a bitmap; `pixels.count` must be `width * height * channels`.
+  public init(pixels: [UInt8], width: Int, height: Int, channels: Int) {
+    precondition(pixels.count == width * height * channels, "bitmap size mismatch")
+    self.pixels = pixels
+    self.width = width
+    self.height = height
+    self.channels = channels
+  }
+}

@@ -1,0 +1,52 @@
+/// Why a thumbnail could not be made. Every decoder failure maps to one of these.
+public enum ThumbnailError: Error, Sendable, Hashable {
+  /// The bytes are neither JPEG nor PNG (judged by magic bytes, never by name).
+  case unsupportedFormat(String)
+  /// The decoder rejected the data.
+  case corrupt(String)
+  /// The data ends before the image does.
+  case truncated(String)
+  /// The header declares more pixels than the limits allow.
+  case tooLarge(width: Int, height: Int)
+  /// The work was cancelled before it finished.
+  case cancelled
+  /// An allocation failed or the decoder's memory budget ran out.
+  case outOfMemory(String)
+  /// The source could not be read.
+  case io(String)
+  /// The request itself is invalid.
+  case invalidSpec(String)
+  /// Encoding the result failed.
+  case encodingFailed(String)
+
+  /// A stable snake_case name, used by the CLI, logs and the daemon's JSON errors.
+  public var kind: String {
+    switch self {
+    case .unsupportedFormat: "unsupported_format"
+    case .corrupt: "corrupt"
+    case .truncated: "truncated"
+    case .tooLarge: "too_large"
+    case .cancelled: "cancelled"
+    case .outOfMemory: "out_of_memory"
+    case .io: "io"
+    case .invalidSpec: "invalid_spec"
+    case .encodingFailed: "encoding_failed"
+    }
+  }
+
+  /// A human-readable explanation.
+  public var message: String {
+    switch self {
+    case .unsupportedFormat(let m), .corrupt(let m), .truncated(let m), .outOfMemory(let m),
+      .io(let m), .invalidSpec(let m), .encodingFailed(let m):
+      m
+    case .tooLarge(let width, let height): "\(width)x\(height) exceeds the size limits"
+    case .cancelled: "cancelled"
+    }
+  }
+}
+
+extension ThumbnailError: CustomStringConvertible {
+  /// `kind: message`, as printed by the CLI.
+  public var description: String { "\(kind): \(message)" }
+}

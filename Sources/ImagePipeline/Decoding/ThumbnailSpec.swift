@@ -1,0 +1,77 @@
+/// How a source is mapped into the target box.
+public enum FitMode: String, Sendable, Hashable, CaseIterable {
+  /// Inside the box, aspect ratio kept (the default).
+  case contain
+  /// Fills the box, aspect ratio kept, centre cropped.
+  case cover
+  /// Exactly the box, aspect ratio ignored.
+  case fill
+}
+
+/// The encoding a caller asks for. `auto` is PNG when the result has alpha, JPEG otherwise.
+public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
+  case png
+  case jpeg
+  case auto
+}
+
+/// What thumbnail to make: a box in points, a device scale, and how to encode it.
+public struct ThumbnailSpec: Sendable, Hashable {
+  /// Largest pixel size of either side the pipeline will produce.
+  public static let maxPixelSide = 16_384
+
+  /// Box width in points; 0 leaves the width unconstrained.
+  public var width: Int
+  /// Box height in points; 0 leaves the height unconstrained.
+  public var height: Int
+  /// Device pixel ratio: the pixel box is `width * scale` by `height * scale`.
+  public var scale: Double
+  /// How the source maps into the box.
+  public var fit: FitMode
+  /// The encoding to produce.
+  public var format: OutputFormat
+  /// JPEG quality, 1...100.
+  public var quality: Int
+  /// When false (the default) a thumbnail is never larger than its source.
+  public var allowUpscale: Bool
+
+  /// Creates a spec; call `validate()` before use with untrusted values.
+  public init(
+    width: Int, height: Int, scale: Double = 1, fit: FitMode = .contain,
+    format: OutputFormat = .auto, quality: Int = 80, allowUpscale: Bool = false
+  ) {
+    self.width = width
+    self.height = height
+    self.scale = scale
+    self.fit = fit
+    self.format = format
+    self.quality = quality
+    self.allowUpscale = allowUpscale
+  }
+
+  /// Box width in output pixels.
+  public var pixelWidth: Int { Self.pixels(width, scale) }
+  /// Box height in output pixels.
+  public var pixelHeight: Int { Self.pixels(height, scale) }
+
+  private static func pixels(_ points: Int, _ scale: Double) -> Int {
+    guard scale.isFinite, points > 0 else { return 0 }
+    return max(1, Int((Double(points) * scale).rounded()))
+  }
+
+  /// Throws `invalidSpec` when a field is out of range.
+  public func validate() throws(ThumbnailError) {
+    guard width >= 0, height >= 0, width > 0 || height > 0 else {
+      throw .invalidSpec("width and height must be >= 0 and not both 0")
+    }
+    guard scale.isFinite, scale >= 0.1, scale <= 8 else {
+      throw .invalidSpec("scale must be between 0.1 and 8")
+    }
+    guard pixelWidth <= Self.maxPixelSide, pixelHeight <= Self.maxPixelSide else {
+      throw .invalidSpec("the pixel box may be at most \(Self.maxPixelSide) a side")
+    }
+    guard (1...100).contains(quality) else {
+      throw .invalidSpec("quality must be between 1 and 100")
+    }
+  }
+}

@@ -1,0 +1,146 @@
+import CImageCodecs
+
+/// Turns encoded JPEG or PNG bytes into an encoded thumbnail.
+///
+/// The work is synchronous and CPU-bound: it blocks the calling thread for the whole decode, so
+/// callers in async code must run it on threads of their own, not on the cooperative pool.
+public struct Thumbnailer: Sendable {
+  /// Header guards applied before decoding.
+  public var limits: DecodingLimits
+  /// Kernel of the final reduction.
+  public var filter: ResamplingFilter
+  /// Whether JPEGs decode at a reduced DCT scale. Turning it off is for reference measurements.
+  public var shrinkOnLoad: Bool
+  /// zlib level for PNG output (0...9); thumbnails favour speed.
+  public var pngCompressionLevel: Int
+
+  /// Creates a thumbnailer with the given limits and defaults elsewhere.
+  public init(
+    limits: DecodingLimits = DecodingLimits(), filter: ResamplingFilter = .lanczos3,
+    shrinkOnLoad: Bool = true, pngCompressionLevel: Int = 2
+  ) {
+    self.limits = limits
+    self.filter = filter
+    self.shrinkOnLoad = shrinkOnLoad
+    self.pngCompressionLevel = pngCompressionLevel
+  }
+
+  /// Makes a thumbnail of in-memory bytes.
+  public func thumbnail(
+    of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
+  ) throws(ThumbnailError) -> Thumbnail {
+    try spec.validate()
+    var result = ic_result()
+    bytes.withUnsafeBufferPointer { buffer in
+      var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil)
+      run(&source, spec, cancellation, &result)
+    }
+    return try finish(&result)
+  }
+
+  /// Makes a thumbnail of a file, streaming it from disk.
+  public func thumbnail(
+    contentsOf path: String, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
+  ) throws(ThumbnailError) -> Thumbnail {
+    try spec.validate()
+    var result = ic_result()
+    path.withCString { cPath in
+      var source = ic_source(data: nil, size: 0, path: cPath)
+      run(&source, spec, cancellation, &result)
+    }
+    return try finish(&result)
+  }
+
+  /// Decodes a whole image at full resolution, upright. For references and tests only: it holds
+  /// every pixel in memory.
+  public func decodeFullResolution(contentsOf path: String) throws(ThumbnailError) -> Bitmap {
+    var limits = cLimits
+    var bitmap = ic_bitmap()
+    var info = ic_result()
+    let status = path.withCString { cPath in
+      var source = ic_source(data: nil, size: 0, path: cPath)
+      return ic_decode_full(&source, &limits, &bitmap, &info)
+    }
+    defer { ic_bitmap_free(&bitmap) }
+    if status != IC_OK { throw Self.error(from: &info) }
+    let count = Int(bitmap.width) * Int(bitmap.height) * Int(bitmap.channels)
+    return Bitmap(
+      pixels: Array(UnsafeBufferPointer(start: bitmap.pixels, count: count)),
+      width: Int(bitmap.width), height: Int(bitmap.height), channels: Int(bitmap.channels))
+  }
+
+  private var cLimits: ic_limits {
+    var limits = ic_limits()
+    ic_limits_init(&limits)
+    limits.max_width = UInt32(clamping: self.limits.maxWidth)
+    limits.max_height = UInt32(clamping: self.limits.maxHeight)
+    limits.max_pixels = UInt64(clamping: self.limits.maxPixels)
+    limits.max_decoder_memory = UInt64(clamping: self.limits.maxDecoderMemory)
+    limits.accept_damaged = self.limits.acceptDamaged ? 1 : 0
+    return limits
+  }
+
+  private func cRequest(_ spec: ThumbnailSpec) -> ic_request {
+    var request = ic_request()
+    ic_request_init(&request)
+    request.width = UInt32(spec.pixelWidth)
+    request.height = UInt32(spec.pixelHeight)
+    request.fit =
+      switch spec.fit {
+      case .contain: IC_FIT_CONTAIN
+      case .cover: IC_FIT_COVER
+      case .fill: IC_FIT_FILL
+      }
+    request.format =
+      switch spec.format {
+      case .auto: IC_OUTPUT_AUTO
+      case .jpeg: IC_OUTPUT_JPEG
+      case .png: IC_OUTPUT_PNG
+      }
+    request.quality = Int32(spec.quality)
+    request.allow_upscale = spec.allowUpscale ? 1 : 0
+    request.png_level = Int32(max(0, min(9, pngCompressionLevel)))
+    request.filter = filter.cValue
+    request.shrink_on_load = shrinkOnLoad ? 1 : 0
+    return request
+  }
+
+  private func run(
+    _ source: inout ic_source, _ spec: ThumbnailSpec, _ cancellation: CancellationFlag?,
+    _ result: inout ic_result
+  ) {
+    var request = cRequest(spec)
+    var limits = cLimits
+    _ = ic_thumbnail(&source, &request, &limits, cancellation?.storage, &result)
+  }
+
+  private func finish(_ result: inout ic_result) throws(ThumbnailError) -> Thumbnail {
+    defer { ic_result_free(&result) }
+    guard result.status == IC_OK, let format = ImageFormat(result.format) else {
+      throw Self.error(from: &result)
+    }
+    return Thumbnail(
+      data: Array(UnsafeBufferPointer(start: result.data, count: result.size)),
+      format: format, width: Int(result.width), height: Int(result.height),
+      hasAlpha: result.has_alpha != 0, sourceWidth: Int(result.source_width),
+      sourceHeight: Int(result.source_height), orientation: Int(result.orientation))
+  }
+
+  private static func error(from result: inout ic_result) -> ThumbnailError {
+    let message = withUnsafeBytes(of: &result.message) { raw in
+      String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+    }
+    switch result.status {
+    case IC_ERR_UNSUPPORTED: return .unsupportedFormat(message)
+    case IC_ERR_TRUNCATED: return .truncated(message)
+    case IC_ERR_TOO_LARGE:
+      return .tooLarge(width: Int(result.source_width), height: Int(result.source_height))
+    case IC_ERR_CANCELLED: return .cancelled
+    case IC_ERR_NO_MEMORY: return .outOfMemory(message)
+    case IC_ERR_IO: return .io(message)
+    case IC_ERR_INVALID_ARGUMENT: return .invalidSpec(message)
+    case IC_ERR_ENCODE: return .encodingFailed(message)
+    default: return .corrupt(message)
+    }
+  }
+}

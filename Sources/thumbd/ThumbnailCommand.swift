@@ -1,0 +1,190 @@
+import ImagePipeline
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `thumbd thumbnail`: many inputs, one process, a pool of worker threads.
+enum ThumbnailCommand {
+  /// Parsed command line of `thumbd thumbnail`.
+  struct Options {
+    var inputs: [String] = []
+    var spec = ThumbnailSpec(width: 0, height: 0)
+    var output: String?
+    var jobs = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    var thumbnailer = Thumbnailer()
+  }
+
+  /// Runs the command and returns its exit status (0, 1 or 2).
+  static func run(_ arguments: [String]) -> Int32 {
+    let options: Options
+    do {
+      guard let parsed = try parse(arguments) else {
+        print(Usage.thumbnail)
+        return 0
+      }
+      options = parsed
+    } catch {
+      printError("thumbd thumbnail: \(error.message)\nRun 'thumbd thumbnail --help' for usage.")
+      return 2
+    }
+    let targets: [String]
+    do {
+      targets = try OutputPlan.targets(for: options.inputs, output: options.output!)
+    } catch {
+      printError("thumbd thumbnail: \(error.message)")
+      return 2
+    }
+    let failures = Atomic<Int>(0)
+    let next = Atomic<Int>(0)
+    let work: @Sendable () -> Void = {
+      while true {
+        let index = next.add(1, ordering: .relaxed).oldValue
+        guard index < options.inputs.count else { return }
+        if !process(options.inputs[index], into: targets[index], options: options) {
+          failures.add(1, ordering: .relaxed)
+        }
+      }
+    }
+    WorkerThreads.run(count: max(1, min(options.jobs, options.inputs.count)), work)
+    return failures.load(ordering: .relaxed) == 0 ? 0 : 1
+  }
+
+  /// Makes one thumbnail; reports a failure on stderr and returns false.
+  private static func process(_ input: String, into target: String, options: Options) -> Bool {
+    do {
+      let thumbnail = try options.thumbnailer.thumbnail(contentsOf: input, spec: options.spec)
+      let path = OutputPlan.resolve(target, format: thumbnail.format)
+      try AtomicFileWriter.write(thumbnail.data, to: path)
+      return true
+    } catch {
+      printError("\(input): \(error.kind): \(error.message)")
+      return false
+    }
+  }
+
+  /// A usage error with the sentence to print.
+  struct UsageError: Error {
+    let message: String
+  }
+
+  /// Returns nil when help was asked for.
+  static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
+    var options = Options()
+    var sizeSeen = false
+    var cursor = ArgumentCursor(arguments)
+    while let argument = cursor.next() {
+      switch argument.name {
+      case "-h", "--help":
+        return nil
+      case "--size":
+        let value = try cursor.value(for: argument)
+        let parts = value.split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else {
+          throw UsageError(message: "--size expects WxH, e.g. 256x256, got '\(value)'")
+        }
+        options.spec.width = w
+        options.spec.height = h
+        sizeSeen = true
+      case "--scale":
+        let value = try cursor.value(for: argument)
+        guard let scale = Double(value) else {
+          throw UsageError(message: "--scale expects a number, got '\(value)'")
+        }
+        options.spec.scale = scale
+      case "--fit":
+        let value = try cursor.value(for: argument)
+        guard let fit = FitMode(rawValue: value) else {
+          throw UsageError(message: "--fit expects contain, cover or fill, got '\(value)'")
+        }
+        options.spec.fit = fit
+      case "--format":
+        let value = try cursor.value(for: argument)
+        guard let format = OutputFormat(rawValue: value) else {
+          throw UsageError(message: "--format expects auto, png or jpeg, got '\(value)'")
+        }
+        options.spec.format = format
+      case "--quality":
+        options.spec.quality = try cursor.integer(for: argument, in: 1...100)
+      case "--upscale":
+        options.spec.allowUpscale = true
+      case "--filter":
+        let value = try cursor.value(for: argument)
+        guard let filter = ResamplingFilter(rawValue: value) else {
+          throw UsageError(message: "--filter expects lanczos3, catmull-rom or area")
+        }
+        options.thumbnailer.filter = filter
+      case "--accept-damaged":
+        options.thumbnailer.limits.acceptDamaged = true
+      case "--max-pixels":
+        options.thumbnailer.limits.maxPixels = try cursor.integer(for: argument, in: 1...Int.max)
+      case "--jobs", "-j":
+        options.jobs = try cursor.integer(for: argument, in: 1...1024)
+      case "--output", "-o":
+        options.output = try cursor.value(for: argument)
+      default:
+        if argument.name.hasPrefix("-") && argument.name != "-" {
+          throw UsageError(message: "unknown option '\(argument.name)'")
+        }
+        options.inputs.append(argument.name)
+      }
+    }
+    guard !options.inputs.isEmpty else { throw UsageError(message: "no INPUT files given") }
+    guard sizeSeen else { throw UsageError(message: "--size is required") }
+    guard options.output != nil else { throw UsageError(message: "--output is required") }
+    do {
+      try options.spec.validate()
+    } catch {
+      throw UsageError(message: error.message)
+    }
+    return options
+  }
+}
+
+/// Walks `--name value`, `--name=value` and positional arguments.
+struct ArgumentCursor {
+  /// One argument: its name and, for `--name=value`, the inline value.
+  struct Argument {
+    let name: String
+    let inlineValue: String?
+  }
+
+  private var remaining: ArraySlice<String>
+  private var positionalOnly = false
+
+  init(_ arguments: [String]) { remaining = arguments[...] }
+
+  mutating func next() -> Argument? {
+    guard let raw = remaining.popFirst() else { return nil }
+    if positionalOnly { return Argument(name: raw, inlineValue: nil) }
+    if raw == "--" {
+      positionalOnly = true
+      return next()
+    }
+    if raw.hasPrefix("--"), let equals = raw.firstIndex(of: "=") {
+      return Argument(
+        name: String(raw[..<equals]), inlineValue: String(raw[raw.index(after: equals)...]))
+    }
+    return Argument(name: raw, inlineValue: nil)
+  }
+
+  mutating func value(for argument: Argument) throws(ThumbnailCommand.UsageError) -> String {
+    if let inline = argument.inlineValue { return inline }
+    guard let value = remaining.popFirst() else {
+      throw ThumbnailCommand.UsageError(message: "\(argument.name) needs a value")
+    }
+    return value
+  }
+
+  mutating func integer(
+    for argument: Argument, in range: ClosedRange<Int>
+  ) throws(ThumbnailCommand.UsageError) -> Int {
+    let value = try self.value(for: argument)
+    guard let number = Int(value), range.contains(number) else {
+      throw ThumbnailCommand.UsageError(
+        message: "\(argument.name) expects an integer in \(range), got '\(value)'")
+    }
+    return number
+  }
+}

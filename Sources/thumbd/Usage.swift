@@ -1,0 +1,68 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Help texts for every command.
+enum Usage {
+  static let version = "0.1.0"
+
+  static let main = """
+    thumbd: a thumbnail pipeline and daemon.
+
+    Usage:
+      thumbd thumbnail INPUT... --size WxH [options] --output DIR|FILE
+      thumbd --help | --version
+
+    Commands:
+      thumbnail   Make thumbnails of JPEG and PNG files, many in one process.
+
+    Run 'thumbd COMMAND --help' for a command's options.
+    """
+
+  static let thumbnail = """
+    thumbd thumbnail: make thumbnails of JPEG and PNG files.
+
+    Usage:
+      thumbd thumbnail INPUT... --size WxH [options] --output DIR|FILE
+
+    Each INPUT becomes one file in DIR with the same base name and the extension
+    of its format (.jpg or .png). With a single INPUT, --output may name the
+    file to write instead. Formats are recognised from their bytes, not names.
+    EXIF orientation is applied, and the box applies to the upright image.
+
+    Options:
+      --size WxH        Target box in points, e.g. 256x256. Use 256x0 or 0x256
+                        to bound one side only. Required.
+      --scale N         Device pixel ratio: the box in pixels is W*N x H*N.
+                        Default 1.
+      --fit MODE        contain (inside the box, default), cover (fill the box,
+                        centre crop) or fill (stretch to the box).
+      --format FMT      auto (PNG when the result has alpha, else JPEG; the
+                        default), png or jpeg.
+      --quality Q       JPEG quality, 1-100. Default 80.
+      --upscale         Allow output larger than the source.
+      --filter NAME     Final reduction kernel: lanczos3 (default),
+                        catmull-rom or area.
+      --accept-damaged  Keep damaged or truncated JPEGs (grey-padded) instead
+                        of failing them.
+      --max-pixels N    Refuse sources with more pixels. Default 100000000.
+      --jobs N          Worker threads. Default: the number of cores.
+      -o, --output P    Output directory (created if missing) or, with one
+                        input, an output file.
+      -h, --help        Show this help.
+
+    Each failed input prints one line on stderr: PATH: KIND: message.
+    Kinds: unsupported_format, corrupt, truncated, too_large, out_of_memory,
+    io, invalid_spec, encoding_failed.
+
+    Exit status: 0 all succeeded, 1 some input failed, 2 usage error.
+    """
+}
+
+/// Writes a line to standard error.
+func printError(_ text: String) {
+  // One write(2) per line, so lines from worker threads never interleave.
+  var line = Array(text.utf8)
+  line.append(UInt8(ascii: "\n"))
+  line.withUnsafeBytes { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+}

@@ -1,0 +1,21 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Entry point: dispatches to a subcommand. Each command returns its exit status.
+let arguments = Array(CommandLine.arguments.dropFirst())
+let status: Int32
+switch arguments.first {
+case nil, "-h", "--help", "help":
+  print(Usage.main)
+  status = arguments.isEmpty ? 0 : 0
+case "thumbnail":
+  status = ThumbnailCommand.run(Array(arguments.dropFirst()))
+case "--version":
+  print("thumbd \(Usage.version)")
+  status = 0
+default:
+  printError("thumbd: unknown command '\(arguments[0])'\n\n\(Usage.main)")
+  status = 2
+}
+exit(status)
