@@ -195,6 +195,9 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
       status = sink->row(sink, row, result);
     }
   }
+  /* Reads on to EOI, so damage after the last scan (a second SOF, bogus
+   * tables) is still an error rather than silently ignored. */
+  if (status == IC_OK) jpeg_finish_decompress(cinfo);
   result->warnings = d->err.warnings;
   free(buffer);
   free(rgb);

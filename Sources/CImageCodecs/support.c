@@ -52,8 +52,8 @@ void ic_request_init(ic_request *request) {
 
 ic_format ic_sniff(const uint8_t *bytes, size_t size) {
   static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
-  if (size >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF)
-    return IC_FORMAT_JPEG;
+  /* SOI alone: libjpeg skips stray bytes before the next marker. */
+  if (size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) return IC_FORMAT_JPEG;
   if (size >= 8 && memcmp(bytes, png, 8) == 0) return IC_FORMAT_PNG;
   return IC_FORMAT_UNKNOWN;
 }
@@ -95,4 +95,24 @@ void ic_bitmap_free(ic_bitmap *bitmap) {
   if (!bitmap) return;
   free(bitmap->pixels);
   bitmap->pixels = NULL;
+}
+
+ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
+                    ic_result *result) {
+  memset(result, 0, sizeof(*result));
+  if (!bitmap->pixels || bitmap->width == 0 || bitmap->height == 0 ||
+      (bitmap->channels != 3 && bitmap->channels != 4))
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "invalid bitmap");
+  result->width = bitmap->width;
+  result->height = bitmap->height;
+  result->format = format;
+  if (format == IC_FORMAT_PNG)
+    return ic_encode_png(bitmap->pixels, bitmap->width, bitmap->height,
+                         bitmap->channels, param, &result->data, &result->size,
+                         result);
+  if (format == IC_FORMAT_JPEG)
+    return ic_encode_jpeg(bitmap->pixels, bitmap->width, bitmap->height,
+                          bitmap->channels, param, &result->data,
+                          &result->size, result);
+  return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown output format");
 }

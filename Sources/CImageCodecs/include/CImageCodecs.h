@@ -166,6 +166,14 @@ void ic_result_free(ic_result *result);
 ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
                          ic_bitmap *bitmap, ic_result *info);
 
+/**
+ * Encodes a bitmap (RGB or straight RGBA) as PNG (zlib level in `param`) or
+ * JPEG (quality in `param`; alpha is composited over white). The bytes land
+ * in result->data; free them with ic_result_free.
+ */
+ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
+                    ic_result *result);
+
 /** Releases a bitmap's pixels. Safe to call twice. */
 void ic_bitmap_free(ic_bitmap *bitmap);
 

@@ -51,22 +51,35 @@ public struct Thumbnailer: Sendable {
     return try finish(&result)
   }
 
-  /// Decodes a whole image at full resolution, upright. For references and tests only: it holds
-  /// every pixel in memory.
+  /// Decodes a whole image file at full resolution, upright. For references and tests only: it
+  /// holds every pixel in memory.
   public func decodeFullResolution(contentsOf path: String) throws(ThumbnailError) -> Bitmap {
+    try path.withCString { cPath in
+      decodeFull(ic_source(data: nil, size: 0, path: cPath))
+    }.get()
+  }
+
+  /// Decodes in-memory bytes at full resolution, upright. For references and tests only.
+  public func decodeFullResolution(of bytes: [UInt8]) throws(ThumbnailError) -> Bitmap {
+    try bytes.withUnsafeBufferPointer { buffer in
+      decodeFull(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil))
+    }.get()
+  }
+
+  private func decodeFull(_ source: ic_source) -> Result<Bitmap, ThumbnailError> {
+    var source = source
     var limits = cLimits
     var bitmap = ic_bitmap()
     var info = ic_result()
-    let status = path.withCString { cPath in
-      var source = ic_source(data: nil, size: 0, path: cPath)
-      return ic_decode_full(&source, &limits, &bitmap, &info)
-    }
     defer { ic_bitmap_free(&bitmap) }
-    if status != IC_OK { throw Self.error(from: &info) }
+    guard ic_decode_full(&source, &limits, &bitmap, &info) == IC_OK else {
+      return .failure(CodecResult.error(of: &info))
+    }
     let count = Int(bitmap.width) * Int(bitmap.height) * Int(bitmap.channels)
-    return Bitmap(
-      pixels: Array(UnsafeBufferPointer(start: bitmap.pixels, count: count)),
-      width: Int(bitmap.width), height: Int(bitmap.height), channels: Int(bitmap.channels))
+    return .success(
+      Bitmap(
+        pixels: Array(UnsafeBufferPointer(start: bitmap.pixels, count: count)),
+        width: Int(bitmap.width), height: Int(bitmap.height), channels: Int(bitmap.channels)))
   }
 
   private var cLimits: ic_limits {
@@ -117,30 +130,12 @@ public struct Thumbnailer: Sendable {
   private func finish(_ result: inout ic_result) throws(ThumbnailError) -> Thumbnail {
     defer { ic_result_free(&result) }
     guard result.status == IC_OK, let format = ImageFormat(result.format) else {
-      throw Self.error(from: &result)
+      throw CodecResult.error(of: &result)
     }
     return Thumbnail(
       data: Array(UnsafeBufferPointer(start: result.data, count: result.size)),
       format: format, width: Int(result.width), height: Int(result.height),
       hasAlpha: result.has_alpha != 0, sourceWidth: Int(result.source_width),
       sourceHeight: Int(result.source_height), orientation: Int(result.orientation))
-  }
-
-  private static func error(from result: inout ic_result) -> ThumbnailError {
-    let message = withUnsafeBytes(of: &result.message) { raw in
-      String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-    }
-    switch result.status {
-    case IC_ERR_UNSUPPORTED: return .unsupportedFormat(message)
-    case IC_ERR_TRUNCATED: return .truncated(message)
-    case IC_ERR_TOO_LARGE:
-      return .tooLarge(width: Int(result.source_width), height: Int(result.source_height))
-    case IC_ERR_CANCELLED: return .cancelled
-    case IC_ERR_NO_MEMORY: return .outOfMemory(message)
-    case IC_ERR_IO: return .io(message)
-    case IC_ERR_INVALID_ARGUMENT: return .invalidSpec(message)
-    case IC_ERR_ENCODE: return .encodingFailed(message)
-    default: return .corrupt(message)
-    }
   }
 }

@@ -1,0 +1,32 @@
+import CImageCodecs
+
+/// Encodes bitmaps with the same encoders the thumbnailer uses.
+public enum ImageEncoder {
+  /// PNG, 8-bit RGB or RGBA, at the given zlib level (0...9).
+  public static func png(_ bitmap: Bitmap, level: Int = 6) throws(ThumbnailError) -> [UInt8] {
+    try encode(bitmap, IC_FORMAT_PNG, Int32(max(0, min(9, level))))
+  }
+
+  /// JPEG, 4:2:0, at the given quality (1...100). Alpha is composited over white.
+  public static func jpeg(_ bitmap: Bitmap, quality: Int = 90) throws(ThumbnailError) -> [UInt8] {
+    try encode(bitmap, IC_FORMAT_JPEG, Int32(max(1, min(100, quality))))
+  }
+
+  private static func encode(
+    _ bitmap: Bitmap, _ format: ic_format, _ parameter: Int32
+  ) throws(ThumbnailError) -> [UInt8] {
+    var result = ic_result()
+    defer { ic_result_free(&result) }
+    var pixels = bitmap.pixels
+    let status = pixels.withUnsafeMutableBufferPointer { buffer in
+      var image = ic_bitmap(
+        pixels: buffer.baseAddress, width: UInt32(bitmap.width), height: UInt32(bitmap.height),
+        channels: Int32(bitmap.channels))
+      return ic_encode(&image, format, parameter, &result)
+    }
+    guard status == IC_OK else {
+      throw .encodingFailed(CodecResult.message(of: &result))
+    }
+    return Array(UnsafeBufferPointer(start: result.data, count: result.size))
+  }
+}
