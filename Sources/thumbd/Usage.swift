@@ -41,8 +41,8 @@ enum Usage {
                         default), png or jpeg.
       --quality Q       JPEG quality, 1-100. Default 80.
       --upscale         Allow output larger than the source.
-      --filter NAME     Final reduction kernel: lanczos3 (default),
-                        catmull-rom or area.
+      --filter NAME     Final reduction kernel: catmull-rom (default),
+                        lanczos3 (sharper, more ringing) or area (softest).
       --accept-damaged  Keep damaged or truncated JPEGs (grey-padded) instead
                         of failing them.
       --max-pixels N    Refuse sources with more pixels. Default 100000000.

@@ -141,7 +141,7 @@ typedef struct ic_bitmap {
 /** Fills defaults: 65535 px a side, 100 MP, 512 MiB decoder memory, strict. */
 void ic_limits_init(ic_limits *limits);
 
-/** Fills defaults: contain, auto format, quality 80, Lanczos-3, shrink-on-load. */
+/** Fills defaults: contain, auto format, quality 80, Catmull-Rom, shrink-on-load. */
 void ic_request_init(ic_request *request);
 
 /** Identifies JPEG or PNG from the first bytes. */

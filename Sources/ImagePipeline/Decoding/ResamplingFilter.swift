@@ -2,9 +2,10 @@ import CImageCodecs
 
 /// The kernel for the final, exact-size reduction after block averaging.
 public enum ResamplingFilter: String, Sendable, Hashable, CaseIterable {
-  /// Sharpest; the default.
+  /// Sharpest, with the most ringing.
   case lanczos3
-  /// A little softer, fewer ringing artefacts.
+  /// Sharp with little ringing; the default. Closest of the two sharp kernels to an exact
+  /// area average on photos (see docs/BENCHMARKS.md).
   case catmullRom = "catmull-rom"
   /// Exact area averaging: no sharpening, no ringing.
   case area

@@ -3,14 +3,29 @@ import ImagePipeline
 
 /// Independent reference computations for image checks.
 enum ImageMetrics {
+  /// A pixel rectangle, as fractions of the image size, left out of a comparison.
+  struct Exclusion {
+    let x: ClosedRange<Double>
+    let y: ClosedRange<Double>
+
+    func contains(_ px: Int, _ py: Int, width: Int, height: Int) -> Bool {
+      x.contains((Double(px) + 0.5) / Double(width))
+        && y.contains((Double(py) + 0.5) / Double(height))
+    }
+  }
+
   /// Peak signal-to-noise ratio over the RGB channels, in dB (infinity when identical).
-  static func psnr(_ a: Bitmap, _ b: Bitmap) -> Double {
+  static func psnr(_ a: Bitmap, _ b: Bitmap, excluding exclusion: Exclusion? = nil) -> Double {
     precondition(a.width == b.width && a.height == b.height, "size mismatch")
     var squared = 0.0
-    let count = a.width * a.height
+    var count = 0
     a.pixels.withUnsafeBufferPointer { pa in
       b.pixels.withUnsafeBufferPointer { pb in
-        for i in 0..<count {
+        for i in 0..<(a.width * a.height) {
+          if let exclusion, exclusion.contains(i % a.width, i / a.width, width: a.width, height: a.height) {
+            continue
+          }
+          count += 1
           for c in 0..<3 {
             let d = Double(pa[i * a.channels + c]) - Double(pb[i * b.channels + c])
             squared += d * d
@@ -43,8 +58,11 @@ enum ImageMetrics {
     }
   }
 
-  /// Exact area average to `width` x `height`, alpha premultiplied while averaging.
-  static func areaAverage(_ image: Bitmap, width: Int, height: Int) -> Bitmap {
+  /// Exact area average to `width` x `height`. With `premultiplied` false, colour is averaged
+  /// ignoring alpha: the classic dark-fringe bug, kept to show the checks would catch it.
+  static func areaAverage(
+    _ image: Bitmap, width: Int, height: Int, premultiplied: Bool = true
+  ) -> Bitmap {
     let ch = image.channels
     let xs = spans(source: image.width, output: width)
     let ys = spans(source: image.height, output: height)
@@ -57,9 +75,10 @@ enum ImageMetrics {
             for (k, w) in span.weights.enumerated() {
               let p = (y * image.width + span.first + k) * ch
               let alpha = ch == 4 ? Double(src[p + 3]) / 255 : 1
-              sum.0 += w * Double(src[p]) * alpha
-              sum.1 += w * Double(src[p + 1]) * alpha
-              sum.2 += w * Double(src[p + 2]) * alpha
+              let weight = premultiplied ? alpha : 1
+              sum.0 += w * Double(src[p]) * weight
+              sum.1 += w * Double(src[p + 1]) * weight
+              sum.2 += w * Double(src[p + 2]) * weight
               sum.3 += w * alpha
             }
             let o = (y * width + i) * 4
@@ -84,7 +103,7 @@ enum ImageMetrics {
         }
         let o = (j * width + i) * ch
         let alpha = sum.3
-        let unpremultiply = alpha > 0 ? 1 / alpha : 0
+        let unpremultiply = premultiplied ? (alpha > 0 ? 1 / alpha : 0) : 1
         out[o] = byte(sum.0 * unpremultiply)
         out[o + 1] = byte(sum.1 * unpremultiply)
         out[o + 2] = byte(sum.2 * unpremultiply)
@@ -92,6 +111,23 @@ enum ImageMetrics {
       }
     }
     return Bitmap(pixels: out, width: width, height: height, channels: ch)
+  }
+
+  /// How much darker `image` is than `reference` along transparency edges: pixels the reference
+  /// shows partly transparent (alpha 64...250), where averaging with transparent black would
+  /// pull the colour down. The largest per-pixel drop of the mean of R, G and B. Fully opaque
+  /// pixels are left out: there, a sharp kernel differs from an area average by design.
+  static func worstDarkening(_ image: Bitmap, reference: Bitmap) -> Double {
+    precondition(image.channels == 4 && reference.channels == 4, "RGBA expected")
+    var worst = 0.0
+    for i in 0..<(image.width * image.height) where (64...250).contains(reference.pixels[i * 4 + 3]) {
+      var drop = 0.0
+      for c in 0..<3 {
+        drop += Double(reference.pixels[i * 4 + c]) - Double(image.pixels[i * 4 + c])
+      }
+      worst = max(worst, drop / 3)
+    }
+    return worst
   }
 
   private static func byte(_ v: Double) -> UInt8 {
