@@ -40,12 +40,11 @@ ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
                          ic_bitmap *bitmap, ic_result *info) {
   memset(info, 0, sizeof(*info));
   memset(bitmap, 0, sizeof(*bitmap));
-  FILE *file = NULL;
-  if (ic_source_open(source, &file, info) != IC_OK) return info->status;
+  ic_stream stream;
+  if (ic_stream_open(&stream, source, info) != IC_OK) return info->status;
   ic_decoder *decoder = NULL;
   collect_sink sink = {.base = {.begin = collect_begin, .row = collect_row}};
-  ic_status status = ic_decoder_open(file, source->data, source->size, limits,
-                                     NULL, info, &decoder);
+  ic_status status = ic_decoder_open(&stream, limits, NULL, info, &decoder);
   if (status == IC_OK) {
     uint32_t w, h;
     info->orientation = decoder->header.orientation;
@@ -54,7 +53,7 @@ ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
     status = decoder->run(decoder, &sink.base, info);
     decoder->destroy(decoder);
   }
-  if (file) fclose(file);
+  ic_stream_close(&stream);
   if (status == IC_OK && sink.next_row < sink.height)
     status = ic_fail(info, IC_ERR_TRUNCATED, "image ended early");
   if (status != IC_OK) {

@@ -54,24 +54,41 @@ struct ic_decoder {
 };
 
 /*
- * Opens a source for reading: a FILE when it names a path (*file is set and
- * must be closed by the caller), otherwise its bytes.
+ * Encoded bytes being read: in memory, or from a FILE that may be a pipe.
+ * Sniffing consumes the first bytes; they are kept and handed out again
+ * first, because pipes and FIFOs cannot be rewound.
  */
-ic_status ic_source_open(const ic_source *source, FILE **file,
+typedef struct ic_stream {
+  FILE *file;
+  const uint8_t *data;
+  size_t size;
+  size_t offset;
+  uint8_t head[8];
+  size_t head_length;
+  size_t head_offset;
+} ic_stream;
+
+/* Opens a source: a FILE when it names a path, otherwise its bytes. */
+ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
                          ic_result *result);
+void ic_stream_close(ic_stream *stream);
+/* Reads up to length bytes; fewer only at the end of data or on error. */
+size_t ic_stream_read(ic_stream *stream, uint8_t *out, size_t length);
+/* True when the last short read was an I/O error rather than the end. */
+int ic_stream_failed(const ic_stream *stream);
 
 /* Sniffs the format and reads the header, checking the limits. */
-ic_status ic_decoder_open(FILE *file, const uint8_t *data, size_t size,
-                          const ic_limits *limits, const int32_t *cancel_flag,
-                          ic_result *result, ic_decoder **decoder);
+ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
+                          const int32_t *cancel_flag, ic_result *result,
+                          ic_decoder **decoder);
 
-ic_status ic_jpeg_open(FILE *file, const uint8_t *data, size_t size,
-                       const ic_limits *limits, const int32_t *cancel_flag,
-                       ic_result *result, ic_decoder **decoder);
+ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
+                       const int32_t *cancel_flag, ic_result *result,
+                       ic_decoder **decoder);
 
-ic_status ic_png_open(FILE *file, const uint8_t *data, size_t size,
-                      const ic_limits *limits, const int32_t *cancel_flag,
-                      ic_result *result, ic_decoder **decoder);
+ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
+                      const int32_t *cancel_flag, ic_result *result,
+                      ic_decoder **decoder);
 
 /* Checks header dimensions against the limits; IC_ERR_TOO_LARGE if over. */
 ic_status ic_check_limits(uint32_t width, uint32_t height,

@@ -16,6 +16,8 @@
 
 /* Rows requested per jpeg_read_scanlines call. */
 #define JPEG_ROWS_PER_READ 8
+/* Bytes read from a file or pipe per refill. */
+#define JPEG_STREAM_BUFFER 16384
 
 typedef struct jpeg_error_state {
   struct jpeg_error_mgr pub;
@@ -27,8 +29,16 @@ typedef struct jpeg_error_state {
   const int32_t *cancel_flag;
 } jpeg_error_state;
 
+/* Feeds libjpeg from an ic_stream (files and pipes). */
+typedef struct stream_source {
+  struct jpeg_source_mgr pub;
+  ic_stream *stream;
+  JOCTET buffer[JPEG_STREAM_BUFFER];
+} stream_source;
+
 typedef struct jpeg_decoder {
   ic_decoder base;
+  stream_source source;
   struct jpeg_decompress_struct cinfo;
   jpeg_error_state err;
   struct jpeg_progress_mgr progress;
@@ -94,6 +104,52 @@ static void on_progress(j_common_ptr cinfo) {
     snprintf(err->message, sizeof(err->message), "decode cancelled");
     longjmp(err->jump, 1);
   }
+}
+
+static void source_init(j_decompress_ptr cinfo) { (void)cinfo; }
+
+static boolean source_fill(j_decompress_ptr cinfo) {
+  static const JOCTET fake_eoi[2] = {0xFF, JPEG_EOI};
+  stream_source *src = (stream_source *)cinfo->src;
+  size_t n = ic_stream_read(src->stream, src->buffer, sizeof(src->buffer));
+  if (n == 0) {
+    /* Same as libjpeg's own sources: warn, then pretend the file ended,
+     * so the strict policy decides whether that is an error. */
+    if (ic_stream_failed(src->stream)) ERREXIT(cinfo, JERR_FILE_READ);
+    WARNMS(cinfo, JWRN_JPEG_EOF);
+    src->pub.next_input_byte = fake_eoi;
+    src->pub.bytes_in_buffer = 2;
+    return TRUE;
+  }
+  src->pub.next_input_byte = src->buffer;
+  src->pub.bytes_in_buffer = n;
+  return TRUE;
+}
+
+static void source_skip(j_decompress_ptr cinfo, long count) {
+  struct jpeg_source_mgr *src = cinfo->src;
+  if (count <= 0) return;
+  while (count > (long)src->bytes_in_buffer) {
+    count -= (long)src->bytes_in_buffer;
+    (void)(*src->fill_input_buffer)(cinfo);
+  }
+  src->next_input_byte += count;
+  src->bytes_in_buffer -= (size_t)count;
+}
+
+static void source_term(j_decompress_ptr cinfo) { (void)cinfo; }
+
+static void use_stream_source(jpeg_decoder *d, ic_stream *stream) {
+  stream_source *src = &d->source;
+  src->stream = stream;
+  src->pub.init_source = source_init;
+  src->pub.fill_input_buffer = source_fill;
+  src->pub.skip_input_data = source_skip;
+  src->pub.resync_to_restart = jpeg_resync_to_restart;
+  src->pub.term_source = source_term;
+  src->pub.bytes_in_buffer = 0;
+  src->pub.next_input_byte = NULL;
+  d->cinfo.src = &src->pub;
 }
 
 static void jpeg_destroy_decoder(ic_decoder *base) {
@@ -218,9 +274,9 @@ static int orientation_from_markers(struct jpeg_decompress_struct *cinfo) {
   return 1;
 }
 
-ic_status ic_jpeg_open(FILE *file, const uint8_t *data, size_t size,
-                       const ic_limits *limits, const int32_t *cancel_flag,
-                       ic_result *result, ic_decoder **out) {
+ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
+                       const int32_t *cancel_flag, ic_result *result,
+                       ic_decoder **out) {
   jpeg_decoder *d = calloc(1, sizeof(*d));
   if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
   d->base.choose_size = jpeg_choose_size;
@@ -243,8 +299,8 @@ ic_status ic_jpeg_open(FILE *file, const uint8_t *data, size_t size,
   d->cinfo.progress = &d->progress;
   if (limits->max_decoder_memory)
     d->cinfo.mem->max_memory_to_use = (long)limits->max_decoder_memory;
-  if (file) jpeg_stdio_src(&d->cinfo, file);
-  else jpeg_mem_src(&d->cinfo, data, (unsigned long)size);
+  if (stream->file) use_stream_source(d, stream);
+  else jpeg_mem_src(&d->cinfo, stream->data, (unsigned long)stream->size);
   jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&d->cinfo, TRUE);
   result->warnings = d->err.warnings;

@@ -18,10 +18,7 @@ typedef struct png_decoder {
   ic_decoder base;
   png_structp png;
   png_infop info;
-  FILE *file;
-  const uint8_t *data;
-  size_t size;
-  size_t offset;
+  ic_stream *stream;
   int hit_end;
   int passes;
   ic_status status;
@@ -50,19 +47,11 @@ static void on_png_warning(png_structp png, png_const_charp message) {
 
 static void read_bytes(png_structp png, png_bytep out, size_t length) {
   png_decoder *d = png_get_io_ptr(png);
-  if (d->file) {
-    if (fread(out, 1, length, d->file) != length) {
-      d->hit_end = 1;
-      png_error(png, ferror(d->file) ? "read error" : "unexpected end of data");
-    }
-    return;
-  }
-  if (d->size - d->offset < length) {
+  if (ic_stream_read(d->stream, out, length) != length) {
+    if (ic_stream_failed(d->stream)) png_error(png, "read error");
     d->hit_end = 1;
     png_error(png, "unexpected end of data");
   }
-  memcpy(out, d->data + d->offset, length);
-  d->offset += length;
 }
 
 static void png_destroy_decoder(ic_decoder *base) {
@@ -145,17 +134,15 @@ static int orientation_from_exif_chunk(png_structp png, png_infop info) {
   return 1;
 }
 
-ic_status ic_png_open(FILE *file, const uint8_t *data, size_t size,
-                      const ic_limits *limits, const int32_t *cancel_flag,
-                      ic_result *result, ic_decoder **out) {
+ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
+                      const int32_t *cancel_flag, ic_result *result,
+                      ic_decoder **out) {
   png_decoder *d = calloc(1, sizeof(*d));
   if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
   d->base.choose_size = png_choose_size;
   d->base.run = png_run;
   d->base.destroy = png_destroy_decoder;
-  d->file = file;
-  d->data = data;
-  d->size = size;
+  d->stream = stream;
   d->cancel_flag = cancel_flag;
   d->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, d, on_png_error,
                                   on_png_warning);

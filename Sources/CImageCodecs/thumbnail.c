@@ -123,20 +123,20 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
                        ic_result *result) {
   memset(result, 0, sizeof(*result));
   if (validate(request, result) != IC_OK) return result->status;
-  FILE *file = NULL;
-  if (ic_source_open(source, &file, result) != IC_OK) return result->status;
+  ic_stream stream;
+  if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
   ic_decoder *decoder = NULL;
   uint8_t *pixels = NULL;
   uint32_t width = 0, height = 0;
   int channels = 0;
-  ic_status status = ic_decoder_open(file, source->data, source->size, limits,
-                                     cancel_flag, result, &decoder);
+  ic_status status = ic_decoder_open(&stream, limits, cancel_flag, result,
+                                     &decoder);
   if (status == IC_OK) {
     status = resample(decoder, request, limits, result, &pixels, &width,
                       &height, &channels);
     decoder->destroy(decoder);
   }
-  if (file) fclose(file);
+  ic_stream_close(&stream);
   if (status != IC_OK) return status;
 
   uint32_t upright_w, upright_h;

@@ -16,13 +16,16 @@ struct AlphaTests {
     var pixels = [UInt8](repeating: 0, count: width * height * 4)
     for y in 0..<height {
       for x in 0..<(width / 2) {
-        pixels.replaceSubrange(((y * width + x) * 4)..<((y * width + x) * 4 + 4), with: [255, 0, 0, 255])
+        pixels.replaceSubrange(
+          ((y * width + x) * 4)..<((y * width + x) * 4 + 4), with: [255, 0, 0, 255])
       }
     }
     return Bitmap(pixels: pixels, width: width, height: height, channels: 4)
   }
 
-  @Test("transparent black never darkens visible red", arguments: [(64, 16), (61, 13), (300, 7), (33, 32)])
+  @Test(
+    "transparent black never darkens visible red",
+    arguments: [(64, 16), (61, 13), (300, 7), (33, 32)])
   func noFringeOnSyntheticEdge(source: Int, box: Int) throws {
     let png = try ImageEncoder.png(Self.redBesideTransparentBlack(width: source, height: source))
     for filter in ResamplingFilter.allCases {
@@ -40,7 +43,9 @@ struct AlphaTests {
   /// Uses the area kernel so the comparison with the exact premultiplied reference is tight: a
   /// sharp kernel legitimately differs from an area average at every edge. The block stage and
   /// premultiplication are shared by all kernels; the synthetic edge above covers each kernel.
-  @Test("RGBA PngSuite images show no dark fringe against a premultiplied reference", arguments: transparentPngSuite)
+  @Test(
+    "RGBA PngSuite images show no dark fringe against a premultiplied reference",
+    arguments: transparentPngSuite)
   func noFringeOnPngSuite(path: String) throws {
     let thumbnail = try Thumbnailer(filter: .area).thumbnail(
       contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: 16, height: 16, format: .png))
@@ -66,7 +71,9 @@ struct AlphaTests {
   @Test("auto picks PNG for transparency and JPEG once alpha is all opaque")
   func autoFormatFollowsAlpha() throws {
     let transparent = try ImageEncoder.png(Self.redBesideTransparentBlack(width: 40, height: 40))
-    #expect(try thumbnailer.thumbnail(of: transparent, spec: ThumbnailSpec(width: 20, height: 20)).format == .png)
+    #expect(
+      try thumbnailer.thumbnail(of: transparent, spec: ThumbnailSpec(width: 20, height: 20)).format
+        == .png)
     let opaqueRGBA = Bitmap(
       pixels: (0..<(40 * 40)).flatMap { _ in [UInt8(200), 120, 40, 255] }, width: 40, height: 40,
       channels: 4)

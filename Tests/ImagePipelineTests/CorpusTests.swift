@@ -7,7 +7,9 @@ struct CorpusTests {
   let thumbnailer = Thumbnailer()
   let spec = ThumbnailSpec(width: 256, height: 256)
 
-  @Test("decode-ok files give a thumbnail of the right upright size", arguments: Corpus.entries(expected: "decode-ok"))
+  @Test(
+    "decode-ok files give a thumbnail of the right upright size",
+    arguments: Corpus.entries(expected: "decode-ok"))
   func decodesValidFile(entry: Corpus.Entry) throws {
     let thumbnail = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
     let shown = try #require(entry.displayedSize, "manifest has no dimensions")
@@ -19,14 +21,20 @@ struct CorpusTests {
     #expect(decoded.width == expected.width && decoded.height == expected.height)
   }
 
-  @Test("decode-ok files stream from disk the same as from memory", arguments: Corpus.entries(expected: "decode-ok").filter { $0.kind == "photo" || $0.kind == "exif-orientation" })
+  @Test(
+    "decode-ok files stream from disk the same as from memory",
+    arguments: Corpus.entries(expected: "decode-ok").filter {
+      $0.kind == "photo" || $0.kind == "exif-orientation"
+    })
   func streamsFromDisk(entry: Corpus.Entry) throws {
     let fromFile = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
     let fromMemory = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
     #expect(fromFile == fromMemory)
   }
 
-  @Test("must-reject files give a typed error", .timeLimit(.minutes(1)), arguments: Corpus.entries(expected: "must-reject"))
+  @Test(
+    "must-reject files give a typed error", .timeLimit(.minutes(1)),
+    arguments: Corpus.entries(expected: "must-reject"))
   func rejectsBadFile(entry: Corpus.Entry) throws {
     #expect(throws: ThumbnailError.self) {
       _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
@@ -37,7 +45,9 @@ struct CorpusTests {
     }
   }
 
-  @Test("either files decode or fail cleanly, in bounded time", .timeLimit(.minutes(1)), arguments: Corpus.entries(expected: "either"))
+  @Test(
+    "either files decode or fail cleanly, in bounded time", .timeLimit(.minutes(1)),
+    arguments: Corpus.entries(expected: "either"))
   func handlesPolicyFile(entry: Corpus.Entry) throws {
     let bytes = try Corpus.bytes(entry.path)
     for limits in [DecodingLimits(), DecodingLimits(acceptDamaged: true)] {

@@ -22,7 +22,9 @@ enum ImageMetrics {
     a.pixels.withUnsafeBufferPointer { pa in
       b.pixels.withUnsafeBufferPointer { pb in
         for i in 0..<(a.width * a.height) {
-          if let exclusion, exclusion.contains(i % a.width, i / a.width, width: a.width, height: a.height) {
+          if let exclusion,
+            exclusion.contains(i % a.width, i / a.width, width: a.width, height: a.height)
+          {
             continue
           }
           count += 1
@@ -120,7 +122,8 @@ enum ImageMetrics {
   static func worstDarkening(_ image: Bitmap, reference: Bitmap) -> Double {
     precondition(image.channels == 4 && reference.channels == 4, "RGBA expected")
     var worst = 0.0
-    for i in 0..<(image.width * image.height) where (64...250).contains(reference.pixels[i * 4 + 3]) {
+    for i in 0..<(image.width * image.height) where (64...250).contains(reference.pixels[i * 4 + 3])
+    {
       var drop = 0.0
       for c in 0..<3 {
         drop += Double(reference.pixels[i * 4 + c]) - Double(image.pixels[i * 4 + c])
@@ -137,7 +140,9 @@ enum ImageMetrics {
   /// Expected size of a `contain` thumbnail without upscaling, the way the pipeline rounds.
   static func containSize(width: Int, height: Int, box: Int) -> (width: Int, height: Int) {
     let s = min(Double(box) / Double(width), Double(box) / Double(height), 1)
-    return (max(1, Int((Double(width) * s + 0.5).rounded(.down))),
-      max(1, Int((Double(height) * s + 0.5).rounded(.down))))
+    return (
+      max(1, Int((Double(width) * s + 0.5).rounded(.down))),
+      max(1, Int((Double(height) * s + 0.5).rounded(.down)))
+    )
   }
 }

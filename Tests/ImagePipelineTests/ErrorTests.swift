@@ -1,0 +1,134 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Bad input gets a clear, typed error.
+@Suite("Errors")
+struct ErrorTests {
+  let spec = ThumbnailSpec(width: 128, height: 128)
+
+  @Test("a truncated JPEG is `truncated` when strict and a padded image when damage is accepted")
+  func truncatedJPEG() throws {
+    let full = try Corpus.bytes("photo/coil/normal.jpg")
+    let cut = Array(full.prefix(full.count / 2))
+    #expect {
+      _ = try Thumbnailer().thumbnail(of: cut, spec: spec)
+    } throws: { ($0 as? ThumbnailError)?.kind == "truncated" }
+    let padded = try Thumbnailer(limits: DecodingLimits(acceptDamaged: true)).thumbnail(
+      of: cut, spec: spec)
+    #expect(padded.width == 102 && padded.height == 128)
+  }
+
+  @Test("a truncated PNG is `truncated`")
+  func truncatedPNG() throws {
+    let full = try Corpus.bytes("photo/image-png/kodim02.png")
+    #expect {
+      _ = try Thumbnailer().thumbnail(of: Array(full.prefix(full.count / 3)), spec: spec)
+    } throws: { ($0 as? ThumbnailError)?.kind == "truncated" }
+  }
+
+  @Test("a flipped bit in PNG data fails its CRC")
+  func pngCRC() throws {
+    var bytes = try Corpus.bytes("photo/image-png/kodim02.png")
+    bytes[bytes.count / 2] ^= 0x10
+    #expect {
+      _ = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+    } throws: { ($0 as? ThumbnailError)?.kind == "corrupt" }
+  }
+
+  @Test("empty input and garbage are unsupported")
+  func unsupported() {
+    for bytes in [[], [UInt8](repeating: 7, count: 100), Array("GIF89a....".utf8)] {
+      #expect {
+        _ = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+      } throws: { ($0 as? ThumbnailError)?.kind == "unsupported_format" }
+    }
+  }
+
+  @Test("pixel limits give tooLarge with the header's size")
+  func pixelLimit() {
+    let limits = DecodingLimits(maxPixels: 1_000_000)
+    #expect(throws: ThumbnailError.tooLarge(width: 4000, height: 6000)) {
+      _ = try Thumbnailer(limits: limits).thumbnail(
+        contentsOf: Corpus.path("photo/coil/large.jpg"), spec: spec)
+    }
+    #expect(throws: ThumbnailError.tooLarge(width: 6000, height: 3300)) {
+      _ = try Thumbnailer(limits: DecodingLimits(maxWidth: 5000)).thumbnail(
+        contentsOf: Corpus.path("png-valid/large/large.png"), spec: spec)
+    }
+  }
+
+  @Test("a missing file is an io error")
+  func missingFile() {
+    #expect {
+      _ = try Thumbnailer().thumbnail(contentsOf: "/nonexistent/x.jpg", spec: spec)
+    } throws: { ($0 as? ThumbnailError)?.kind == "io" }
+  }
+
+  @Test(
+    "a raised cancellation flag stops JPEG and PNG decodes with `cancelled`",
+    arguments: [
+      "photo/coil/large.jpg", "photo/squoosh/demo-large-photo.jpg", "png-valid/large/large.png",
+      "png-valid/pngsuite/basi6a08.png",
+    ])
+  func cancellation(path: String) {
+    let flag = CancellationFlag()
+    flag.cancel()
+    #expect(flag.isCancelled)
+    #expect(throws: ThumbnailError.cancelled) {
+      _ = try Thumbnailer().thumbnail(contentsOf: Corpus.path(path), spec: spec, cancellation: flag)
+    }
+  }
+
+  /// The source arrives through a FIFO: the decoder cannot finish before the test has written
+  /// every byte, so raising the flag after the first 30% must stop it part-way, deterministically.
+  @Test(
+    "cancelling mid-decode stops at the next check",
+    arguments: [
+      "png-valid/large/large.png", "photo/coil/large.jpg", "photo/squoosh/demo-large-photo.jpg",
+    ])
+  func cancelPartWay(path: String) async throws {
+    signal(SIGPIPE, SIG_IGN)
+    let bytes = try Corpus.bytes(path)
+    let fifo = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "thumbd-fifo-\(UUID().uuidString)"
+    ).path
+    #expect(mkfifo(fifo, 0o600) == 0)
+    defer { unlink(fifo) }
+    let flag = CancellationFlag()
+    // Both ends block in system calls, so they run on threads of their own, never on the
+    // cooperative pool (parallel test cases would exhaust it and deadlock).
+    let outcome = await withCheckedContinuation { continuation in
+      Thread.detachNewThread {
+        continuation.resume(
+          returning: Result { () throws(ThumbnailError) in
+            try Thumbnailer().thumbnail(
+              contentsOf: fifo, spec: ThumbnailSpec(width: 64, height: 64), cancellation: flag)
+          })
+      }
+      Thread.detachNewThread {
+        let writer = open(fifo, O_WRONLY)
+        guard writer >= 0 else { return }
+        bytes.withUnsafeBytes { raw in
+          var offset = 0
+          func send(upTo end: Int) {
+            while offset < end {
+              let n = write(writer, raw.baseAddress! + offset, end - offset)
+              if n <= 0 { return }  // the reader stopped and closed: EPIPE
+              offset += n
+            }
+          }
+          send(upTo: bytes.count * 3 / 10)
+          flag.cancel()
+          send(upTo: raw.count)
+        }
+        close(writer)
+      }
+    }
+    #expect(throws: ThumbnailError.cancelled) { try outcome.get() }
+  }
+}
