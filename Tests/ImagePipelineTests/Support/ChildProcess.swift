@@ -10,7 +10,7 @@ enum ChildProcess {
   struct Outcome {
     let status: Int32
     let standardError: String
-    /// Peak resident set size in KiB, from wait4's rusage.
+    /// Peak resident set size in KiB, as GNU time reports it (0 unless measured).
     let maxRSSKiB: Int
   }
 
@@ -30,8 +30,15 @@ enum ChildProcess {
     return directory.appendingPathComponent("thumbd").path
   }()
 
-  /// Spawns `thumbd` with the arguments and waits for it.
-  static func runThumbd(_ arguments: [String]) throws -> Outcome {
+  static let timeMarker = "THUMBD_TEST_MAXRSS_KIB="
+
+  /// Spawns `thumbd` with the arguments and waits for it. With `measuringMemory`, it runs under
+  /// GNU time: our own wait4 rusage would be useless, because on exec Linux folds the spawning
+  /// process's high-water mark (this large test process) into the child's ru_maxrss.
+  static func runThumbd(_ arguments: [String], measuringMemory: Bool = false) throws -> Outcome {
+    let command =
+      measuringMemory
+      ? ["/usr/bin/time", "-f", timeMarker + "%M", thumbd] + arguments : [thumbd] + arguments
     let errorFile = FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbd-stderr-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: errorFile) }
@@ -40,16 +47,20 @@ enum ChildProcess {
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv = ([thumbd] + arguments).map { strdup($0) } + [nil]
+    let argv = command.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, thumbd, &actions, nil, argv, environ)
+    let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, environ)
     guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EIO) }
     var status: Int32 = 0
-    var usage = rusage()
-    while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-    let standardError = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
-    return Outcome(status: exitStatus, standardError: standardError, maxRSSKiB: usage.ru_maxrss)
+    var standardError = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+    var maxRSS = 0
+    if measuringMemory, let marker = standardError.range(of: timeMarker) {
+      maxRSS = Int(standardError[marker.upperBound...].prefix { $0.isNumber }) ?? 0
+      standardError = String(standardError[..<marker.lowerBound])
+    }
+    return Outcome(status: exitStatus, standardError: standardError, maxRSSKiB: maxRSS)
   }
 }

@@ -1,0 +1,125 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+/// `thumbd thumbnail`, run as the real binary.
+@Suite("CLI")
+struct CLITests {
+  private func temporaryDirectory() throws -> String {
+    let path = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-cli-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+  }
+
+  @Test("many inputs land in DIR with their base names and format extensions")
+  func manyInputs() throws {
+    let out = try temporaryDirectory()
+    let outcome = try ChildProcess.runThumbd([
+      "thumbnail", Corpus.path("photo/coil/normal.jpg"),
+      Corpus.path("png-valid/image-png/rgba.png"), "--size", "64x64", "--output", out,
+    ])
+    #expect(outcome.status == 0)
+    #expect(outcome.standardError.isEmpty)
+    let jpeg = Array(try Data(contentsOf: URL(fileURLWithPath: out + "/normal.jpg")))
+    let png = Array(try Data(contentsOf: URL(fileURLWithPath: out + "/rgba.png")))
+    #expect(ImageFormat.sniff(jpeg) == .jpeg)
+    #expect(ImageFormat.sniff(png) == .png)
+    let decoded = try Thumbnailer().decodeFullResolution(of: jpeg)
+    #expect(decoded.width == 51 && decoded.height == 64)
+  }
+
+  @Test("one input may name the output file")
+  func singleOutputFile() throws {
+    let out = try temporaryDirectory() + "/nested/thumb.out"
+    let outcome = try ChildProcess.runThumbd([
+      "thumbnail", Corpus.path("photo/coil/normal.jpg"), "--size=32x32", "--format=png", "-o", out,
+    ])
+    #expect(outcome.status == 0)
+    #expect(ImageFormat.sniff(Array(try Data(contentsOf: URL(fileURLWithPath: out)))) == .png)
+  }
+
+  @Test("a failed input prints PATH: KIND: message, the rest still succeed, exit 1")
+  func partialFailure() throws {
+    let out = try temporaryDirectory()
+    let bad = Corpus.path("png-corrupt/pngsuite/xd0n2c08.png")
+    let missing = out + "/missing.jpg"
+    let outcome = try ChildProcess.runThumbd([
+      "thumbnail", bad, Corpus.path("photo/coil/normal.jpg"), missing, "--size", "32x32", "-o",
+      out, "--jobs", "2",
+    ])
+    #expect(outcome.status == 1)
+    let lines = outcome.standardError.split(separator: "\n").map(String.init).sorted()
+    #expect(lines.count == 2)
+    #expect(lines.contains { $0.hasPrefix("\(bad): corrupt: ") })
+    #expect(lines.contains { $0.hasPrefix("\(missing): io: ") })
+    #expect(FileManager.default.fileExists(atPath: out + "/normal.jpg"))
+  }
+
+  @Test(
+    "usage errors exit 2",
+    arguments: [
+      ["thumbnail"], ["thumbnail", "a.jpg", "-o", "/tmp/x"],
+      ["thumbnail", "a.jpg", "--size", "big", "-o", "/tmp/x"],
+      ["thumbnail", "a.jpg", "--size", "10x10", "--fit", "squash", "-o", "/tmp/x"],
+      ["thumbnail", "a.jpg", "--size", "10x10", "--bogus", "-o", "/tmp/x"],
+      ["thumbnail", "a.jpg", "--size", "10x10"],
+      ["thumbnail", "a/x.jpg", "b/x.png", "--size", "10x10", "-o", "/tmp/x"],
+      ["frobnicate"],
+    ])
+  func usageErrors(arguments: [String]) throws {
+    let outcome = try ChildProcess.runThumbd(arguments)
+    #expect(outcome.status == 2)
+    #expect(!outcome.standardError.isEmpty)
+  }
+
+  @Test("help exits 0", arguments: [[], ["--help"], ["thumbnail", "--help"]])
+  func help(arguments: [String]) throws {
+    #expect(try ChildProcess.runThumbd(arguments).status == 0)
+  }
+
+  @Test("thread count does not change the bytes")
+  func deterministicAcrossJobs() throws {
+    let inputs = Corpus.entries.filter { $0.kind == "photo" }.prefix(6).map(\.url)
+    var results: [[String: Data]] = []
+    for jobs in ["1", "3"] {
+      let out = try temporaryDirectory()
+      let outcome = try ChildProcess.runThumbd(
+        ["thumbnail"] + inputs + ["--size", "96x96", "--jobs", jobs, "-o", out])
+      #expect(outcome.status == 0)
+      var files: [String: Data] = [:]
+      for name in try FileManager.default.contentsOfDirectory(atPath: out) {
+        files[name] = try Data(contentsOf: URL(fileURLWithPath: out + "/" + name))
+      }
+      results.append(files)
+    }
+    #expect(results[0].count == inputs.count)
+    #expect(results[0] == results[1])
+  }
+}
+
+/// Peak RSS of the whole `thumbd` process, from wait4.
+@Suite("Memory")
+struct MemoryTests {
+  @Test("the 4000x6000 photo to 256x256 peaks under 40 MB")
+  func largeJPEG() throws {
+    let out = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-rss.jpg").path
+    let outcome = try ChildProcess.runThumbd(
+      [
+        "thumbnail", Corpus.path("photo/coil/large.jpg"), "--size", "256x256", "-o", out,
+      ], measuringMemory: true)
+    #expect(outcome.status == 0)
+    #expect(outcome.maxRSSKiB > 0 && outcome.maxRSSKiB < 40 * 1024)
+  }
+
+  @Test("the 6000x3300 PNG streams: peak far below its 79 MB RGBA size")
+  func largePNG() throws {
+    let out = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-rss.png").path
+    let outcome = try ChildProcess.runThumbd(
+      [
+        "thumbnail", Corpus.path("png-valid/large/large.png"), "--size", "256x256", "-o", out,
+      ], measuringMemory: true)
+    #expect(outcome.status == 0)
+    #expect(outcome.maxRSSKiB > 0 && outcome.maxRSSKiB < 25 * 1024)
+  }
+}
