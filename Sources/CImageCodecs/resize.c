@@ -12,7 +12,7 @@
  * pass keeps only as many filtered rows as its widest kernel needs, in a
  * ring. Memory is therefore O(width) for the source plus O(output).
  *
- * The block factor leaves a residual reduction of at least two for the
+ * The block factor leaves a residual reduction of about two for the
  * kernel, so the kernel still does the antialiasing between block centres.
  */
 #include "internal.h"
@@ -23,7 +23,9 @@
 
 /* Larger blocks would overflow the 32-bit premultiplied column sums. */
 #define IC_MAX_BLOCK 256
-/* Residual reduction left to the kernel after block averaging. */
+/* Residual reduction left to the kernel after block averaging: the block
+ * factor is the reduction over this, rounded, so the kernel reduces by
+ * 1.5...2.5 (or by less than 3 with no blocks). */
 #define IC_KERNEL_RESIDUAL 2.0
 
 typedef struct ic_taps {
@@ -168,7 +170,7 @@ static int taps_build(ic_taps *taps, int out_n, double lo, double length,
 }
 
 static int block_factor(double crop, uint32_t out) {
-  double f = floor(crop / out / IC_KERNEL_RESIDUAL);
+  double f = floor(crop / out / IC_KERNEL_RESIDUAL + 0.5);
   if (f < 1.0) return 1;
   if (f > IC_MAX_BLOCK) return IC_MAX_BLOCK;
   return (int)f;
