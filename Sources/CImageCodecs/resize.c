@@ -254,11 +254,16 @@ static void fold_block_row(ic_resizer *r, int rows) {
   const int ch = r->channels;
   const uint32_t *sums = r->column_sums;
   double unit = ch == 4 ? 255.0 : 1.0;
+  /* Every block but the last one of a row is full width. */
+  double full_scale = 1.0 / ((double)r->block_x * rows * unit);
   for (int j = r->taps_x.first_needed; j < r->taps_x.end_needed; j++) {
     uint32_t x0 = (uint32_t)j * r->block_x;
     uint32_t x1 = x0 + r->block_x;
-    if (x1 > r->in_width) x1 = r->in_width;
-    double scale = 1.0 / ((double)(x1 - x0) * rows * unit);
+    double scale = full_scale;
+    if (x1 > r->in_width) {
+      x1 = r->in_width;
+      scale = 1.0 / ((double)(x1 - x0) * rows * unit);
+    }
     for (int c = 0; c < ch; c++) {
       uint64_t total = 0;
       for (uint32_t x = x0; x < x1; x++) total += sums[(size_t)x * ch + c];
@@ -346,18 +351,40 @@ static void emit_output_row(ic_resizer *r) {
   r->next_out_row++;
 }
 
+/* Without blocks a row converts straight to floats (premultiplied). */
+static void convert_row(ic_resizer *r, const uint8_t *row) {
+  float *mid = r->mid_row;
+  if (r->channels == 3) {
+    size_t lo = (size_t)r->column_lo * 3, hi = (size_t)r->column_hi * 3;
+    for (size_t i = lo; i < hi; i++) mid[i] = row[i];
+    return;
+  }
+  for (size_t x = r->column_lo; x < r->column_hi; x++) {
+    float a = row[x * 4 + 3] * (1.0f / 255.0f);
+    mid[x * 4 + 0] = row[x * 4 + 0] * a;
+    mid[x * 4 + 1] = row[x * 4 + 1] * a;
+    mid[x * 4 + 2] = row[x * 4 + 2] * a;
+    mid[x * 4 + 3] = row[x * 4 + 3];
+  }
+}
+
 void ic_resizer_push_row(ic_resizer *r, const uint8_t *row) {
   if (r->next_in_row >= r->in_height) return;
   uint32_t y = r->next_in_row++;
   int mid_y = (int)(y / r->block_y);
   int needed = mid_y >= r->taps_y.first_needed && mid_y < r->taps_y.end_needed;
-  if (needed) accumulate_row(r, row);
-  r->rows_in_block++;
-  if (r->rows_in_block < r->block_y && r->next_in_row < r->in_height) return;
-  int rows = r->rows_in_block;
-  r->rows_in_block = 0;
-  if (!needed) return;
-  fold_block_row(r, rows);
+  if (r->block_x == 1 && r->block_y == 1) {
+    if (!needed) return;
+    convert_row(r, row);
+  } else {
+    if (needed) accumulate_row(r, row);
+    r->rows_in_block++;
+    if (r->rows_in_block < r->block_y && r->next_in_row < r->in_height) return;
+    int rows = r->rows_in_block;
+    r->rows_in_block = 0;
+    if (!needed) return;
+    fold_block_row(r, rows);
+  }
   size_t n = (size_t)r->out_width * r->channels;
   filter_horizontally(r, r->ring + (size_t)(mid_y % r->ring_capacity) * n);
   while (r->next_out_row < r->out_height) {
