@@ -26,6 +26,7 @@ typedef struct jpeg_error_state {
   char message[JMSG_LENGTH_MAX];
   int accept_damaged;
   uint32_t warnings;
+  uint32_t damage_warnings;
   const int32_t *cancel_flag;
 } jpeg_error_state;
 
@@ -87,7 +88,9 @@ static void on_emit_message(j_common_ptr cinfo, int level) {
   jpeg_error_state *err = (jpeg_error_state *)cinfo->err;
   err->warnings++;
   int code = cinfo->err->msg_code;
-  if (err->accept_damaged || warning_is_harmless(code)) return;
+  if (warning_is_harmless(code)) return;
+  err->damage_warnings++;
+  if (err->accept_damaged) return;
   (*cinfo->err->format_message)(cinfo, err->message);
   err->status = code == JWRN_JPEG_EOF ? IC_ERR_TRUNCATED : IC_ERR_CORRUPT;
   longjmp(err->jump, 1);
@@ -198,8 +201,13 @@ static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, uint32_t width,
   }
 }
 
-static ic_status fail_from_libjpeg(jpeg_decoder *d, ic_result *result) {
+static void report_warnings(jpeg_decoder *d, ic_result *result) {
   result->warnings = d->err.warnings;
+  result->damage_warnings = d->err.damage_warnings;
+}
+
+static ic_status fail_from_libjpeg(jpeg_decoder *d, ic_result *result) {
+  report_warnings(d, result);
   return ic_fail(result, d->err.status, "%s", d->err.message);
 }
 
@@ -257,7 +265,7 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   /* Reads on to EOI, so damage after the last scan (a second SOF, bogus
    * tables) is still an error rather than silently ignored. */
   if (status == IC_OK) jpeg_finish_decompress(cinfo);
-  result->warnings = d->err.warnings;
+  report_warnings(d, result);
   free(buffer);
   free(rgb);
   return status;
@@ -303,7 +311,7 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   else jpeg_mem_src(&d->cinfo, stream->data, (unsigned long)stream->size);
   jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&d->cinfo, TRUE);
-  result->warnings = d->err.warnings;
+  report_warnings(d, result);
   ic_status status = ic_check_limits(d->cinfo.image_width,
                                      d->cinfo.image_height, limits, result);
   if (status != IC_OK) {

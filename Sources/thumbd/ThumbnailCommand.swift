@@ -55,6 +55,10 @@ enum ThumbnailCommand {
   private static func process(_ input: String, into target: String, options: Options) -> Bool {
     do {
       let thumbnail = try options.thumbnailer.thumbnail(contentsOf: input, spec: options.spec)
+      if thumbnail.damageWarnings > 0 {
+        printError(
+          "\(input): warning: damaged data accepted (\(thumbnail.damageWarnings) decoder warnings)")
+      }
       let path = OutputPlan.resolve(target, format: thumbnail.format)
       try AtomicFileWriter.write(thumbnail.data, to: path)
       return true

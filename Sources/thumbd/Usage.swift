@@ -52,6 +52,8 @@ enum Usage {
       -h, --help        Show this help.
 
     Each failed input prints one line on stderr: PATH: KIND: message.
+    With --accept-damaged, a damaged input that was kept prints
+    PATH: warning: damaged data accepted (N decoder warnings).
     Kinds: unsupported_format, corrupt, truncated, too_large, out_of_memory,
     io, invalid_spec, encoding_failed.
 

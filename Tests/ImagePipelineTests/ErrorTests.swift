@@ -21,6 +21,8 @@ struct ErrorTests {
     let padded = try Thumbnailer(limits: DecodingLimits(acceptDamaged: true)).thumbnail(
       of: cut, spec: spec)
     #expect(padded.width == 102 && padded.height == 128)
+    #expect(padded.damageWarnings > 0, "accepted damage is reported")
+    #expect(try Thumbnailer().thumbnail(of: full, spec: spec).damageWarnings == 0)
   }
 
   @Test("a truncated PNG is `truncated`")

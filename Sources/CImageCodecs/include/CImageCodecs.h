@@ -119,8 +119,10 @@ typedef struct ic_result {
   uint32_t source_height;
   /** EXIF orientation applied, 1...8. */
   int orientation;
-  /** Number of decoder warnings (tolerated or not). */
+  /** Number of decoder warnings, harmless ones included. */
   uint32_t warnings;
+  /** Warnings that mean damaged pixels (accepted only with accept_damaged). */
+  uint32_t damage_warnings;
   /** Encoded output; free with ic_result_free. */
   uint8_t *data;
   size_t size;

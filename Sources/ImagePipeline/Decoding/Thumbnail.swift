@@ -16,11 +16,14 @@ public struct Thumbnail: Sendable, Hashable {
   public var sourceHeight: Int
   /// The EXIF orientation that was applied, 1...8.
   public var orientation: Int
+  /// Decoder warnings that mean damaged pixels. Non-zero only when damage was accepted
+  /// (`DecodingLimits.acceptDamaged`): the thumbnail then shows libjpeg's grey padding.
+  public var damageWarnings: Int
 
   /// Creates a thumbnail value.
   public init(
     data: [UInt8], format: ImageFormat, width: Int, height: Int, hasAlpha: Bool,
-    sourceWidth: Int, sourceHeight: Int, orientation: Int
+    sourceWidth: Int, sourceHeight: Int, orientation: Int, damageWarnings: Int = 0
   ) {
     self.data = data
     self.format = format
@@ -30,6 +33,7 @@ public struct Thumbnail: Sendable, Hashable {
     self.sourceWidth = sourceWidth
     self.sourceHeight = sourceHeight
     self.orientation = orientation
+    self.damageWarnings = damageWarnings
   }
 }
 

@@ -136,6 +136,7 @@ public struct Thumbnailer: Sendable {
       data: Array(UnsafeBufferPointer(start: result.data, count: result.size)),
       format: format, width: Int(result.width), height: Int(result.height),
       hasAlpha: result.has_alpha != 0, sourceWidth: Int(result.source_width),
-      sourceHeight: Int(result.source_height), orientation: Int(result.orientation))
+      sourceHeight: Int(result.source_height), orientation: Int(result.orientation),
+      damageWarnings: Int(result.damage_warnings))
   }
 }
