@@ -1,0 +1,175 @@
+import Synchronization
+
+/// A thread-safe LRU cache bounded by total cost (bytes) and entry count.
+///
+/// Lookups, insertions and removals are O(1): entries live in an array-backed doubly linked
+/// list (most recent at the head) indexed by a dictionary. Not NSCache, whose eviction order is
+/// unspecified. An entry costing more than `maxEntryFraction` of the cost limit is not stored,
+/// so one huge value can never flush the whole cache.
+public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  /// Point-in-time totals.
+  public struct Statistics: Sendable, Hashable {
+    /// Entries held.
+    public var count: Int
+    /// Sum of their costs.
+    public var totalCost: Int
+    /// Entries evicted to respect the limits since creation.
+    public var evictions: Int
+  }
+
+  private struct Node {
+    var key: Key
+    var value: Value
+    var cost: Int
+    var previous: Int
+    var next: Int
+  }
+
+  private struct State {
+    var index: [Key: Int] = [:]
+    var nodes: [Node?] = []
+    var free: [Int] = []
+    var head = -1
+    var tail = -1
+    var totalCost = 0
+    var evictions = 0
+  }
+
+  /// Largest total cost held after any call returns.
+  public let costLimit: Int
+  /// Largest number of entries held after any call returns.
+  public let countLimit: Int
+  /// Largest single entry, as a fraction of `costLimit`.
+  public let maxEntryFraction: Double
+  private let state = Mutex(State())
+
+  /// Creates a cache. `maxEntryFraction` defaults to a tenth of the cost limit.
+  public init(costLimit: Int, countLimit: Int, maxEntryFraction: Double = 0.1) {
+    precondition(costLimit >= 0 && countLimit >= 0, "limits must not be negative")
+    self.costLimit = costLimit
+    self.countLimit = countLimit
+    self.maxEntryFraction = maxEntryFraction
+  }
+
+  /// The value for `key`, marking it most recently used.
+  public func value(forKey key: Key) -> Value? {
+    state.withLock { state in
+      guard let slot = state.index[key] else { return nil }
+      Self.moveToHead(slot, in: &state)
+      return state.nodes[slot]!.value
+    }
+  }
+
+  /// Whether `key` is present, without touching its recency.
+  public func contains(_ key: Key) -> Bool {
+    state.withLock { $0.index[key] != nil }
+  }
+
+  /// Stores `value`, evicting least recently used entries to respect the limits.
+  /// Returns false (and removes any older value) when the entry alone is too costly.
+  @discardableResult
+  public func setValue(_ value: Value, forKey key: Key, cost: Int) -> Bool {
+    let fits = cost >= 0 && Double(cost) <= Double(costLimit) * maxEntryFraction && countLimit > 0
+    return state.withLock { state in
+      if let slot = state.index[key] { Self.remove(slot, in: &state) }
+      guard fits else { return false }
+      let node = Node(key: key, value: value, cost: cost, previous: -1, next: state.head)
+      let slot: Int
+      if let reused = state.free.popLast() {
+        slot = reused
+        state.nodes[slot] = node
+      } else {
+        slot = state.nodes.count
+        state.nodes.append(node)
+      }
+      if state.head >= 0 { state.nodes[state.head]!.previous = slot }
+      state.head = slot
+      if state.tail < 0 { state.tail = slot }
+      state.index[key] = slot
+      state.totalCost += cost
+      Self.trim(&state, cost: costLimit, count: countLimit)
+      return true
+    }
+  }
+
+  /// Removes the value for `key`, if any.
+  public func removeValue(forKey key: Key) {
+    state.withLock { state in
+      if let slot = state.index[key] { Self.remove(slot, in: &state) }
+    }
+  }
+
+  /// Evicts least recently used entries until both totals are within the given bounds.
+  public func trim(toCost cost: Int, count: Int? = nil) {
+    state.withLock { Self.trim(&$0, cost: cost, count: count ?? countLimit) }
+  }
+
+  /// Removes everything.
+  public func removeAll() {
+    state.withLock { state in
+      let evictions = state.evictions
+      state = State()
+      state.evictions = evictions
+    }
+  }
+
+  /// Keys from most to least recently used (O(n); for tests and diagnostics).
+  public var keysByRecency: [Key] {
+    state.withLock { state in
+      var keys: [Key] = []
+      var slot = state.head
+      while slot >= 0 {
+        keys.append(state.nodes[slot]!.key)
+        slot = state.nodes[slot]!.next
+      }
+      return keys
+    }
+  }
+
+  /// Current totals.
+  public var statistics: Statistics {
+    state.withLock {
+      Statistics(count: $0.index.count, totalCost: $0.totalCost, evictions: $0.evictions)
+    }
+  }
+
+  private static func trim(_ state: inout State, cost: Int, count: Int) {
+    while state.tail >= 0 && (state.totalCost > cost || state.index.count > count) {
+      remove(state.tail, in: &state)
+      state.evictions += 1
+    }
+  }
+
+  private static func unlink(_ slot: Int, in state: inout State) {
+    let node = state.nodes[slot]!
+    if node.previous >= 0 {
+      state.nodes[node.previous]!.next = node.next
+    } else {
+      state.head = node.next
+    }
+    if node.next >= 0 {
+      state.nodes[node.next]!.previous = node.previous
+    } else {
+      state.tail = node.previous
+    }
+  }
+
+  private static func moveToHead(_ slot: Int, in state: inout State) {
+    guard state.head != slot else { return }
+    unlink(slot, in: &state)
+    state.nodes[slot]!.previous = -1
+    state.nodes[slot]!.next = state.head
+    if state.head >= 0 { state.nodes[state.head]!.previous = slot }
+    state.head = slot
+    if state.tail < 0 { state.tail = slot }
+  }
+
+  private static func remove(_ slot: Int, in state: inout State) {
+    unlink(slot, in: &state)
+    let node = state.nodes[slot]!
+    state.index[node.key] = nil
+    state.totalCost -= node.cost
+    state.nodes[slot] = nil
+    state.free.append(slot)
+  }
+}

@@ -1,0 +1,90 @@
+import ImagePipeline
+import Testing
+
+/// LRU order, cost and count limits, against a simple reference model.
+@Suite("Memory cache")
+struct MemoryCacheTests {
+  @Test("least recently used goes first; a read refreshes recency")
+  func lruOrder() {
+    let cache = MemoryCache<String, Int>(costLimit: 100, countLimit: 3, maxEntryFraction: 1)
+    cache.setValue(1, forKey: "a", cost: 1)
+    cache.setValue(2, forKey: "b", cost: 1)
+    cache.setValue(3, forKey: "c", cost: 1)
+    #expect(cache.value(forKey: "a") == 1)
+    cache.setValue(4, forKey: "d", cost: 1)
+    #expect(cache.keysByRecency == ["d", "a", "c"])
+    #expect(cache.value(forKey: "b") == nil)
+    #expect(cache.statistics.evictions == 1)
+  }
+
+  @Test("the cost limit evicts as many old entries as needed")
+  func costLimit() {
+    let cache = MemoryCache<Int, String>(costLimit: 100, countLimit: 100, maxEntryFraction: 0.5)
+    for key in 0..<4 { cache.setValue("v\(key)", forKey: key, cost: 25) }
+    cache.setValue("big", forKey: 9, cost: 50)
+    #expect(cache.keysByRecency == [9, 3, 2])
+    #expect(cache.statistics.totalCost == 100)
+  }
+
+  @Test("an entry above the fraction is refused and replaces nothing stale")
+  func oversizedEntry() {
+    let cache = MemoryCache<Int, Int>(costLimit: 100, countLimit: 10, maxEntryFraction: 0.1)
+    cache.setValue(1, forKey: 1, cost: 10)
+    #expect(cache.setValue(2, forKey: 1, cost: 11) == false)
+    #expect(cache.value(forKey: 1) == nil, "the old value must not survive a refused update")
+    #expect(cache.statistics.count == 0)
+  }
+
+  @Test("trim and removeAll")
+  func trimming() {
+    let cache = MemoryCache<Int, Int>(costLimit: 1000, countLimit: 100)
+    for key in 0..<10 { cache.setValue(key, forKey: key, cost: 10) }
+    cache.trim(toCost: 35)
+    #expect(cache.keysByRecency == [9, 8, 7])
+    cache.removeAll()
+    #expect(cache.statistics.count == 0 && cache.statistics.totalCost == 0)
+  }
+
+  @Test("random operations match a reference model and never break the limits")
+  func randomised() {
+    var generator = SeededGenerator(seed: 42)
+    let cache = MemoryCache<Int, Int>(costLimit: 500, countLimit: 20, maxEntryFraction: 0.2)
+    var model: [(key: Int, value: Int, cost: Int)] = []  // most recent first
+    for step in 0..<20_000 {
+      let key = Int.random(in: 0..<60, using: &generator)
+      if Bool.random(using: &generator) {
+        let cost = Int.random(in: 0...120, using: &generator)
+        cache.setValue(step, forKey: key, cost: cost)
+        model.removeAll { $0.key == key }
+        if cost <= 100 {
+          model.insert((key, step, cost), at: 0)
+          while model.count > 20 || model.reduce(0, { $0 + $1.cost }) > 500 { model.removeLast() }
+        }
+      } else {
+        let got = cache.value(forKey: key)
+        if let i = model.firstIndex(where: { $0.key == key }) {
+          #expect(got == model[i].value)
+          model.insert(model.remove(at: i), at: 0)
+        } else {
+          #expect(got == nil)
+        }
+      }
+      let stats = cache.statistics
+      #expect(stats.count <= 20 && stats.totalCost <= 500)
+    }
+    #expect(cache.keysByRecency == model.map(\.key))
+  }
+}
+
+/// A small deterministic generator (SplitMix64) so randomised tests replay exactly.
+struct SeededGenerator: RandomNumberGenerator {
+  private var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
