@@ -1,0 +1,72 @@
+import Synchronization
+
+/// Counters the pipeline keeps while it works; `snapshot()` reads them all at once.
+public final class PipelineMetrics: Sendable {
+  /// A point-in-time copy of every counter.
+  public struct Snapshot: Sendable, Hashable {
+    /// Requests made to the pipeline.
+    public var requests: Int
+    /// Requests answered from the memory cache.
+    public var memoryHits: Int
+    /// Requests answered from the disk cache.
+    public var diskHits: Int
+    /// Requests that started new work.
+    public var misses: Int
+    /// Subscriptions that joined work already in flight (either stage).
+    public var coalescedJoins: Int
+    /// Origin fetches started, and the bytes they returned.
+    public var originFetches: Int
+    /// Bytes returned by origin fetches.
+    public var originBytes: Int
+    /// Decodes started.
+    public var decodes: Int
+    /// Jobs stopped because every subscriber left.
+    public var cancelledWork: Int
+    /// Results dropped at delivery because the slot had moved on.
+    public var staleDrops: Int
+    /// Failed requests by error kind.
+    public var errors: [String: Int]
+  }
+
+  private let requests = Atomic<Int>(0)
+  private let memoryHits = Atomic<Int>(0)
+  private let diskHits = Atomic<Int>(0)
+  private let misses = Atomic<Int>(0)
+  private let coalescedJoins = Atomic<Int>(0)
+  private let originFetches = Atomic<Int>(0)
+  private let originBytes = Atomic<Int>(0)
+  private let decodes = Atomic<Int>(0)
+  private let cancelledWork = Atomic<Int>(0)
+  private let staleDrops = Atomic<Int>(0)
+  private let errors = Mutex<[String: Int]>([:])
+
+  /// Creates zeroed counters.
+  public init() {}
+
+  func countRequest() { requests.add(1, ordering: .relaxed) }
+  func countMemoryHit() { memoryHits.add(1, ordering: .relaxed) }
+  func countDiskHit() { diskHits.add(1, ordering: .relaxed) }
+  func countMiss() { misses.add(1, ordering: .relaxed) }
+  func countJoin() { coalescedJoins.add(1, ordering: .relaxed) }
+  func countFetch(bytes: Int) {
+    originFetches.add(1, ordering: .relaxed)
+    originBytes.add(bytes, ordering: .relaxed)
+  }
+  func countDecode() { decodes.add(1, ordering: .relaxed) }
+  func countCancelledWork() { cancelledWork.add(1, ordering: .relaxed) }
+  /// Counts a result dropped because its slot no longer shows that item and token.
+  public func countStaleDrop() { staleDrops.add(1, ordering: .relaxed) }
+  func countError(_ kind: String) { errors.withLock { $0[kind, default: 0] += 1 } }
+
+  /// Reads every counter.
+  public func snapshot() -> Snapshot {
+    Snapshot(
+      requests: requests.load(ordering: .relaxed), memoryHits: memoryHits.load(ordering: .relaxed),
+      diskHits: diskHits.load(ordering: .relaxed), misses: misses.load(ordering: .relaxed),
+      coalescedJoins: coalescedJoins.load(ordering: .relaxed),
+      originFetches: originFetches.load(ordering: .relaxed),
+      originBytes: originBytes.load(ordering: .relaxed), decodes: decodes.load(ordering: .relaxed),
+      cancelledWork: cancelledWork.load(ordering: .relaxed),
+      staleDrops: staleDrops.load(ordering: .relaxed), errors: errors.withLock { $0 })
+  }
+}

@@ -1,0 +1,120 @@
+/// One stage of shared work: at most one job per key, however many consumers want it.
+///
+/// Each consumer holds its own subscription (an id plus a priority box). The job runs while at
+/// least one subscription wants it, at the most urgent subscriber's priority. A subscriber that
+/// leaves gets `CancellationError` at once and never cancels work another still wants; when the
+/// last one leaves, the job's task is cancelled and its cancellation flag raised, and the entry
+/// is forgotten so a later request starts afresh. A consumer that arrives while the job runs
+/// joins it and is told so (`joined`).
+actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
+  /// What a subscriber receives.
+  struct Delivery: Sendable {
+    let value: Value
+    /// True when this subscriber joined work another had started.
+    let joined: Bool
+  }
+
+  typealias Work = @Sendable (Key, JobContext) async throws -> Value
+
+  private struct Subscriber {
+    let priority: PriorityBox
+    let joined: Bool
+    let continuation: CheckedContinuation<Delivery, any Error>
+  }
+
+  private final class Entry {
+    let context: JobContext
+    var subscribers: [UInt64: Subscriber] = [:]
+    var task: Task<Void, Never>?
+    init(context: JobContext) { self.context = context }
+  }
+
+  private var entries: [Key: Entry] = [:]
+  private let onJoin: @Sendable () -> Void
+  private let onWorkCancelled: @Sendable () -> Void
+
+  /// `onJoin` counts coalesced joins; `onWorkCancelled` counts jobs stopped because everyone left.
+  init(
+    onJoin: @escaping @Sendable () -> Void = {}, onWorkCancelled: @escaping @Sendable () -> Void = {}
+  ) {
+    self.onJoin = onJoin
+    self.onWorkCancelled = onWorkCancelled
+  }
+
+  /// Keys with work in flight.
+  var inFlight: Int { entries.count }
+
+  /// Subscribes to the job for `key`, starting it with `work` if none runs. The subscription
+  /// ends when the calling task is cancelled.
+  func value(
+    for key: Key, subscriber id: UInt64, priority: PriorityBox, work: @escaping Work
+  ) async throws -> Delivery {
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in
+        subscribe(key, id, priority, continuation, work)
+      }
+    } onCancel: {
+      Task { await self.unsubscribe(key, id) }
+    }
+  }
+
+  /// Re-reads the subscriber's priority box after the consumer changed it.
+  func priorityChanged(for key: Key) {
+    guard let entry = entries[key] else { return }
+    updatePriority(entry)
+  }
+
+  private func subscribe(
+    _ key: Key, _ id: UInt64, _ priority: PriorityBox,
+    _ continuation: CheckedContinuation<Delivery, any Error>, _ work: @escaping Work
+  ) {
+    if let entry = entries[key] {
+      entry.subscribers[id] = Subscriber(priority: priority, joined: true, continuation: continuation)
+      onJoin()
+      updatePriority(entry)
+      return
+    }
+    let entry = Entry(context: JobContext(priority: priority.value))
+    entry.subscribers[id] = Subscriber(priority: priority, joined: false, continuation: continuation)
+    entries[key] = entry
+    let context = entry.context
+    entry.task = Task {
+      let result: Result<Value, any Error>
+      do {
+        result = .success(try await work(key, context))
+      } catch {
+        result = .failure(error)
+      }
+      self.finish(key, entry, result)
+    }
+  }
+
+  private func unsubscribe(_ key: Key, _ id: UInt64) {
+    guard let entry = entries[key], let subscriber = entry.subscribers.removeValue(forKey: id)
+    else { return }
+    subscriber.continuation.resume(throwing: CancellationError())
+    if entry.subscribers.isEmpty {
+      entries[key] = nil
+      entry.context.cancellation.cancel()
+      entry.task?.cancel()
+      onWorkCancelled()
+    } else {
+      updatePriority(entry)
+    }
+  }
+
+  private func updatePriority(_ entry: Entry) {
+    let highest = entry.subscribers.values.map(\.priority.value).max() ?? .prefetch
+    entry.context.setPriority(highest)
+  }
+
+  private func finish(_ key: Key, _ entry: Entry, _ result: Result<Value, any Error>) {
+    // The entry may already be gone (everyone left) or replaced by newer work.
+    if entries[key] === entry { entries[key] = nil }
+    for subscriber in entry.subscribers.values {
+      subscriber.continuation.resume(
+        with: result.map { Delivery(value: $0, joined: subscriber.joined) })
+    }
+    entry.subscribers.removeAll()
+  }
+}

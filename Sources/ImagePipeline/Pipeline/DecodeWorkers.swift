@@ -1,0 +1,126 @@
+import Foundation
+
+/// Dedicated threads for blocking codec work, fed from a bounded priority queue.
+///
+/// The cooperative pool has only as many threads as cores; a long libjpeg call there would
+/// starve every other task. These threads pick the most urgent queued job each time one frees
+/// up (reading priorities at that moment, so raised priorities reorder the queue). A job whose
+/// consumer leaves while queued never starts; a running one gets its cancellation flag raised
+/// and stops at the decoder's next check.
+final class DecodeWorkers: @unchecked Sendable {
+  // @unchecked: every mutable field below is guarded by `condition`.
+  private final class Job {
+    let id: UInt64
+    let sequence: UInt64
+    let context: JobContext
+    let body: () -> Void
+    let abandon: () -> Void
+    init(
+      id: UInt64, sequence: UInt64, context: JobContext, body: @escaping () -> Void,
+      abandon: @escaping () -> Void
+    ) {
+      self.id = id
+      self.sequence = sequence
+      self.context = context
+      self.body = body
+      self.abandon = abandon
+    }
+  }
+
+  private let condition = NSCondition()
+  private var queue: [Job] = []
+  private var running: [UInt64: JobContext] = [:]
+  private var nextSequence: UInt64 = 0
+  private var stopping = false
+  private var threads: [Thread] = []
+  /// Largest number of queued (not yet running) jobs; more gives `PipelineError.queueFull`.
+  let maxQueued: Int
+  let threadCount: Int
+
+  init(threads: Int, maxQueued: Int) {
+    self.threadCount = max(1, threads)
+    self.maxQueued = max(1, maxQueued)
+    for index in 0..<threadCount {
+      let thread = Thread { [unowned self] in self.workLoop() }
+      thread.name = "thumbd-decode-\(index)"
+      thread.stackSize = 1 << 20
+      self.threads.append(thread)
+      thread.start()
+    }
+  }
+
+  /// Jobs waiting and jobs running.
+  var load: (queued: Int, running: Int) {
+    condition.lock()
+    defer { condition.unlock() }
+    return (queue.count, running.count)
+  }
+
+  /// Runs `work` on a worker thread when its turn comes.
+  func run<T: Sendable>(
+    id: UInt64, context: JobContext, _ work: @escaping @Sendable () throws -> T
+  ) async throws -> T {
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        condition.lock()
+        defer { condition.unlock() }
+        guard queue.count < maxQueued else {
+          continuation.resume(throwing: PipelineError.queueFull)
+          return
+        }
+        nextSequence += 1
+        queue.append(
+          Job(
+            id: id, sequence: nextSequence, context: context,
+            body: { continuation.resume(with: Result { try work() }) },
+            abandon: { continuation.resume(throwing: CancellationError()) }))
+        condition.signal()
+      }
+    } onCancel: {
+      self.cancel(id: id)
+    }
+  }
+
+  private func cancel(id: UInt64) {
+    condition.lock()
+    if let i = queue.firstIndex(where: { $0.id == id }) {
+      let job = queue.remove(at: i)
+      condition.unlock()
+      job.abandon()
+      return
+    }
+    running[id]?.cancellation.cancel()
+    condition.unlock()
+  }
+
+  private func workLoop() {
+    while true {
+      condition.lock()
+      while queue.isEmpty && !stopping { condition.wait() }
+      if stopping && queue.isEmpty {
+        condition.unlock()
+        return
+      }
+      var best = 0
+      for i in queue.indices.dropFirst()
+      where queue[i].context.priority.value > queue[best].context.priority.value {
+        best = i
+      }
+      let job = queue.remove(at: best)
+      running[job.id] = job.context
+      condition.unlock()
+      job.body()
+      condition.lock()
+      running[job.id] = nil
+      condition.unlock()
+    }
+  }
+
+  /// Lets the threads finish the queue and exit.
+  func shutdown() {
+    condition.lock()
+    stopping = true
+    condition.broadcast()
+    condition.unlock()
+  }
+}

@@ -1,0 +1,51 @@
+import Synchronization
+
+/// How urgently a consumer wants a result. Work runs at the highest priority among its
+/// subscribers.
+public enum ImagePriority: Int, Comparable, Sendable, CaseIterable {
+  /// Speculative work for items about to appear.
+  case prefetch
+  /// Ordinary requests.
+  case normal
+  /// Something on screen is waiting for it.
+  case visible
+
+  /// Orders by urgency.
+  public static func < (lhs: ImagePriority, rhs: ImagePriority) -> Bool {
+    lhs.rawValue < rhs.rawValue
+  }
+}
+
+/// A priority that can change while work is queued or running; readers always see the latest.
+final class PriorityBox: Sendable {
+  private let raw: Atomic<Int>
+
+  init(_ priority: ImagePriority) { raw = Atomic(priority.rawValue) }
+
+  var value: ImagePriority {
+    get { ImagePriority(rawValue: raw.load(ordering: .relaxed)) ?? .normal }
+    set { raw.store(newValue.rawValue, ordering: .relaxed) }
+  }
+}
+
+/// What one unit of coalesced work shares with the code doing it: its effective priority (the
+/// most urgent subscriber's), a flag the C decoder polls, and listeners that carry priority
+/// changes upstream.
+final class JobContext: Sendable {
+  let priority: PriorityBox
+  let cancellation = CancellationFlag()
+  private let listeners = Mutex<[@Sendable () -> Void]>([])
+
+  init(priority: ImagePriority) { self.priority = PriorityBox(priority) }
+
+  /// Calls `listener` whenever the effective priority changes.
+  func onPriorityChange(_ listener: @escaping @Sendable () -> Void) {
+    listeners.withLock { $0.append(listener) }
+  }
+
+  func setPriority(_ priority: ImagePriority) {
+    guard priority != self.priority.value else { return }
+    self.priority.value = priority
+    for listener in listeners.withLock({ $0 }) { listener() }
+  }
+}

@@ -1,0 +1,40 @@
+/// What a consumer asks for: a source and the thumbnail to make of it. Two equal requests share
+/// one decode; requests with the same URL share one download.
+public struct ImageRequest: Hashable, Sendable {
+  /// The source URL (`http`, `https` or `file`), as the data loader understands it.
+  public var url: String
+  /// Size, scale, fit and format of the thumbnail.
+  public var spec: ThumbnailSpec
+
+  /// Creates a request.
+  public init(url: String, spec: ThumbnailSpec) {
+    self.url = url
+    self.spec = spec
+  }
+}
+
+/// Where a response came from.
+public enum ResponseSource: String, Sendable, Hashable {
+  /// The memory cache.
+  case memory
+  /// The disk cache.
+  case disk
+  /// New work started by this request.
+  case miss
+  /// Work another request had started, joined in flight.
+  case coalesced
+}
+
+/// A thumbnail and where it came from.
+public struct ImageResponse: Sendable, Hashable {
+  /// The encoded thumbnail.
+  public var thumbnail: Thumbnail
+  /// Memory, disk, miss or coalesced.
+  public var source: ResponseSource
+
+  /// Creates a response.
+  public init(thumbnail: Thumbnail, source: ResponseSource) {
+    self.thumbnail = thumbnail
+    self.source = source
+  }
+}

@@ -1,0 +1,202 @@
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The loader: memory cache in front of two coalescing stages, one download per URL and one
+/// decode per URL + spec, with bounded, priority-ordered concurrency in each.
+public final class ThumbnailPipeline: Sendable {
+  /// Knobs for a pipeline.
+  public struct Configuration: Sendable {
+    /// Where source bytes come from.
+    public var dataLoader: any DataLoading
+    /// Decoding limits and resampling choices.
+    public var thumbnailer: Thumbnailer
+    /// Memory cache budget in bytes of encoded thumbnails.
+    public var memoryCacheCostLimit: Int
+    /// Memory cache entry limit.
+    public var memoryCacheCountLimit: Int
+    /// Downloads running at once; more wait in priority order.
+    public var maxConcurrentFetches: Int
+    /// Decode threads (default: the number of cores).
+    public var decodeThreads: Int
+    /// Decodes allowed to wait; past that, requests fail with `PipelineError.queueFull`.
+    public var maxQueuedDecodes: Int
+
+    /// Creates a configuration with defaults for everything but the loader.
+    public init(
+      dataLoader: any DataLoading, thumbnailer: Thumbnailer = Thumbnailer(),
+      memoryCacheCostLimit: Int = 64 << 20, memoryCacheCountLimit: Int = 4096,
+      maxConcurrentFetches: Int = 16, decodeThreads: Int = ThumbnailPipeline.coreCount,
+      maxQueuedDecodes: Int = 1024
+    ) {
+      self.dataLoader = dataLoader
+      self.thumbnailer = thumbnailer
+      self.memoryCacheCostLimit = memoryCacheCostLimit
+      self.memoryCacheCountLimit = memoryCacheCountLimit
+      self.maxConcurrentFetches = maxConcurrentFetches
+      self.decodeThreads = decodeThreads
+      self.maxQueuedDecodes = maxQueuedDecodes
+    }
+  }
+
+  /// Online processor cores.
+  public static var coreCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+  /// Encoded thumbnails by request.
+  public let memoryCache: MemoryCache<ImageRequest, Thumbnail>
+  /// What the pipeline has done so far.
+  public let metrics: PipelineMetrics
+  let configuration: Configuration
+  let fetches: CoalescingStage<String, [UInt8]>
+  let thumbnails: CoalescingStage<ImageRequest, Thumbnail>
+  let fetchLimiter: PriorityLimiter
+  let decoders: DecodeWorkers
+  private let ids = Atomic<UInt64>(0)
+
+  /// Creates a pipeline and starts its decode threads.
+  public init(configuration: Configuration) {
+    let metrics = PipelineMetrics()
+    self.configuration = configuration
+    self.metrics = metrics
+    memoryCache = MemoryCache(
+      costLimit: configuration.memoryCacheCostLimit,
+      countLimit: configuration.memoryCacheCountLimit)
+    fetches = CoalescingStage(
+      onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
+    thumbnails = CoalescingStage(
+      onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
+    fetchLimiter = PriorityLimiter(limit: configuration.maxConcurrentFetches)
+    decoders = DecodeWorkers(
+      threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
+  }
+
+  deinit { decoders.shutdown() }
+
+  /// Starts loading `request` and returns a handle to await, reprioritise or cancel it.
+  public func task(for request: ImageRequest, priority: ImagePriority = .normal) -> ImageTask {
+    ImageTask(request: request, priority: priority, pipeline: self, id: nextID())
+  }
+
+  /// Loads `request`; the subscription lasts as long as the calling task.
+  public func response(
+    for request: ImageRequest, priority: ImagePriority = .normal
+  ) async throws -> ImageResponse {
+    try await load(request, id: nextID(), priority: PriorityBox(priority))
+  }
+
+  /// Queued and running decodes, downloads waiting for a slot, and work in flight per stage.
+  public func load() async -> (queuedDecodes: Int, runningDecodes: Int, queuedFetches: Int) {
+    let decodes = decoders.load
+    return (decodes.queued, decodes.running, await fetchLimiter.queued)
+  }
+
+  func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
+
+  func load(_ request: ImageRequest, id: UInt64, priority: PriorityBox) async throws
+    -> ImageResponse
+  {
+    metrics.countRequest()
+    do {
+      try request.spec.validate()
+    } catch {
+      metrics.countError(error.kind)
+      throw PipelineError.thumbnail(error)
+    }
+    if let thumbnail = memoryCache.value(forKey: request) {
+      metrics.countMemoryHit()
+      return ImageResponse(thumbnail: thumbnail, source: .memory)
+    }
+    do {
+      let delivery = try await thumbnails.value(for: request, subscriber: id, priority: priority) {
+        request, context in
+        try await self.produce(request, context)
+      }
+      if delivery.joined { return ImageResponse(thumbnail: delivery.value, source: .coalesced) }
+      metrics.countMiss()
+      return ImageResponse(thumbnail: delivery.value, source: .miss)
+    } catch let error as PipelineError {
+      metrics.countError(error.kind)
+      throw error
+    }
+  }
+
+  /// The thumbnail stage's job: fetch (shared per URL), decode on a worker, cache.
+  private func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Thumbnail {
+    let upstream = PriorityBox(context.priority.value)
+    context.onPriorityChange { [fetches] in
+      upstream.value = context.priority.value
+      Task { await fetches.priorityChanged(for: request.url) }
+    }
+    let bytes = try await fetches.value(for: request.url, subscriber: nextID(), priority: upstream) {
+      url, fetchContext in
+      try await self.fetch(url, fetchContext)
+    }.value
+    let thumbnailer = configuration.thumbnailer
+    let thumbnail = try await decoders.run(id: nextID(), context: context) { [metrics] in
+      metrics.countDecode()
+      do throws(ThumbnailError) {
+        return try thumbnailer.thumbnail(
+          of: bytes, spec: request.spec, cancellation: context.cancellation)
+      } catch {
+        if error == .cancelled { throw CancellationError() }
+        throw PipelineError.thumbnail(error)
+      }
+    }
+    memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+    return thumbnail
+  }
+
+  /// The fetch stage's job: wait for a download slot in priority order, then load.
+  private func fetch(_ url: String, _ context: JobContext) async throws -> [UInt8] {
+    try await fetchLimiter.acquire(id: nextID(), priority: context.priority)
+    do {
+      let bytes = try await configuration.dataLoader.loadData(for: url)
+      await fetchLimiter.release()
+      metrics.countFetch(bytes: bytes.count)
+      return bytes
+    } catch let error as FetchError {
+      await fetchLimiter.release()
+      throw PipelineError.fetch(error)
+    } catch {
+      await fetchLimiter.release()
+      throw error
+    }
+  }
+}
+
+/// A consumer's handle on one request: await it, change its priority, or leave.
+public final class ImageTask: Sendable {
+  /// What was asked for.
+  public let request: ImageRequest
+  private let priorityBox: PriorityBox
+  private let pipeline: ThumbnailPipeline
+  private let task: Task<ImageResponse, any Error>
+
+  init(request: ImageRequest, priority: ImagePriority, pipeline: ThumbnailPipeline, id: UInt64) {
+    let box = PriorityBox(priority)
+    self.request = request
+    self.priorityBox = box
+    self.pipeline = pipeline
+    task = Task { try await pipeline.load(request, id: id, priority: box) }
+  }
+
+  /// The current priority.
+  public var priority: ImagePriority { priorityBox.value }
+
+  /// Changes the priority; queued work is reordered and the upstream download follows.
+  public func setPriority(_ priority: ImagePriority) {
+    priorityBox.value = priority
+    let (stage, request) = (pipeline.thumbnails, request)
+    Task { await stage.priorityChanged(for: request) }
+  }
+
+  /// Leaves: this consumer gets `CancellationError`; the work stops only if nobody else wants it.
+  public func cancel() { task.cancel() }
+
+  /// The response, once it is ready.
+  public var response: ImageResponse {
+    get async throws { try await task.value }
+  }
+}
