@@ -35,7 +35,8 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
 
   /// `onJoin` counts coalesced joins; `onWorkCancelled` counts jobs stopped because everyone left.
   init(
-    onJoin: @escaping @Sendable () -> Void = {}, onWorkCancelled: @escaping @Sendable () -> Void = {}
+    onJoin: @escaping @Sendable () -> Void = {},
+    onWorkCancelled: @escaping @Sendable () -> Void = {}
   ) {
     self.onJoin = onJoin
     self.onWorkCancelled = onWorkCancelled
@@ -69,13 +70,15 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
     _ continuation: CheckedContinuation<Delivery, any Error>, _ work: @escaping Work
   ) {
     if let entry = entries[key] {
-      entry.subscribers[id] = Subscriber(priority: priority, joined: true, continuation: continuation)
+      entry.subscribers[id] = Subscriber(
+        priority: priority, joined: true, continuation: continuation)
       onJoin()
       updatePriority(entry)
       return
     }
     let entry = Entry(context: JobContext(priority: priority.value))
-    entry.subscribers[id] = Subscriber(priority: priority, joined: false, continuation: continuation)
+    entry.subscribers[id] = Subscriber(
+      priority: priority, joined: false, continuation: continuation)
     entries[key] = entry
     let context = entry.context
     entry.task = Task {

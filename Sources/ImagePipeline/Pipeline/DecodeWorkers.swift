@@ -61,7 +61,8 @@ final class DecodeWorkers: @unchecked Sendable {
     id: UInt64, context: JobContext, _ work: @escaping @Sendable () throws -> T
   ) async throws -> T {
     try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<T, any Error>) in
         condition.lock()
         defer { condition.unlock() }
         guard queue.count < maxQueued else {

@@ -129,7 +129,8 @@ public final class ThumbnailPipeline: Sendable {
       upstream.value = context.priority.value
       Task { await fetches.priorityChanged(for: request.url) }
     }
-    let bytes = try await fetches.value(for: request.url, subscriber: nextID(), priority: upstream) {
+    let bytes = try await fetches.value(for: request.url, subscriber: nextID(), priority: upstream)
+    {
       url, fetchContext in
       try await self.fetch(url, fetchContext)
     }.value
