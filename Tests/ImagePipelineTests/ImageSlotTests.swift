@@ -36,6 +36,13 @@ final class ManualLoader: Sendable {
   }
 }
 
+/// Collects values from any thread.
+final class Recorder<Element: Sendable>: Sendable {
+  private let storage = Mutex<[Element]>([])
+  func append(_ element: Element) { storage.withLock { $0.append(element) } }
+  var values: [Element] { storage.withLock { $0 } }
+}
+
 @Suite("Image slots")
 struct ImageSlotTests {
   @Test("10,000 randomised slot histories never show a superseded item")
@@ -43,9 +50,9 @@ struct ImageSlotTests {
     var generator = SeededGenerator(seed: 7)
     for history in 0..<10_000 {
       let loader = ManualLoader()
-      let shown = Mutex<[(item: Int, value: String)]>([])
+      let shown = Recorder<(item: Int, value: String)>()
       let slot = ImageSlot<Int, String>(loader: { await loader.load($0) }) { item, result in
-        if case .success(let value) = result { shown.withLock { $0.append((item, value)) } }
+        if case .success(let value) = result { shown.append((item, value)) }
       }
       // Load 2-5 items (drawn from three, so one item is often reloaded and only the token
       // tells the loads apart) before anything completes.
@@ -66,7 +73,7 @@ struct ImageSlotTests {
       await eventually("every arrival handled") {
         await slot.staleDrops + slot.applied == arriving
       }
-      let displayed = shown.withLock { $0 }
+      let displayed = shown.values
       let expected = "image of \(last) from call \(loads - 1)"
       #expect(displayed.allSatisfy { $0.item == last && $0.value == expected })
       #expect(displayed.count == (lastArrived ? 1 : 0))
@@ -79,9 +86,9 @@ struct ImageSlotTests {
   @Test("a cleared slot applies nothing, and the item and token both have to match")
   func clearAndSameItemReload() async throws {
     let loader = ManualLoader()
-    let shown = Mutex<[Int]>([])
+    let shown = Recorder<Int>()
     let slot = ImageSlot<Int, String>(loader: { await loader.load($0) }) { item, _ in
-      shown.withLock { $0.append(item) }
+      shown.append(item)
     }
     let first = await slot.load(1)
     let second = await slot.load(1)  // same item again: a new token
@@ -92,7 +99,7 @@ struct ImageSlotTests {
     await slot.clear()
     loader.complete(at: 0)
     await eventually("handled") { await slot.staleDrops == 2 }
-    #expect(shown.withLock { $0 }.isEmpty)
+    #expect(shown.values.isEmpty)
   }
 
   @Test("a pipeline slot counts stale drops in the pipeline metrics")
@@ -100,19 +107,19 @@ struct ImageSlotTests {
     let photo = try Corpus.bytes("photo/coil/normal.jpg")
     let loader = GatedLoader { _ in photo }
     let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
-    let shown = Mutex<[Int]>([])
+    let shown = Recorder<Int>()
     let slot = ImageSlot<Int, ImageResponse>(
       pipeline: pipeline,
       request: { ImageRequest(url: "origin/\($0).jpg", spec: ThumbnailSpec(width: 32, height: 32)) }
     ) { item, result in
-      if case .success = result { shown.withLock { $0.append(item) } }
+      if case .success = result { shown.append(item) }
     }
     await slot.load(1)
     await eventually("first fetch waiting") { loader.waitingCount == 1 }
     await slot.load(2)
     await eventually("first fetch cancelled") { loader.cancelled == 1 }
     loader.open("origin/2.jpg")
-    await eventually("shown") { shown.withLock { $0 } == [2] }
+    await eventually("shown") { shown.values == [2] }
     #expect(pipeline.metrics.snapshot().cancelledWork >= 1)
   }
 }
