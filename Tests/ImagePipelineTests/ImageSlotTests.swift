@@ -51,9 +51,11 @@ struct ImageSlotTests {
     for history in 0..<10_000 {
       let loader = ManualLoader()
       let shown = Recorder<(item: Int, value: String)>()
-      let slot = ImageSlot<Int, String>(loader: { await loader.load($0) }) { item, result in
-        if case .success(let value) = result { shown.append((item, value)) }
-      }
+      let slot = ImageSlot<Int, String>(
+        loader: { await loader.load($0) },
+        present: { item, result in
+          if case .success(let value) = result { shown.append((item, value)) }
+        })
       // Load 2-5 items (drawn from three, so one item is often reloaded and only the token
       // tells the loads apart) before anything completes.
       let loads = Int.random(in: 2...5, using: &generator)
@@ -87,9 +89,8 @@ struct ImageSlotTests {
   func clearAndSameItemReload() async throws {
     let loader = ManualLoader()
     let shown = Recorder<Int>()
-    let slot = ImageSlot<Int, String>(loader: { await loader.load($0) }) { item, _ in
-      shown.append(item)
-    }
+    let slot = ImageSlot<Int, String>(
+      loader: { await loader.load($0) }, present: { item, _ in shown.append(item) })
     let first = await slot.load(1)
     let second = await slot.load(1)  // same item again: a new token
     #expect(second != first)

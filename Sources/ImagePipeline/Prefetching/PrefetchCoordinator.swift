@@ -83,7 +83,9 @@ public actor PrefetchCoordinator<ItemID: Hashable & Sendable> {
     }
   }
 
-  private func finished(_ item: ItemID, _ task: ImageTask, _ result: Result<ImageResponse, any Error>) {
+  private func finished(
+    _ item: ItemID, _ task: ImageTask, _ result: Result<ImageResponse, any Error>
+  ) {
     guard tasks[item] === task else { return }  // released (and maybe restarted) meanwhile
     tasks[item] = nil
     guard let observer else { return }
