@@ -111,10 +111,12 @@ struct ImageSlotTests {
     let shown = Recorder<Int>()
     let slot = ImageSlot<Int, ImageResponse>(
       pipeline: pipeline,
-      request: { ImageRequest(url: "origin/\($0).jpg", spec: ThumbnailSpec(width: 32, height: 32)) }
-    ) { item, result in
-      if case .success = result { shown.append(item) }
-    }
+      request: {
+        ImageRequest(url: "origin/\($0).jpg", spec: ThumbnailSpec(width: 32, height: 32))
+      },
+      present: { item, result in
+        if case .success = result { shown.append(item) }
+      })
     await slot.load(1)
     await eventually("first fetch waiting") { loader.waitingCount == 1 }
     await slot.load(2)

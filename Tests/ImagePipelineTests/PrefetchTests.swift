@@ -67,10 +67,10 @@ struct PrefetchTests {
     let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
     let events = Recorder<UInt64>()
     let coordinator = PrefetchCoordinator<String>(
-      pipeline: pipeline, request: { ImageRequest(url: "origin/\($0).jpg", spec: Self.spec) }
-    ) { round, item, result in
-      if case .success = result, item == "x" { events.append(round.id) }
-    }
+      pipeline: pipeline, request: { ImageRequest(url: "origin/\($0).jpg", spec: Self.spec) },
+      observer: { round, item, result in
+        if case .success = result, item == "x" { events.append(round.id) }
+      })
     let round = await coordinator.prefetch(["x"])
     await eventually("reported") { events.values == [round.id] }
   }
