@@ -69,10 +69,16 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// Returns false (and removes any older value) when the entry alone is too costly.
   @discardableResult
   public func setValue(_ value: Value, forKey key: Key, cost: Int) -> Bool {
+    insert(value, forKey: key, cost: cost).stored
+  }
+
+  /// Stores like `setValue` and also reports which keys were evicted (or replaced and refused),
+  /// for owners that keep something outside the cache per key (the disk cache's files).
+  func insert(_ value: Value, forKey key: Key, cost: Int) -> (stored: Bool, evicted: [Key]) {
     let fits = cost >= 0 && Double(cost) <= Double(costLimit) * maxEntryFraction && countLimit > 0
     return state.withLock { state in
       if let slot = state.index[key] { Self.remove(slot, in: &state) }
-      guard fits else { return false }
+      guard fits else { return (false, []) }
       let node = Node(key: key, value: value, cost: cost, previous: -1, next: state.head)
       let slot: Int
       if let reused = state.free.popLast() {
@@ -87,8 +93,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
       if state.tail < 0 { state.tail = slot }
       state.index[key] = slot
       state.totalCost += cost
-      Self.trim(&state, cost: costLimit, count: countLimit)
-      return true
+      return (true, Self.trim(&state, cost: costLimit, count: countLimit))
     }
   }
 
@@ -99,8 +104,10 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     }
   }
 
-  /// Evicts least recently used entries until both totals are within the given bounds.
-  public func trim(toCost cost: Int, count: Int? = nil) {
+  /// Evicts least recently used entries until both totals are within the given bounds, and
+  /// returns their keys.
+  @discardableResult
+  public func trim(toCost cost: Int, count: Int? = nil) -> [Key] {
     state.withLock { Self.trim(&$0, cost: cost, count: count ?? countLimit) }
   }
 
@@ -133,11 +140,14 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     }
   }
 
-  private static func trim(_ state: inout State, cost: Int, count: Int) {
+  private static func trim(_ state: inout State, cost: Int, count: Int) -> [Key] {
+    var evicted: [Key] = []
     while state.tail >= 0 && (state.totalCost > cost || state.index.count > count) {
+      evicted.append(state.nodes[state.tail]!.key)
       remove(state.tail, in: &state)
       state.evictions += 1
     }
+    return evicted
   }
 
   private static func unlink(_ slot: Int, in state: inout State) {

@@ -1,0 +1,101 @@
+/// The on-disk layout of one cache entry, and the hashes that name and check it.
+///
+/// Layout (little-endian): magic "TDC1", key length (u32), key, metadata length (u32),
+/// metadata, payload length (u64), checksum (u64, FNV-1a over key, metadata and payload),
+/// payload. The full key is stored, so a file-name collision can only ever be a miss.
+enum DiskCacheEntry {
+  static let magic: [UInt8] = Array("TDC1".utf8)
+  static let fileExtension = "tdc"
+
+  /// A 128-bit file name for `key`: two FNV-1a variants, hex. Never derived from the raw URL.
+  static func fileName(for key: String) -> String {
+    let bytes = Array(key.utf8)
+    return hex(fnv1a(bytes, seed: 0xCBF2_9CE4_8422_2325))
+      + hex(fnv1a(bytes, seed: 0x84222325_CBF29CE4)) + "." + fileExtension
+  }
+
+  static func encode(key: String, metadata: [UInt8], payload: [UInt8]) -> [UInt8] {
+    let keyBytes = Array(key.utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(32 + keyBytes.count + metadata.count + payload.count)
+    out += magic
+    append(UInt32(keyBytes.count), to: &out)
+    out += keyBytes
+    append(UInt32(metadata.count), to: &out)
+    out += metadata
+    append(UInt64(payload.count), to: &out)
+    append(checksum(keyBytes, metadata, payload), to: &out)
+    out += payload
+    return out
+  }
+
+  /// What a file holds, or why it cannot be trusted.
+  enum Decoded {
+    case entry(metadata: [UInt8], payload: [UInt8])
+    /// A valid entry for a different key (name collision).
+    case otherKey
+    case corrupt
+  }
+
+  static func decode(_ bytes: [UInt8], key: String) -> Decoded {
+    var reader = Reader(bytes: bytes)
+    guard reader.take(4) == magic, let keyLength = reader.uint32(),
+      let storedKey = reader.take(Int(keyLength)), let metaLength = reader.uint32(),
+      let metadata = reader.take(Int(metaLength)), let payloadLength = reader.uint64(),
+      let sum = reader.uint64(), payloadLength == UInt64(reader.remaining),
+      let payload = reader.take(Int(payloadLength))
+    else { return .corrupt }
+    guard checksum(storedKey, metadata, payload) == sum else { return .corrupt }
+    guard storedKey == Array(key.utf8) else { return .otherKey }
+    return .entry(metadata: metadata, payload: payload)
+  }
+
+  static func checksum(_ parts: [UInt8]...) -> UInt64 {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    for part in parts {
+      for byte in part {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x0000_0100_0000_01B3
+      }
+    }
+    return hash
+  }
+
+  private static func fnv1a(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
+    var hash = seed
+    for byte in bytes {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x0000_0100_0000_01B3
+    }
+    return hash
+  }
+
+  private static func hex(_ value: UInt64) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: 16 - digits.count) + digits
+  }
+
+  private static func append<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
+    withUnsafeBytes(of: value.littleEndian) { out += $0 }
+  }
+
+  private struct Reader {
+    let bytes: [UInt8]
+    var offset = 0
+    var remaining: Int { bytes.count - offset }
+
+    mutating func take(_ count: Int) -> [UInt8]? {
+      guard count >= 0, count <= remaining else { return nil }
+      defer { offset += count }
+      return Array(bytes[offset..<(offset + count)])
+    }
+
+    mutating func uint32() -> UInt32? {
+      take(4).map { $0.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * $1.offset) } }
+    }
+
+    mutating func uint64() -> UInt64? {
+      take(8).map { $0.enumerated().reduce(0) { $0 | UInt64($1.element) << (8 * $1.offset) } }
+    }
+  }
+}
