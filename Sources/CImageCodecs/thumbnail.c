@@ -8,6 +8,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 /*
  * DCT scaling keeps low frequencies a box filter would remove, so a decode
@@ -122,6 +129,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
                        const ic_limits *limits, const int32_t *cancel_flag,
                        ic_result *result) {
   memset(result, 0, sizeof(*result));
+  uint64_t started = now_ns();
   if (validate(request, result) != IC_OK) return result->status;
   ic_stream stream;
   if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
@@ -150,6 +158,8 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     width = upright_w;
     height = upright_h;
   }
+  uint64_t decoded = now_ns();
+  result->decode_ns = decoded - started;
   size_t count = (size_t)width * height;
   result->has_alpha = ic_has_transparency(upright, count, channels);
   if (channels == 4 && !result->has_alpha) {
@@ -171,6 +181,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     result->has_alpha = 0;
   }
   free(upright);
+  result->encode_ns = now_ns() - decoded;
   result->width = width;
   result->height = height;
   return status;

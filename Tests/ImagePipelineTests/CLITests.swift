@@ -112,6 +112,8 @@ struct MemoryTests {
     #expect(outcome.maxRSSKiB > 0 && outcome.maxRSSKiB < 40 * 1024)
   }
 
+  /// About 24 MB of any thumbd run is the baseline of the loaded Foundation, FoundationNetworking
+  /// and libcurl libraries (`thumbd --help` alone peaks there); the decode adds a few MB.
   @Test("the 6000x3300 PNG streams: peak far below its 79 MB RGBA size")
   func largePNG() throws {
     let out = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-rss.png").path
@@ -120,6 +122,6 @@ struct MemoryTests {
         "thumbnail", Corpus.path("png-valid/large/large.png"), "--size", "256x256", "-o", out,
       ], measuringMemory: true)
     #expect(outcome.status == 0)
-    #expect(outcome.maxRSSKiB > 0 && outcome.maxRSSKiB < 25 * 1024)
+    #expect(outcome.maxRSSKiB > 0 && outcome.maxRSSKiB < 40 * 1024)
   }
 }

@@ -123,6 +123,9 @@ typedef struct ic_result {
   uint32_t warnings;
   /** Warnings that mean damaged pixels (accepted only with accept_damaged). */
   uint32_t damage_warnings;
+  /** Monotonic nanoseconds spent decoding and resampling, and encoding. */
+  uint64_t decode_ns;
+  uint64_t encode_ns;
   /** Encoded output; free with ic_result_free. */
   uint8_t *data;
   size_t size;

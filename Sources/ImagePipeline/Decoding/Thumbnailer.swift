@@ -29,13 +29,30 @@ public struct Thumbnailer: Sendable {
   public func thumbnail(
     of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail {
+    try measuredThumbnail(of: bytes, spec: spec, cancellation: cancellation).thumbnail
+  }
+
+  /// Time spent in the codec, for the pipeline's per-stage histograms.
+  struct Timings {
+    /// Seconds decoding and resampling.
+    var decode: Double
+    /// Seconds encoding.
+    var encode: Double
+  }
+
+  /// Like `thumbnail(of:spec:cancellation:)`, with the codec's own timings.
+  func measuredThumbnail(
+    of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
+  ) throws(ThumbnailError) -> (thumbnail: Thumbnail, timings: Timings) {
     try spec.validate()
     var result = ic_result()
     bytes.withUnsafeBufferPointer { buffer in
       var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil)
       run(&source, spec, cancellation, &result)
     }
-    return try finish(&result)
+    let timings = Timings(
+      decode: Double(result.decode_ns) / 1e9, encode: Double(result.encode_ns) / 1e9)
+    return (try finish(&result), timings)
   }
 
   /// Makes a thumbnail of a file, streaming it from disk.

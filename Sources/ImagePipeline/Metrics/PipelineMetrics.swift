@@ -26,7 +26,15 @@ public final class PipelineMetrics: Sendable {
     public var staleDrops: Int
     /// Failed requests by error kind.
     public var errors: [String: Int]
+    /// Latency per stage: "queue" (waiting for a decode thread), "fetch", "decode", "encode",
+    /// "total" (request to response).
+    public var latencies: [String: LatencyHistogram.Snapshot]
   }
+
+  /// Stage names used in `latencies`.
+  public static let stages = ["queue", "fetch", "decode", "encode", "total"]
+  private let histograms: [String: LatencyHistogram] = Dictionary(
+    uniqueKeysWithValues: PipelineMetrics.stages.map { ($0, LatencyHistogram()) })
 
   private let requests = Atomic<Int>(0)
   private let memoryHits = Atomic<Int>(0)
@@ -57,6 +65,7 @@ public final class PipelineMetrics: Sendable {
   /// Counts a result dropped because its slot no longer shows that item and token.
   public func countStaleDrop() { staleDrops.add(1, ordering: .relaxed) }
   func countError(_ kind: String) { errors.withLock { $0[kind, default: 0] += 1 } }
+  func observe(_ stage: String, _ seconds: Double) { histograms[stage]?.observe(seconds) }
 
   /// Reads every counter.
   public func snapshot() -> Snapshot {
@@ -67,6 +76,7 @@ public final class PipelineMetrics: Sendable {
       originFetches: originFetches.load(ordering: .relaxed),
       originBytes: originBytes.load(ordering: .relaxed), decodes: decodes.load(ordering: .relaxed),
       cancelledWork: cancelledWork.load(ordering: .relaxed),
-      staleDrops: staleDrops.load(ordering: .relaxed), errors: errors.withLock { $0 })
+      staleDrops: staleDrops.load(ordering: .relaxed), errors: errors.withLock { $0 },
+      latencies: histograms.mapValues { $0.snapshot() })
   }
 }

@@ -41,7 +41,8 @@ final class DecodeWorkers: @unchecked Sendable {
     self.threadCount = max(1, threads)
     self.maxQueued = max(1, maxQueued)
     for index in 0..<threadCount {
-      let thread = Thread { [unowned self] in self.workLoop() }
+      // Each thread keeps the workers alive until shutdown() lets it finish.
+      let thread = Thread { self.workLoop() }
       thread.name = "thumbd-decode-\(index)"
       thread.stackSize = 1 << 20
       self.threads.append(thread)

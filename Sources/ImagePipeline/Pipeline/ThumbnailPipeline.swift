@@ -23,13 +23,21 @@ public final class ThumbnailPipeline: Sendable {
     public var decodeThreads: Int
     /// Decodes allowed to wait; past that, requests fail with `PipelineError.queueFull`.
     public var maxQueuedDecodes: Int
+    /// Encoded thumbnails on disk, consulted after the memory cache.
+    public var diskCache: DiskCache?
+    /// Source bytes on disk under their own budget, so another size of a URL needs no new
+    /// download.
+    public var sourceCache: DiskCache?
+    /// Seconds a failure is remembered and answered without new work; 0 caches no failure.
+    public var negativeCacheSeconds: Double
 
     /// Creates a configuration with defaults for everything but the loader.
     public init(
       dataLoader: any DataLoading, thumbnailer: Thumbnailer = Thumbnailer(),
       memoryCacheCostLimit: Int = 64 << 20, memoryCacheCountLimit: Int = 4096,
       maxConcurrentFetches: Int = 16, decodeThreads: Int = ThumbnailPipeline.coreCount,
-      maxQueuedDecodes: Int = 1024
+      maxQueuedDecodes: Int = 1024, diskCache: DiskCache? = nil, sourceCache: DiskCache? = nil,
+      negativeCacheSeconds: Double = 0
     ) {
       self.dataLoader = dataLoader
       self.thumbnailer = thumbnailer
@@ -38,6 +46,9 @@ public final class ThumbnailPipeline: Sendable {
       self.maxConcurrentFetches = maxConcurrentFetches
       self.decodeThreads = decodeThreads
       self.maxQueuedDecodes = maxQueuedDecodes
+      self.diskCache = diskCache
+      self.sourceCache = sourceCache
+      self.negativeCacheSeconds = negativeCacheSeconds
     }
   }
 
@@ -50,7 +61,8 @@ public final class ThumbnailPipeline: Sendable {
   public let metrics: PipelineMetrics
   let configuration: Configuration
   let fetches: CoalescingStage<String, [UInt8]>
-  let thumbnails: CoalescingStage<ImageRequest, Thumbnail>
+  let thumbnails: CoalescingStage<ImageRequest, Produced>
+  let failures: NegativeCache<ImageRequest>
   let fetchLimiter: PriorityLimiter
   let decoders: DecodeWorkers
   private let ids = Atomic<UInt64>(0)
@@ -70,6 +82,13 @@ public final class ThumbnailPipeline: Sendable {
     fetchLimiter = PriorityLimiter(limit: configuration.maxConcurrentFetches)
     decoders = DecodeWorkers(
       threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
+    failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
+  }
+
+  /// What the thumbnail stage produces: the thumbnail and whether the disk cache had it.
+  struct Produced: Sendable {
+    let thumbnail: Thumbnail
+    let fromDisk: Bool
   }
 
   deinit { decoders.shutdown() }
@@ -97,7 +116,9 @@ public final class ThumbnailPipeline: Sendable {
   func load(_ request: ImageRequest, id: UInt64, priority: PriorityBox) async throws
     -> ImageResponse
   {
+    let started = ContinuousClock.now
     metrics.countRequest()
+    defer { metrics.observe("total", started.duration(to: .now).seconds) }
     do {
       try request.spec.validate()
     } catch {
@@ -108,22 +129,41 @@ public final class ThumbnailPipeline: Sendable {
       metrics.countMemoryHit()
       return ImageResponse(thumbnail: thumbnail, source: .memory)
     }
+    if let remembered = failures.failure(for: request) {
+      metrics.countError(remembered.kind)
+      throw remembered
+    }
     do {
       let delivery = try await thumbnails.value(for: request, subscriber: id, priority: priority) {
         request, context in
         try await self.produce(request, context)
       }
-      if delivery.joined { return ImageResponse(thumbnail: delivery.value, source: .coalesced) }
+      if delivery.joined {
+        return ImageResponse(thumbnail: delivery.value.thumbnail, source: .coalesced)
+      }
+      if delivery.value.fromDisk {
+        metrics.countDiskHit()
+        return ImageResponse(thumbnail: delivery.value.thumbnail, source: .disk)
+      }
       metrics.countMiss()
-      return ImageResponse(thumbnail: delivery.value, source: .miss)
+      return ImageResponse(thumbnail: delivery.value.thumbnail, source: .miss)
     } catch let error as PipelineError {
       metrics.countError(error.kind)
+      if error != .queueFull { failures.remember(error, for: request) }
       throw error
     }
   }
 
   /// The thumbnail stage's job: fetch (shared per URL), decode on a worker, cache.
-  private func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Thumbnail {
+  private func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Produced {
+    let diskKey = ThumbnailDiskFormat.key(for: request)
+    if let disk = configuration.diskCache, let entry = await disk.data(forKey: diskKey),
+      let thumbnail = ThumbnailDiskFormat.thumbnail(
+        metadata: entry.metadata, payload: entry.payload)
+    {
+      memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+      return Produced(thumbnail: thumbnail, fromDisk: true)
+    }
     let upstream = PriorityBox(context.priority.value)
     context.onPriorityChange { [fetches] in
       upstream.value = context.priority.value
@@ -135,27 +175,44 @@ public final class ThumbnailPipeline: Sendable {
       try await self.fetch(url, fetchContext)
     }.value
     let thumbnailer = configuration.thumbnailer
+    let enqueued = ContinuousClock.now
     let thumbnail = try await decoders.run(id: nextID(), context: context) { [metrics] in
+      metrics.observe("queue", enqueued.duration(to: .now).seconds)
       metrics.countDecode()
       do throws(ThumbnailError) {
-        return try thumbnailer.thumbnail(
+        let (thumbnail, timings) = try thumbnailer.measuredThumbnail(
           of: bytes, spec: request.spec, cancellation: context.cancellation)
+        metrics.observe("decode", timings.decode)
+        metrics.observe("encode", timings.encode)
+        return thumbnail
       } catch {
         if error == .cancelled { throw CancellationError() }
         throw PipelineError.thumbnail(error)
       }
     }
     memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
-    return thumbnail
+    if let disk = configuration.diskCache {
+      await disk.store(
+        payload: thumbnail.data, metadata: ThumbnailDiskFormat.metadata(of: thumbnail),
+        forKey: diskKey)
+    }
+    return Produced(thumbnail: thumbnail, fromDisk: false)
   }
 
   /// The fetch stage's job: wait for a download slot in priority order, then load.
   private func fetch(_ url: String, _ context: JobContext) async throws -> [UInt8] {
+    let sourceKey = ThumbnailDiskFormat.sourceKey(for: url)
+    if let sources = configuration.sourceCache, let entry = await sources.data(forKey: sourceKey) {
+      return entry.payload
+    }
     try await fetchLimiter.acquire(id: nextID(), priority: context.priority)
     do {
+      let started = ContinuousClock.now
       let bytes = try await configuration.dataLoader.loadData(for: url)
+      metrics.observe("fetch", started.duration(to: .now).seconds)
       await fetchLimiter.release()
       metrics.countFetch(bytes: bytes.count)
+      await configuration.sourceCache?.store(payload: bytes, forKey: sourceKey)
       return bytes
     } catch let error as FetchError {
       await fetchLimiter.release()

@@ -1,0 +1,106 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ImagePipeline
+
+/// A loader that counts calls and answers from a table; unknown URLs give HTTP 404.
+final class CountingLoader: DataLoading {
+  private let bodies: [String: [UInt8]]
+  private let calls = Mutex<[String]>([])
+  init(_ bodies: [String: [UInt8]]) { self.bodies = bodies }
+  func loadData(for url: String) async throws -> [UInt8] {
+    calls.withLock { $0.append(url) }
+    guard let body = bodies[url] else { throw FetchError.httpStatus(404) }
+    return body
+  }
+  var urls: [String] { calls.withLock { $0 } }
+}
+
+@Suite("Pipeline caches")
+struct PipelineCachingTests {
+  static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
+
+  private func directory() -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent(
+      "thumbd-pipeline-\(UUID().uuidString)"
+    ).path
+  }
+
+  private func request(_ size: Int) -> ImageRequest {
+    ImageRequest(url: "origin/a.jpg", spec: ThumbnailSpec(width: size, height: size))
+  }
+
+  @Test("after a restart the disk cache answers, with identical bytes")
+  func diskAfterRestart() async throws {
+    let dir = directory()
+    let loader = CountingLoader(["origin/a.jpg": Self.photo])
+    let first = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
+    let miss = try await first.response(for: request(64))
+    #expect(miss.source == .miss)
+    let second = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
+    let hit = try await second.response(for: request(64))
+    #expect(hit.source == .disk)
+    #expect(hit.thumbnail == miss.thumbnail)
+    #expect(try await second.response(for: request(64)).source == .memory)
+    #expect(loader.urls.count == 1)
+    #expect(second.metrics.snapshot().diskHits == 1)
+  }
+
+  @Test("the source cache spares a second size its download")
+  func sourceCache() async throws {
+    let loader = CountingLoader(["origin/a.jpg": Self.photo])
+    let sources = try DiskCache(directory: directory(), sizeLimit: 1 << 24)
+    let first = ThumbnailPipeline(configuration: .init(dataLoader: loader, sourceCache: sources))
+    _ = try await first.response(for: request(64))
+    let second = ThumbnailPipeline(configuration: .init(dataLoader: loader, sourceCache: sources))
+    _ = try await second.response(for: request(128))
+    #expect(loader.urls.count == 1)
+  }
+
+  @Test("failures are not cached unless a negative cache is configured")
+  func negativeCache() async throws {
+    let loader = CountingLoader([:])
+    let plain = ThumbnailPipeline(configuration: .init(dataLoader: loader))
+    for _ in 0..<2 {
+      await #expect(throws: PipelineError.fetch(.httpStatus(404))) {
+        try await plain.response(for: request(64))
+      }
+    }
+    #expect(loader.urls.count == 2)
+    let remembering = ThumbnailPipeline(
+      configuration: .init(dataLoader: loader, negativeCacheSeconds: 60))
+    for _ in 0..<3 {
+      await #expect(throws: PipelineError.fetch(.httpStatus(404))) {
+        try await remembering.response(for: request(64))
+      }
+    }
+    #expect(loader.urls.count == 3)
+    #expect(remembering.metrics.snapshot().errors["http_status"] == 3)
+  }
+
+  @Test("a cancelled consumer gets CancellationError, which is not counted as an error")
+  func cancellationIsNotAnError() async throws {
+    let loader = GatedLoader { _ in Self.photo }
+    let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
+    let task = pipeline.task(for: request(64))
+    await eventually("fetch waiting") { loader.waitingCount == 1 }
+    task.cancel()
+    await #expect(throws: CancellationError.self) { try await task.response }
+    #expect(pipeline.metrics.snapshot().errors.isEmpty)
+  }
+
+  @Test("stage latencies are recorded")
+  func latencies() async throws {
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(dataLoader: CountingLoader(["origin/a.jpg": Self.photo])))
+    _ = try await pipeline.response(for: request(64))
+    let latencies = pipeline.metrics.snapshot().latencies
+    for stage in PipelineMetrics.stages { #expect(latencies[stage]?.count == 1, "\(stage)") }
+    #expect((latencies["decode"]?.sum ?? 0) > 0)
+  }
+}
