@@ -15,24 +15,8 @@ import Synchronization
 /// is not trusted to cancel (Linux ignores `.cancel`), so failures cancel the task directly.
 final class HTTPDataLoader: Sendable {
   private let policy: SourcePolicy
-  private let session: URLSession
-  private let delegate: SessionDelegate
 
-  init(policy: SourcePolicy) {
-    self.policy = policy
-    let configuration = URLSessionConfiguration.ephemeral
-    configuration.urlCache = nil
-    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-    configuration.httpShouldSetCookies = false
-    configuration.httpMaximumConnectionsPerHost = 16
-    let delegate = SessionDelegate(policy: policy)
-    let queue = OperationQueue()
-    queue.maxConcurrentOperationCount = 1
-    self.delegate = delegate
-    session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
-  }
-
-  deinit { session.invalidateAndCancel() }
+  init(policy: SourcePolicy) { self.policy = policy }
 
   func load(_ string: String) async throws -> [UInt8] {
     guard let url = URL(string: string) else { throw FetchError.invalidURL("not a URL") }
@@ -41,8 +25,20 @@ final class HTTPDataLoader: Sendable {
     request.cachePolicy = .reloadIgnoringLocalCacheData
     request.timeoutInterval = policy.totalTimeout
     request.setValue("thumbd", forHTTPHeaderField: "User-Agent")
+    // One session per transfer: on Linux, cancelling a task leaves libcurl reading its
+    // connection to the end (measured: a 1 GiB body was drained after a cancel at 1 MiB);
+    // invalidating the session closes the connection at once.
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.urlCache = nil
+    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+    configuration.httpShouldSetCookies = false
+    let delegate = SessionDelegate(policy: policy)
+    let queue = OperationQueue()
+    queue.maxConcurrentOperationCount = 1
+    let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
     let task = session.dataTask(with: request)
-    let transfer = Transfer(task: task, limit: policy.maxSourceBytes)
+    let transfer = Transfer(task: task, session: session, limit: policy.maxSourceBytes)
+    delegate.transfer = transfer
     let timers = Task { [policy] in
       // Our own deadlines: a cancelled sleep means the transfer already ended.
       do {
@@ -55,11 +51,13 @@ final class HTTPDataLoader: Sendable {
         transfer.fail(FetchError.timedOut("transfer took longer than \(policy.totalTimeout) s"))
       } catch {}
     }
-    defer { timers.cancel() }
+    defer {
+      timers.cancel()
+      session.finishTasksAndInvalidate()
+    }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         transfer.continuation = continuation
-        delegate.register(transfer)
         task.resume()
       }
     } onCancel: {
@@ -73,6 +71,7 @@ final class Transfer: @unchecked Sendable {
   // @unchecked: all mutable state is behind `lock`.
   private let lock = NSLock()
   let task: URLSessionDataTask
+  let session: URLSession
   let limit: Int
   private var body: [UInt8] = []
   private var failure: (any Error)?
@@ -81,8 +80,9 @@ final class Transfer: @unchecked Sendable {
   private var redirectPending = false
   var continuation: CheckedContinuation<[UInt8], any Error>?
 
-  init(task: URLSessionDataTask, limit: Int) {
+  init(task: URLSessionDataTask, session: URLSession, limit: Int) {
     self.task = task
+    self.session = session
     self.limit = limit
   }
 
@@ -97,7 +97,7 @@ final class Transfer: @unchecked Sendable {
       failure = error
       return !redirectPending
     }
-    if cancelNow { task.cancel() }
+    if cancelNow { session.invalidateAndCancel() }
   }
 
   /// Marks a redirect hop under inspection.
@@ -168,21 +168,16 @@ final class Transfer: @unchecked Sendable {
   }
 }
 
-/// URLSession's delegate: routes callbacks to transfers and enforces the policy on redirects.
+/// The delegate of one transfer's session: routes callbacks to the transfer and enforces the
+/// policy on redirects.
 final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-  // @unchecked: `transfers` is behind a Mutex; `policy` is immutable.
+  // @unchecked: `transfer` is set once before the task resumes; `policy` is immutable.
   private let policy: SourcePolicy
-  private let transfers = Mutex<[Int: Transfer]>([:])
+  var transfer: Transfer?
 
   init(policy: SourcePolicy) { self.policy = policy }
 
-  func register(_ transfer: Transfer) {
-    transfers.withLock { $0[transfer.task.taskIdentifier] = transfer }
-  }
-
-  private func transfer(for task: URLSessionTask) -> Transfer? {
-    transfers.withLock { $0[task.taskIdentifier] }
-  }
+  private func transfer(for task: URLSessionTask) -> Transfer? { transfer }
 
   func urlSession(
     _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
@@ -230,7 +225,6 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
   func urlSession(
     _ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?
   ) {
-    let transfer = transfers.withLock { $0.removeValue(forKey: task.taskIdentifier) }
     transfer?.complete(error)
   }
 }
