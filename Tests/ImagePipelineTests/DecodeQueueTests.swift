@@ -1,0 +1,76 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ImagePipeline
+
+/// The decode queue serves the most urgent job first, reading priorities when a thread frees.
+@Suite("Decode queue")
+struct DecodeQueueTests {
+  @Test("with the queue full of prefetch work, a visible job runs next; a raise reorders")
+  func visibleFirst() async throws {
+    let workers = DecodeWorkers(threads: 1, maxQueued: 16)
+    defer { workers.shutdown() }
+    let order = Recorder<String>()
+    let gate = DispatchSemaphore(value: 0)
+    let blocker = Task {
+      try await workers.run(id: 1, context: JobContext(priority: .visible)) {
+        gate.wait()
+        order.append("blocker")
+      }
+    }
+    await eventually("blocker running") { workers.load.running == 1 }
+    var contexts: [JobContext] = []
+    var jobs: [Task<Void, any Error>] = []
+    for i in 0..<5 {
+      let context = JobContext(priority: .prefetch)
+      contexts.append(context)
+      jobs.append(
+        Task {
+          try await workers.run(id: UInt64(10 + i), context: context) { order.append("p\(i)") }
+        })
+      await eventually("p\(i) queued") { workers.load.queued == i + 1 }
+    }
+    jobs.append(
+      Task {
+        try await workers.run(id: 99, context: JobContext(priority: .visible)) {
+          order.append("visible")
+        }
+      })
+    await eventually("visible queued") { workers.load.queued == 6 }
+    contexts[3].setPriority(.normal)
+    gate.signal()
+    try await blocker.value
+    for job in jobs { try await job.value }
+    #expect(order.values == ["blocker", "visible", "p3", "p0", "p1", "p2", "p4"])
+  }
+
+  @Test("a full queue refuses with queueFull, and a queued job whose consumer leaves never runs")
+  func boundsAndCancellation() async throws {
+    let workers = DecodeWorkers(threads: 1, maxQueued: 2)
+    defer { workers.shutdown() }
+    let gate = DispatchSemaphore(value: 0)
+    let ran = Recorder<Int>()
+    let blocker = Task {
+      try await workers.run(id: 1, context: JobContext(priority: .normal)) { gate.wait() }
+    }
+    await eventually("blocker running") { workers.load.running == 1 }
+    let queued = (2...3).map { id in
+      Task {
+        try await workers.run(id: UInt64(id), context: JobContext(priority: .normal)) {
+          ran.append(id)
+        }
+      }
+    }
+    await eventually("two queued") { workers.load.queued == 2 }
+    await #expect(throws: PipelineError.queueFull) {
+      try await workers.run(id: 4, context: JobContext(priority: .visible)) {}
+    }
+    queued[0].cancel()
+    await #expect(throws: CancellationError.self) { try await queued[0].value }
+    gate.signal()
+    try await blocker.value
+    try await queued[1].value
+    #expect(ran.values == [3])
+  }
+}
