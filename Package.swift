@@ -24,11 +24,21 @@ let package = Package(
     .target(
       name: "ImagePipeline",
       dependencies: ["CImageCodecs"],
-      swiftSettings: strictSwift
+      // Generic caches and stages are used from other modules (thumbd, benchmarks); without
+      // cross-module optimisation every call there goes through runtime generic metadata.
+      swiftSettings: strictSwift + [
+        .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))
+      ]
     ),
     .executableTarget(
       name: "thumbd",
       dependencies: ["ImagePipeline"],
+      swiftSettings: strictSwift
+    ),
+    .executableTarget(
+      name: "pipeline-bench",
+      dependencies: ["ImagePipeline"],
+      path: "bench/PipelineBench",
       swiftSettings: strictSwift
     ),
     .testTarget(

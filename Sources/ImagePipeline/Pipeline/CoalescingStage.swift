@@ -25,6 +25,9 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
   private final class Entry {
     let context: JobContext
     var subscribers: [UInt64: Subscriber] = [:]
+    /// The subscribers' priority boxes, kept apart so recomputing the maximum does not copy
+    /// whole subscriber records.
+    var priorities: [UInt64: PriorityBox] = [:]
     var task: Task<Void, Never>?
     init(context: JobContext) { self.context = context }
   }
@@ -72,13 +75,16 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
     if let entry = entries[key] {
       entry.subscribers[id] = Subscriber(
         priority: priority, joined: true, continuation: continuation)
+      entry.priorities[id] = priority
       onJoin()
-      updatePriority(entry)
+      // A join can only raise the priority: O(1), so a thousand joins stay linear.
+      if priority.value > entry.context.priority.value { entry.context.setPriority(priority.value) }
       return
     }
     let entry = Entry(context: JobContext(priority: priority.value))
     entry.subscribers[id] = Subscriber(
       priority: priority, joined: false, continuation: continuation)
+    entry.priorities[id] = priority
     entries[key] = entry
     let context = entry.context
     entry.task = Task {
@@ -95,6 +101,7 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
   private func unsubscribe(_ key: Key, _ id: UInt64) {
     guard let entry = entries[key], let subscriber = entry.subscribers.removeValue(forKey: id)
     else { return }
+    entry.priorities[id] = nil
     subscriber.continuation.resume(throwing: CancellationError())
     if entry.subscribers.isEmpty {
       entries[key] = nil
@@ -106,8 +113,13 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
     }
   }
 
+  /// Recomputes the most urgent subscriber's priority (after a leave or an explicit change).
   private func updatePriority(_ entry: Entry) {
-    let highest = entry.subscribers.values.map(\.priority.value).max() ?? .prefetch
+    var highest = ImagePriority.prefetch
+    for box in entry.priorities.values where box.value > highest {
+      highest = box.value
+      if highest == .visible { break }
+    }
     entry.context.setPriority(highest)
   }
 
