@@ -79,40 +79,13 @@ enum ThumbnailCommand {
     var sizeSeen = false
     var cursor = ArgumentCursor(arguments)
     while let argument = cursor.next() {
+      if try SpecOptions.parse(argument, &cursor, into: &options.spec) {
+        if argument.name == "--size" { sizeSeen = true }
+        continue
+      }
       switch argument.name {
       case "-h", "--help":
         return nil
-      case "--size":
-        let value = try cursor.value(for: argument)
-        let parts = value.split(separator: "x", omittingEmptySubsequences: false)
-        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else {
-          throw UsageError(message: "--size expects WxH, e.g. 256x256, got '\(value)'")
-        }
-        options.spec.width = w
-        options.spec.height = h
-        sizeSeen = true
-      case "--scale":
-        let value = try cursor.value(for: argument)
-        guard let scale = Double(value) else {
-          throw UsageError(message: "--scale expects a number, got '\(value)'")
-        }
-        options.spec.scale = scale
-      case "--fit":
-        let value = try cursor.value(for: argument)
-        guard let fit = FitMode(rawValue: value) else {
-          throw UsageError(message: "--fit expects contain, cover or fill, got '\(value)'")
-        }
-        options.spec.fit = fit
-      case "--format":
-        let value = try cursor.value(for: argument)
-        guard let format = OutputFormat(rawValue: value) else {
-          throw UsageError(message: "--format expects auto, png or jpeg, got '\(value)'")
-        }
-        options.spec.format = format
-      case "--quality":
-        options.spec.quality = try cursor.integer(for: argument, in: 1...100)
-      case "--upscale":
-        options.spec.allowUpscale = true
       case "--filter":
         let value = try cursor.value(for: argument)
         guard let filter = ResamplingFilter(rawValue: value) else {

@@ -11,10 +11,12 @@ enum Usage {
 
     Usage:
       thumbd thumbnail INPUT... --size WxH [options] --output DIR|FILE
+      thumbd warm FILE... --cache-dir DIR --size WxH [options]
       thumbd --help | --version
 
     Commands:
       thumbnail   Make thumbnails of JPEG and PNG files, many in one process.
+      warm        Fill a disk cache with thumbnails of local files.
 
     Run 'thumbd COMMAND --help' for a command's options.
     """

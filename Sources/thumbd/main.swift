@@ -11,6 +11,8 @@ case nil, "-h", "--help", "help":
   status = arguments.isEmpty ? 0 : 0
 case "thumbnail":
   status = ThumbnailCommand.run(Array(arguments.dropFirst()))
+case "warm":
+  status = await WarmCommand.run(Array(arguments.dropFirst()))
 case "--version":
   print("thumbd \(Usage.version)")
   status = 0

@@ -1,6 +1,7 @@
 import Foundation
-import ImagePipeline
 import Testing
+
+@testable import ImagePipeline
 
 /// Size limit, atomicity, corruption detection and persistence of the disk cache.
 @Suite("Disk cache")
@@ -135,5 +136,47 @@ struct DiskCacheTests {
       }
       try await group.waitForAll()
     }
+  }
+}
+
+/// A real writer process (`thumbd warm`) killed with SIGKILL while it fills the cache.
+@Suite("Disk cache crash safety")
+struct DiskCacheCrashTests {
+  @Test(
+    "a writer killed with SIGKILL mid-write never leaves an entry that is later served",
+    arguments: [1, 3, 6])
+  func killedWriter(entriesBeforeKill: Int) async throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "thumbd-kill-\(UUID().uuidString)"
+    ).path
+    // Large PNG outputs make each write long, so the kill often lands inside one.
+    let inputs = Corpus.entries.filter { $0.kind == "photo" }.map(\.url)
+    let spec = ThumbnailSpec(width: 1400, height: 1400, format: .png)
+    let pid = try ChildProcess.spawnThumbd(
+      ["warm"] + inputs + ["--cache-dir", dir, "--size", "1400x1400", "--format", "png"])
+    await eventually("\(entriesBeforeKill) entries written") {
+      let files = FileManager.default.enumerator(atPath: dir)?.allObjects as? [String] ?? []
+      return files.filter { $0.hasSuffix(".tdc") }.count >= entriesBeforeKill
+    }
+    kill(pid, SIGKILL)
+    let status = ChildProcess.wait(pid)
+    #expect(status & 0x7f == SIGKILL, "the writer must have been killed, not finished")
+
+    let cache = try DiskCache(directory: dir, sizeLimit: 1 << 30)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/tmp").isEmpty)
+    var served = 0
+    for path in inputs {
+      let key = ThumbnailDiskFormat.key(
+        for: ImageRequest(
+          url: "file://" + URL(fileURLWithPath: path).standardizedFileURL.path, spec: spec))
+      guard let entry = await cache.data(forKey: key) else { continue }
+      let thumbnail = try #require(
+        ThumbnailDiskFormat.thumbnail(metadata: entry.metadata, payload: entry.payload))
+      let decoded = try Thumbnailer().decodeFullResolution(of: thumbnail.data)
+      #expect(decoded.width == thumbnail.width && decoded.height == thumbnail.height)
+      served += 1
+    }
+    #expect(served >= entriesBeforeKill)
+    #expect(await cache.statistics.corruptions == 0)
   }
 }
