@@ -149,8 +149,22 @@ struct DiskCacheCrashTests {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
       "thumbd-kill-\(UUID().uuidString)"
     ).path
-    // Large PNG outputs make each write long, so the kill often lands inside one.
-    let inputs = Corpus.entries.filter { $0.kind == "photo" }.map(\.url)
+    // Many large PNG outputs: each write takes long, so the kill often lands inside one, and
+    // the run is far too long to finish before the kill, however loaded the machine.
+    let sources = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "thumbd-kill-sources-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: sources, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: sources) }
+    var inputs: [String] = []
+    for copy in 0..<25 {
+      for photo in ["photo/coil/normal.jpg", "photo/sdwebimage/TestJFIF.jpg"] {
+        let path = sources.appendingPathComponent(
+          "\(copy)-\(URL(fileURLWithPath: photo).lastPathComponent)"
+        ).path
+        try FileManager.default.copyItem(atPath: Corpus.path(photo), toPath: path)
+        inputs.append(path)
+      }
+    }
     let spec = ThumbnailSpec(width: 1400, height: 1400, format: .png)
     let pid = try ChildProcess.spawnThumbd(
       ["warm"] + inputs + ["--cache-dir", dir, "--size", "1400x1400", "--format", "png"])

@@ -94,15 +94,11 @@ struct ErrorTests {
       "png-valid/large/large.png", "photo/coil/large.jpg", "photo/squoosh/demo-large-photo.jpg",
     ])
   func cancelPartWay(path: String) async throws {
-    signal(SIGPIPE, SIG_IGN)
     let bytes = try Corpus.bytes(path)
-    let fifo = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "thumbd-fifo-\(UUID().uuidString)"
-    ).path
-    #expect(mkfifo(fifo, 0o600) == 0)
+    let fifo = FIFOFeeder.make()
     defer { unlink(fifo) }
     let flag = CancellationFlag()
-    // Both ends block in system calls, so they run on threads of their own, never on the
+    // The decode blocks on the FIFO, so it runs on a thread of its own, never on the
     // cooperative pool (parallel test cases would exhaust it and deadlock).
     let outcome = await withCheckedContinuation { continuation in
       Thread.detachNewThread {
@@ -112,24 +108,7 @@ struct ErrorTests {
               contentsOf: fifo, spec: ThumbnailSpec(width: 64, height: 64), cancellation: flag)
           })
       }
-      Thread.detachNewThread {
-        let writer = open(fifo, O_WRONLY)
-        guard writer >= 0 else { return }
-        bytes.withUnsafeBytes { raw in
-          var offset = 0
-          func send(upTo end: Int) {
-            while offset < end {
-              let n = write(writer, raw.baseAddress! + offset, end - offset)
-              if n <= 0 { return }  // the reader stopped and closed: EPIPE
-              offset += n
-            }
-          }
-          send(upTo: bytes.count * 3 / 10)
-          flag.cancel()
-          send(upTo: raw.count)
-        }
-        close(writer)
-      }
+      FIFOFeeder.feed(bytes, to: fifo, split: bytes.count * 3 / 10) { flag.cancel() }
     }
     #expect(throws: ThumbnailError.cancelled) { try outcome.get() }
   }

@@ -68,9 +68,9 @@ struct FetcherTests {
       try await fetch(origin.url(path), Self.loopbackPolicy(maxBytes: 1 << 20)).get()
     }
     #expect(origin.requests == [path])
-    // 1 GiB was on offer; the client hung up long before.
+    // 1 GiB was on offer at 64 MiB/s; the client hung up within a few seconds at most.
     await eventually("origin stopped writing") { origin.bytesSent(for: path) != nil }
-    #expect((origin.bytesSent(for: path) ?? .max) < 1 << 30)
+    #expect((origin.bytesSent(for: path) ?? .max) < 256 << 20)
   }
 
   @Test("a slow origin times out on our own deadline")

@@ -111,11 +111,7 @@ struct PipelineTests {
   /// every byte; the test writes the rest only after the worker raised the job's flag.
   @Test("a running decode stops part-way when its consumer leaves", .timeLimit(.minutes(1)))
   func decodeStopsPartWay() async throws {
-    signal(SIGPIPE, SIG_IGN)
-    let fifo = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "thumbd-decode-\(UUID().uuidString)"
-    ).path
-    #expect(mkfifo(fifo, 0o600) == 0)
+    let fifo = FIFOFeeder.make()
     defer { unlink(fifo) }
     let workers = DecodeWorkers(threads: 1, maxQueued: 4)
     defer { workers.shutdown() }
@@ -127,26 +123,10 @@ struct PipelineTests {
           cancellation: context.cancellation)
       }
     }
-    let bytes = Self.bigPNG
-    let writer = Thread {
-      let fd = open(fifo, O_WRONLY)
-      guard fd >= 0 else { return }
-      bytes.withUnsafeBytes { raw in
-        var offset = 0
-        func send(upTo end: Int) {
-          while offset < end {
-            let n = write(fd, raw.baseAddress! + offset, end - offset)
-            if n <= 0 { return }
-            offset += n
-          }
-        }
-        send(upTo: raw.count / 4)
-        while !context.cancellation.isCancelled { sched_yield() }
-        send(upTo: raw.count)
-      }
-      close(fd)
+    // The rest is written only once the worker has raised the job's flag.
+    FIFOFeeder.feed(Self.bigPNG, to: fifo, split: Self.bigPNG.count / 4) {
+      while !context.cancellation.isCancelled { sched_yield() }
     }
-    writer.start()
     await eventually("decode running") { workers.load.running == 1 }
     decode.cancel()
     await #expect(throws: ThumbnailError.cancelled) { try await decode.value }

@@ -151,35 +151,16 @@ public actor DiskCache {
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0 else { return nil }
-    var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-    var filled = 0
-    while filled < bytes.count {
-      let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, $0.count - filled) }
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { return nil }
-      filled += n
-    }
-    return bytes
+    return FileIO.readAll(fd, expected: Int(info.st_size))
   }
 
   private func writeAtomically(_ bytes: [UInt8], to destination: String) -> Bool {
-    var template = Array((directory + "/tmp/entry-XXXXXX").utf8CString)
-    let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    guard fd >= 0 else { return false }
-    let temporary = String(cString: template.map { UInt8(bitPattern: $0) })
-    var written = 0
-    while written < bytes.count {
-      let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { break }
-      written += n
-    }
-    fchmod(fd, 0o644)
-    close(fd)
-    guard written == bytes.count, rename(temporary, destination) == 0 else {
-      unlink(temporary)
+    do {
+      try FileIO.writeAtomically(
+        bytes, to: destination, temporaryTemplate: directory + "/tmp/entry-XXXXXX")
+      return true
+    } catch {
       return false
     }
-    return true
   }
 }

@@ -36,15 +36,10 @@ struct FileDataLoader: Sendable {
       throw .notAllowed("not a regular file")
     }
     guard Int(info.st_size) <= maxSourceBytes else { throw .tooLarge(limit: maxSourceBytes) }
-    var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-    var filled = 0
-    while filled < bytes.count {
-      let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, $0.count - filled) }
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { break }
-      filled += n
+    guard let bytes = FileIO.readAll(fd, expected: Int(info.st_size)) else {
+      throw .io("cannot read: \(String(cString: strerror(errno)))")
     }
-    return Array(bytes[0..<filled])
+    return bytes
   }
 
   private static func realPath(_ path: String) -> String? {
