@@ -101,7 +101,8 @@ struct PipelineTests {
     await eventually("second queued") { await pipeline.fetchLimiter.queued == 1 }
     queued.cancel()
     await #expect(throws: CancellationError.self) { try await queued.response }
-    await eventually("queue emptied") { await pipeline.fetchLimiter.queued == 0 }
+    await eventually("queue emptied") { await pipeline.workload().queuedFetches == 0 }
+    #expect(await pipeline.workload().fetchesInFlight == 1)
     loader.open("origin/first.jpg")
     _ = try await first.response
     #expect(loader.starts == ["origin/first.jpg"])

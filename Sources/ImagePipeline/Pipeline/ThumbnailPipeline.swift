@@ -105,10 +105,27 @@ public final class ThumbnailPipeline: Sendable {
     try await load(request, id: nextID(), priority: PriorityBox(priority))
   }
 
-  /// Queued and running decodes, downloads waiting for a slot, and work in flight per stage.
-  public func load() async -> (queuedDecodes: Int, runningDecodes: Int, queuedFetches: Int) {
+  /// How much work is waiting and running, per stage, at this moment.
+  public struct Workload: Sendable, Hashable {
+    /// Thumbnail jobs (one per URL + spec) with at least one subscriber.
+    public var thumbnailsInFlight: Int
+    /// Downloads (one per URL) with at least one subscriber.
+    public var fetchesInFlight: Int
+    /// Downloads waiting for a slot.
+    public var queuedFetches: Int
+    /// Decodes waiting for a thread.
+    public var queuedDecodes: Int
+    /// Decodes running.
+    public var runningDecodes: Int
+  }
+
+  /// The current workload, for metrics and load shedding.
+  public func workload() async -> Workload {
     let decodes = decoders.load
-    return (decodes.queued, decodes.running, await fetchLimiter.queued)
+    return Workload(
+      thumbnailsInFlight: await thumbnails.inFlight, fetchesInFlight: await fetches.inFlight,
+      queuedFetches: await fetchLimiter.queued, queuedDecodes: decodes.queued,
+      runningDecodes: decodes.running)
   }
 
   func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
