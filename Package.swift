@@ -19,7 +19,9 @@ let package = Package(
         // builds, or the corpus tests crawl.
         .unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])
       ],
-      linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("m")]
+      linkerSettings: [
+        .linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("z"), .linkedLibrary("m"),
+      ]
     ),
     .target(
       name: "ImagePipeline",

@@ -90,6 +90,16 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
                       const int32_t *cancel_flag, ic_result *result,
                       ic_decoder **decoder);
 
+/*
+ * Reads the image data of a non-interlaced 8-bit RGB or RGBA PNG whose first
+ * IDAT chunk header (`idat_length` data bytes) libpng has just consumed, and
+ * checks the chunks after it through IEND. See png_fast.c.
+ */
+ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
+                           uint32_t width, uint32_t height, int channels,
+                           ic_sink *sink, const int32_t *cancel_flag,
+                           ic_result *result);
+
 /* Checks header dimensions against the limits; IC_ERR_TOO_LARGE if over. */
 ic_status ic_check_limits(uint32_t width, uint32_t height,
                           const ic_limits *limits, ic_result *result);

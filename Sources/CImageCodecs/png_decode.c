@@ -20,6 +20,12 @@ typedef struct png_decoder {
   png_infop info;
   ic_stream *stream;
   int hit_end;
+  /* The last 8 bytes libpng read, and how many it read: after png_read_info
+   * they are the first IDAT chunk's header. */
+  uint8_t tail[8];
+  uint64_t consumed;
+  int fast;
+  uint32_t idat_length;
   int passes;
   ic_status status;
   char message[160];
@@ -51,6 +57,13 @@ static void read_bytes(png_structp png, png_bytep out, size_t length) {
     if (ic_stream_failed(d->stream)) png_error(png, "read error");
     d->hit_end = 1;
     png_error(png, "unexpected end of data");
+  }
+  d->consumed += length;
+  if (length >= 8) {
+    memcpy(d->tail, out + length - 8, 8);
+  } else {
+    memmove(d->tail, d->tail + length, 8 - length);
+    memcpy(d->tail + 8 - length, out, length);
   }
 }
 
@@ -85,6 +98,13 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   if (setjmp(png_jmpbuf(d->png))) {
     free(pixels);
     return fail_from_libpng(d, result);
+  }
+  if (d->fast) {
+    ic_status status =
+        ic_png_fast_rows(d->stream, d->idat_length, width, height, channels, sink,
+                         d->cancel_flag, result);
+    result->warnings = d->warnings;
+    return status;
   }
   ic_status status = sink->begin(sink, width, height, channels, result);
   if (status != IC_OK) return status;
@@ -184,7 +204,18 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
       color_type == PNG_COLOR_TYPE_GRAY_ALPHA)
     png_set_gray_to_rgb(d->png);
   d->passes = png_set_interlace_handling(d->png);
+  uint64_t consumed_by_info = d->consumed;
   png_read_update_info(d->png, d->info);
+  /* The common case takes the fast IDAT path (png_fast.c) when libpng has
+   * stopped exactly after the first IDAT header and no transform applies. */
+  d->fast = !limits->disable_png_fast_path && depth == 8 && d->passes == 1 &&
+            (color_type == PNG_COLOR_TYPE_RGB ||
+             color_type == PNG_COLOR_TYPE_RGB_ALPHA) &&
+            !png_get_valid(d->png, d->info, PNG_INFO_tRNS) &&
+            d->consumed == consumed_by_info && memcmp(d->tail + 4, "IDAT", 4) == 0;
+  if (d->fast)
+    d->idat_length = (uint32_t)d->tail[0] << 24 | (uint32_t)d->tail[1] << 16 |
+                     (uint32_t)d->tail[2] << 8 | (uint32_t)d->tail[3];
   int channels = png_get_channels(d->png, d->info);
   if ((channels != 3 && channels != 4) ||
       png_get_rowbytes(d->png, d->info) != (size_t)width * channels) {

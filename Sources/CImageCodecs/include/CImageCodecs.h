@@ -89,6 +89,8 @@ typedef struct ic_limits {
   uint64_t max_decoder_memory;
   /** When non-zero, damaged or truncated JPEGs yield libjpeg's padded image. */
   int accept_damaged;
+  /** When non-zero, every PNG row goes through libpng (no fast IDAT path). */
+  int disable_png_fast_path;
 } ic_limits;
 
 /** What thumbnail to make. The box is in output pixels (scale applied). */

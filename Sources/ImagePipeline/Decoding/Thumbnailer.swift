@@ -13,6 +13,8 @@ public struct Thumbnailer: Sendable {
   public var shrinkOnLoad: Bool
   /// zlib level for PNG output (0...9); thumbnails favour speed.
   public var pngCompressionLevel: Int
+  /// Whether common PNGs take the fast IDAT path; off only to compare it with libpng's.
+  var pngFastPath = true
 
   /// Creates a thumbnailer with the given limits and defaults elsewhere.
   public init(
@@ -107,6 +109,7 @@ public struct Thumbnailer: Sendable {
     limits.max_pixels = UInt64(clamping: self.limits.maxPixels)
     limits.max_decoder_memory = UInt64(clamping: self.limits.maxDecoderMemory)
     limits.accept_damaged = self.limits.acceptDamaged ? 1 : 0
+    limits.disable_png_fast_path = pngFastPath ? 0 : 1
     return limits
   }
 
