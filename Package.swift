@@ -32,9 +32,14 @@ let package = Package(
         .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))
       ]
     ),
+    .target(
+      name: "ThumbServer",
+      dependencies: ["ImagePipeline"],
+      swiftSettings: strictSwift
+    ),
     .executableTarget(
       name: "thumbd",
-      dependencies: ["ImagePipeline"],
+      dependencies: ["ImagePipeline", "ThumbServer"],
       swiftSettings: strictSwift
     ),
     .executableTarget(
@@ -45,7 +50,7 @@ let package = Package(
     ),
     .testTarget(
       name: "ImagePipelineTests",
-      dependencies: ["ImagePipeline", "CImageCodecs"],
+      dependencies: ["ImagePipeline", "CImageCodecs", "ThumbServer"],
       swiftSettings: strictSwift
     ),
   ],

@@ -1,0 +1,70 @@
+/// One parsed HTTP/1.1 request.
+public struct HTTPRequest: Sendable, Hashable {
+  /// The method token, e.g. "GET".
+  public var method: String
+  /// The request target as sent (origin form: path and query).
+  public var target: String
+  /// The percent-decoded path.
+  public var path: String
+  /// Query parameters in order, percent-decoded ('+' is a space).
+  public var query: [QueryItem]
+  /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+  public var minorVersion: Int
+  /// Header fields in order, names lower-cased.
+  public var headers: [HeaderField]
+  /// The body (Content-Length bytes).
+  public var body: [UInt8]
+
+  /// One `name=value` pair of the query.
+  public struct QueryItem: Sendable, Hashable {
+    /// The decoded name.
+    public var name: String
+    /// The decoded value ("" when absent).
+    public var value: String
+  }
+
+  /// One header field.
+  public struct HeaderField: Sendable, Hashable {
+    /// Lower-cased field name.
+    public var name: String
+    /// The value, surrounding whitespace removed.
+    public var value: String
+  }
+
+  /// The first value of a header, by case-insensitive name.
+  public func header(_ name: String) -> String? {
+    let name = name.lowercased()
+    return headers.first { $0.name == name }?.value
+  }
+
+  /// The first value of a query parameter.
+  public func queryValue(_ name: String) -> String? {
+    query.first { $0.name == name }?.value
+  }
+
+  /// Whether the connection stays open after the response, per version and `Connection`.
+  public var keepAlive: Bool {
+    let tokens = connectionTokens
+    if tokens.contains("close") { return false }
+    return minorVersion >= 1 || tokens.contains("keep-alive")
+  }
+
+  /// The lower-cased tokens of the `Connection` header.
+  public var connectionTokens: Set<String> {
+    Set(
+      headers.filter { $0.name == "connection" }.flatMap {
+        $0.value.lowercased().split(separator: ",").map {
+          String($0.trimmingCharacters(in: " \t"))
+        }
+      })
+  }
+}
+
+extension StringProtocol {
+  fileprivate func trimmingCharacters(in set: String) -> Substring {
+    var slice = Substring(self)
+    while let first = slice.first, set.contains(first) { slice.removeFirst() }
+    while let last = slice.last, set.contains(last) { slice.removeLast() }
+    return slice
+  }
+}

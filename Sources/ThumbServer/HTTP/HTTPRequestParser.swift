@@ -1,0 +1,264 @@
+/// Why a request was refused. Every case means "400 Bad Request, then close", except
+/// `bodyTooLarge` (413).
+public enum HTTPParseError: Error, Sendable, Hashable {
+  case requestLineTooLong
+  case headersTooLarge
+  case tooManyHeaders
+  case malformedRequestLine
+  case unsupportedVersion
+  case malformedHeader
+  case obsoleteLineFolding
+  case bareLineFeed
+  case missingHost
+  case invalidContentLength
+  case unsupportedTransferEncoding
+  case bodyTooLarge
+  case malformedTarget
+}
+
+/// Size limits for request heads and bodies.
+public struct HTTPLimits: Sendable, Hashable {
+  /// Longest request line, CRLF excluded.
+  public var maxRequestLine: Int
+  /// Largest request head (request line and all header lines).
+  public var maxHeadBytes: Int
+  /// Most header fields.
+  public var maxHeaders: Int
+  /// Largest body.
+  public var maxBodyBytes: Int
+
+  /// Creates limits; the defaults suit a thumbnail API (GET with a long query).
+  public init(
+    maxRequestLine: Int = 8192, maxHeadBytes: Int = 16384, maxHeaders: Int = 64,
+    maxBodyBytes: Int = 65536
+  ) {
+    self.maxRequestLine = maxRequestLine
+    self.maxHeadBytes = maxHeadBytes
+    self.maxHeaders = maxHeaders
+    self.maxBodyBytes = maxBodyBytes
+  }
+}
+
+/// An incremental, strict HTTP/1.1 request parser: bytes in, complete requests out, so
+/// pipelined requests and requests split across reads both work. It accepts only origin-form
+/// targets, CRLF line ends, token methods and field names, no line folding, no
+/// Transfer-Encoding (a body needs Content-Length), and requires Host on HTTP/1.1. After an
+/// error the connection must be closed: the parser does not resynchronise.
+public struct HTTPRequestParser: Sendable {
+  /// The limits in force.
+  public let limits: HTTPLimits
+  private var buffer: [UInt8] = []
+  private var pendingHead: HTTPRequest?
+  private var pendingBody = 0
+
+  /// Creates a parser.
+  public init(limits: HTTPLimits = HTTPLimits()) { self.limits = limits }
+
+  /// Bytes received but not yet part of a complete request.
+  public var bufferedBytes: Int { buffer.count }
+
+  /// Adds received bytes and returns every request they complete, in order.
+  public mutating func feed(_ bytes: some Sequence<UInt8>) throws(HTTPParseError) -> [HTTPRequest] {
+    buffer.append(contentsOf: bytes)
+    var requests: [HTTPRequest] = []
+    while let request = try nextRequest() { requests.append(request) }
+    return requests
+  }
+
+  /// Takes the bytes after the last complete request (for a protocol upgrade).
+  public mutating func takeRemainder() -> [UInt8] {
+    defer { buffer.removeAll() }
+    return buffer
+  }
+
+  private mutating func nextRequest() throws(HTTPParseError) -> HTTPRequest? {
+    if var head = pendingHead {
+      guard buffer.count >= pendingBody else { return nil }
+      head.body = Array(buffer[0..<pendingBody])
+      buffer.removeFirst(pendingBody)
+      pendingHead = nil
+      return head
+    }
+    guard let headEnd = findHeadEnd() else {
+      try checkIncompleteHead()
+      return nil
+    }
+    let head = Array(buffer[0..<headEnd])
+    buffer.removeFirst(headEnd + 4)
+    var request = try Self.parseHead(head, limits: limits)
+    let length = try Self.contentLength(request)
+    guard length <= limits.maxBodyBytes else { throw .bodyTooLarge }
+    if length == 0 { return request }
+    if buffer.count >= length {
+      request.body = Array(buffer[0..<length])
+      buffer.removeFirst(length)
+      return request
+    }
+    pendingHead = request
+    pendingBody = length
+    return nil
+  }
+
+  /// Offset of the CRLFCRLF ending the head, if present.
+  private func findHeadEnd() -> Int? {
+    guard buffer.count >= 4 else { return nil }
+    var i = 0
+    while i + 3 < buffer.count {
+      if buffer[i] == 13 && buffer[i + 1] == 10 && buffer[i + 2] == 13 && buffer[i + 3] == 10 {
+        return i
+      }
+      i += 1
+    }
+    return nil
+  }
+
+  /// Fails early on an incomplete head that already breaks the limits.
+  private func checkIncompleteHead() throws(HTTPParseError) {
+    if buffer.count > limits.maxHeadBytes + 4 { throw .headersTooLarge }
+    if let lineEnd = buffer.firstIndex(of: 10) {
+      if lineEnd > limits.maxRequestLine + 1 { throw .requestLineTooLong }
+    } else if buffer.count > limits.maxRequestLine + 1 {
+      throw .requestLineTooLong
+    }
+  }
+
+  static func parseHead(_ head: [UInt8], limits: HTTPLimits) throws(HTTPParseError) -> HTTPRequest {
+    guard head.count <= limits.maxHeadBytes else { throw .headersTooLarge }
+    var lines: [ArraySlice<UInt8>] = []
+    var start = 0
+    var i = 0
+    while i < head.count {
+      if head[i] == 10 {
+        guard i > start, head[i - 1] == 13 else { throw .bareLineFeed }
+        lines.append(head[start..<(i - 1)])
+        start = i + 1
+      }
+      i += 1
+    }
+    lines.append(head[start..<head.count])
+    guard let requestLine = lines.first else { throw .malformedRequestLine }
+    guard requestLine.count <= limits.maxRequestLine else { throw .requestLineTooLong }
+    var request = try parseRequestLine(requestLine)
+    guard lines.count - 1 <= limits.maxHeaders else { throw .tooManyHeaders }
+    for line in lines.dropFirst() {
+      request.headers.append(try parseHeader(line))
+    }
+    if request.minorVersion == 1 && !request.headers.contains(where: { $0.name == "host" }) {
+      throw .missingHost
+    }
+    return request
+  }
+
+  private static func parseRequestLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError)
+    -> HTTPRequest
+  {
+    let parts = line.split(separator: 32, omittingEmptySubsequences: false)
+    guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isTokenByte) else {
+      throw .malformedRequestLine
+    }
+    let version = String(decoding: parts[2], as: UTF8.self)
+    let minor: Int
+    switch version {
+    case "HTTP/1.1": minor = 1
+    case "HTTP/1.0": minor = 0
+    default:
+      if version.hasPrefix("HTTP/") { throw .unsupportedVersion }
+      throw .malformedRequestLine
+    }
+    let target = parts[1]
+    guard target.first == UInt8(ascii: "/"), target.allSatisfy({ $0 > 32 && $0 < 127 }) else {
+      throw .malformedTarget
+    }
+    let targetString = String(decoding: target, as: UTF8.self)
+    let pathPart: Substring
+    let queryPart: Substring?
+    if let mark = targetString.firstIndex(of: "?") {
+      pathPart = targetString[..<mark]
+      queryPart = targetString[targetString.index(after: mark)...]
+    } else {
+      pathPart = Substring(targetString)
+      queryPart = nil
+    }
+    guard let path = percentDecode(pathPart, plusIsSpace: false) else { throw .malformedTarget }
+    var query: [HTTPRequest.QueryItem] = []
+    for pair in (queryPart ?? "").split(separator: "&", omittingEmptySubsequences: true) {
+      let pieces = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+      guard let name = percentDecode(pieces[0], plusIsSpace: true),
+        let value = pieces.count > 1 ? percentDecode(pieces[1], plusIsSpace: true) : ""
+      else { throw .malformedTarget }
+      query.append(.init(name: name, value: value))
+    }
+    return HTTPRequest(
+      method: String(decoding: parts[0], as: UTF8.self), target: targetString, path: path,
+      query: query, minorVersion: minor, headers: [], body: [])
+  }
+
+  private static func parseHeader(_ line: ArraySlice<UInt8>) throws(HTTPParseError)
+    -> HTTPRequest.HeaderField
+  {
+    guard let first = line.first else { throw .malformedHeader }
+    if first == 32 || first == 9 { throw .obsoleteLineFolding }
+    guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw .malformedHeader }
+    let name = line[line.startIndex..<colon]
+    guard !name.isEmpty, name.allSatisfy(isTokenByte) else { throw .malformedHeader }
+    var value = line[(colon + 1)...]
+    while let b = value.first, b == 32 || b == 9 { value = value.dropFirst() }
+    while let b = value.last, b == 32 || b == 9 { value = value.dropLast() }
+    // Field values: visible ASCII, spaces, tabs and obs-text; never other control bytes.
+    guard value.allSatisfy({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else { throw .malformedHeader }
+    return .init(
+      name: String(decoding: name, as: UTF8.self).lowercased(),
+      value: String(decoding: value, as: UTF8.self))
+  }
+
+  private static func contentLength(_ request: HTTPRequest) throws(HTTPParseError) -> Int {
+    if request.headers.contains(where: { $0.name == "transfer-encoding" }) {
+      throw .unsupportedTransferEncoding
+    }
+    let values = request.headers.filter { $0.name == "content-length" }.map(\.value)
+    guard let first = values.first else { return 0 }
+    guard values.allSatisfy({ $0 == first }), !first.isEmpty, first.count <= 18,
+      first.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let length = Int(first)
+    else { throw .invalidContentLength }
+    return length
+  }
+
+  /// RFC 9110 tchar.
+  private static func isTokenByte(_ b: UInt8) -> Bool {
+    switch b {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+      UInt8(ascii: "0")...UInt8(ascii: "9"):
+      return true
+    default:
+      return "!#$%&'*+-.^_`|~".utf8.contains(b)
+    }
+  }
+
+  /// Decodes %XX escapes (and '+' as space in queries); nil on a broken escape or bad UTF-8.
+  static func percentDecode(_ text: Substring, plusIsSpace: Bool) -> String? {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(text.utf8.count)
+    var iterator = text.utf8.makeIterator()
+    while let b = iterator.next() {
+      if b == UInt8(ascii: "%") {
+        guard let h = iterator.next().flatMap(hexValue), let l = iterator.next().flatMap(hexValue)
+        else { return nil }
+        bytes.append(h << 4 | l)
+      } else if b == UInt8(ascii: "+") && plusIsSpace {
+        bytes.append(32)
+      } else {
+        bytes.append(b)
+      }
+    }
+    return String(validating: bytes, as: UTF8.self)
+  }
+
+  private static func hexValue(_ b: UInt8) -> UInt8? {
+    switch b {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - 48
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - 87
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): return b - 55
+    default: return nil
+    }
+  }
+}

@@ -1,0 +1,108 @@
+import Testing
+import ThumbServer
+
+/// The daemon's HTTP/1.1 request parser: strict, incremental, pipelining-safe.
+@Suite("HTTP request parser")
+struct HTTPParserTests {
+  private func parse(_ text: String, limits: HTTPLimits = HTTPLimits()) throws -> [HTTPRequest] {
+    var parser = HTTPRequestParser(limits: limits)
+    return try parser.feed(Array(text.utf8))
+  }
+
+  @Test("a thumbnail request: path, decoded query, headers, keep-alive")
+  func thumbnailRequest() throws {
+    let requests = try parse(
+      "GET /v1/thumbnail?url=https%3A%2F%2Fimg.example.com%2Fa%20b.jpg&w=128&h=96&fit=cover HTTP/1.1\r\n"
+        + "Host: localhost\r\nIf-None-Match: \"abc\"\r\n\r\n")
+    #expect(requests.count == 1)
+    let request = requests[0]
+    #expect(request.method == "GET" && request.path == "/v1/thumbnail")
+    #expect(request.queryValue("url") == "https://img.example.com/a b.jpg")
+    #expect(request.queryValue("w") == "128" && request.queryValue("fit") == "cover")
+    #expect(request.header("if-none-match") == "\"abc\"")
+    #expect(request.keepAlive)
+  }
+
+  @Test("pipelined requests come out in order, whole or split at any byte")
+  func pipelining() throws {
+    let text =
+      "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+      + "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"
+      + "GET /metrics HTTP/1.0\r\n\r\n"
+    let whole = try parse(text)
+    #expect(whole.map(\.path) == ["/healthz", "/x", "/metrics"])
+    #expect(whole[1].body == Array("hello".utf8))
+    #expect(!whole[2].keepAlive)
+    var parser = HTTPRequestParser()
+    var split: [HTTPRequest] = []
+    for byte in text.utf8 { split += try parser.feed([byte]) }
+    #expect(split == whole)
+    #expect(parser.bufferedBytes == 0)
+  }
+
+  @Test("Connection: close and upgrade tokens are read")
+  func connectionTokens() throws {
+    let request = try parse(
+      "GET /v1/session HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, close\r\nUpgrade: thumbd-session\r\n\r\n"
+    )[0]
+    #expect(!request.keepAlive)
+    #expect(request.connectionTokens == ["upgrade", "close"])
+  }
+
+  static let malformed: [String] = [
+    "\r\n\r\n", "GET\r\n\r\n", "GET /\r\n\r\n", "GET / HTTP/1.1 extra\r\nHost: a\r\n\r\n",
+    "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.2\r\nHost: a\r\n\r\n", "GET / http/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\n\r\n", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET x HTTP/1.1\r\nHost: a\r\n\r\n", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET * HTTP/1.1\r\nHost: a\r\n\r\n", "GET /a\u{7f}b HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", "GET /?url=%4 HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /%ff%fe HTTP/1.1\r\nHost: a\r\n\r\n", "GET / HTTP/1.1\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\n\r\n\r\n", "GET / HTTP/1.1\r\nHost a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost : a\r\n\r\n", "GET / HTTP/1.1\r\n: a\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHo st: a\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\n\tfolded\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\u{1}b\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nX: \u{0}\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: \r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\n\u{1}: b\r\n\r\n", "GET /\u{0} HTTP/1.1\r\nHost: a\r\n\r\n",
+    "\u{16}\u{3}\u{1}\u{0}\u{a5}\u{1}\u{0}\u{0}\r\n\r\n", "GET / HTTP/1.1\r\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nX\r\n\r\n", "GET /é HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", " GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1 \r\nHost: a\r\n\r\n", "GET / HTTP/1.\r\nHost: a\r\n\r\n",
+    "GET / HTTP/\r\nHost: a\r\n\r\n", "GET / 1.1\r\nHost: a\r\n\r\n",
+    "GET /? HTTP/1.1\r\nHost: a\r\nContent-Length: 0x10\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nX:\u{7f}\r\n\r\n",
+  ]
+
+  @Test("malformed requests are refused", arguments: malformed)
+  func refusesMalformed(text: String) {
+    #expect(throws: HTTPParseError.self) { _ = try parse(text) }
+  }
+
+  @Test("limits: request line, head size, header count, body")
+  func limits() {
+    let limits = HTTPLimits(maxRequestLine: 64, maxHeadBytes: 256, maxHeaders: 4, maxBodyBytes: 8)
+    #expect(throws: HTTPParseError.requestLineTooLong) {
+      _ = try parse("GET /" + String(repeating: "a", count: 100), limits: limits)
+    }
+    #expect(throws: HTTPParseError.headersTooLarge) {
+      _ = try parse(
+        "GET / HTTP/1.1\r\nHost: a\r\nX: " + String(repeating: "b", count: 400), limits: limits)
+    }
+    #expect(throws: HTTPParseError.tooManyHeaders) {
+      _ = try parse(
+        "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", limits: limits)
+    }
+    #expect(throws: HTTPParseError.bodyTooLarge) {
+      _ = try parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\n\r\n", limits: limits)
+    }
+  }
+}
