@@ -1,0 +1,94 @@
+/// An HTTP/1.1 response ready to be written.
+public struct HTTPResponse: Sendable, Hashable {
+  /// The status code.
+  public var status: Int
+  /// Header fields in order (Content-Length is added when serialised).
+  public var headers: [(name: String, value: String)]
+  /// The body; empty for 304 and HEAD.
+  public var body: [UInt8]
+
+  /// Creates a response.
+  public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+    self.status = status
+    self.headers = headers
+    self.body = body
+  }
+
+  /// The first value of a header, by case-insensitive name.
+  public func header(_ name: String) -> String? {
+    headers.first { $0.name.lowercased() == name.lowercased() }?.value
+  }
+
+  /// A JSON error body `{"error": KIND, "message": ...}`.
+  public static func error(_ status: Int, kind: String, message: String) -> HTTPResponse {
+    let body = "{\"error\":\(JSON.quote(kind)),\"message\":\(JSON.quote(message))}\n"
+    return HTTPResponse(
+      status: status, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+  }
+
+  /// Status line, headers (with Content-Length and, when closing, `Connection: close`) and
+  /// body, as bytes.
+  public func serialized(keepAlive: Bool) -> [UInt8] {
+    var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
+    for (name, value) in headers { head += "\(name): \(value)\r\n" }
+    head += "Content-Length: \(body.count)\r\n"
+    if !keepAlive { head += "Connection: close\r\n" }
+    head += "\r\n"
+    return Array(head.utf8) + body
+  }
+
+  /// Equal status, headers (in order) and body.
+  public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
+    lhs.status == rhs.status && lhs.body == rhs.body
+      && lhs.headers.map { [$0.name, $0.value] } == rhs.headers.map { [$0.name, $0.value] }
+  }
+
+  /// Hashes status and body (headers are compared by `==`).
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(status)
+    hasher.combine(body)
+  }
+
+  static func reason(_ status: Int) -> String {
+    switch status {
+    case 101: "Switching Protocols"
+    case 200: "OK"
+    case 304: "Not Modified"
+    case 400: "Bad Request"
+    case 403: "Forbidden"
+    case 404: "Not Found"
+    case 405: "Method Not Allowed"
+    case 413: "Content Too Large"
+    case 415: "Unsupported Media Type"
+    case 500: "Internal Server Error"
+    case 502: "Bad Gateway"
+    case 503: "Service Unavailable"
+    case 504: "Gateway Timeout"
+    default: "Status"
+    }
+  }
+}
+
+/// Minimal JSON string quoting for error bodies and protocol frames.
+enum JSON {
+  static func quote(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\"": out += "\\\""
+      case "\\": out += "\\\\"
+      case "\n": out += "\\n"
+      case "\r": out += "\\r"
+      case "\t": out += "\\t"
+      default:
+        if scalar.value < 0x20 {
+          let hex = String(scalar.value, radix: 16)
+          out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        } else {
+          out.unicodeScalars.append(scalar)
+        }
+      }
+    }
+    return out + "\""
+  }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import ImagePipeline
+
+/// `GET /metrics`: the pipeline's counters, stage histograms, workload and process figures in
+/// Prometheus text exposition format 0.0.4, every name prefixed `thumbd_`.
+struct PrometheusExposition {
+  private var lines: [String] = []
+
+  static func render(
+    metrics: PipelineMetrics.Snapshot, workload: ThumbnailPipeline.Workload,
+    requestsByStatus: [Int: Int]
+  ) -> String {
+    var out = PrometheusExposition()
+    out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
+    for (status, count) in requestsByStatus.sorted(by: { $0.key < $1.key }) {
+      out.sample("thumbd_requests_total{status=\"\(status)\"}", count)
+    }
+    out.family("thumbd_cache_hits_total", "counter", "Requests answered from a cache, by tier.")
+    out.sample("thumbd_cache_hits_total{tier=\"memory\"}", metrics.memoryHits)
+    out.sample("thumbd_cache_hits_total{tier=\"disk\"}", metrics.diskHits)
+    out.counter("thumbd_cache_misses_total", "Requests that started new work.", metrics.misses)
+    out.counter(
+      "thumbd_coalesced_joins_total", "Subscriptions that joined work in flight.",
+      metrics.coalescedJoins)
+    out.counter("thumbd_origin_fetches_total", "Source downloads.", metrics.originFetches)
+    out.counter("thumbd_origin_bytes_total", "Bytes downloaded from sources.", metrics.originBytes)
+    out.counter("thumbd_decodes_total", "Decodes started.", metrics.decodes)
+    out.counter(
+      "thumbd_cancelled_work_total", "Jobs stopped because every subscriber left.",
+      metrics.cancelledWork)
+    out.counter(
+      "thumbd_stale_drops_total", "Results dropped because the slot had moved on.",
+      metrics.staleDrops)
+    out.family("thumbd_errors_total", "counter", "Failed requests by error kind.")
+    for (kind, count) in metrics.errors.sorted(by: { $0.key < $1.key }) {
+      out.sample("thumbd_errors_total{kind=\"\(kind)\"}", count)
+    }
+    out.family("thumbd_inflight", "gauge", "Work in flight per stage.")
+    out.sample("thumbd_inflight{stage=\"thumbnail\"}", workload.thumbnailsInFlight)
+    out.sample("thumbd_inflight{stage=\"fetch\"}", workload.fetchesInFlight)
+    out.sample("thumbd_inflight{stage=\"decode\"}", workload.runningDecodes)
+    out.family("thumbd_queued", "gauge", "Work waiting per stage.")
+    out.sample("thumbd_queued{stage=\"fetch\"}", workload.queuedFetches)
+    out.sample("thumbd_queued{stage=\"decode\"}", workload.queuedDecodes)
+    out.family("thumbd_stage_seconds", "histogram", "Latency per stage.")
+    for stage in PipelineMetrics.stages {
+      guard let histogram = metrics.latencies[stage] else { continue }
+      var cumulative = 0
+      for (i, bound) in LatencyHistogram.bounds.enumerated() {
+        cumulative += histogram.counts[i]
+        out.sample("thumbd_stage_seconds_bucket{stage=\"\(stage)\",le=\"\(bound)\"}", cumulative)
+      }
+      out.sample("thumbd_stage_seconds_bucket{stage=\"\(stage)\",le=\"+Inf\"}", histogram.count)
+      out.lines.append("thumbd_stage_seconds_sum{stage=\"\(stage)\"} \(histogram.sum)")
+      out.sample("thumbd_stage_seconds_count{stage=\"\(stage)\"}", histogram.count)
+    }
+    out.family("thumbd_process_resident_memory_bytes", "gauge", "Resident set size.")
+    out.sample("thumbd_process_resident_memory_bytes", ProcessFigures.residentBytes())
+    out.family("thumbd_process_open_fds", "gauge", "Open file descriptors.")
+    out.sample("thumbd_process_open_fds", ProcessFigures.openDescriptors())
+    return out.lines.joined(separator: "\n") + "\n"
+  }
+
+  private mutating func family(_ name: String, _ type: String, _ help: String) {
+    lines.append("# HELP \(name) \(help)")
+    lines.append("# TYPE \(name) \(type)")
+  }
+
+  private mutating func counter(_ name: String, _ help: String, _ value: Int) {
+    family(name, "counter", help)
+    sample(name, value)
+  }
+
+  private mutating func sample(_ name: String, _ value: Int) {
+    lines.append("\(name) \(value)")
+  }
+}
+
+/// Figures about this process from /proc.
+enum ProcessFigures {
+  /// Resident set size in bytes (from /proc/self/statm).
+  static func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else {
+      return 0
+    }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+  }
+
+  /// Open file descriptors (entries of /proc/self/fd, less the one used to list them).
+  static func openDescriptors() -> Int {
+    let count = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 1
+    return max(0, count - 1)
+  }
+}

@@ -1,0 +1,55 @@
+import ImagePipeline
+import Synchronization
+
+/// Maps requests to responses: `/healthz`, `/metrics`, `/v1/thumbnail`; counts responses by
+/// status for `/metrics`. Socket handling lives elsewhere: this type only sees parsed requests.
+public final class Router: Sendable {
+  /// The thumbnail endpoint.
+  public let thumbnails: ThumbnailRoute
+  private let statuses = Mutex<[Int: Int]>([:])
+
+  /// Creates a router over a pipeline.
+  public init(thumbnails: ThumbnailRoute) { self.thumbnails = thumbnails }
+
+  /// Answers one request, with where the image came from for logging.
+  public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
+    let (response, source) = await route(request)
+    count(response.status)
+    return (response, source)
+  }
+
+  /// Counts a response the router did not make (a 400 for an unparsable request).
+  public func count(_ status: Int) { statuses.withLock { $0[status, default: 0] += 1 } }
+
+  private func route(_ request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
+    let known = ["/healthz", "/metrics", "/v1/thumbnail"]
+    guard known.contains(request.path) else {
+      return (.error(404, kind: "not_found", message: "no such endpoint"), nil)
+    }
+    guard request.method == "GET" else {
+      var response = HTTPResponse.error(405, kind: "method_not_allowed", message: "use GET")
+      response.headers.append(("Allow", "GET"))
+      return (response, nil)
+    }
+    switch request.path {
+    case "/healthz":
+      return (
+        HTTPResponse(
+          status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok\n".utf8)),
+        nil
+      )
+    case "/metrics":
+      let pipeline = thumbnails.pipeline
+      let text = PrometheusExposition.render(
+        metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
+        requestsByStatus: statuses.withLock { $0 })
+      return (
+        HTTPResponse(
+          status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+          body: Array(text.utf8)), nil
+      )
+    default:
+      return await thumbnails.respond(to: request)
+    }
+  }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import ImagePipeline
+
+/// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=`.
+public struct ThumbnailRoute: Sendable {
+  /// The pipeline that does the work.
+  public let pipeline: ThumbnailPipeline
+  /// `Cache-Control: public, max-age=` this many seconds.
+  public let maxAge: Int
+  /// JPEG quality when the request does not give one.
+  public let defaultQuality: Int
+
+  /// Creates the route.
+  public init(pipeline: ThumbnailPipeline, maxAge: Int = 86_400, defaultQuality: Int = 80) {
+    self.pipeline = pipeline
+    self.maxAge = maxAge
+    self.defaultQuality = defaultQuality
+  }
+
+  /// Answers one request. The subscription lasts as long as the calling task: cancelling it
+  /// (the client went away) leaves only this request's interest.
+  public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
+    let imageRequest: ImageRequest
+    switch parse(request) {
+    case .request(let parsed): imageRequest = parsed
+    case .rejected(let response): return (response, nil)
+    }
+    do {
+      let response = try await pipeline.response(for: imageRequest, priority: .visible)
+      let thumbnail = response.thumbnail
+      let etag = Self.etag(of: thumbnail)
+      var headers: [(name: String, value: String)] = [
+        ("ETag", etag), ("Cache-Control", "public, max-age=\(maxAge)"),
+        ("X-Thumbd-Cache", response.source.rawValue),
+      ]
+      if Self.matches(request.header("if-none-match"), etag: etag) {
+        return (HTTPResponse(status: 304, headers: headers), response.source)
+      }
+      headers.insert(("Content-Type", thumbnail.format.mimeType), at: 0)
+      return (HTTPResponse(status: 200, headers: headers, body: thumbnail.data), response.source)
+    } catch let error as PipelineError {
+      return (ErrorMapping.response(for: error), nil)
+    } catch {
+      return (.error(499, kind: "cancelled", message: "client went away"), nil)
+    }
+  }
+
+  /// A strong validator: the thumbnail's bytes decide it.
+  static func etag(of thumbnail: Thumbnail) -> String {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    for byte in thumbnail.data {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x0000_0100_0000_01B3
+    }
+    let hex = String(hash, radix: 16)
+    return "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\""
+  }
+
+  /// `If-None-Match`: `*` or a list of entity tags, weak ones compared weakly.
+  static func matches(_ header: String?, etag: String) -> Bool {
+    guard let header else { return false }
+    for candidate in header.split(separator: ",") {
+      var tag = candidate.trimmingCharacters(in: .whitespaces)
+      if tag == "*" { return true }
+      if tag.hasPrefix("W/") { tag.removeFirst(2) }
+      if tag == etag { return true }
+    }
+    return false
+  }
+
+  private enum Parsed {
+    case request(ImageRequest)
+    case rejected(HTTPResponse)
+  }
+
+  private func parse(_ request: HTTPRequest) -> Parsed {
+    func bad(_ message: String) -> Parsed {
+      .rejected(.error(400, kind: "bad_request", message: message))
+    }
+    guard let url = request.queryValue("url"), !url.isEmpty else {
+      return bad("the url parameter is required")
+    }
+    func integer(_ name: String, default value: Int) -> Int? {
+      guard let text = request.queryValue(name) else { return value }
+      return Int(text)
+    }
+    guard let width = integer("w", default: 0), let height = integer("h", default: 0) else {
+      return bad("w and h must be integers")
+    }
+    guard let quality = integer("quality", default: defaultQuality) else {
+      return bad("quality must be an integer")
+    }
+    var scale = 1.0
+    if let text = request.queryValue("scale") {
+      guard let value = Double(text) else { return bad("scale must be a number") }
+      scale = value
+    }
+    var fit = FitMode.contain
+    if let text = request.queryValue("fit") {
+      guard let value = FitMode(rawValue: text) else {
+        return bad("fit must be contain, cover or fill")
+      }
+      fit = value
+    }
+    var format = OutputFormat.auto
+    if let text = request.queryValue("format") {
+      guard let value = OutputFormat(rawValue: text) else {
+        return bad("format must be auto, png or jpeg")
+      }
+      format = value
+    }
+    let spec = ThumbnailSpec(
+      width: width, height: height, scale: scale, fit: fit, format: format, quality: quality)
+    do {
+      try spec.validate()
+    } catch {
+      return bad(error.message)
+    }
+    return .request(ImageRequest(url: url, spec: spec))
+  }
+}
