@@ -197,6 +197,21 @@ static ic_status check_tail(fast_reader *r, uint8_t header[8]) {
   }
 }
 
+/* Gives zlib the next IDAT bytes; an error naming `ended` when there are none. */
+static ic_status refill(fast_reader *r, z_stream *z, const char *ended) {
+  size_t got;
+  ic_status status = next_input(r, &got);
+  if (status != IC_OK) return status;
+  if (got == 0) return ic_fail(r->result, IC_ERR_CORRUPT, "%s", ended);
+  z->next_in = r->input;
+  z->avail_in = (uInt)got;
+  return IC_OK;
+}
+
+static ic_status inflate_failed(z_stream *z, ic_result *result) {
+  return ic_fail(result, IC_ERR_CORRUPT, "zlib: %s", z->msg ? z->msg : "inflate error");
+}
+
 ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
                            uint32_t width, uint32_t height, int channels,
                            ic_sink *sink, const int32_t *cancel_flag,
@@ -233,15 +248,8 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
     z.avail_out = (uInt)(stride + 1);
     while (status == IC_OK && z.avail_out > 0) {
       if (z.avail_in == 0) {
-        size_t got;
-        status = next_input(r, &got);
+        status = refill(r, &z, "not enough image data");
         if (status != IC_OK) break;
-        if (got == 0) {
-          status = ic_fail(result, IC_ERR_CORRUPT, "not enough image data");
-          break;
-        }
-        z.next_in = r->input;
-        z.avail_in = (uInt)got;
       }
       int zr = inflate(&z, Z_NO_FLUSH);
       if (zr == Z_STREAM_END) {
@@ -250,9 +258,7 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
           status = ic_fail(result, IC_ERR_CORRUPT, "not enough image data");
         break;
       }
-      if (zr != Z_OK && zr != Z_BUF_ERROR)
-        status = ic_fail(result, IC_ERR_CORRUPT, "zlib: %s",
-                         z.msg ? z.msg : "inflate error");
+      if (zr != Z_OK && zr != Z_BUF_ERROR) status = inflate_failed(&z, result);
     }
     if (status != IC_OK) break;
     status = unfilter(current[0], current + 1, prior + 1, stride, channels, result);
@@ -266,22 +272,14 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
   uint8_t drain[64];
   while (status == IC_OK && !stream_end) {
     if (z.avail_in == 0) {
-      size_t got;
-      status = next_input(r, &got);
+      status = refill(r, &z, "image data ends early");
       if (status != IC_OK) break;
-      if (got == 0) {
-        status = ic_fail(result, IC_ERR_CORRUPT, "image data ends early");
-        break;
-      }
-      z.next_in = r->input;
-      z.avail_in = (uInt)got;
     }
     z.next_out = drain;
     z.avail_out = sizeof(drain);
     int zr = inflate(&z, Z_NO_FLUSH);
     if (zr == Z_STREAM_END) stream_end = 1;
-    else if (zr != Z_OK && zr != Z_BUF_ERROR)
-      status = ic_fail(result, IC_ERR_CORRUPT, "zlib: %s", z.msg ? z.msg : "inflate error");
+    else if (zr != Z_OK && zr != Z_BUF_ERROR) status = inflate_failed(&z, result);
   }
   /* Skips what is left of the IDAT chunks (CRC still checked), then checks
    * everything after them. */
