@@ -33,8 +33,12 @@ let package = Package(
       ]
     ),
     .target(
+      name: "CNetShim",
+      cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
+    ),
+    .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline"],
+      dependencies: ["ImagePipeline", "CNetShim"],
       swiftSettings: strictSwift
     ),
     .executableTarget(
@@ -50,7 +54,7 @@ let package = Package(
     ),
     .testTarget(
       name: "ImagePipelineTests",
-      dependencies: ["ImagePipeline", "CImageCodecs", "ThumbServer"],
+      dependencies: ["ImagePipeline", "CImageCodecs", "ThumbServer", "CNetShim"],
       swiftSettings: strictSwift
     ),
   ],

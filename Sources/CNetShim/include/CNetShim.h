@@ -1,0 +1,68 @@
+/*
+ * CNetShim: the socket and epoll calls the daemon's event loop needs, with
+ * errno-style results (negative errno on failure) that Swift can read
+ * without touching sockaddr layouts.
+ */
+#ifndef CNETSHIM_H
+#define CNETSHIM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Readiness bits, as in epoll. */
+enum {
+  NS_READABLE = 0x001,
+  NS_WRITABLE = 0x004,
+  NS_ERROR = 0x008,
+  NS_HANGUP = 0x010,
+  NS_READ_HANGUP = 0x2000
+};
+
+/** One ready descriptor from ns_poll_wait. */
+typedef struct ns_event {
+  uint32_t events;
+  uint64_t token;
+} ns_event;
+
+/**
+ * Listens on a Unix socket at `path` with permissions `mode`, non-blocking.
+ * An existing socket file is replaced only if nothing answers on it
+ * (returns -EADDRINUSE when a live server owns it); any other existing file
+ * is left alone (-EEXIST). Returns the descriptor or a negative errno.
+ */
+int ns_listen_unix(const char *path, uint32_t mode, int backlog);
+
+/** Listens on an IPv4 address and port (0 picks one), non-blocking. */
+int ns_listen_tcp(const char *address, uint16_t port, int backlog);
+
+/** The port a TCP listener is bound to, or a negative errno. */
+int ns_local_port(int fd);
+
+/** Accepts one connection, non-blocking and close-on-exec; -EAGAIN if none. */
+int ns_accept(int listener);
+
+/** A new epoll instance, or a negative errno. */
+int ns_poll_create(void);
+
+/** Adds (or, with `modify`, changes) interest in `fd` for `events`, edge-free. */
+int ns_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modify);
+
+/** Stops watching `fd`. */
+int ns_poll_forget(int poller, int fd);
+
+/** Waits up to `timeout_ms` (-1 forever) for events; returns how many. */
+int ns_poll_wait(int poller, ns_event *events, int capacity, int timeout_ms);
+
+/** A pipe-like eventfd to wake a poller from another thread. */
+int ns_wakeup_create(void);
+int ns_wakeup_signal(int fd);
+int ns_wakeup_drain(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

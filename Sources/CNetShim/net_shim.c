@@ -1,0 +1,141 @@
+/*
+ * Thin wrappers over socket(2), epoll(7) and eventfd(2). The daemon's event
+ * loop owns the policy; this file only hides the C structures.
+ */
+#define _GNU_SOURCE
+#include "CNetShim.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static int fail(void) { return -errno; }
+
+static int fill_unix_address(struct sockaddr_un *address, const char *path) {
+  memset(address, 0, sizeof(*address));
+  address->sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof(address->sun_path)) return -ENAMETOOLONG;
+  strcpy(address->sun_path, path);
+  return 0;
+}
+
+/* True when something accepts connections on the socket at `path`. */
+static int socket_is_live(const struct sockaddr_un *address) {
+  int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe < 0) return 1; /* cannot tell: be safe, keep the file */
+  int live = connect(probe, (const struct sockaddr *)address, sizeof(*address)) == 0 ||
+             errno == EAGAIN;
+  close(probe);
+  return live;
+}
+
+int ns_listen_unix(const char *path, uint32_t mode, int backlog) {
+  struct sockaddr_un address;
+  int status = fill_unix_address(&address, path);
+  if (status < 0) return status;
+  struct stat info;
+  if (lstat(path, &info) == 0) {
+    if (!S_ISSOCK(info.st_mode)) return -EEXIST;
+    if (socket_is_live(&address)) return -EADDRINUSE;
+    if (unlink(path) != 0) return fail();
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail();
+  /* Bind under a umask that yields at most `mode`, then set it exactly, so
+   * the socket is never briefly wider than asked. umask is process-wide:
+   * call this at start-up, before other threads create files. */
+  mode_t previous = umask((mode_t)(~mode & 0777));
+  status = bind(fd, (struct sockaddr *)&address, sizeof(address));
+  umask(previous);
+  if (status != 0 || chmod(path, (mode_t)mode) != 0 || listen(fd, backlog) != 0) {
+    int error = errno;
+    close(fd);
+    return -error;
+  }
+  return fd;
+}
+
+int ns_listen_tcp(const char *address, uint16_t port, int backlog) {
+  struct sockaddr_in in;
+  memset(&in, 0, sizeof(in));
+  in.sin_family = AF_INET;
+  in.sin_port = htons(port);
+  if (inet_pton(AF_INET, address, &in.sin_addr) != 1) return -EINVAL;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail();
+  int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  if (bind(fd, (struct sockaddr *)&in, sizeof(in)) != 0 || listen(fd, backlog) != 0) {
+    int error = errno;
+    close(fd);
+    return -error;
+  }
+  return fd;
+}
+
+int ns_local_port(int fd) {
+  struct sockaddr_in in;
+  socklen_t length = sizeof(in);
+  if (getsockname(fd, (struct sockaddr *)&in, &length) != 0) return fail();
+  return ntohs(in.sin_port);
+}
+
+int ns_accept(int listener) {
+  int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  return fd >= 0 ? fd : fail();
+}
+
+int ns_poll_create(void) {
+  int fd = epoll_create1(EPOLL_CLOEXEC);
+  return fd >= 0 ? fd : fail();
+}
+
+int ns_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modify) {
+  struct epoll_event event;
+  memset(&event, 0, sizeof(event));
+  event.events = events;
+  event.data.u64 = token;
+  return epoll_ctl(poller, modify ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) == 0 ? 0 : fail();
+}
+
+int ns_poll_forget(int poller, int fd) {
+  return epoll_ctl(poller, EPOLL_CTL_DEL, fd, NULL) == 0 ? 0 : fail();
+}
+
+int ns_poll_wait(int poller, ns_event *events, int capacity, int timeout_ms) {
+  struct epoll_event raw[256];
+  if (capacity > 256) capacity = 256;
+  int n;
+  do {
+    n = epoll_wait(poller, raw, capacity, timeout_ms);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return fail();
+  for (int i = 0; i < n; i++) {
+    events[i].events = raw[i].events;
+    events[i].token = raw[i].data.u64;
+  }
+  return n;
+}
+
+int ns_wakeup_create(void) {
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  return fd >= 0 ? fd : fail();
+}
+
+int ns_wakeup_signal(int fd) {
+  uint64_t one = 1;
+  return write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 : fail();
+}
+
+int ns_wakeup_drain(int fd) {
+  uint64_t value;
+  return read(fd, &value, sizeof(value)) == sizeof(value) || errno == EAGAIN ? 0 : fail();
+}
