@@ -13,6 +13,8 @@ case "thumbnail":
   status = ThumbnailCommand.run(Array(arguments.dropFirst()))
 case "warm":
   status = await WarmCommand.run(Array(arguments.dropFirst()))
+case "serve":
+  status = await ServeCommand.run(Array(arguments.dropFirst()))
 case "--version":
   print("thumbd \(Usage.version)")
   status = 0
