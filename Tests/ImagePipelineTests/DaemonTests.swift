@@ -86,4 +86,38 @@ struct DaemonTests {
     #expect(statuses == ["200", "404", "200"])
     #expect(SocketClient.get(socket, "/healthz").status == 200)
   }
+
+  @Test("a client that hangs up mid-request does not disturb another waiting for the same image")
+  func disconnectLeavesOthers() async throws {
+    let origin = try TestOrigin { path in
+      path == "/slow.jpg" ? .init(body: Self.photo, holdUntilReleased: true) : .init(status: 404)
+    }.start()
+    defer { origin.stop() }
+    let (pid, socket) = try await startDaemon(["--allow-private"])
+    defer { stop(pid) }
+    let url = origin.url("/slow.jpg").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+    let request = Array(
+      "GET /v1/thumbnail?url=\(url)&w=48&h=48 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8
+    )
+    // The first client asks and hangs up while the origin holds the download.
+    let leaver = SocketClient.connect(socket)
+    _ = request.withUnsafeBytes { send(leaver, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    await eventually("download held at the origin") { origin.held == 1 }
+    // The second client asks for the same thumbnail, then the first one leaves.
+    let stayer = Task.detached { SocketClient.exchange(socket, request) }
+    await eventually("second request joined") {
+      let metrics = String(decoding: SocketClient.get(socket, "/metrics").response, as: UTF8.self)
+      return metrics.contains("thumbd_coalesced_joins_total 1")
+    }
+    close(leaver)
+    // The daemon has seen the hang-up once it counts the abandoned request (499).
+    await eventually("hang-up processed") {
+      let metrics = String(decoding: SocketClient.get(socket, "/metrics").response, as: UTF8.self)
+      return metrics.contains("thumbd_requests_total{status=\"499\"} 1")
+    }
+    origin.release()
+    let response = await stayer.value
+    #expect(SocketClient.status(of: response) == 200)
+    #expect(origin.requests == ["/slow.jpg"])
+  }
 }

@@ -104,7 +104,12 @@ public final class HTTPServer: @unchecked Sendable {
         } else if let listener = listeners[event.token] {
           acceptAll(listener)
         } else if let connection = connections[event.token] {
-          if event.events & UInt32(NS_READABLE | NS_ERROR | NS_HANGUP | NS_READ_HANGUP) != 0 {
+          let hungUp = event.events & UInt32(NS_ERROR | NS_HANGUP | NS_READ_HANGUP) != 0
+          if hungUp && (connection.stopReading || connection.readPaused) {
+            // No more requests are read from it, so its hang-up is noticed here: its
+            // unanswered requests lose their subscriber.
+            closeConnection(connection)
+          } else if hungUp || event.events & UInt32(NS_READABLE) != 0 {
             readAvailable(connection)
           }
           if connections[event.token] != nil && event.events & UInt32(NS_WRITABLE) != 0 {
