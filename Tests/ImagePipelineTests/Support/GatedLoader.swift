@@ -68,13 +68,15 @@ final class GatedLoader: DataLoading {
   var waitingCount: Int { state.withLock { $0.waiting.count } }
 }
 
-/// Waits, yielding, until `condition` holds: for conditions that other tasks make true without
-/// any timing assumption. Fails the test instead of hanging when it never does.
+/// Waits, yielding, until `condition` holds: for conditions that other tasks or processes make
+/// true without any timing assumption. Fails the test instead of hanging when it does not
+/// within a minute (a generous bound: these conditions take milliseconds when the code works).
 func eventually(
   _ description: String, _ condition: () async -> Bool,
   sourceLocation: SourceLocation = #_sourceLocation
 ) async {
-  for _ in 0..<2_000_000 {
+  let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+  while ContinuousClock.now < deadline {
     if await condition() { return }
     await Task.yield()
   }
