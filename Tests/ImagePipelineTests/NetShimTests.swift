@@ -15,25 +15,6 @@ struct NetShimTests {
     ).path
   }
 
-  private func connectUnix(_ path: String) -> Int32 {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-      for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
-    }
-    let status = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-      }
-    }
-    if status != 0 {
-      close(fd)
-      return -1
-    }
-    return fd
-  }
-
   @Test("the socket gets exactly the requested mode, 0660 by default")
   func socketMode() throws {
     let path = socketPath()
@@ -79,7 +60,7 @@ struct NetShimTests {
     #expect(ns_poll_watch(poller, listener, UInt32(NS_READABLE), 1, 0) == 0)
     #expect(ns_poll_watch(poller, wakeup, UInt32(NS_READABLE), 2, 0) == 0)
     #expect(ns_accept(listener) == -EAGAIN)
-    let client = connectUnix(path)
+    let client = SocketClient.connect(path)
     #expect(client >= 0)
     defer { close(client) }
     var events = [ns_event](repeating: ns_event(), count: 8)
