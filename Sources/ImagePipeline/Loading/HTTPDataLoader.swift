@@ -57,8 +57,7 @@ final class HTTPDataLoader: Sendable {
     }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
-        transfer.continuation = continuation
-        task.resume()
+        if transfer.wait(with: continuation) { task.resume() }
       }
     } onCancel: {
       transfer.cancelByConsumer()
@@ -78,7 +77,20 @@ final class Transfer: @unchecked Sendable {
   private var responded = false
   private var redirects = 0
   private var redirectPending = false
-  var continuation: CheckedContinuation<[UInt8], any Error>?
+  private var continuation: CheckedContinuation<[UInt8], any Error>?
+
+  /// Registers the caller; false (and the caller answered) when the transfer already failed,
+  /// e.g. the consumer left before it started.
+  func wait(with continuation: CheckedContinuation<[UInt8], any Error>) -> Bool {
+    let earlier = lock.withLock { () -> (any Error)? in
+      if let failure { return failure }
+      self.continuation = continuation
+      return nil
+    }
+    guard let earlier else { return true }
+    continuation.resume(throwing: earlier)
+    return false
+  }
 
   init(task: URLSessionDataTask, session: URLSession, limit: Int) {
     self.task = task
@@ -91,13 +103,22 @@ final class Transfer: @unchecked Sendable {
   /// Records the first failure and cancels the transfer; the completion callback reports it.
   /// While a redirect is being checked the cancel waits: URLSession traps if its redirect
   /// handler is answered after a cancel, so the redirect answers nil instead.
+  ///
+  /// The waiting caller is answered at once: the delegate queue may still hold hundreds of
+  /// megabytes of data callbacks that curl read before the cancel reached it, and the caller
+  /// must not wait for them.
   func fail(_ error: any Error) {
-    let cancelNow = lock.withLock { () -> Bool in
-      guard failure == nil else { return false }
+    let (first, cancelNow, waiting) = lock.withLock {
+      () -> (Bool, Bool, CheckedContinuation<[UInt8], any Error>?) in
+      guard failure == nil else { return (false, false, nil) }
       failure = error
-      return !redirectPending
+      let waiting = continuation
+      continuation = nil
+      return (true, !redirectPending, waiting)
     }
+    guard first else { return }
     if cancelNow { session.invalidateAndCancel() }
+    waiting?.resume(throwing: error)
   }
 
   /// Marks a redirect hop under inspection.
