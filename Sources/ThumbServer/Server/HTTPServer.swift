@@ -30,6 +30,8 @@ public final class HTTPServer: @unchecked Sendable {
   private var listeners: [UInt64: Int32] = [:]
   private var connections: [UInt64: Connection] = [:]
   private var nextToken: UInt64 = 16
+  /// One read buffer for every connection: only the loop thread reads.
+  private var readBuffer = [UInt8](repeating: 0, count: 65536)
   private let completions = Mutex<[Completion]>([])
   private let stopping = Atomic<Bool>(false)
   private var thread: Thread?
@@ -136,9 +138,8 @@ public final class HTTPServer: @unchecked Sendable {
   }
 
   private func readAvailable(_ connection: Connection) {
-    var buffer = [UInt8](repeating: 0, count: 65536)
     while !connection.stopReading {
-      let n = buffer.withUnsafeMutableBytes { read(connection.fd, $0.baseAddress, $0.count) }
+      let n = readBuffer.withUnsafeMutableBytes { read(connection.fd, $0.baseAddress, $0.count) }
       if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
       if n < 0 && errno == EINTR { continue }
       if n <= 0 {
@@ -147,7 +148,7 @@ public final class HTTPServer: @unchecked Sendable {
         return
       }
       do {
-        for request in try connection.parser.feed(buffer[0..<n]) {
+        for request in try connection.parser.feed(readBuffer[0..<n]) {
           dispatch(request, on: connection)
         }
       } catch {
