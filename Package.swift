@@ -8,7 +8,7 @@ let package = Package(
   name: "thumbd",
   platforms: [.macOS(.v15)],
   products: [
-    .library(name: "ImagePipeline", targets: ["ImagePipeline"]),
+    .library(name: "ImagePipeline", targets: ["ImagePipeline", "ThumbClient"]),
     .executable(name: "thumbd", targets: ["thumbd"]),
   ],
   targets: [
@@ -37,8 +37,13 @@ let package = Package(
       cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
     ),
     .target(
+      name: "ThumbClient",
+      dependencies: ["CNetShim"],
+      swiftSettings: strictSwift
+    ),
+    .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "CNetShim"],
+      dependencies: ["ImagePipeline", "ThumbClient", "CNetShim"],
       swiftSettings: strictSwift
     ),
     .executableTarget(
@@ -54,7 +59,7 @@ let package = Package(
     ),
     .testTarget(
       name: "ImagePipelineTests",
-      dependencies: ["ImagePipeline", "CImageCodecs", "ThumbServer", "CNetShim"],
+      dependencies: ["ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CNetShim"],
       swiftSettings: strictSwift
     ),
   ],

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -90,7 +91,55 @@ int ns_local_port(int fd) {
 
 int ns_accept(int listener) {
   int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  return fd >= 0 ? fd : fail();
+  if (fd < 0) return fail();
+  /* Responses leave in one send; Nagle would only hold back the tail of a
+   * pipelined batch. Fails harmlessly on Unix sockets. */
+  int yes = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+  return fd;
+}
+
+int ns_connect_unix(const char *path) {
+  struct sockaddr_un address;
+  int status = fill_unix_address(&address, path);
+  if (status < 0) return status;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail();
+  if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+    int error = errno;
+    close(fd);
+    return -error;
+  }
+  return fd;
+}
+
+int ns_connect_tcp(const char *address, uint16_t port) {
+  struct sockaddr_in in;
+  memset(&in, 0, sizeof(in));
+  in.sin_family = AF_INET;
+  in.sin_port = htons(port);
+  if (inet_pton(AF_INET, address, &in.sin_addr) != 1) return -EINVAL;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail();
+  int yes = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+  if (connect(fd, (struct sockaddr *)&in, sizeof(in)) != 0) {
+    int error = errno;
+    close(fd);
+    return -error;
+  }
+  return fd;
+}
+
+int ns_adopt_listener(int fd) {
+  int listening = 0;
+  socklen_t length = sizeof(listening);
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0) return fail();
+  if (!listening) return -ENOTSOCK;
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return fail();
+  if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) return fail();
+  return 0;
 }
 
 int ns_poll_create(void) {

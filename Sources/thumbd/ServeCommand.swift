@@ -4,108 +4,157 @@ import Foundation
 import ImagePipeline
 import ThumbServer
 
-/// `thumbd serve`: the daemon. This first version takes flags only; the config file,
-/// environment variables, the session protocol, logs and socket activation come next (issue 4).
+/// `thumbd serve`: the daemon. Settings come from the embedded defaults, `--config FILE`,
+/// `THUMBD_...` variables and flags, in rising precedence (docs/CONFIG.md).
 enum ServeCommand {
-  static let usage = """
-    thumbd serve: serve thumbnails over a Unix socket (and optionally TCP).
+  static var usage: String {
+    let options = ConfigOption.all.map { option in
+      let flag = option.isSwitch ? option.flag : "\(option.flag) VALUE"
+      return "  " + flag.padding(toLength: 30, withPad: " ", startingAt: 0) + option.expects
+    }
+    return """
+      thumbd serve: serve thumbnails over a Unix socket (and optionally TCP).
 
-    Usage:
-      thumbd serve [--socket PATH] [--socket-mode OCTAL] [--listen 127.0.0.1:PORT]
-                   [--cache-dir DIR] [--memory-limit BYTES] [--disk-limit BYTES]
-                   [--file-root DIR]... [--allow-private]
+      Usage:
+        thumbd serve [--config FILE] [--socket PATH] [--listen 127.0.0.1:PORT] [options]
 
-    Endpoints: GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=,
-    GET /healthz, GET /metrics. Default socket: $XDG_RUNTIME_DIR/thumbd.sock,
-    or /tmp/thumbd-UID.sock, mode 0660. SIGTERM or SIGINT stops accepting,
-    finishes answered requests and exits.
-    """
+      Endpoints: GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=,
+      GET /v1/session (upgrade to the session protocol), GET /healthz, GET /metrics.
+      SIGTERM or SIGINT stops accepting and drains; SIGHUP reopens the log file.
+      Under systemd socket activation (LISTEN_FDS) the passed sockets are used.
+
+      Options (each is also a config key and a THUMBD_... variable):
+        --config FILE                 JSON config file (also THUMBD_CONFIG)
+
+      """ + options.joined(separator: "\n")
+  }
 
   static func run(_ arguments: [String]) async -> Int32 {
-    let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"]
-    var socketPath = runtime.map { $0 + "/thumbd.sock" } ?? "/tmp/thumbd-\(getuid()).sock"
-    var socketMode: UInt32 = 0o660
-    var listen: String?
-    var cacheDirectory: String?
-    var memoryLimit = 64 << 20
-    var diskLimit = 1 << 30
-    var fileRoots: [String] = []
-    var allowPrivate = false
-    var cursor = ArgumentCursor(arguments)
-    do throws(ThumbnailCommand.UsageError) {
-      while let argument = cursor.next() {
-        switch argument.name {
-        case "-h", "--help":
-          print(usage)
-          return 0
-        case "--socket": socketPath = try cursor.value(for: argument)
-        case "--socket-mode":
-          let text = try cursor.value(for: argument)
-          guard let mode = UInt32(text, radix: 8), mode <= 0o777 else {
-            throw .init(message: "--socket-mode expects octal permissions such as 660")
-          }
-          socketMode = mode
-        case "--listen": listen = try cursor.value(for: argument)
-        case "--cache-dir": cacheDirectory = try cursor.value(for: argument)
-        case "--memory-limit": memoryLimit = try cursor.integer(for: argument, in: 0...Int.max)
-        case "--disk-limit": diskLimit = try cursor.integer(for: argument, in: 1...Int.max)
-        case "--file-root": fileRoots.append(try cursor.value(for: argument))
-        case "--allow-private": allowPrivate = true
-        default: throw .init(message: "unknown option '\(argument.name)'")
-        }
+    let environment = ProcessInfo.processInfo.environment
+    let config: DaemonConfig
+    do {
+      switch try ConfigLoader.load(arguments: arguments, environment: environment) {
+      case .help:
+        print(usage)
+        return 0
+      case .serve(let loaded, _): config = loaded
       }
     } catch {
-      printError("thumbd serve: \(error.message)\nRun 'thumbd serve --help' for usage.")
+      printError("thumbd serve: \(error)\nRun 'thumbd serve --help' for the options.")
       return 2
     }
-    var schemes: Set<String> = ["http", "https"]
-    if !fileRoots.isEmpty { schemes.insert("file") }
-    let policy = SourcePolicy(
-      allowedSchemes: schemes, allowPrivateAddresses: allowPrivate, allowLoopback: allowPrivate,
-      fileRoots: fileRoots)
+    let logger: Logger
     do {
-      let disk = try cacheDirectory.map { try DiskCache(directory: $0, sizeLimit: diskLimit) }
-      let pipeline = ThumbnailPipeline(
-        configuration: .init(
-          dataLoader: SourceLoader(policy: policy), memoryCacheCostLimit: memoryLimit,
-          diskCache: disk))
-      let server = try HTTPServer(router: Router(thumbnails: ThumbnailRoute(pipeline: pipeline)))
-      let unixSocket = ns_listen_unix(socketPath, socketMode, 1024)
-      guard unixSocket >= 0 else {
-        throw ServerError.system("listen on \(socketPath)", -unixSocket)
-      }
-      try server.listen(on: unixSocket)
-      if let listen {
-        let parts = listen.split(separator: ":")
-        guard parts.count == 2, let port = UInt16(parts[1]) else {
-          printError("thumbd serve: --listen expects HOST:PORT")
-          return 2
-        }
-        let tcp = ns_listen_tcp(String(parts[0]), port, 1024)
-        guard tcp >= 0 else { throw ServerError.system("listen on \(listen)", -tcp) }
-        try server.listen(on: tcp)
-      }
-      let signals = [SIGTERM, SIGINT].map { signal -> DispatchSourceSignal in
-        Glibc.signal(signal, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: signal)
-        source.setEventHandler { server.stop() }
-        source.resume()
-        return source
-      }
-      server.start()
-      printError("thumbd: serving on \(socketPath)" + (listen.map { " and \($0)" } ?? ""))
-      await withCheckedContinuation { continuation in
-        Thread.detachNewThread {
-          server.wait()
-          continuation.resume()
-        }
-      }
-      unlink(socketPath)
-      _ = signals
-      return 0
+      logger = try Logger(
+        level: config.logLevel, format: config.logFormat,
+        path: config.logFile.isEmpty ? nil : config.logFile)
     } catch {
       printError("thumbd serve: \(error)")
       return 1
     }
+    do {
+      return try await serve(config, logger: logger, environment: environment)
+    } catch {
+      logger.log(.error, "startup_failed", ["reason": "\(error)"])
+      return 1
+    }
+  }
+
+  private static func serve(
+    _ config: DaemonConfig, logger: Logger, environment: [String: String]
+  ) async throws -> Int32 {
+    let pipeline = ThumbnailPipeline(configuration: try pipelineConfiguration(config))
+    let parameters = ThumbnailParameters(
+      defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
+      defaultQuality: config.defaultQuality)
+    let route = ThumbnailRoute(
+      pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
+    let server = try HTTPServer(
+      router: Router(thumbnails: route), logger: logger, maxConnections: config.maxConnections)
+    var ownedSocket: String?
+    var endpoints: [String] = []
+    if let inherited = try SocketActivation.listeners(environment: environment) {
+      for fd in inherited { try server.listen(on: fd) }
+      endpoints.append("\(inherited.count) socket(s) from systemd")
+    } else {
+      let fd = ns_listen_unix(config.socket, config.socketMode, 1024)
+      guard fd >= 0 else { throw ServerError.system("listen on \(config.socket)", -fd) }
+      try server.listen(on: fd)
+      ownedSocket = config.socket
+      endpoints.append(config.socket)
+    }
+    if let address = ListenAddress(config.listen) {
+      let fd = ns_listen_tcp(address.host, address.port, 1024)
+      guard fd >= 0 else { throw ServerError.system("listen on \(config.listen)", -fd) }
+      try server.listen(on: fd)
+      endpoints.append("\(address.host):\(ns_local_port(fd))")
+    }
+    let drainTimeout = config.drainTimeout
+    var signals = [SIGTERM, SIGINT].map { number in
+      onSignal(number) {
+        logger.log(.info, "draining", ["signal": number == SIGTERM ? "TERM" : "INT"])
+        server.stop(drainTimeout: drainTimeout)
+      }
+    }
+    signals.append(
+      onSignal(SIGHUP) {
+        do {
+          try logger.reopen()
+          logger.log(.info, "log_reopened")
+        } catch {
+          printError("thumbd: cannot reopen the log file: \(error)")
+        }
+      })
+    server.start()
+    logger.log(
+      .info, "listening",
+      [
+        "endpoints": endpoints.joined(separator: ","),
+        "cache_dir": config.cacheDir.isEmpty ? "none" : config.cacheDir,
+        "version": Usage.version,
+      ])
+    await withCheckedContinuation { continuation in
+      Thread.detachNewThread {
+        server.wait()
+        continuation.resume()
+      }
+    }
+    if let ownedSocket { unlink(ownedSocket) }
+    withExtendedLifetime(signals) {}
+    logger.log(.info, "stopped", ["abandoned": String(server.abandonedAtExit)])
+    return 0
+  }
+
+  private static func pipelineConfiguration(
+    _ config: DaemonConfig
+  ) throws -> ThumbnailPipeline.Configuration {
+    let policy = SourcePolicy(
+      allowedSchemes: Set(config.allowedSchemes),
+      allowedHosts: config.allowedHosts.isEmpty ? nil : Set(config.allowedHosts),
+      allowPrivateAddresses: config.allowPrivate, allowLoopback: config.allowPrivate,
+      fileRoots: config.fileRoots, maxSourceBytes: config.maxSourceBytes,
+      connectTimeout: config.connectTimeout, totalTimeout: config.requestTimeout,
+      maxRedirects: config.maxRedirects)
+    let limits = DecodingLimits(
+      maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels)
+    let disk = try config.cacheDir.isEmpty
+      ? nil : DiskCache(directory: config.cacheDir, sizeLimit: config.diskLimit)
+    return ThumbnailPipeline.Configuration(
+      dataLoader: SourceLoader(policy: policy), thumbnailer: Thumbnailer(limits: limits),
+      memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
+      maxConcurrentFetches: config.fetchConcurrency,
+      decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
+      maxQueuedDecodes: config.maxQueuedDecodes, diskCache: disk,
+      negativeCacheSeconds: config.negativeCacheSeconds)
+  }
+
+  private static func onSignal(
+    _ number: Int32, _ handler: @escaping @Sendable () -> Void
+  ) -> any DispatchSourceSignal {
+    signal(number, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: number)
+    source.setEventHandler(handler: handler)
+    source.resume()
+    return source
   }
 }

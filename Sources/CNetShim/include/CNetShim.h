@@ -44,6 +44,19 @@ int ns_local_port(int fd);
 /** Accepts one connection, non-blocking and close-on-exec; -EAGAIN if none. */
 int ns_accept(int listener);
 
+/** Connects (blocking, close-on-exec) to a Unix socket; fd or negative errno. */
+int ns_connect_unix(const char *path);
+
+/** Connects (blocking, close-on-exec, no Nagle) to an IPv4 address and port. */
+int ns_connect_tcp(const char *address, uint16_t port);
+
+/**
+ * Prepares an inherited descriptor (systemd socket activation) for the
+ * event loop: checks it is a listening socket, makes it non-blocking and
+ * close-on-exec. Returns 0 or a negative errno (-ENOTSOCK if not listening).
+ */
+int ns_adopt_listener(int fd);
+
 /** A new epoll instance, or a negative errno. */
 int ns_poll_create(void);
 

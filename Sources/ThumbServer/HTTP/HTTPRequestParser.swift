@@ -57,11 +57,29 @@ public struct HTTPRequestParser: Sendable {
   /// Bytes received but not yet part of a complete request.
   public var bufferedBytes: Int { buffer.count }
 
+  /// Set after a request asking for a protocol upgrade: parsing stops there, because the
+  /// bytes after it may belong to the new protocol. `resume()` goes on if the upgrade is
+  /// declined; `takeRemainder()` hands the bytes over if it is accepted.
+  public private(set) var awaitingUpgradeDecision = false
+
   /// Adds received bytes and returns every request they complete, in order.
   public mutating func feed(_ bytes: some Sequence<UInt8>) throws(HTTPParseError) -> [HTTPRequest] {
     buffer.append(contentsOf: bytes)
+    return try parseAvailable()
+  }
+
+  /// Continues after a declined upgrade, returning the requests already buffered behind it.
+  public mutating func resume() throws(HTTPParseError) -> [HTTPRequest] {
+    awaitingUpgradeDecision = false
+    return try parseAvailable()
+  }
+
+  private mutating func parseAvailable() throws(HTTPParseError) -> [HTTPRequest] {
     var requests: [HTTPRequest] = []
-    while let request = try nextRequest() { requests.append(request) }
+    while !awaitingUpgradeDecision, let request = try nextRequest() {
+      requests.append(request)
+      if request.header("upgrade") != nil { awaitingUpgradeDecision = true }
+    }
     return requests
   }
 

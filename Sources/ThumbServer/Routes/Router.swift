@@ -22,7 +22,7 @@ public final class Router: Sendable {
   public func count(_ status: Int) { statuses.withLock { $0[status, default: 0] += 1 } }
 
   private func route(_ request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
-    let known = ["/healthz", "/metrics", "/v1/thumbnail"]
+    let known = ["/healthz", "/metrics", "/v1/thumbnail", "/v1/session"]
     guard known.contains(request.path) else {
       return (.error(404, kind: "not_found", message: "no such endpoint"), nil)
     }
@@ -32,6 +32,14 @@ public final class Router: Sendable {
       return (response, nil)
     }
     switch request.path {
+    case "/v1/session":
+      // Reached only when the upgrade headers were missing: the server switches protocols
+      // before routing otherwise.
+      var response = HTTPResponse.error(
+        426, kind: "upgrade_required",
+        message: "send Connection: Upgrade and Upgrade: thumbd-session")
+      response.headers.append(("Upgrade", "thumbd-session"))
+      return (response, nil)
     case "/healthz":
       return (
         HTTPResponse(

@@ -7,14 +7,17 @@ public struct ThumbnailRoute: Sendable {
   public let pipeline: ThumbnailPipeline
   /// `Cache-Control: public, max-age=` this many seconds.
   public let maxAge: Int
-  /// JPEG quality when the request does not give one.
-  public let defaultQuality: Int
+  /// Defaults for parameters a request leaves out.
+  public let parameters: ThumbnailParameters
 
   /// Creates the route.
-  public init(pipeline: ThumbnailPipeline, maxAge: Int = 86_400, defaultQuality: Int = 80) {
+  public init(
+    pipeline: ThumbnailPipeline, maxAge: Int = 86_400,
+    parameters: ThumbnailParameters = ThumbnailParameters()
+  ) {
     self.pipeline = pipeline
     self.maxAge = maxAge
-    self.defaultQuality = defaultQuality
+    self.parameters = parameters
   }
 
   /// Answers one request. The subscription lasts as long as the calling task: cancelling it
@@ -87,34 +90,20 @@ public struct ThumbnailRoute: Sendable {
     guard let width = integer("w", default: 0), let height = integer("h", default: 0) else {
       return bad("w and h must be integers")
     }
-    guard let quality = integer("quality", default: defaultQuality) else {
-      return bad("quality must be an integer")
-    }
-    var scale = 1.0
+    var scale: Double?
     if let text = request.queryValue("scale") {
       guard let value = Double(text) else { return bad("scale must be a number") }
       scale = value
     }
-    var fit = FitMode.contain
-    if let text = request.queryValue("fit") {
-      guard let value = FitMode(rawValue: text) else {
-        return bad("fit must be contain, cover or fill")
-      }
-      fit = value
-    }
-    var format = OutputFormat.auto
-    if let text = request.queryValue("format") {
-      guard let value = OutputFormat(rawValue: text) else {
-        return bad("format must be auto, png or jpeg")
-      }
-      format = value
-    }
-    let spec = ThumbnailSpec(
-      width: width, height: height, scale: scale, fit: fit, format: format, quality: quality)
-    do {
-      try spec.validate()
-    } catch {
-      return bad(error.message)
+    let quality = request.queryValue("quality")
+    guard quality == nil || Int(quality!) != nil else { return bad("quality must be an integer") }
+    let spec: ThumbnailSpec
+    switch parameters.spec(
+      width: width, height: height, scale: scale, fit: request.queryValue("fit"),
+      format: request.queryValue("format"), quality: quality.flatMap { Int($0) })
+    {
+    case .success(let checked): spec = checked
+    case .failure(let error): return bad(error.message)
     }
     return .request(ImageRequest(url: url, spec: spec))
   }

@@ -19,6 +19,8 @@ final class Connection {
   /// Set once no more requests are read (after a parse error or a close).
   var stopReading = false
   var watchingWritable = false
+  /// Set once the connection has switched to the session protocol.
+  var session: Session?
   var readPaused = false
 
   init(fd: Int32, token: UInt64, limits: HTTPLimits) {
@@ -28,4 +30,7 @@ final class Connection {
   }
 
   var hasPendingOutput: Bool { outputOffset < output.count }
+
+  /// Requests and session loads not yet answered.
+  var pendingWork: Int { inFlight.count + (session?.pendingWork ?? 0) }
 }

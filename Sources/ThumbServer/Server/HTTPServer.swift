@@ -2,6 +2,7 @@ import CNetShim
 import Foundation
 import ImagePipeline
 import Synchronization
+import ThumbClient
 
 #if canImport(Glibc)
   import Glibc
@@ -14,14 +15,15 @@ import Synchronization
 public final class HTTPServer: @unchecked Sendable {
   // @unchecked: loop state is touched only on the loop thread; `completions` and `stopping`
   // are the only cross-thread state and sit behind a Mutex / Atomic.
-  private struct Completion {
-    let connection: UInt64
-    let sequence: Int
-    let bytes: [UInt8]
-    let close: Bool
+  private enum Completion {
+    /// A response to request `sequence` of a connection.
+    case http(connection: UInt64, sequence: Int, bytes: [UInt8], close: Bool)
+    /// A session result, checked against the slot's binding before it is written.
+    case session(connection: UInt64, SessionResult)
   }
 
   private let router: Router
+  private let logger: Logger?
   private let limits: HTTPLimits
   private let maxConnections: Int
   private let maxPipelined = 16
@@ -34,14 +36,20 @@ public final class HTTPServer: @unchecked Sendable {
   private var readBuffer = [UInt8](repeating: 0, count: 65536)
   private let completions = Mutex<[Completion]>([])
   private let stopping = Atomic<Bool>(false)
+  /// Seconds granted to in-flight work after `stop`, as the bit pattern of a Double.
+  private let drainSeconds = Atomic<UInt64>(Double.infinity.bitPattern)
+  /// A session connection stops being read while this much output waits for the client.
+  private let maxPendingOutput = 8 << 20
   private var thread: Thread?
   private let finishedGate = DispatchSemaphore(value: 0)
 
   /// Creates a server for `router`; call `listen` and then `start`.
-  public init(router: Router, limits: HTTPLimits = HTTPLimits(), maxConnections: Int = 10_000)
-    throws
-  {
+  public init(
+    router: Router, logger: Logger? = nil, limits: HTTPLimits = HTTPLimits(),
+    maxConnections: Int = 10_000
+  ) throws {
     self.router = router
+    self.logger = logger
     self.limits = limits
     self.maxConnections = maxConnections
     poller = ns_poll_create()
@@ -69,11 +77,17 @@ public final class HTTPServer: @unchecked Sendable {
     thread.start()
   }
 
-  /// Stops accepting; the loop ends once every connection's answered requests are written.
-  public func stop() {
+  /// Stops accepting; the loop ends once every in-flight request and session load is answered
+  /// and written, or when `drainTimeout` seconds have passed (then the rest is cancelled).
+  public func stop(drainTimeout: Double = .infinity) {
+    drainSeconds.store(drainTimeout.bitPattern, ordering: .relaxed)
     stopping.store(true, ordering: .relaxed)
     _ = ns_wakeup_signal(wakeup)
   }
+
+  /// Requests and session loads still being worked on, after `wait` returns: what the drain
+  /// deadline cut short.
+  public private(set) var abandonedAtExit = 0
 
   /// Waits until the loop has ended (after `stop`).
   public func wait() { finishedGate.wait() }
@@ -84,18 +98,26 @@ public final class HTTPServer: @unchecked Sendable {
   private func run() {
     var events = [ns_event](repeating: ns_event(), count: 256)
     var stopped = false
+    var deadline = ContinuousClock.now
     while true {
       if stopping.load(ordering: .relaxed) && !stopped {
         stopped = true
+        let seconds = Double(bitPattern: drainSeconds.load(ordering: .relaxed))
+        deadline = .now + (seconds.isFinite ? .milliseconds(Int64(seconds * 1000)) : .seconds(1 << 40))
         for (_, fd) in listeners {
           _ = ns_poll_forget(poller, fd)
           close(fd)
         }
         listeners.removeAll()
       }
-      if stopped && connections.values.allSatisfy({ $0.inFlight.isEmpty && !$0.hasPendingOutput }) {
-        for connection in Array(connections.values) { closeConnection(connection) }
-        return
+      if stopped {
+        let busy = connections.values.reduce(0) { $0 + $1.pendingWork }
+        let writing = connections.values.contains { $0.hasPendingOutput }
+        if (busy == 0 && !writing) || ContinuousClock.now >= deadline {
+          abandonedAtExit = busy
+          for connection in Array(connections.values) { closeConnection(connection) }
+          return
+        }
       }
       let count = ns_poll_wait(poller, &events, Int32(events.count), stopped ? 100 : -1)
       guard count >= 0 else { continue }
@@ -138,7 +160,7 @@ public final class HTTPServer: @unchecked Sendable {
   }
 
   private func readAvailable(_ connection: Connection) {
-    while !connection.stopReading {
+    while !connection.stopReading && !connection.readPaused {
       let n = readBuffer.withUnsafeMutableBytes { read(connection.fd, $0.baseAddress, $0.count) }
       if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
       if n < 0 && errno == EINTR { continue }
@@ -147,19 +169,25 @@ public final class HTTPServer: @unchecked Sendable {
         closeConnection(connection)
         return
       }
+      if connection.session != nil {
+        receiveFrames(readBuffer[0..<n], on: connection)
+        continue
+      }
       do {
-        for request in try connection.parser.feed(readBuffer[0..<n]) {
-          dispatch(request, on: connection)
+        var requests = try connection.parser.feed(readBuffer[0..<n])
+        while !requests.isEmpty {
+          for request in requests where !connection.stopReading {
+            if connection.parser.awaitingUpgradeDecision && request == requests.last
+              && upgradeToSession(request, on: connection)
+            {
+              return
+            }
+            dispatch(request, on: connection)
+          }
+          requests = connection.parser.awaitingUpgradeDecision ? try connection.parser.resume() : []
         }
       } catch {
-        connection.stopReading = true
-        let status = error == .bodyTooLarge ? 413 : 400
-        router.count(status)
-        let response = HTTPResponse.error(status, kind: "bad_request", message: "\(error)")
-        enqueue(
-          response.serialized(keepAlive: false), close: true, sequence: connection.nextSequence,
-          on: connection)
-        connection.nextSequence += 1
+        refuse(error, on: connection)
         return
       }
       if connection.inFlight.count >= maxPipelined {
@@ -169,20 +197,116 @@ public final class HTTPServer: @unchecked Sendable {
     }
   }
 
+  private func refuse(_ error: HTTPParseError, on connection: Connection) {
+    connection.stopReading = true
+    let status = error == .bodyTooLarge ? 413 : 400
+    router.count(status)
+    logger?.log(.info, "bad_request", ["status": String(status), "reason": "\(error)"])
+    let response = HTTPResponse.error(status, kind: "bad_request", message: "\(error)")
+    enqueue(
+      response.serialized(keepAlive: false), close: true, sequence: connection.nextSequence,
+      on: connection)
+    connection.nextSequence += 1
+  }
+
+  /// Switches the connection to the session protocol if `request` asks for it properly.
+  /// Returns false to serve it as an ordinary request.
+  private func upgradeToSession(_ request: HTTPRequest, on connection: Connection) -> Bool {
+    guard request.path == "/v1/session", request.method == "GET",
+      request.header("upgrade")?.lowercased() == "thumbd-session",
+      request.header("connection")?.lowercased().split(separator: ",").contains(where: {
+        $0.trimmingCharacters(in: .whitespaces) == "upgrade"
+      }) == true
+    else { return false }
+    guard connection.inFlight.isEmpty && connection.finished.isEmpty else {
+      // Earlier pipelined responses would interleave with frames.
+      refuse(.malformedTarget, on: connection)
+      return true
+    }
+    router.count(101)
+    let head = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+      + "Upgrade: thumbd-session\r\n\r\n"
+    enqueue(Array(head.utf8), close: false, sequence: connection.nextSequence, on: connection)
+    connection.nextSequence += 1
+    let (token, thumbnails) = (connection.token, router.thumbnails)
+    connection.session = Session(
+      pipeline: thumbnails.pipeline, parameters: thumbnails.parameters, logger: logger,
+      post: { [weak self] result in self?.complete(.session(connection: token, result)) })
+    logger?.log(.info, "session_open", ["connection": String(token)])
+    let remainder = connection.parser.takeRemainder()
+    if !remainder.isEmpty { receiveFrames(remainder[...], on: connection) }
+    return true
+  }
+
+  private func receiveFrames(_ bytes: ArraySlice<UInt8>, on connection: Connection) {
+    guard let session = connection.session else { return }
+    do {
+      let immediate = try session.receive(bytes)
+      if !immediate.isEmpty { appendOutput(immediate, to: connection) }
+    } catch {
+      connection.stopReading = true
+      logger?.log(.info, "bad_frame", ["connection": String(connection.token), "reason": error.message])
+      let frame = SessionFrame(header: [
+        "op": .string("error"), "code": .string("bad_frame"), "message": .string(error.message),
+      ])
+      session.close()
+      connection.closeAfterWrite = true
+      appendOutput(frame.serialized(), to: connection)
+    }
+  }
+
+  /// Writes session bytes after everything already queued.
+  private func appendOutput(_ bytes: [UInt8], to connection: Connection) {
+    if connection.outputOffset == connection.output.count {
+      connection.output = bytes
+      connection.outputOffset = 0
+    } else {
+      connection.output += bytes
+    }
+    flush(connection)
+    if connection.session != nil && !connection.readPaused
+      && connection.output.count - connection.outputOffset > maxPendingOutput
+    {
+      // The client is not reading its results: stop taking new work from it until it does.
+      pauseReading(connection)
+    }
+  }
+
   private func dispatch(_ request: HTTPRequest, on connection: Connection) {
     let sequence = connection.nextSequence
     connection.nextSequence += 1
     let keepAlive = request.keepAlive
     if !keepAlive { connection.stopReading = true }
-    let (router, token) = (router, connection.token)
+    let (router, token, logger) = (router, connection.token, logger)
     connection.inFlight[sequence] = Task { [weak self] in
-      let (response, _) = await router.respond(to: request)
+      let started = ContinuousClock.now
+      let (response, source) = await router.respond(to: request)
+      if let logger { Self.logAccess(logger, request, response, source, since: started) }
       guard !Task.isCancelled else { return }
       self?.complete(
-        Completion(
-          connection: token, sequence: sequence,
-          bytes: response.serialized(keepAlive: keepAlive), close: !keepAlive))
+        .http(
+          connection: token, sequence: sequence, bytes: response.serialized(keepAlive: keepAlive),
+          close: !keepAlive))
     }
+  }
+
+  /// One line per request. The source URL is reduced to scheme, host and a hash: paths and
+  /// queries can carry credentials.
+  private static func logAccess(
+    _ logger: Logger, _ request: HTTPRequest, _ response: HTTPResponse, _ source: ResponseSource?,
+    since started: ContinuousClock.Instant
+  ) {
+    let elapsed = ContinuousClock.now - started
+    let milliseconds = Double(elapsed.components.attoseconds) / 1e15
+      + Double(elapsed.components.seconds) * 1000
+    var fields: [(String, String)] = [
+      ("method", request.method), ("path", request.path), ("status", String(response.status)),
+      ("bytes", String(response.body.count)),
+      ("ms", String(format: "%.3f", milliseconds)),
+    ]
+    if let source { fields.append(("cache", source.rawValue)) }
+    if let url = request.queryValue("url") { fields.append(("src", LogRedaction.source(url))) }
+    logger.log(.info, "request", fields: fields)
   }
 
   /// From any thread: hands a finished response to the loop.
@@ -197,12 +321,19 @@ public final class HTTPServer: @unchecked Sendable {
       return pending
     }
     for completion in ready {
-      guard let connection = connections[completion.connection] else { continue }
-      connection.inFlight[completion.sequence] = nil
-      enqueue(
-        completion.bytes, close: completion.close, sequence: completion.sequence, on: connection)
-      if connection.readPaused && connection.inFlight.count < maxPipelined / 2 {
-        resumeReading(connection)
+      switch completion {
+      case .http(let token, let sequence, let bytes, let close):
+        guard let connection = connections[token] else { continue }
+        connection.inFlight[sequence] = nil
+        enqueue(bytes, close: close, sequence: sequence, on: connection)
+        if connection.readPaused && connection.inFlight.count < maxPipelined / 2 {
+          resumeReading(connection)
+        }
+      case .session(let token, let result):
+        guard let connection = connections[token], let session = connection.session,
+          !connection.closeAfterWrite
+        else { continue }
+        if let frame = session.resolve(result) { appendOutput(frame, to: connection) }
       }
     }
   }
@@ -244,7 +375,11 @@ public final class HTTPServer: @unchecked Sendable {
     connection.output = []
     connection.outputOffset = 0
     watchWritable(connection, false)
-    if connection.closeAfterWrite { closeConnection(connection) }
+    if connection.closeAfterWrite {
+      closeConnection(connection)
+    } else if connection.session != nil && connection.readPaused {
+      resumeReading(connection)
+    }
   }
 
   private func watchWritable(_ connection: Connection, _ on: Bool) {
@@ -275,6 +410,10 @@ public final class HTTPServer: @unchecked Sendable {
     guard connections.removeValue(forKey: connection.token) != nil else { return }
     for task in connection.inFlight.values { task.cancel() }
     connection.inFlight.removeAll()
+    if let session = connection.session {
+      session.close()
+      logger?.log(.info, "session_close", ["connection": String(connection.token)])
+    }
     _ = ns_poll_forget(poller, connection.fd)
     close(connection.fd)
   }

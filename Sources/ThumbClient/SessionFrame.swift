@@ -1,0 +1,221 @@
+import Foundation
+
+/// One frame of the thumbd session protocol: a JSON object on one line, and the `bytes` bytes
+/// of body that follow it when the header has a `bytes` field (docs/PROTOCOL.md).
+public struct SessionFrame: Sendable, Hashable {
+  /// The header's fields, as JSON values.
+  public var header: [String: JSONValue]
+  /// The body (empty when the header has no `bytes`).
+  public var body: [UInt8]
+
+  /// Creates a frame.
+  public init(header: [String: JSONValue], body: [UInt8] = []) {
+    self.header = header
+    self.body = body
+  }
+
+  /// The header's `op`.
+  public var op: String? { header["op"]?.string }
+
+  /// The frame as bytes: the header (with `bytes` set when there is a body), `\n`, the body.
+  public func serialized() -> [UInt8] {
+    var fields = header
+    if !body.isEmpty { fields["bytes"] = .integer(body.count) }
+    var line = Array(JSONValue.object(fields).encoded().utf8)
+    line.append(UInt8(ascii: "\n"))
+    return line + body
+  }
+}
+
+/// A JSON value, enough for protocol headers: no floating-point surprises for integers, keys
+/// written in a stable order.
+public enum JSONValue: Sendable, Hashable {
+  case string(String)
+  case integer(Int)
+  case number(Double)
+  case bool(Bool)
+  case null
+  case array([JSONValue])
+  case object([String: JSONValue])
+
+  /// The string, if this is one.
+  public var string: String? {
+    if case .string(let value) = self { return value }
+    return nil
+  }
+
+  /// The integer, if this is a whole number.
+  public var integer: Int? {
+    switch self {
+    case .integer(let value): return value
+    default: return nil
+    }
+  }
+
+  /// The number, integer or not.
+  public var number: Double? {
+    switch self {
+    case .integer(let value): return Double(value)
+    case .number(let value): return value
+    default: return nil
+    }
+  }
+
+  /// Compact JSON text; object keys sorted, with `op` first so frames read well in traces.
+  public func encoded() -> String {
+    switch self {
+    case .string(let value): return Self.quote(value)
+    case .integer(let value): return String(value)
+    case .number(let value): return value.isFinite ? "\(value)" : "null"
+    case .bool(let value): return value ? "true" : "false"
+    case .null: return "null"
+    case .array(let values): return "[" + values.map { $0.encoded() }.joined(separator: ",") + "]"
+    case .object(let fields):
+      let keys = fields.keys.sorted { ($0 == "op" ? 0 : 1, $0) < ($1 == "op" ? 0 : 1, $1) }
+      return "{" + keys.map { Self.quote($0) + ":" + fields[$0]!.encoded() }.joined(separator: ",")
+        + "}"
+    }
+  }
+
+  /// Parses JSON text; nil unless it is valid JSON.
+  public static func parse(_ bytes: some Collection<UInt8>) -> JSONValue? {
+    guard let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed)
+    else { return nil }
+    return JSONValue(foundation: object)
+  }
+
+  private init?(foundation value: Any) {
+    switch value {
+    case let text as String: self = .string(text)
+    case let number as NSNumber:
+      // JSON booleans come back as NSNumber with the "c" (char) type encoding; numbers never do.
+      if String(cString: number.objCType) == "c" {
+        self = .bool(number.boolValue)
+      } else if let whole = value as? Int, Double(whole) == number.doubleValue,
+        String(cString: number.objCType) != "d"
+      {
+        self = .integer(whole)
+      } else {
+        self = .number(number.doubleValue)
+      }
+    case let array as [Any]:
+      var values: [JSONValue] = []
+      for element in array {
+        guard let converted = JSONValue(foundation: element) else { return nil }
+        values.append(converted)
+      }
+      self = .array(values)
+    case let dictionary as [String: Any]:
+      var fields: [String: JSONValue] = [:]
+      for (key, element) in dictionary {
+        guard let converted = JSONValue(foundation: element) else { return nil }
+        fields[key] = converted
+      }
+      self = .object(fields)
+    case is NSNull: self = .null
+    default: return nil
+    }
+  }
+
+  static func quote(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\"": out += "\\\""
+      case "\\": out += "\\\\"
+      case "\n": out += "\\n"
+      case "\r": out += "\\r"
+      case "\t": out += "\\t"
+      default:
+        if scalar.value < 0x20 {
+          let hex = String(scalar.value, radix: 16)
+          out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        } else {
+          out.unicodeScalars.append(scalar)
+        }
+      }
+    }
+    return out + "\""
+  }
+}
+
+/// Why bytes are not a valid frame. The receiver answers `bad_frame` and closes.
+public struct SessionFrameError: Error, Sendable, Hashable, CustomStringConvertible {
+  /// What is wrong, for the `message` of the `bad_frame` error.
+  public var message: String
+
+  /// Creates an error.
+  public init(_ message: String) { self.message = message }
+
+  /// The message.
+  public var description: String { message }
+}
+
+/// Splits a byte stream into frames, incrementally: bytes in, complete frames out.
+public struct SessionFrameReader: Sendable {
+  /// Longest header line, newline included.
+  public let maxHeaderBytes: Int
+  /// Largest body accepted.
+  public let maxBodyBytes: Int
+  private var buffer: [UInt8] = []
+  private var start = 0
+  private var pendingHeader: [String: JSONValue]?
+  private var pendingBody = 0
+
+  /// Creates a reader. Headers are at most 16 KiB by the protocol; `maxBodyBytes` depends on
+  /// the side (a server takes no large bodies; a client takes thumbnails).
+  public init(maxHeaderBytes: Int = 16384, maxBodyBytes: Int) {
+    self.maxHeaderBytes = maxHeaderBytes
+    self.maxBodyBytes = maxBodyBytes
+  }
+
+  /// Adds bytes and returns the frames they complete, in order.
+  public mutating func feed(_ bytes: some Collection<UInt8>) throws(SessionFrameError)
+    -> [SessionFrame]
+  {
+    buffer.append(contentsOf: bytes)
+    var frames: [SessionFrame] = []
+    while let frame = try next() { frames.append(frame) }
+    // Drop consumed bytes in one move, not per frame.
+    if start > 0 {
+      buffer.removeFirst(start)
+      start = 0
+    }
+    return frames
+  }
+
+  private mutating func next() throws(SessionFrameError) -> SessionFrame? {
+    if let header = pendingHeader {
+      guard buffer.count - start >= pendingBody else { return nil }
+      let body = Array(buffer[start..<start + pendingBody])
+      start += pendingBody
+      pendingHeader = nil
+      return SessionFrame(header: header, body: body)
+    }
+    let searchEnd = min(buffer.count, start + maxHeaderBytes)
+    guard let newline = buffer[start..<searchEnd].firstIndex(of: UInt8(ascii: "\n")) else {
+      if buffer.count - start >= maxHeaderBytes {
+        throw SessionFrameError("header line longer than \(maxHeaderBytes) bytes")
+      }
+      return nil
+    }
+    let line = buffer[start..<newline]
+    start = newline + 1
+    guard String(validating: line, as: UTF8.self) != nil else {
+      throw SessionFrameError("header is not UTF-8")
+    }
+    guard case .object(let header)? = JSONValue.parse(line) else {
+      throw SessionFrameError("header is not a JSON object")
+    }
+    guard let bytes = header["bytes"] else { return SessionFrame(header: header) }
+    guard let count = bytes.integer, count >= 0 else {
+      throw SessionFrameError("bytes must be a non-negative integer")
+    }
+    guard count <= maxBodyBytes else {
+      throw SessionFrameError("body of \(count) bytes is over the limit of \(maxBodyBytes)")
+    }
+    pendingHeader = header
+    pendingBody = count
+    return try next()
+  }
+}

@@ -1,0 +1,309 @@
+import CNetShim
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A client for thumbd's session protocol (docs/PROTOCOL.md): bind slots to items and tokens,
+/// load, cancel, prefetch and reprioritise over one connection, and receive results as
+/// `events`. By default the client checks every result against the item and token the slot
+/// holds when it arrives, as the server does before sending, so a result that crossed a newer
+/// `load` on the wire is dropped (and counted) rather than shown.
+public final class ThumbClient: Sendable {
+  /// Where the daemon listens.
+  public enum Endpoint: Sendable, Hashable {
+    /// A Unix socket path.
+    case unix(String)
+    /// An IPv4 address and port.
+    case tcp(host: String, port: UInt16)
+  }
+
+  /// How urgently a load is wanted; the daemon runs shared work at its most urgent
+  /// subscriber's priority.
+  public enum Priority: String, Sendable, Hashable, CaseIterable {
+    case visible, normal, prefetch
+  }
+
+  /// A delivered thumbnail.
+  public struct Image: Sendable, Hashable {
+    /// The slot it was loaded into.
+    public var slot: Int
+    /// The item the slot held.
+    public var item: String
+    /// The token of the load.
+    public var token: Int
+    /// `png` or `jpeg`.
+    public var format: String
+    /// Size in pixels.
+    public var width: Int
+    public var height: Int
+    /// `memory`, `disk`, `miss` or `coalesced`.
+    public var cache: String
+    /// The encoded image.
+    public var data: [UInt8]
+  }
+
+  /// What the daemon sent.
+  public enum Event: Sendable, Hashable {
+    /// A thumbnail for a slot's current load.
+    case image(Image)
+    /// A load failed; `slot`, `item` and `token` are nil for a connection-level error such as
+    /// `bad_frame` (after which the daemon closes the connection).
+    case error(slot: Int?, item: String?, token: Int?, code: String, message: String)
+    /// A prefetched item is now cached.
+    case prefetched(round: Int, item: String)
+    /// A prefetched item failed.
+    case prefetchError(round: Int, item: String, code: String)
+  }
+
+  /// Why the client could not connect or send.
+  public enum ClientError: Error, Sendable, Hashable {
+    /// connect(2) failed with this errno.
+    case connect(Int32)
+    /// The daemon did not answer the upgrade with 101; its status line.
+    case handshake(String)
+    /// The connection is closed.
+    case closed
+  }
+
+  /// Results as they arrive; the stream ends when the connection closes.
+  public let events: AsyncStream<Event>
+  private let fd: Int32
+  private let verifyTokens: Bool
+  private let writeLock = Mutex<Bool>(false)
+  private let current = Mutex<[Int: SlotBinding]>([:])
+  private let staleCount = Atomic<Int>(0)
+
+  private struct SlotBinding: Hashable {
+    let item: String
+    let token: Int
+  }
+
+  /// Connects and performs the `GET /v1/session` upgrade (blocking). With `verifyTokens`
+  /// false every result frame is passed on as received, for tools that check the server.
+  public init(endpoint: Endpoint, verifyTokens: Bool = true, maxImageBytes: Int = 64 << 20)
+    throws(ClientError)
+  {
+    let fd: Int32
+    switch endpoint {
+    case .unix(let path): fd = ns_connect_unix(path)
+    case .tcp(let host, let port): fd = ns_connect_tcp(host, port)
+    }
+    guard fd >= 0 else { throw .connect(-fd) }
+    let request = Array(
+      ("GET /v1/session HTTP/1.1\r\nHost: thumbd\r\nConnection: Upgrade\r\n"
+        + "Upgrade: thumbd-session\r\n\r\n").utf8)
+    guard Self.sendAll(fd, request) else {
+      Glibc.close(fd)
+      throw .closed
+    }
+    let leftover: [UInt8]
+    do throws(ClientError) {
+      leftover = try Self.readHandshake(fd)
+    } catch {
+      Glibc.close(fd)
+      throw error
+    }
+    self.fd = fd
+    self.verifyTokens = verifyTokens
+    let (stream, continuation) = AsyncStream.makeStream(of: Event.self)
+    events = stream
+    let reader = SessionFrameReader(maxBodyBytes: maxImageBytes)
+    let thread = Thread { [self] in
+      readLoop(reader: reader, leftover: leftover, continuation: continuation)
+    }
+    thread.name = "thumbclient-reader"
+    thread.start()
+  }
+
+  /// Results dropped because the slot had moved on to another item or token by the time they
+  /// arrived.
+  public var staleDropped: Int { staleCount.load(ordering: .relaxed) }
+
+  /// Binds `slot` to `item` with `token` and asks for its thumbnail; a previous load on the
+  /// slot is superseded (the daemon drops its interest in it).
+  public func load(
+    slot: Int, item: String, token: Int, url: String, width: Int, height: Int, scale: Double = 1,
+    fit: String = "contain", format: String? = nil, quality: Int? = nil,
+    priority: Priority = .visible
+  ) throws(ClientError) {
+    current.withLock { $0[slot] = SlotBinding(item: item, token: token) }
+    var header: [String: JSONValue] = [
+      "op": .string("load"), "slot": .integer(slot), "item": .string(item),
+      "token": .integer(token), "url": .string(url), "w": .integer(width), "h": .integer(height),
+      "scale": scale == scale.rounded() ? .integer(Int(scale)) : .number(scale),
+      "fit": .string(fit), "priority": .string(priority.rawValue),
+    ]
+    if let format { header["format"] = .string(format) }
+    if let quality { header["quality"] = .integer(quality) }
+    try send(SessionFrame(header: header))
+  }
+
+  /// Gives up the slot's load with `token`; its result will not be delivered.
+  public func cancel(slot: Int, token: Int) throws(ClientError) {
+    current.withLock { bindings in
+      if bindings[slot]?.token == token { bindings[slot] = nil }
+    }
+    try send(
+      SessionFrame(header: ["op": .string("cancel"), "slot": .integer(slot), "token": .integer(token)]))
+  }
+
+  /// Changes the priority of the slot's load with `token`.
+  public func setPriority(slot: Int, token: Int, priority: Priority) throws(ClientError) {
+    try send(
+      SessionFrame(header: [
+        "op": .string("priority"), "slot": .integer(slot), "token": .integer(token),
+        "priority": .string(priority.rawValue),
+      ]))
+  }
+
+  /// Asks for items that are about to be shown, at prefetch priority, as round `round`.
+  public func prefetch(
+    round: Int, items: [(item: String, url: String)], width: Int, height: Int, scale: Double = 1,
+    fit: String = "contain", format: String? = nil
+  ) throws(ClientError) {
+    var header: [String: JSONValue] = [
+      "op": .string("prefetch"), "round": .integer(round), "w": .integer(width),
+      "h": .integer(height),
+      "scale": scale == scale.rounded() ? .integer(Int(scale)) : .number(scale),
+      "fit": .string(fit),
+      "items": .array(
+        items.map { .object(["item": .string($0.item), "url": .string($0.url)]) }),
+    ]
+    if let format { header["format"] = .string(format) }
+    try send(SessionFrame(header: header))
+  }
+
+  /// Withdraws a prefetch round: work nobody else wants stops.
+  public func release(round: Int) throws(ClientError) {
+    try send(SessionFrame(header: ["op": .string("release"), "round": .integer(round)]))
+  }
+
+  /// Sends bytes as they are (for protocol tests and tools).
+  public func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
+    let sent = writeLock.withLock { closed in !closed && Self.sendAll(fd, bytes) }
+    guard sent else { throw .closed }
+  }
+
+  /// Closes the connection; the daemon cancels this session's work. `events` ends.
+  public func close() {
+    writeLock.withLock { closed in
+      guard !closed else { return }
+      closed = true
+      // The reader thread owns the descriptor and closes it when its read returns.
+      shutdown(fd, Int32(SHUT_RDWR))
+    }
+  }
+
+  deinit { close() }
+
+  private func send(_ frame: SessionFrame) throws(ClientError) {
+    try sendRaw(frame.serialized())
+  }
+
+  private func readLoop(
+    reader: SessionFrameReader, leftover: [UInt8], continuation: AsyncStream<Event>.Continuation
+  ) {
+    var reader = reader
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    var pending = leftover
+    defer {
+      continuation.finish()
+      Glibc.close(fd)
+    }
+    while true {
+      do {
+        for frame in try reader.feed(pending) {
+          if let event = event(from: frame) { continuation.yield(event) }
+        }
+      } catch {
+        return
+      }
+      let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      if n <= 0 { return }
+      pending = Array(buffer[0..<n])
+    }
+  }
+
+  private func event(from frame: SessionFrame) -> Event? {
+    let header = frame.header
+    switch frame.op {
+    case "image":
+      guard let slot = header["slot"]?.integer, let item = header["item"]?.string,
+        let token = header["token"]?.integer
+      else { return nil }
+      guard isCurrent(slot: slot, item: item, token: token) else { return nil }
+      return .image(
+        Image(
+          slot: slot, item: item, token: token, format: header["format"]?.string ?? "",
+          width: header["width"]?.integer ?? 0, height: header["height"]?.integer ?? 0,
+          cache: header["cache"]?.string ?? "", data: frame.body))
+    case "error":
+      let slot = header["slot"]?.integer
+      let item = header["item"]?.string
+      let token = header["token"]?.integer
+      if let slot, let item, let token, !isCurrent(slot: slot, item: item, token: token) {
+        return nil
+      }
+      return .error(
+        slot: slot, item: item, token: token, code: header["code"]?.string ?? "",
+        message: header["message"]?.string ?? "")
+    case "prefetched":
+      guard let round = header["round"]?.integer, let item = header["item"]?.string else {
+        return nil
+      }
+      return .prefetched(round: round, item: item)
+    case "prefetch_error":
+      guard let round = header["round"]?.integer, let item = header["item"]?.string else {
+        return nil
+      }
+      return .prefetchError(round: round, item: item, code: header["code"]?.string ?? "")
+    default:
+      return nil
+    }
+  }
+
+  private func isCurrent(slot: Int, item: String, token: Int) -> Bool {
+    guard verifyTokens else { return true }
+    let binding = current.withLock { $0[slot] }
+    if binding == SlotBinding(item: item, token: token) { return true }
+    staleCount.add(1, ordering: .relaxed)
+    return false
+  }
+
+  private static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+      let n = bytes.withUnsafeBytes {
+        Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+      }
+      if n < 0 && errno == EINTR { continue }
+      if n <= 0 { return false }
+      offset += n
+    }
+    return true
+  }
+
+  /// Reads the 101 response head; returns the bytes after it (the first frames, if any).
+  private static func readHandshake(_ fd: Int32) throws(ClientError) -> [UInt8] {
+    var received: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    let terminator: [UInt8] = [13, 10, 13, 10]
+    while true {
+      if let end = received.firstRange(of: terminator) {
+        let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+        let statusLine = head.split(separator: "\r\n").first.map(String.init) ?? ""
+        guard statusLine.hasPrefix("HTTP/1.1 101") else { throw .handshake(statusLine) }
+        return Array(received[end.upperBound...])
+      }
+      guard received.count < 16384 else { throw .handshake("response head too long") }
+      let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { throw .closed }
+      received += chunk[0..<n]
+    }
+  }
+}

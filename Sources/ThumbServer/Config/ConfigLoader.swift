@@ -1,0 +1,215 @@
+import Foundation
+
+/// A setting that could not be used: which key, where it came from, and why.
+public struct ConfigError: Error, Sendable, Hashable, CustomStringConvertible {
+  /// The config key at fault, when one is.
+  public var key: String?
+  /// Where the value came from: a file path, an environment variable or a flag.
+  public var origin: String
+  /// What is wrong.
+  public var message: String
+
+  /// `config key 'memory_limit' (THUMBD_MEMORY_LIMIT): expected ..., got "abc"`.
+  public var description: String {
+    if let key { return "config key '\(key)' (\(origin)): \(message)" }
+    return "\(origin): \(message)"
+  }
+}
+
+/// Builds a `DaemonConfig` from, in rising precedence: the embedded defaults, a JSON file
+/// (`--config` or `THUMBD_CONFIG`), `THUMBD_...` environment variables, and flags.
+public enum ConfigLoader {
+  /// What the command line asked for.
+  public enum Outcome: Sendable {
+    /// Serve with this configuration; `file` is the config file read, if any.
+    case serve(DaemonConfig, file: String?)
+    /// Print help.
+    case help
+  }
+
+  /// Reads the whole configuration. Paths are expanded (`${NAME:-fallback}`) at the end.
+  public static func load(
+    arguments: [String], environment: [String: String]
+  ) throws(ConfigError) -> Outcome {
+    var config = DaemonConfig()
+    if arguments.contains(where: { $0 == "-h" || $0 == "--help" }) { return .help }
+    let file = try configPath(arguments: arguments) ?? environment["THUMBD_CONFIG"]
+    if let file {
+      guard let data = FileManager.default.contents(atPath: file) else {
+        throw ConfigError(key: nil, origin: file, message: "cannot read the config file")
+      }
+      try apply(file: [UInt8](data), origin: file, to: &config)
+    }
+    for option in ConfigOption.all {
+      guard let text = environment[option.environmentName] else { continue }
+      try set(option, .text(text), origin: option.environmentName, on: &config)
+    }
+    try apply(flags: arguments, to: &config)
+    config.expandPaths(environment: environment)
+    return .serve(config, file: file)
+  }
+
+  /// Applies a JSON config file: an object whose keys are option keys. Unknown keys are
+  /// errors, so a typo never silently leaves a default in place.
+  public static func apply(
+    file data: [UInt8], origin: String, to config: inout DaemonConfig
+  ) throws(ConfigError) {
+    let object: Any
+    do {
+      object = try JSONSerialization.jsonObject(with: Data(data))
+    } catch {
+      throw ConfigError(key: nil, origin: origin, message: "not valid JSON")
+    }
+    guard let fields = object as? [String: Any] else {
+      throw ConfigError(key: nil, origin: origin, message: "the top level must be a JSON object")
+    }
+    for key in fields.keys.sorted() {
+      // Keys starting with an underscore are comments.
+      if key.hasPrefix("_") { continue }
+      guard let option = ConfigOption.named(key) else {
+        throw ConfigError(key: key, origin: origin, message: "unknown key")
+      }
+      try set(option, ConfigValue(json: fields[key]!), origin: origin, on: &config)
+    }
+  }
+
+  private static func configPath(arguments: [String]) throws(ConfigError) -> String? {
+    var path: String?
+    var index = 0
+    while index < arguments.count {
+      let argument = arguments[index]
+      if argument == "--config" {
+        guard index + 1 < arguments.count else {
+          throw ConfigError(key: nil, origin: "--config", message: "needs a file path")
+        }
+        path = arguments[index + 1]
+        index += 1
+      } else if argument.hasPrefix("--config=") {
+        path = String(argument.dropFirst("--config=".count))
+      }
+      index += 1
+    }
+    return path
+  }
+
+  private static func apply(flags arguments: [String], to config: inout DaemonConfig)
+    throws(ConfigError)
+  {
+    var listsSeen: Set<String> = []
+    var index = 0
+    while index < arguments.count {
+      let argument = arguments[index]
+      index += 1
+      var name = argument
+      var inline: String?
+      if let equals = argument.firstIndex(of: "=") {
+        name = String(argument[..<equals])
+        inline = String(argument[argument.index(after: equals)...])
+      }
+      if name == "--config" {
+        if inline == nil { index += 1 }
+        continue
+      }
+      guard let option = ConfigOption.all.first(where: { $0.flag == name }) else {
+        throw ConfigError(key: nil, origin: argument, message: "unknown option")
+      }
+      let text: String
+      if let inline {
+        text = inline
+      } else if option.isSwitch {
+        text = "true"
+      } else {
+        guard index < arguments.count else {
+          throw ConfigError(key: option.key, origin: name, message: "needs a value")
+        }
+        text = arguments[index]
+        index += 1
+      }
+      if option.isList && listsSeen.contains(option.key) {
+        // A repeated list flag adds to what the earlier ones gave.
+        var merged = config
+        try set(option, .text(text), origin: name, on: &merged)
+        config = merged.appendingList(option.key, from: config)
+      } else {
+        listsSeen.insert(option.key)
+        try set(option, .text(text), origin: name, on: &config)
+      }
+    }
+  }
+
+  private static func set(
+    _ option: ConfigOption, _ value: ConfigValue, origin: String, on config: inout DaemonConfig
+  ) throws(ConfigError) {
+    guard option.apply(&config, value) else {
+      throw ConfigError(
+        key: option.key, origin: origin, message: "expected \(option.expects), got \(value.shown)")
+    }
+  }
+
+  /// Expands `$NAME`, `${NAME}` and `${NAME:-fallback}` (fallbacks may nest) from `environment`.
+  public static func expand(_ text: String, environment: [String: String]) -> String {
+    var output = ""
+    var rest = Substring(text)
+    while let dollar = rest.firstIndex(of: "$") {
+      output += rest[..<dollar]
+      rest = rest[rest.index(after: dollar)...]
+      if rest.first == "{" {
+        rest = rest.dropFirst()
+        // Find the matching brace, counting nested `${`.
+        var depth = 1
+        var end = rest.startIndex
+        while end < rest.endIndex {
+          if rest[end] == "{" { depth += 1 }
+          if rest[end] == "}" {
+            depth -= 1
+            if depth == 0 { break }
+          }
+          end = rest.index(after: end)
+        }
+        let inner = rest[..<end]
+        rest = end < rest.endIndex ? rest[rest.index(after: end)...] : ""
+        if let marker = inner.range(of: ":-") {
+          let name = String(inner[..<marker.lowerBound])
+          if let value = environment[name], !value.isEmpty {
+            output += value
+          } else {
+            output += expand(String(inner[marker.upperBound...]), environment: environment)
+          }
+        } else {
+          output += environment[String(inner)] ?? ""
+        }
+      } else {
+        let name = rest.prefix { $0.isLetter || $0.isNumber || $0 == "_" }
+        if name.isEmpty {
+          output += "$"
+        } else {
+          output += environment[String(name)] ?? ""
+          rest = rest.dropFirst(name.count)
+        }
+      }
+    }
+    return output + rest
+  }
+}
+
+extension DaemonConfig {
+  /// Expands environment references in the path settings.
+  mutating func expandPaths(environment: [String: String]) {
+    socket = ConfigLoader.expand(socket, environment: environment)
+    cacheDir = ConfigLoader.expand(cacheDir, environment: environment)
+    logFile = ConfigLoader.expand(logFile, environment: environment)
+    fileRoots = fileRoots.map { ConfigLoader.expand($0, environment: environment) }
+  }
+
+  /// `self` with the list `key` appended to `earlier`'s list.
+  func appendingList(_ key: String, from earlier: DaemonConfig) -> DaemonConfig {
+    var merged = self
+    switch key {
+    case "allowed_schemes": merged.allowedSchemes = earlier.allowedSchemes + allowedSchemes
+    case "allowed_hosts": merged.allowedHosts = earlier.allowedHosts + allowedHosts
+    case "file_roots": merged.fileRoots = earlier.fileRoots + fileRoots
+    default: break
+    }
+    return merged
+  }
+}

@@ -1,0 +1,176 @@
+/// One setting of `thumbd serve`: its config key, flag and environment variable, what it
+/// accepts, and how it lands in `DaemonConfig`.
+public struct ConfigOption: Sendable {
+  /// The key in the JSON config file, e.g. `memory_limit`.
+  public let key: String
+  /// What the value must be, for messages and `--help`.
+  public let expects: String
+  /// A flag that takes no value (`--allow-private`).
+  public let isSwitch: Bool
+  /// Repeating the flag adds to the list instead of replacing it.
+  public let isList: Bool
+  let apply: @Sendable (inout DaemonConfig, ConfigValue) -> Bool
+  /// The flag: the key in kebab case, or a singular for list keys (`--file-root`).
+  public let flag: String
+  /// `THUMBD_MEMORY_LIMIT`.
+  public var environmentName: String { "THUMBD_" + key.uppercased() }
+
+  init(
+    _ key: String, flag: String? = nil, expects: String, isSwitch: Bool = false,
+    isList: Bool = false, apply: @escaping @Sendable (inout DaemonConfig, ConfigValue) -> Bool
+  ) {
+    self.key = key
+    self.flag = flag ?? "--" + key.replacingOccurrences(of: "_", with: "-")
+    self.expects = expects
+    self.isSwitch = isSwitch
+    self.isList = isList
+    self.apply = apply
+  }
+
+  /// Looks an option up by config key.
+  public static func named(_ key: String) -> ConfigOption? { all.first { $0.key == key } }
+
+  /// Every option, in the order of `Config/thumbd.json`.
+  public static let all: [ConfigOption] = [
+    text("socket") { $0.socket = $1 },
+    ConfigOption("socket_mode", expects: "octal permissions such as \"0660\"") { config, value in
+      guard let text = value.string(), let mode = UInt32(text, radix: 8), mode <= 0o777 else {
+        return false
+      }
+      config.socketMode = mode
+      return true
+    },
+    ConfigOption("listen", expects: "HOST:PORT with an IPv4 address, or \"\" for none") {
+      config, value in
+      guard let text = value.string(), text.isEmpty || ListenAddress(text) != nil else {
+        return false
+      }
+      config.listen = text
+      return true
+    },
+    text("cache_dir") { $0.cacheDir = $1 },
+    bytes("disk_limit", minimum: 1 << 20) { $0.diskLimit = $1 },
+    bytes("memory_limit", minimum: 0) { $0.memoryLimit = $1 },
+    integer("memory_count_limit", 0...10_000_000) { $0.memoryCountLimit = $1 },
+    bytes("max_source_bytes", minimum: 1) { $0.maxSourceBytes = $1 },
+    integer("max_pixels", 1...(1 << 40)) { $0.maxPixels = $1 },
+    integer("max_dimension", 1...1_000_000) { $0.maxDimension = $1 },
+    ConfigOption(
+      "allowed_schemes", flag: "--allow-scheme", expects: "a list of http, https, file",
+      isList: true
+    ) {
+      config, value in
+      guard let schemes = value.strings(),
+        schemes.allSatisfy({ ["http", "https", "file"].contains($0) })
+      else { return false }
+      config.allowedSchemes = schemes
+      return true
+    },
+    list("allowed_hosts", flag: "--allow-host") { $0.allowedHosts = $1 },
+    list("file_roots", flag: "--file-root") { $0.fileRoots = $1 },
+    ConfigOption("allow_private", expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config.allowPrivate = flag
+      return true
+    },
+    integer("fetch_concurrency", 1...1024) { $0.fetchConcurrency = $1 },
+    integer("decode_threads", 0...256) { $0.decodeThreads = $1 },
+    integer("max_queued_decodes", 0...1_000_000) { $0.maxQueuedDecodes = $1 },
+    integer("max_connections", 1...1_000_000) { $0.maxConnections = $1 },
+    seconds("connect_timeout") { $0.connectTimeout = $1 },
+    seconds("request_timeout") { $0.requestTimeout = $1 },
+    integer("max_redirects", 0...20) { $0.maxRedirects = $1 },
+    ConfigOption("default_format", expects: "auto, png or jpeg") { config, value in
+      guard let text = value.string(), ["auto", "png", "jpeg"].contains(text) else { return false }
+      config.defaultFormat = text
+      return true
+    },
+    integer("default_quality", 1...100) { $0.defaultQuality = $1 },
+    integer("cache_max_age", 0...(10 * 365 * 86_400)) { $0.cacheMaxAge = $1 },
+    seconds("negative_cache_seconds") { $0.negativeCacheSeconds = $1 },
+    ConfigOption("log_level", expects: "debug, info, warn or error") { config, value in
+      guard let level = value.string().flatMap(LogLevel.init(rawValue:)) else { return false }
+      config.logLevel = level
+      return true
+    },
+    ConfigOption("log_format", expects: "logfmt or json") { config, value in
+      guard let format = value.string().flatMap(LogFormat.init(rawValue:)) else { return false }
+      config.logFormat = format
+      return true
+    },
+    text("log_file") { $0.logFile = $1 },
+    seconds("drain_timeout") { $0.drainTimeout = $1 },
+  ]
+
+  private static func text(
+    _ key: String, _ set: @escaping @Sendable (inout DaemonConfig, String) -> Void
+  ) -> ConfigOption {
+    ConfigOption(key, expects: "a string") { config, value in
+      guard let text = value.string() else { return false }
+      set(&config, text)
+      return true
+    }
+  }
+
+  private static func list(
+    _ key: String, flag: String, _ set: @escaping @Sendable (inout DaemonConfig, [String]) -> Void
+  ) -> ConfigOption {
+    ConfigOption(key, flag: flag, expects: "a list of strings", isList: true) { config, value in
+      guard let values = value.strings() else { return false }
+      set(&config, values)
+      return true
+    }
+  }
+
+  private static func integer(
+    _ key: String, _ range: ClosedRange<Int>,
+    _ set: @escaping @Sendable (inout DaemonConfig, Int) -> Void
+  ) -> ConfigOption {
+    ConfigOption(key, expects: "an integer in \(range.lowerBound)...\(range.upperBound)") {
+      config, value in
+      guard let number = value.integer(in: range) else { return false }
+      set(&config, number)
+      return true
+    }
+  }
+
+  private static func bytes(
+    _ key: String, minimum: Int, _ set: @escaping @Sendable (inout DaemonConfig, Int) -> Void
+  ) -> ConfigOption {
+    ConfigOption(key, expects: "a byte size of at least \(minimum), such as 64MiB or 1G") {
+      config, value in
+      guard let size = value.byteSize(), size >= minimum else { return false }
+      set(&config, size)
+      return true
+    }
+  }
+
+  private static func seconds(
+    _ key: String, _ set: @escaping @Sendable (inout DaemonConfig, Double) -> Void
+  ) -> ConfigOption {
+    ConfigOption(key, expects: "a number of seconds (0 or more)") { config, value in
+      guard let seconds = value.seconds() else { return false }
+      set(&config, seconds)
+      return true
+    }
+  }
+}
+
+/// `HOST:PORT` for the TCP listener.
+public struct ListenAddress: Sendable, Hashable {
+  /// The IPv4 address to bind.
+  public let host: String
+  /// The port (0 picks one).
+  public let port: UInt16
+
+  /// Parses `HOST:PORT`; nil when malformed.
+  public init?(_ text: String) {
+    guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...])
+    else { return nil }
+    let host = String(text[..<colon])
+    let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+    guard octets.count == 4, octets.allSatisfy({ UInt8($0) != nil }) else { return nil }
+    self.host = host
+    self.port = port
+  }
+}

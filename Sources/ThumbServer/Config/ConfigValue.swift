@@ -1,0 +1,116 @@
+import Foundation
+
+/// One option's value as it arrived: typed from the JSON file, or text from a flag or an
+/// environment variable. Each option parses it into its field.
+public enum ConfigValue: Sendable, Hashable {
+  case text(String)
+  case integer(Int)
+  case number(Double)
+  case bool(Bool)
+  case list([String])
+  case other(String)
+
+  /// Converts a value from `JSONSerialization`.
+  init(json value: Any) {
+    switch value {
+    case let text as String: self = .text(text)
+    case let number as NSNumber:
+      // JSON booleans arrive as NSNumber too; their type encoding is "c" (char), which no JSON
+      // number gets.
+      if String(cString: number.objCType) == "c" {
+        self = .bool(number.boolValue)
+      } else if let integer = value as? Int, Double(integer) == number.doubleValue {
+        self = .integer(integer)
+      } else {
+        self = .number(number.doubleValue)
+      }
+    case let array as [Any]:
+      let texts = array.compactMap { $0 as? String }
+      self = texts.count == array.count ? .list(texts) : .other("an array with non-strings")
+    case is NSNull: self = .other("null")
+    default: self = .other("an object")
+    }
+  }
+
+  /// How the value reads in an error message.
+  var shown: String {
+    switch self {
+    case .text(let text): "\"\(text)\""
+    case .integer(let value): "\(value)"
+    case .number(let value): "\(value)"
+    case .bool(let value): "\(value)"
+    case .list(let values): "[\(values.map { "\"\($0)\"" }.joined(separator: ", "))]"
+    case .other(let description): description
+    }
+  }
+
+  func string() -> String? {
+    if case .text(let text) = self { return text }
+    return nil
+  }
+
+  /// A whole number, from JSON or text.
+  func integer(in range: ClosedRange<Int>) -> Int? {
+    let value: Int?
+    switch self {
+    case .integer(let number): value = number
+    case .text(let text): value = Int(text.trimmingCharacters(in: .whitespaces))
+    default: value = nil
+    }
+    return value.flatMap { range.contains($0) ? $0 : nil }
+  }
+
+  /// A byte count: a whole number, or text with a unit (`64MiB`, `1G`, `512k`; powers of 1024).
+  func byteSize() -> Int? {
+    switch self {
+    case .integer(let number): return number >= 0 ? number : nil
+    case .text(let text):
+      let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+      let digits = trimmed.prefix { $0.isNumber }
+      guard let number = Int(digits) else { return nil }
+      var unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
+      if unit.hasSuffix("ib") { unit.removeLast(2) } else if unit.hasSuffix("b") { unit.removeLast() }
+      let shifts = ["": 0, "k": 10, "m": 20, "g": 30, "t": 40]
+      guard let shift = shifts[unit], number <= Int.max >> shift else { return nil }
+      return number << shift
+    default: return nil
+    }
+  }
+
+  /// A non-negative number of seconds.
+  func seconds() -> Double? {
+    let value: Double?
+    switch self {
+    case .integer(let number): value = Double(number)
+    case .number(let number): value = number
+    case .text(let text): value = Double(text.trimmingCharacters(in: .whitespaces))
+    default: value = nil
+    }
+    return value.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
+  }
+
+  /// true/false, also as text (`1`, `yes`, `on`...).
+  func boolean() -> Bool? {
+    switch self {
+    case .bool(let value): return value
+    case .text(let text):
+      switch text.lowercased() {
+      case "1", "true", "yes", "on": return true
+      case "0", "false", "no", "off": return false
+      default: return nil
+      }
+    default: return nil
+    }
+  }
+
+  /// A list: a JSON array, or comma-separated text (empty text is an empty list).
+  func strings() -> [String]? {
+    switch self {
+    case .list(let values): return values
+    case .text(let text):
+      return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        .filter { !$0.isEmpty }
+    default: return nil
+    }
+  }
+}

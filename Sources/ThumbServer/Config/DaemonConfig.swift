@@ -1,0 +1,84 @@
+/// Everything `thumbd serve` can be told, with the defaults of `Config/thumbd.json`. Each field
+/// is one key of the config file, one `--flag` and one `THUMBD_...` variable; the table in
+/// `ConfigOption.all` says which.
+public struct DaemonConfig: Sendable, Hashable {
+  /// Unix socket path (`${NAME:-fallback}` expands from the environment).
+  public var socket = "${XDG_RUNTIME_DIR:-/tmp}/thumbd.sock"
+  /// Permission bits of the socket file.
+  public var socketMode: UInt32 = 0o660
+  /// Extra TCP listener, `HOST:PORT`; empty for none.
+  public var listen = ""
+  /// Disk cache directory; empty for none.
+  public var cacheDir = "${CACHE_DIRECTORY:-${XDG_CACHE_HOME:-/var/tmp}}/thumbd"
+  /// Disk cache budget in bytes.
+  public var diskLimit = 1 << 30
+  /// Memory cache budget in bytes of encoded thumbnails.
+  public var memoryLimit = 64 << 20
+  /// Memory cache entry limit.
+  public var memoryCountLimit = 4096
+  /// Largest source, in bytes.
+  public var maxSourceBytes = 32 << 20
+  /// Largest source, in pixels.
+  public var maxPixels = 100_000_000
+  /// Longest source side, in pixels.
+  public var maxDimension = 65_535
+  /// URL schemes accepted.
+  public var allowedSchemes = ["http", "https", "file"]
+  /// Hosts accepted (a leading dot takes subdomains); empty accepts any public host.
+  public var allowedHosts: [String] = []
+  /// Directories `file://` URLs must stay inside; empty refuses every file URL.
+  public var fileRoots: [String] = []
+  /// Accept loopback and private origin addresses.
+  public var allowPrivate = false
+  /// Downloads at once.
+  public var fetchConcurrency = 16
+  /// Decode threads; 0 means one per core.
+  public var decodeThreads = 0
+  /// Decodes allowed to wait before requests get 503.
+  public var maxQueuedDecodes = 256
+  /// Client connections at once.
+  public var maxConnections = 10_000
+  /// Seconds to wait for an origin's response headers.
+  public var connectTimeout = 5.0
+  /// Seconds for a whole origin transfer.
+  public var requestTimeout = 20.0
+  /// Redirects followed, each checked again.
+  public var maxRedirects = 3
+  /// Output format when a request gives none.
+  public var defaultFormat = "auto"
+  /// JPEG quality when a request gives none.
+  public var defaultQuality = 80
+  /// `Cache-Control: max-age` of thumbnails, in seconds.
+  public var cacheMaxAge = 86_400
+  /// Seconds a failed source is answered from memory without new work; 0 remembers none.
+  public var negativeCacheSeconds = 0.0
+  /// Least severe log level written.
+  public var logLevel = LogLevel.info
+  /// `logfmt` or `json` lines.
+  public var logFormat = LogFormat.logfmt
+  /// Log file (reopened on SIGHUP); empty for stderr.
+  public var logFile = ""
+  /// Seconds SIGTERM waits for in-flight requests before exiting anyway.
+  public var drainTimeout = 10.0
+
+  /// The embedded defaults.
+  public init() {}
+}
+
+/// Severity of a log line.
+public enum LogLevel: String, Sendable, Hashable, CaseIterable, Comparable {
+  case debug, info, warn, error
+
+  /// Orders by severity.
+  public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool {
+    allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+  }
+}
+
+/// How log lines are written.
+public enum LogFormat: String, Sendable, Hashable, CaseIterable {
+  /// `key=value` pairs.
+  case logfmt
+  /// One JSON object per line.
+  case json
+}

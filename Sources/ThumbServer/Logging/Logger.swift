@@ -1,0 +1,111 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Structured log lines (logfmt or JSON) on stderr or in a file that SIGHUP reopens, so
+/// logrotate can move it away. Each line is one write(2), so lines never interleave.
+public final class Logger: Sendable {
+  /// Lines below this level are dropped.
+  public let level: LogLevel
+  /// How lines are written.
+  public let format: LogFormat
+  private let path: String?
+  private let descriptor: Mutex<Int32>
+
+  /// Logs to `path` (appending, created 0640) or, when nil, to stderr.
+  public init(level: LogLevel, format: LogFormat, path: String?) throws {
+    self.level = level
+    self.format = format
+    self.path = path
+    descriptor = Mutex(try Self.open(path))
+  }
+
+  /// Reopens the log file (after rotation); stderr needs nothing.
+  public func reopen() throws {
+    guard path != nil else { return }
+    let fresh = try Self.open(path)
+    let old = descriptor.withLock { fd in
+      defer { fd = fresh }
+      return fd
+    }
+    close(old)
+  }
+
+  /// Writes one line if `level` is enabled. `fields` keep their order after `ts`, `level` and
+  /// `event`.
+  public func log(_ level: LogLevel, _ event: String, _ fields: KeyValuePairs<String, String> = [:])
+  {
+    log(level, event, fields: fields.map { ($0.key, $0.value) })
+  }
+
+  /// Writes one line if `level` is enabled.
+  public func log(_ level: LogLevel, _ event: String, fields: [(String, String)]) {
+    guard level >= self.level else { return }
+    let all = [("ts", Self.timestamp()), ("level", level.rawValue), ("event", event)] + fields
+    var line: String
+    switch format {
+    case .logfmt:
+      line = all.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ")
+    case .json:
+      line = "{" + all.map { "\(JSON.quote($0.0)):\(JSON.quote($0.1))" }.joined(separator: ",") + "}"
+    }
+    line += "\n"
+    descriptor.withLock { fd in
+      var bytes = Array(line.utf8)
+      bytes.withUnsafeMutableBytes { _ = write(fd, $0.baseAddress, $0.count) }
+    }
+  }
+
+  private static func open(_ path: String?) throws -> Int32 {
+    guard let path else { return dup(STDERR_FILENO) }
+    let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+    guard fd >= 0 else { throw ServerError.system("open log file \(path)", errno) }
+    return fd
+  }
+
+  private static func logfmtValue(_ value: String) -> String {
+    let plain = !value.isEmpty
+      && value.unicodeScalars.allSatisfy {
+        $0.value > 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "=" && $0 != "\\"
+      }
+    return plain ? value : JSON.quote(value)
+  }
+
+  /// UTC, millisecond precision: `2026-11-30T20:15:02.123Z`.
+  static func timestamp() -> String {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    var parts = tm()
+    var seconds = now.tv_sec
+    gmtime_r(&seconds, &parts)
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let millis = now.tv_nsec / 1_000_000
+    let milliText = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+      + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(milliText)Z"
+  }
+}
+
+/// How a source URL appears in logs: scheme and host, and a hash that tells sources apart
+/// without printing the path or query (which may carry tokens or personal data).
+public enum LogRedaction {
+  /// `https://images.example.com#5f0c3a1b9e2d4c77`.
+  public static func source(_ url: String) -> String {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    for byte in url.utf8 {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x0000_0100_0000_01B3
+    }
+    let hex = String(hash, radix: 16)
+    let digest = String(repeating: "0", count: 16 - hex.count) + hex
+    guard let components = URLComponents(string: url), let scheme = components.scheme else {
+      return "invalid#" + digest
+    }
+    let host = components.host.map { $0.lowercased() } ?? ""
+    let port = components.port.map { ":\($0)" } ?? ""
+    return "\(scheme.lowercased())://\(host)\(port)#\(digest)"
+  }
+}

@@ -1,0 +1,51 @@
+import ImagePipeline
+
+/// The thumbnail parameters both front ends accept (`/v1/thumbnail` query and session
+/// `load`/`prefetch` frames), checked the same way, with the daemon's defaults filled in.
+public struct ThumbnailParameters: Sendable, Hashable {
+  /// Output format when the request names none.
+  public var defaultFormat: OutputFormat
+  /// JPEG quality when the request names none.
+  public var defaultQuality: Int
+
+  /// Creates the defaults.
+  public init(defaultFormat: OutputFormat = .auto, defaultQuality: Int = 80) {
+    self.defaultFormat = defaultFormat
+    self.defaultQuality = defaultQuality
+  }
+
+  /// A validated spec, or the message explaining what is wrong.
+  func spec(
+    width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?
+  ) -> Result<ThumbnailSpec, ParameterError> {
+    var fitMode = FitMode.contain
+    if let fit {
+      guard let value = FitMode(rawValue: fit) else {
+        return .failure(ParameterError("fit must be contain, cover or fill"))
+      }
+      fitMode = value
+    }
+    var outputFormat = defaultFormat
+    if let format {
+      guard let value = OutputFormat(rawValue: format) else {
+        return .failure(ParameterError("format must be auto, png or jpeg"))
+      }
+      outputFormat = value
+    }
+    let spec = ThumbnailSpec(
+      width: width, height: height, scale: scale ?? 1, fit: fitMode, format: outputFormat,
+      quality: quality ?? defaultQuality)
+    do {
+      try spec.validate()
+    } catch {
+      return .failure(ParameterError(error.message))
+    }
+    return .success(spec)
+  }
+}
+
+/// A parameter that is out of range or unknown.
+struct ParameterError: Error, Hashable {
+  let message: String
+  init(_ message: String) { self.message = message }
+}

@@ -1,0 +1,208 @@
+import ImagePipeline
+import ThumbClient
+
+/// A finished piece of session work, on its way back to the event loop. It names the binding
+/// it was started for by generation, so the loop can tell whether the slot still wants it.
+enum SessionResult: Sendable {
+  case load(slot: Int, generation: UInt64, Result<ImageResponse, PipelineError>)
+  case prefetch(round: Int, item: String, generation: UInt64, Result<ImageResponse, PipelineError>)
+}
+
+/// One upgraded connection's slots and prefetch rounds. Owned by the event loop thread: frames
+/// are applied in the order they arrive, and results are checked against the slot's current
+/// binding at the last moment, on that same thread, just before they are written. A result for
+/// a binding that a newer `load` or a `cancel` replaced is dropped and counted.
+final class Session {
+  private struct Binding {
+    let item: String
+    let token: Int
+    let generation: UInt64
+    /// The load's subscription; nil once delivered (the slot keeps showing the item).
+    var task: ImageTask?
+  }
+
+  private struct PrefetchEntry {
+    let generation: UInt64
+    let task: ImageTask
+  }
+
+  /// Prefetch rounds with work still pending, per session.
+  static let maxOpenRounds = 256
+
+  private let pipeline: ThumbnailPipeline
+  private let parameters: ThumbnailParameters
+  private let post: @Sendable (SessionResult) -> Void
+  private let logger: Logger?
+  private var reader = SessionFrameReader(maxBodyBytes: 65536)
+  private var slots: [Int: Binding] = [:]
+  private var rounds: [Int: [String: PrefetchEntry]] = [:]
+  private var nextGeneration: UInt64 = 0
+
+  init(
+    pipeline: ThumbnailPipeline, parameters: ThumbnailParameters, logger: Logger?,
+    post: @escaping @Sendable (SessionResult) -> Void
+  ) {
+    self.pipeline = pipeline
+    self.parameters = parameters
+    self.logger = logger
+    self.post = post
+  }
+
+  /// Loads and prefetches not yet answered.
+  var pendingWork: Int {
+    slots.values.count { $0.task != nil } + rounds.values.reduce(0) { $0 + $1.count }
+  }
+
+  /// Applies received bytes; returns frames to send at once (errors for invalid parameters).
+  /// Throws for a malformed frame: the caller answers `bad_frame` and closes.
+  func receive(_ bytes: some Collection<UInt8>) throws(SessionFrameError) -> [UInt8] {
+    var output: [UInt8] = []
+    for frame in try reader.feed(bytes) {
+      switch try ClientRequest.parse(frame, parameters: parameters) {
+      case .load(let load): output += start(load)
+      case .cancel(let slot, let token):
+        if let binding = slots[slot], binding.token == token {
+          binding.task?.cancel()
+          slots[slot] = nil
+        }
+      case .priority(let slot, let token, let priority):
+        if let binding = slots[slot], binding.token == token { binding.task?.setPriority(priority) }
+      case .prefetch(let prefetch): output += try start(prefetch)
+      case .release(let round):
+        for entry in rounds.removeValue(forKey: round)?.values ?? [:].values { entry.task.cancel() }
+      }
+    }
+    return output
+  }
+
+  /// The frame to write for a finished result, or nil when its binding is gone.
+  func resolve(_ result: SessionResult) -> [UInt8]? {
+    switch result {
+    case .load(let slot, let generation, let outcome):
+      guard var binding = slots[slot], binding.generation == generation, binding.task != nil else {
+        pipeline.metrics.countStaleDrop()
+        return nil
+      }
+      binding.task = nil
+      slots[slot] = binding
+      var header: [String: JSONValue] = [
+        "slot": .integer(slot), "item": .string(binding.item), "token": .integer(binding.token),
+      ]
+      switch outcome {
+      case .success(let response):
+        let thumbnail = response.thumbnail
+        header["op"] = .string("image")
+        header["format"] = .string(thumbnail.format.rawValue)
+        header["width"] = .integer(thumbnail.width)
+        header["height"] = .integer(thumbnail.height)
+        header["cache"] = .string(response.source.rawValue)
+        return SessionFrame(header: header, body: thumbnail.data).serialized()
+      case .failure(let error):
+        header["op"] = .string("error")
+        header["code"] = .string(error.kind)
+        header["message"] = .string(error.message)
+        return SessionFrame(header: header).serialized()
+      }
+    case .prefetch(let round, let item, let generation, let outcome):
+      guard rounds[round]?[item]?.generation == generation else { return nil }
+      rounds[round]![item] = nil
+      if rounds[round]!.isEmpty { rounds[round] = nil }
+      switch outcome {
+      case .success:
+        return SessionFrame(
+          header: ["op": .string("prefetched"), "round": .integer(round), "item": .string(item)]
+        ).serialized()
+      case .failure(let error):
+        return SessionFrame(
+          header: [
+            "op": .string("prefetch_error"), "round": .integer(round), "item": .string(item),
+            "code": .string(error.kind),
+          ]
+        ).serialized()
+      }
+    }
+  }
+
+  /// The connection closed: every subscription of this session leaves.
+  func close() {
+    for binding in slots.values { binding.task?.cancel() }
+    for round in rounds.values { for entry in round.values { entry.task.cancel() } }
+    slots.removeAll()
+    rounds.removeAll()
+  }
+
+  private func start(_ load: ClientRequest.Load) -> [UInt8] {
+    // The slot moves on whatever happens next: the old load's interest ends here.
+    slots.removeValue(forKey: load.slot)?.task?.cancel()
+    nextGeneration += 1
+    let generation = nextGeneration
+    let spec: ThumbnailSpec
+    switch load.spec {
+    case .success(let checked): spec = checked
+    case .failure(let error):
+      return SessionFrame(header: [
+        "op": .string("error"), "slot": .integer(load.slot), "item": .string(load.item),
+        "token": .integer(load.token), "code": .string("invalid_spec"),
+        "message": .string(error.message),
+      ]).serialized()
+    }
+    let task = pipeline.task(for: ImageRequest(url: load.url, spec: spec), priority: load.priority)
+    slots[load.slot] = Binding(
+      item: load.item, token: load.token, generation: generation, task: task)
+    let (post, slot) = (post, load.slot)
+    Task {
+      do {
+        post(.load(slot: slot, generation: generation, .success(try await task.response)))
+      } catch let error as PipelineError {
+        post(.load(slot: slot, generation: generation, .failure(error)))
+      } catch {
+        // Cancelled: the binding is already gone.
+      }
+    }
+    logger?.log(
+      .debug, "session_load",
+      ["slot": String(load.slot), "token": String(load.token), "src": LogRedaction.source(load.url)]
+    )
+    return []
+  }
+
+  private func start(_ prefetch: ClientRequest.Prefetch) throws(SessionFrameError) -> [UInt8] {
+    guard rounds[prefetch.round] == nil else {
+      throw SessionFrameError("prefetch round \(prefetch.round) is still open")
+    }
+    guard rounds.count < Self.maxOpenRounds else {
+      throw SessionFrameError("more than \(Self.maxOpenRounds) prefetch rounds open")
+    }
+    let spec: ThumbnailSpec
+    switch prefetch.spec {
+    case .success(let checked): spec = checked
+    case .failure:
+      return prefetch.items.flatMap { entry in
+        SessionFrame(header: [
+          "op": .string("prefetch_error"), "round": .integer(prefetch.round),
+          "item": .string(entry.item), "code": .string("invalid_spec"),
+        ]).serialized()
+      }
+    }
+    var entries: [String: PrefetchEntry] = [:]
+    for (item, url) in prefetch.items where entries[item] == nil {
+      nextGeneration += 1
+      let generation = nextGeneration
+      let task = pipeline.task(for: ImageRequest(url: url, spec: spec), priority: .prefetch)
+      entries[item] = PrefetchEntry(generation: generation, task: task)
+      let (post, round) = (post, prefetch.round)
+      Task {
+        do {
+          let response = try await task.response
+          post(.prefetch(round: round, item: item, generation: generation, .success(response)))
+        } catch let error as PipelineError {
+          post(.prefetch(round: round, item: item, generation: generation, .failure(error)))
+        } catch {
+          // Released.
+        }
+      }
+    }
+    if !entries.isEmpty { rounds[prefetch.round] = entries }
+    return []
+  }
+}
