@@ -204,6 +204,10 @@ public struct SessionFrameReader: Sendable {
     guard String(validating: line, as: UTF8.self) != nil else {
       throw SessionFrameError("header is not UTF-8")
     }
+    guard !line.starts(with: [0xEF, 0xBB, 0xBF]) else {
+      // JSON on the wire carries no byte order mark (RFC 8259, section 8.1).
+      throw SessionFrameError("header starts with a byte order mark")
+    }
     guard case .object(let header)? = JSONValue.parse(line) else {
       throw SessionFrameError("header is not a JSON object")
     }

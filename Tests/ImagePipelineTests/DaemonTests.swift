@@ -12,12 +12,8 @@ struct DaemonTests {
 
   /// Starts the daemon and waits until /healthz answers.
   private func startDaemon(_ extra: [String] = []) async throws -> (pid: pid_t, socket: String) {
-    let socket = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "thumbd-d-\(UUID().uuidString.prefix(8)).sock"
-    ).path
-    let pid = try ChildProcess.spawnThumbd(["serve", "--socket", socket] + extra)
-    await eventually("daemon healthy") { SocketClient.get(socket, "/healthz").status == 200 }
-    return (pid, socket)
+    let daemon = try await TestDaemon.start(extra)
+    return (daemon.pid, daemon.socket)
   }
 
   private func stop(_ pid: pid_t) {

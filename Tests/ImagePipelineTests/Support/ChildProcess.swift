@@ -64,19 +64,43 @@ enum ChildProcess {
     return Outcome(status: exitStatus, standardError: standardError, maxRSSKiB: maxRSS)
   }
 
-  /// Starts `thumbd` without waiting; output goes to /dev/null.
-  static func spawnThumbd(_ arguments: [String]) throws -> pid_t {
+  /// Starts `thumbd` without waiting; stderr goes to `standardError` (default /dev/null),
+  /// with `environment` added to this process's.
+  static func spawnThumbd(
+    _ arguments: [String], standardError: String = "/dev/null",
+    environment extra: [String: String] = [:]
+  ) throws -> pid_t {
+    try spawn([thumbd] + arguments, standardError: standardError, environment: extra)
+  }
+
+  /// Starts a command without waiting. `inherit` is dup'ed to descriptor 3 in the child (for
+  /// socket activation).
+  static func spawn(
+    _ command: [String], standardError: String = "/dev/null",
+    environment extra: [String: String] = [:], inherit: Int32? = nil
+  ) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    let argv = ([thumbd] + arguments).map { strdup($0) } + [nil]
+    posix_spawn_file_actions_addopen(
+      &actions, 2, standardError, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+    if let inherit { posix_spawn_file_actions_adddup2(&actions, inherit, 3) }
+    let argv = command.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
+    var merged = ProcessInfo.processInfo.environment
+    for (name, value) in extra { merged[name] = value }
+    let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { for pointer in envp { free(pointer) } }
     var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, thumbd, &actions, nil, argv, environ)
+    let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, envp)
     guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EIO) }
     return pid
+  }
+
+  /// The exit status of a raw wait status (128 + signal when killed).
+  static func exitStatus(_ status: Int32) -> Int32 {
+    (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
   }
 
   /// Waits for a child and returns its raw wait status.

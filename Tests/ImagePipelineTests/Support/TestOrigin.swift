@@ -21,6 +21,9 @@ final class TestOrigin: @unchecked Sendable {
     var streamedLength: Int?
     /// When true, no Content-Length is sent: the body ends when the connection closes.
     var omitLength = false
+    /// Microseconds the origin waits before answering: a slow origin, so that results finish
+    /// in a different order than they were asked for.
+    var delayMicroseconds: UInt32 = 0
   }
 
   let port: UInt16
@@ -117,6 +120,7 @@ final class TestOrigin: @unchecked Sendable {
     let path = String(parts[1])
     log.withLock { $0.append(path) }
     let response = handler(path)
+    if response.delayMicroseconds > 0 { usleep(response.delayMicroseconds) }
     if response.holdUntilReleased {
       heldCount.withLock { $0 += 1 }
       releaseGate.wait()

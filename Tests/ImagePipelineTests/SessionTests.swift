@@ -1,0 +1,336 @@
+import Foundation
+import ImagePipeline
+import Synchronization
+import Testing
+import ThumbClient
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The session protocol end to end: the real daemon, a real loopback origin, ThumbClient.
+@Suite("Session protocol", .serialized)
+struct SessionTests {
+  /// Item `n` is a 24x24 PNG of one colour, so any thumbnail of it says which item it shows.
+  static func colour(of item: Int) -> (UInt8, UInt8, UInt8) {
+    (UInt8((item * 53) & 0xFF), UInt8((item * 97 + 40) & 0xFF), UInt8((item * 29 + 80) & 0xFF))
+  }
+
+  static let itemCount = 60
+
+  static func itemImage(_ item: Int) -> [UInt8] {
+    let (r, g, b) = colour(of: item)
+    let pixels = [UInt8]((0..<(24 * 24)).flatMap { _ in [r, g, b] })
+    return try! ImageEncoder.png(Bitmap(pixels: pixels, width: 24, height: 24, channels: 3))
+  }
+
+  /// The item whose colour is nearest to the thumbnail's centre pixel.
+  static func item(shownBy data: [UInt8]) -> Int? {
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
+    let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
+    let pixel = bitmap.pixels[centre..<centre + 3].map { Int($0) }
+    return (0..<itemCount).min { a, b in
+      distance(colour(of: a), pixel) < distance(colour(of: b), pixel)
+    }
+  }
+
+  private static func distance(_ c: (UInt8, UInt8, UInt8), _ p: [Int]) -> Int {
+    abs(Int(c.0) - p[0]) + abs(Int(c.1) - p[1]) + abs(Int(c.2) - p[2])
+  }
+
+  /// An origin serving `/item/N.png`, each answer delayed by a pseudo-random 0-3 ms so results
+  /// finish out of order; `/held/N.png` waits for `release()`.
+  static func makeOrigin() throws -> TestOrigin {
+    let images = (0..<itemCount).map(itemImage)
+    return try TestOrigin { path in
+      let parts = path.split(separator: "/")
+      guard parts.count == 2, let n = Int(parts[1].dropLast(4)), n < itemCount else {
+        return .init(status: 404)
+      }
+      let delay = UInt32((n * 7919 + path.utf8.count * 31) % 3000)
+      if parts[0] == "held" { return .init(body: images[n], holdUntilReleased: true) }
+      return .init(body: images[n], delayMicroseconds: delay)
+    }.start()
+  }
+
+  /// Collects a client's events on a task of its own.
+  final class EventLog: Sendable {
+    private let recorder = Recorder<ThumbClient.Event>()
+    private let task: Task<Void, Never>
+
+    init(_ client: ThumbClient) {
+      let recorder = self.recorder
+      let ended = self.ended
+      task = Task {
+        for await event in client.events { recorder.append(event) }
+        ended.append(true)
+      }
+    }
+
+    private let ended = Recorder<Bool>()
+    /// The connection has closed and every event is in.
+    var isFinished: Bool { !ended.values.isEmpty }
+
+    var events: [ThumbClient.Event] { recorder.values }
+    var images: [ThumbClient.Image] {
+      events.compactMap { if case .image(let image) = $0 { image } else { nil } }
+    }
+    func finished() async { await task.value }
+  }
+
+  @Test("1000+ random slot reuses: tokens only move forward per slot, every image shows its item")
+  func randomisedSlotReuse() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    defer { daemon.stop() }
+    // Two sessions at once: one passes frames on raw (checks the daemon), one verifies
+    // (checks ThumbClient's own guard), sharing the daemon's work.
+    let raw = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
+    let verified = try ThumbClient(endpoint: .unix(daemon.socket))
+    let rawLog = EventLog(raw)
+    let verifiedLog = EventLog(verified)
+    var generator = SeededGenerator(seed: 20_261_130)
+    let slots = 8
+    var tokens = [Int](repeating: 0, count: slots)
+    var live: [Int: (item: String, token: Int)] = [:]
+    var reuses = 0
+    for step in 0..<1800 {
+      let slot = Int.random(in: 0..<slots, using: &generator)
+      let roll = Int.random(in: 0..<100, using: &generator)
+      let client = step % 2 == 0 ? raw : verified
+      // Each client has its own slots: raw uses 0..<8, verified 8..<16.
+      let wire = slot + (client === raw ? 0 : slots)
+      if roll < 75 || live[wire] == nil {
+        let item = Int.random(in: 0..<Self.itemCount, using: &generator)
+        tokens[slot] += 1
+        if live[wire] != nil { reuses += 1 }
+        let size = [16, 20][Int.random(in: 0..<2, using: &generator)]
+        try client.load(
+          slot: wire, item: "item-\(item)", token: tokens[slot],
+          url: origin.url("/item/\(item).png"), width: size, height: size, format: "png",
+          priority: roll % 3 == 0 ? .prefetch : .visible)
+        live[wire] = ("item-\(item)", tokens[slot])
+      } else if roll < 88, let current = live[wire] {
+        try client.cancel(slot: wire, token: current.token)
+        live[wire] = nil
+      } else if let current = live[wire] {
+        try client.setPriority(slot: wire, token: current.token, priority: .normal)
+      }
+      if step % 100 == 99 { await Task.yield() }
+    }
+    #expect(reuses >= 1000)
+    // Every load still bound at the end gets its image: nothing is lost.
+    await eventually("final loads delivered") {
+      let delivered = Set((rawLog.images + verifiedLog.images).map { "\($0.slot)/\($0.token)" })
+      return live.allSatisfy { delivered.contains("\($0.key)/\($0.value.token)") }
+    }
+    raw.close()
+    verified.close()
+    await rawLog.finished()
+    await verifiedLog.finished()
+    for log in [rawLog, verifiedLog] {
+      var lastToken: [Int: Int] = [:]
+      var seen: Set<String> = []
+      for image in log.images {
+        #expect(image.token > lastToken[image.slot] ?? 0, "slot \(image.slot) went backwards")
+        lastToken[image.slot] = image.token
+        #expect(seen.insert("\(image.slot)/\(image.token)").inserted, "delivered twice")
+        #expect(Self.item(shownBy: image.data).map { "item-\($0)" } == image.item)
+      }
+      let errors = log.events.filter { if case .error = $0 { true } else { false } }
+      #expect(errors.isEmpty, "\(errors.prefix(3))")
+    }
+    // The verifying client delivered only what its slots held when results arrived.
+    for image in verifiedLog.images { #expect(image.slot >= slots) }
+  }
+
+  @Test("a superseded or cancelled load never gets its result, even when others share the work")
+  func supersededAndCancelledGetNothing() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    defer { daemon.stop() }
+    let first = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
+    let other = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
+    let firstLog = EventLog(first)
+    let otherLog = EventLog(other)
+    let held = origin.url("/held/7.png")
+    try first.load(slot: 0, item: "held", token: 1, url: held, width: 16, height: 16)
+    try first.load(slot: 1, item: "held", token: 1, url: held, width: 16, height: 16)
+    try other.load(slot: 0, item: "held", token: 1, url: held, width: 16, height: 16)
+    await eventually("download held") { origin.held == 1 }
+    // Slot 0 moves on to another item; slot 1 is cancelled. The other client still wants it.
+    try first.load(
+      slot: 0, item: "item-3", token: 2, url: origin.url("/item/3.png"), width: 16, height: 16)
+    try first.cancel(slot: 1, token: 1)
+    await eventually("new item shown") { firstLog.images.contains { $0.token == 2 } }
+    origin.release()
+    await eventually("other client served") { otherLog.images.count == 1 }
+    // A later load on a fresh slot is answered after anything queued before it.
+    try first.load(
+      slot: 2, item: "item-3", token: 1, url: origin.url("/item/3.png"), width: 16, height: 16)
+    await eventually("sync load answered") { firstLog.images.contains { $0.slot == 2 } }
+    first.close()
+    other.close()
+    await firstLog.finished()
+    #expect(firstLog.images.map { "\($0.slot)/\($0.token)" } == ["0/2", "2/1"])
+    #expect(firstLog.images.allSatisfy { $0.item == "item-3" })
+    #expect(origin.requests.filter { $0.hasPrefix("/held") }.count == 1)
+  }
+
+  @Test("prefetch warms the cache: prefetched, then a load of the item is a memory hit")
+  func prefetchThenLoad() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    defer { daemon.stop() }
+    let client = try ThumbClient(endpoint: .unix(daemon.socket))
+    let log = EventLog(client)
+    let items = (10..<14).map { (item: "item-\($0)", url: origin.url("/item/\($0).png")) }
+    try client.prefetch(round: 1, items: items, width: 16, height: 16)
+    try client.prefetch(
+      round: 2, items: [(item: "missing", url: origin.url("/nothing"))], width: 16, height: 16)
+    await eventually("round done") { log.events.count == 5 }
+    let prefetched = Set(
+      log.events.compactMap { if case .prefetched(1, let item) = $0 { item } else { nil } })
+    #expect(prefetched == Set(items.map(\.item)))
+    #expect(log.events.contains(.prefetchError(round: 2, item: "missing", code: "http_status")))
+    try client.release(round: 1)
+    try client.load(slot: 5, item: "item-11", token: 9, url: items[1].url, width: 16, height: 16)
+    await eventually("loaded") { log.images.count == 1 }
+    #expect(log.images.first?.cache == "memory")
+    #expect(Self.item(shownBy: log.images[0].data) == 11)
+    client.close()
+  }
+
+  @Test("invalid parameters get an invalid_spec error for the slot; the session goes on")
+  func invalidSpecKeepsSession() async throws {
+    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    defer { daemon.stop() }
+    let client = try ThumbClient(endpoint: .unix(daemon.socket))
+    let log = EventLog(client)
+    try client.load(slot: 1, item: "a", token: 1, url: "http://example.com/a.jpg", width: -5, height: 10)
+    try client.load(slot: 2, item: "b", token: 1, url: "http://127.0.0.1/b.jpg", width: 10, height: 10)
+    await eventually("two answers") { log.events.count == 2 }
+    let codes = log.events.compactMap { if case .error(_, _, _, let code, _) = $0 { code } else { nil } }
+    #expect(codes == ["invalid_spec", "not_allowed"])
+    client.close()
+  }
+
+  /// Frames that must each get `bad_frame` and a closed connection.
+  static let malformedFrames: [String] = {
+    var frames = [
+      "not json\n", "[1,2]\n", "\"load\"\n", "42\n", "{}\n", "{\"op\":7}\n", "{\"op\":\"LOAD\"}\n",
+      "{\"op\":\"explode\"}\n", "{\"op\":null}\n", "{\"op\":\"load\"\n", "{\"op\":\"load\",}\n",
+      "\u{FEFF}{\"op\":\"release\",\"round\":1}\n",
+      "{\"op\":\"release\"}\n", "{\"op\":\"release\",\"round\":\"1\"}\n",
+      "{\"op\":\"release\",\"round\":-1}\n", "{\"op\":\"release\",\"round\":1.5}\n",
+      "{\"op\":\"release\",\"round\":true}\n",
+      "{\"op\":\"cancel\",\"slot\":1}\n", "{\"op\":\"cancel\",\"token\":1}\n",
+      "{\"op\":\"cancel\",\"slot\":65536,\"token\":1}\n", "{\"op\":\"cancel\",\"slot\":-1,\"token\":1}\n",
+      "{\"op\":\"priority\",\"slot\":1,\"token\":1}\n",
+      "{\"op\":\"priority\",\"slot\":1,\"token\":1,\"priority\":\"urgent\"}\n",
+      "{\"op\":\"priority\",\"slot\":1,\"token\":1,\"priority\":3}\n",
+      "{\"op\":\"prefetch\",\"round\":1,\"w\":8,\"h\":8}\n",
+      "{\"op\":\"prefetch\",\"round\":1,\"items\":{},\"w\":8,\"h\":8}\n",
+      "{\"op\":\"prefetch\",\"round\":1,\"items\":[1],\"w\":8,\"h\":8}\n",
+      "{\"op\":\"prefetch\",\"round\":1,\"items\":[{\"item\":\"a\"}],\"w\":8,\"h\":8}\n",
+      "{\"op\":\"prefetch\",\"round\":1,\"items\":[{\"url\":\"http://x/\"}],\"w\":8,\"h\":8}\n",
+      "{\"op\":\"prefetch\",\"round\":1,\"items\":[{\"item\":\"a\",\"url\":\"http://x/\"}],\"h\":8}\n",
+      "{\"op\":\"prefetch\",\"items\":[],\"w\":8,\"h\":8}\n",
+      "{\"op\":\"load\",\"bytes\":-1}\n", "{\"op\":\"load\",\"bytes\":\"3\"}\n",
+      "{\"op\":\"load\",\"bytes\":99999999}\n",
+      "\u{1}\u{2}\u{3}\n", "\n", "   \n", "{\"op\":\"release\",\"round\":1}{\"op\":\"x\"}\n",
+    ]
+    let good: [String: String] = [
+      "slot": "1", "item": "\"a\"", "token": "1", "url": "\"http://x/a.jpg\"", "w": "8", "h": "8",
+    ]
+    // Each required load field missing, then each with a wrong type or value.
+    for field in good.keys.sorted() {
+      let fields = good.filter { $0.key != field }.map { "\"\($0.key)\":\($0.value)" }
+      frames.append("{\"op\":\"load\"," + fields.joined(separator: ",") + "}\n")
+    }
+    let wrong: [(String, String)] = [
+      ("slot", "\"1\""), ("slot", "1.5"), ("slot", "true"), ("item", "1"), ("item", "\"\""),
+      ("item", "\"" + String(repeating: "i", count: 2000) + "\""), ("token", "\"t\""),
+      ("token", "-3"), ("url", "[]"), ("url", "\"\""), ("w", "\"8\""), ("h", "8.5"),
+      ("scale", "\"2\""), ("fit", "3"), ("format", "false"), ("quality", "\"high\""),
+      ("priority", "\"soon\""),
+    ]
+    for (field, value) in wrong {
+      var fields = good
+      fields[field] = value
+      frames.append(
+        "{\"op\":\"load\"," + fields.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
+          + "}\n")
+    }
+    return frames
+  }()
+
+  @Test("malformed frames get bad_frame and a closed connection; other sessions go on")
+  func malformedFrames() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    defer { daemon.stop() }
+    let bystander = try ThumbClient(endpoint: .unix(daemon.socket))
+    let bystanderLog = EventLog(bystander)
+    var inputs = Self.malformedFrames.map { Array($0.utf8) }
+    inputs.append(Array(repeating: UInt8(ascii: "a"), count: 20_000))  // no newline in 16 KiB
+    inputs.append([0x7B, 0xFF, 0xFE, 0x7D, 0x0A])  // not UTF-8
+    #expect(inputs.count >= 50)
+    for bytes in inputs {
+      let client = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
+      let log = EventLog(client)
+      try? client.sendRaw(bytes)
+      await eventually("connection closed") { log.isFinished }
+      let shown = String(decoding: bytes.prefix(60), as: UTF8.self)
+      guard case .error(nil, nil, nil, "bad_frame", let message)? = log.events.last else {
+        Issue.record("no bad_frame for \(shown.debugDescription): \(log.events)")
+        continue
+      }
+      #expect(!message.isEmpty)
+    }
+    // A second open round with the same id is a client bug too.
+    let twice = try ThumbClient(endpoint: .unix(daemon.socket))
+    let twiceLog = EventLog(twice)
+    let heldItem = [(item: "h", url: origin.url("/held/1.png"))]
+    try twice.prefetch(round: 4, items: heldItem, width: 8, height: 8)
+    try twice.prefetch(round: 4, items: heldItem, width: 8, height: 8)
+    await eventually("connection closed") { twiceLog.isFinished }
+    #expect(twiceLog.events.last.map { if case .error(_, _, _, "bad_frame", _) = $0 { true } else { false } } == true)
+    // The daemon is healthy and the bystander's session still works.
+    #expect(SocketClient.get(daemon.socket, "/healthz").status == 200)
+    try bystander.load(
+      slot: 0, item: "item-5", token: 1, url: origin.url("/item/5.png"), width: 16, height: 16)
+    await eventually("bystander served") { bystanderLog.images.count == 1 }
+    bystander.close()
+    origin.release()
+  }
+
+  @Test("a session upgrade without the headers gets 426; the upgrade works over TCP too")
+  func upgradeRules() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start([
+      "--allow-private", "--cache-dir", "", "--listen", "127.0.0.1:0",
+    ])
+    defer { daemon.stop() }
+    #expect(SocketClient.get(daemon.socket, "/v1/session").status == 426)
+    let port = try #require(Self.tcpPort(in: daemon.log))
+    let client = try ThumbClient(endpoint: .tcp(host: "127.0.0.1", port: port))
+    let log = EventLog(client)
+    try client.load(
+      slot: 3, item: "item-8", token: 4, url: origin.url("/item/8.png"), width: 12, height: 12)
+    await eventually("served over TCP") { log.images.count == 1 }
+    #expect(log.images.first.map { Self.item(shownBy: $0.data) } == 8)
+    client.close()
+  }
+
+  /// The TCP port from the daemon's `listening` log line.
+  static func tcpPort(in log: String) -> UInt16? {
+    guard let range = log.range(of: "127.0.0.1:") else { return nil }
+    return UInt16(log[range.upperBound...].prefix { $0.isNumber })
+  }
+}
