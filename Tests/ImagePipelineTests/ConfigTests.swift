@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+import ThumbServer
+
+/// Settings: the shipped file, precedence, parsing, and errors that name the key.
+@Suite("Config")
+struct ConfigTests {
+  static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
+  private func load(
+    _ arguments: [String], _ environment: [String: String] = [:]
+  ) throws(ConfigError) -> DaemonConfig {
+    guard case .serve(let config, _) = try ConfigLoader.load(
+      arguments: arguments, environment: environment)
+    else { fatalError("help was not asked for") }
+    return config
+  }
+
+  @Test("Config/thumbd.json holds exactly the embedded defaults, every key, each documented")
+  func shippedFileIsTheDefaults() throws {
+    let path = Self.repository + "/Config/thumbd.json"
+    let bytes = try #require(FileManager.default.contents(atPath: path))
+    var fromFile = DaemonConfig()
+    // Start from values that differ from every default, so a key missing from the file shows.
+    fromFile.memoryLimit = 1
+    fromFile.socket = "x"
+    try ConfigLoader.apply(file: [UInt8](bytes), origin: path, to: &fromFile)
+    #expect(fromFile == DaemonConfig())
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: bytes) as? [String: Any])
+    let keys = Set(object.keys.filter { !$0.hasPrefix("_") })
+    #expect(keys == Set(ConfigOption.all.map(\.key)))
+    let docs = try String(contentsOfFile: Self.repository + "/docs/CONFIG.md", encoding: .utf8)
+    for option in ConfigOption.all {
+      #expect(docs.contains("`\(option.key)`"), "docs/CONFIG.md lacks \(option.key)")
+      #expect(docs.contains(option.flag), "docs/CONFIG.md lacks \(option.flag)")
+      #expect(docs.contains(option.environmentName), "docs/CONFIG.md lacks \(option.environmentName)")
+    }
+  }
+
+  @Test("flags beat environment variables, which beat the file, which beats the defaults")
+  func precedence() throws {
+    let file = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-config-\(UUID().uuidString).json").path
+    try Data(#"{"memory_limit": "8MiB", "default_quality": 70, "log_format": "json"}"#.utf8)
+      .write(to: URL(fileURLWithPath: file))
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    let config = try load(
+      ["--config", file, "--memory-limit", "2m"],
+      ["THUMBD_MEMORY_LIMIT": "4MiB", "THUMBD_DEFAULT_QUALITY": "75"])
+    #expect(config.memoryLimit == 2 << 20)
+    #expect(config.defaultQuality == 75)
+    #expect(config.logFormat == .json)
+    #expect(config.diskLimit == 1 << 30)
+    let viaEnvironment = try load([], ["THUMBD_CONFIG": file])
+    #expect(viaEnvironment.memoryLimit == 8 << 20)
+  }
+
+  @Test("values: byte sizes, switches, repeated list flags, comma lists, path expansion")
+  func values() throws {
+    let config = try load(
+      [
+        "--disk-limit", "3G", "--allow-private", "--file-root", "/a", "--file-root=/b",
+        "--listen", "127.0.0.1:8080", "--socket-mode", "600", "--cache-dir", "${HOME_X:-/c}/t",
+      ],
+      ["THUMBD_ALLOWED_HOSTS": "a.example, .b.example", "THUMBD_DRAIN_TIMEOUT": "2.5"])
+    #expect(config.diskLimit == 3 << 30)
+    #expect(config.allowPrivate)
+    #expect(config.fileRoots == ["/a", "/b"])
+    #expect(config.allowedHosts == ["a.example", ".b.example"])
+    #expect(config.socketMode == 0o600)
+    #expect(config.cacheDir == "/c/t")
+    #expect(config.drainTimeout == 2.5)
+    #expect(ListenAddress(config.listen) == ListenAddress("127.0.0.1:8080"))
+    #expect(try load(["--allow-private=false"]).allowPrivate == false)
+    let expanded = ConfigLoader.expand(
+      "${A:-${B:-/fallback}}/x$C", environment: ["B": "/b", "C": "y"])
+    #expect(expanded == "/b/xy")
+    #expect(try load([], ["XDG_RUNTIME_DIR": "/run/user/7"]).socket == "/run/user/7/thumbd.sock")
+  }
+
+  @Test("every bad value is refused with the key and where it came from")
+  func errorsNameTheKey() throws {
+    let cases: [([String], [String: String], String)] = [
+      (["--memory-limit", "lots"], [:], "memory_limit"),
+      (["--socket-mode", "999"], [:], "socket_mode"),
+      (["--listen", "localhost"], [:], "listen"),
+      (["--default-format", "gif"], [:], "default_format"),
+      (["--default-quality", "0"], [:], "default_quality"),
+      (["--allow-scheme", "ftp"], [:], "allowed_schemes"),
+      ([], ["THUMBD_MAX_PIXELS": "-1"], "max_pixels"),
+      ([], ["THUMBD_LOG_LEVEL": "loud"], "log_level"),
+      ([], ["THUMBD_CONNECT_TIMEOUT": "soon"], "connect_timeout"),
+      (["--decode-threads"], [:], "decode_threads"),
+    ]
+    for (arguments, environment, key) in cases {
+      #expect(throws: ConfigError.self) { try load(arguments, environment) }
+      do {
+        _ = try load(arguments, environment)
+      } catch {
+        #expect(error.key == key, "\(arguments) \(environment): \(error)")
+        #expect(error.description.contains(key))
+      }
+    }
+    var config = DaemonConfig()
+    let unknown = #expect(throws: ConfigError.self) {
+      try ConfigLoader.apply(file: Array(#"{"memory_limt": 5}"#.utf8), origin: "f", to: &config)
+    }
+    #expect(unknown?.key == "memory_limt")
+    let typed = #expect(throws: ConfigError.self) {
+      try ConfigLoader.apply(file: Array(#"{"allow_private": "maybe"}"#.utf8), origin: "f", to: &config)
+    }
+    #expect(typed?.key == "allow_private")
+    #expect(throws: ConfigError.self) {
+      try ConfigLoader.apply(file: Array("[1]".utf8), origin: "f", to: &config)
+    }
+    #expect(throws: ConfigError.self) { try load(["--no-such-flag"]) }
+  }
+
+  @Test("the binary exits 2 and names the key for a bad config file, variable or flag")
+  func binaryRefusesBadConfig() throws {
+    let file = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-bad-\(UUID().uuidString).json").path
+    try Data(#"{"disk_limit": "huge"}"#.utf8).write(to: URL(fileURLWithPath: file))
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    let bad = try ChildProcess.runThumbd(["serve", "--config", file])
+    #expect(bad.status == 2)
+    #expect(bad.standardError.contains("disk_limit") && bad.standardError.contains(file))
+    let flag = try ChildProcess.runThumbd(["serve", "--max-redirects", "100"])
+    #expect(flag.status == 2 && flag.standardError.contains("max_redirects"))
+    let help = try ChildProcess.runThumbd(["serve", "--help"])
+    #expect(help.status == 0)
+  }
+}

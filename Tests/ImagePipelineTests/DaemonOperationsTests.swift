@@ -1,0 +1,171 @@
+import CNetShim
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The daemon as operators meet it: load shedding, shutdown, restarts, logs, systemd.
+@Suite("Daemon operations", .serialized)
+struct DaemonOperationsTests {
+  static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
+
+  static func encoded(_ url: String) -> String {
+    url.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+  }
+
+  /// Sends a request on its own thread and returns the raw response.
+  static func background(_ socket: String, _ target: String) -> Task<[UInt8], Never> {
+    Task.detached {
+      await withCheckedContinuation { continuation in
+        Thread.detachNewThread {
+          continuation.resume(returning: SocketClient.get(socket, target).response)
+        }
+      }
+    }
+  }
+
+  @Test("a full decode queue answers 503 with Retry-After; the admitted requests succeed")
+  func fullQueueSheds() async throws {
+    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }.start()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start([
+      "--allow-private", "--cache-dir", "", "--decode-threads", "1", "--max-queued-decodes", "1",
+    ])
+    defer { daemon.stop() }
+    let url = Self.encoded(origin.url("/p.jpg"))
+    // 12 sizes of one source: one download, then 12 decodes arrive at once.
+    let requests = (0..<12).map { Self.background(daemon.socket, "/v1/thumbnail?url=\(url)&w=\(40 + $0)") }
+    await eventually("all joined the download") {
+      origin.held == 1 && daemon.metric("thumbd_coalesced_joins_total") == 11
+    }
+    origin.release()
+    var statuses: [Int] = []
+    for request in requests {
+      let response = await request.value
+      statuses.append(SocketClient.status(of: response))
+      if SocketClient.status(of: response) == 503 {
+        #expect(String(decoding: response, as: UTF8.self).contains("Retry-After: 1\r\n"))
+        #expect(String(decoding: response, as: UTF8.self).contains("\"queue_full\""))
+      }
+    }
+    // At most one decode runs and one waits; the rest are refused at once.
+    #expect(statuses.filter { $0 == 200 }.count >= 1)
+    #expect(statuses.filter { $0 == 503 }.count >= 8)
+    #expect(statuses.allSatisfy { $0 == 200 || $0 == 503 })
+    #expect(SocketClient.get(daemon.socket, "/healthz").status == 200)
+  }
+
+  @Test("SIGTERM stops accepting, finishes the request in flight, then exits 0")
+  func sigtermDrains() async throws {
+    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }.start()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let request = Self.background(
+      daemon.socket, "/v1/thumbnail?url=\(Self.encoded(origin.url("/a.jpg")))&w=32")
+    await eventually("request in flight") { origin.held == 1 }
+    kill(daemon.pid, SIGTERM)
+    await eventually("no longer accepting") { SocketClient.connect(daemon.socket) < 0 }
+    origin.release()
+    let response = await request.value
+    #expect(SocketClient.status(of: response) == 200)
+    #expect(ChildProcess.exitStatus(ChildProcess.wait(daemon.pid)) == 0)
+    #expect(daemon.log.contains("event=stopped abandoned=0"))
+    #expect(!FileManager.default.fileExists(atPath: daemon.socket))
+  }
+
+  @Test("the drain deadline ends a shutdown that in-flight work would hold up")
+  func drainDeadline() async throws {
+    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }.start()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start([
+      "--allow-private", "--cache-dir", "", "--drain-timeout", "0.2",
+    ])
+    let request = Self.background(
+      daemon.socket, "/v1/thumbnail?url=\(Self.encoded(origin.url("/b.jpg")))&w=32")
+    await eventually("request in flight") { origin.held == 1 }
+    kill(daemon.pid, SIGTERM)
+    #expect(ChildProcess.exitStatus(ChildProcess.wait(daemon.pid)) == 0)
+    #expect(daemon.log.contains("event=stopped abandoned=1"))
+    #expect(await request.value.isEmpty, "the abandoned client sees the connection close")
+    origin.release()
+  }
+
+  @Test("after a restart, thumbnails come from the disk cache without a new download")
+  func restartServesFromDisk() async throws {
+    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    defer { origin.stop() }
+    let directory = TestDaemon.makeDirectory()
+    let target = "/v1/thumbnail?url=\(Self.encoded(origin.url("/c.jpg")))&w=64&h=64"
+    let first = try await TestDaemon.start(["--allow-private"], directory: directory)
+    let cold = SocketClient.get(first.socket, target).response
+    #expect(String(decoding: cold, as: UTF8.self).contains("X-Thumbd-Cache: miss"))
+    #expect(first.stop() == 0)
+    let second = try await TestDaemon.start(["--allow-private"], directory: directory)
+    defer { second.stop() }
+    let warm = SocketClient.get(second.socket, target)
+    #expect(warm.status == 200)
+    #expect(String(decoding: warm.response, as: UTF8.self).contains("X-Thumbd-Cache: disk"))
+    #expect(origin.requests == ["/c.jpg"])
+    let body = { (text: [UInt8]) in text[(text.firstRange(of: [13, 10, 13, 10])!.upperBound)...] }
+    #expect(body(warm.response) == body(cold))
+  }
+
+  @Test("logs: one JSON line per request, source reduced to scheme, host and hash; SIGHUP reopens")
+  func logs() async throws {
+    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    defer { origin.stop() }
+    let directory = TestDaemon.makeDirectory()
+    let logFile = directory + "/access.log"
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--log-format", "json", "--log-file", logFile], directory: directory)
+    defer { daemon.stop() }
+    let secretURL = origin.url("/private/path.jpg?token=SECRET123")
+    #expect(
+      SocketClient.get(daemon.socket, "/v1/thumbnail?url=\(Self.encoded(secretURL))&w=20").status
+        == 200)
+    await eventually("request logged") {
+      ((try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "").contains("/v1/thumbnail")
+    }
+    let text = try String(contentsOfFile: logFile, encoding: .utf8)
+    #expect(!text.contains("SECRET123") && !text.contains("/private/"))
+    let lines = text.split(separator: "\n")
+    let records = lines.compactMap {
+      try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String]
+    }
+    #expect(records.count == lines.count, "every line is a JSON object")
+    let request = try #require(records.first { $0["path"] == "/v1/thumbnail" })
+    #expect(request["status"] == "200" && request["cache"] == "miss")
+    let source = try #require(request["src"])
+    #expect(source.hasPrefix("http://127.0.0.1:\(origin.port)#") && source.count > 30)
+    // Rotation: move the file away, SIGHUP, and new lines land in a new file.
+    try FileManager.default.moveItem(atPath: logFile, toPath: logFile + ".1")
+    kill(daemon.pid, SIGHUP)
+    await eventually("log reopened") { FileManager.default.fileExists(atPath: logFile) }
+    #expect(SocketClient.get(daemon.socket, "/healthz").status == 200)
+    await eventually("new file written") {
+      ((try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "").contains("/healthz")
+    }
+  }
+
+  @Test("socket activation: the daemon serves on the listener systemd passes as descriptor 3")
+  func socketActivation() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let path = directory + "/activated.sock"
+    let listener = ns_listen_unix(path, 0o660, 16)
+    try #require(listener >= 0)
+    let script = "export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" serve --cache-dir ''"
+    let pid = try ChildProcess.spawn(
+      ["/bin/sh", "-c", script, ChildProcess.thumbd], standardError: directory + "/log",
+      inherit: listener)
+    close(listener)
+    await eventually("serving on the passed socket") {
+      SocketClient.get(path, "/healthz").status == 200
+    }
+    kill(pid, SIGTERM)
+    #expect(ChildProcess.exitStatus(ChildProcess.wait(pid)) == 0)
+    let log = (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
+    #expect(log.contains("from systemd"))
+  }
+}
