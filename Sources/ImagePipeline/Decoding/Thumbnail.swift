@@ -1,7 +1,10 @@
 /// An encoded thumbnail and what is known about how it was made.
 public struct Thumbnail: Sendable, Hashable {
   /// The encoded bytes.
-  public var data: [UInt8]
+  public let data: [UInt8]
+  /// A 64-bit digest of `data`, stable across processes and versions: HTTP entity tags and
+  /// change detection use it without hashing the bytes again.
+  public let digest: UInt64
   /// The encoding of `data`.
   public var format: ImageFormat
   /// Pixel width, upright.
@@ -26,6 +29,7 @@ public struct Thumbnail: Sendable, Hashable {
     sourceWidth: Int, sourceHeight: Int, orientation: Int, damageWarnings: Int = 0
   ) {
     self.data = data
+    self.digest = ContentDigest.of(data)
     self.format = format
     self.width = width
     self.height = height

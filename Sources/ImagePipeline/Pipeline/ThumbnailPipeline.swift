@@ -105,6 +105,18 @@ public final class ThumbnailPipeline: Sendable {
     try await load(request, id: nextID(), priority: PriorityBox(priority))
   }
 
+  /// The response for `request` if the memory cache has it, without suspending: servers answer
+  /// hits on their I/O thread and start a task only for the rest. Counted like any request.
+  /// `request.spec` must be valid.
+  public func cachedResponse(for request: ImageRequest) -> ImageResponse? {
+    let started = ContinuousClock.now
+    guard let thumbnail = memoryCache.value(forKey: request) else { return nil }
+    metrics.countRequest()
+    metrics.countMemoryHit()
+    metrics.observe("total", started.duration(to: .now).seconds)
+    return ImageResponse(thumbnail: thumbnail, source: .memory)
+  }
+
   /// How much work is waiting and running, per stage, at this moment.
   public struct Workload: Sendable, Hashable {
     /// Thumbnail jobs (one per URL + spec) with at least one subscriber.

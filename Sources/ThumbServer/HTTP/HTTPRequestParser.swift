@@ -170,8 +170,15 @@ public struct HTTPRequestParser: Sendable {
   private static func parseRequestLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError)
     -> HTTPRequest
   {
-    let parts = line.split(separator: 32, omittingEmptySubsequences: false)
-    guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isTokenByte) else {
+    // Exactly two single spaces: method SP target SP version.
+    guard let firstSpace = line.firstIndex(of: 32),
+      let secondSpace = line[(firstSpace + 1)...].firstIndex(of: 32),
+      !line[(secondSpace + 1)...].contains(32)
+    else { throw .malformedRequestLine }
+    let parts = [
+      line[..<firstSpace], line[(firstSpace + 1)..<secondSpace], line[(secondSpace + 1)...],
+    ]
+    guard !parts[0].isEmpty, parts[0].allSatisfy(isTokenByte) else {
       throw .malformedRequestLine
     }
     let version = String(decoding: parts[2], as: UTF8.self)
@@ -187,25 +194,24 @@ public struct HTTPRequestParser: Sendable {
     guard target.first == UInt8(ascii: "/"), target.allSatisfy({ $0 > 32 && $0 < 127 }) else {
       throw .malformedTarget
     }
-    let targetString = String(decoding: target, as: UTF8.self)
-    let pathPart: Substring
-    let queryPart: Substring?
-    if let mark = targetString.firstIndex(of: "?") {
-      pathPart = targetString[..<mark]
-      queryPart = targetString[targetString.index(after: mark)...]
-    } else {
-      pathPart = Substring(targetString)
-      queryPart = nil
+    // Split and decode on bytes: Character-level String scanning costs more than the rest of
+    // a memory-hit request.
+    let mark = target.firstIndex(of: UInt8(ascii: "?"))
+    guard let path = percentDecode(target[..<(mark ?? target.endIndex)], plusIsSpace: false) else {
+      throw .malformedTarget
     }
-    guard let path = percentDecode(pathPart, plusIsSpace: false) else { throw .malformedTarget }
     var query: [HTTPRequest.QueryItem] = []
-    for pair in (queryPart ?? "").split(separator: "&", omittingEmptySubsequences: true) {
-      let pieces = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-      guard let name = percentDecode(pieces[0], plusIsSpace: true),
-        let value = pieces.count > 1 ? percentDecode(pieces[1], plusIsSpace: true) : ""
-      else { throw .malformedTarget }
-      query.append(.init(name: name, value: value))
+    if let mark {
+      let queryBytes = target[(mark + 1)...]
+      for pair in queryBytes.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+        let equals = pair.firstIndex(of: UInt8(ascii: "="))
+        guard let name = percentDecode(pair[..<(equals ?? pair.endIndex)], plusIsSpace: true),
+          let value = equals.map({ percentDecode(pair[($0 + 1)...], plusIsSpace: true) }) ?? ""
+        else { throw .malformedTarget }
+        query.append(.init(name: name, value: value))
+      }
     }
+    let targetString = String(decoding: target, as: UTF8.self)
     return HTTPRequest(
       method: String(decoding: parts[0], as: UTF8.self), target: targetString, path: path,
       query: query, minorVersion: minor, headers: [], body: [])
@@ -254,19 +260,28 @@ public struct HTTPRequestParser: Sendable {
 
   /// Decodes %XX escapes (and '+' as space in queries); nil on a broken escape or bad UTF-8.
   static func percentDecode(_ text: Substring, plusIsSpace: Bool) -> String? {
+    percentDecode(ArraySlice(text.utf8), plusIsSpace: plusIsSpace)
+  }
+
+  static func percentDecode(_ text: ArraySlice<UInt8>, plusIsSpace: Bool) -> String? {
+    if !text.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) {
+      return String(validating: text, as: UTF8.self)
+    }
     var bytes: [UInt8] = []
-    bytes.reserveCapacity(text.utf8.count)
-    var iterator = text.utf8.makeIterator()
-    while let b = iterator.next() {
+    bytes.reserveCapacity(text.count)
+    var index = text.startIndex
+    while index < text.endIndex {
+      let b = text[index]
       if b == UInt8(ascii: "%") {
-        guard let h = iterator.next().flatMap(hexValue), let l = iterator.next().flatMap(hexValue)
+        guard index + 2 < text.endIndex, let h = hexValue(text[index + 1]),
+          let l = hexValue(text[index + 2])
         else { return nil }
         bytes.append(h << 4 | l)
-      } else if b == UInt8(ascii: "+") && plusIsSpace {
-        bytes.append(32)
-      } else {
-        bytes.append(b)
+        index += 3
+        continue
       }
+      bytes.append(b == UInt8(ascii: "+") && plusIsSpace ? 32 : b)
+      index += 1
     }
     return String(validating: bytes, as: UTF8.self)
   }

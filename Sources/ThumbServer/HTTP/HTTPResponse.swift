@@ -29,12 +29,21 @@ public struct HTTPResponse: Sendable, Hashable {
   /// Status line, headers (with Content-Length and, when closing, `Connection: close`) and
   /// body, as bytes.
   public func serialized(keepAlive: Bool) -> [UInt8] {
-    var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
-    for (name, value) in headers { head += "\(name): \(value)\r\n" }
-    head += "Content-Length: \(body.count)\r\n"
-    if !keepAlive { head += "Connection: close\r\n" }
-    head += "\r\n"
-    return Array(head.utf8) + body
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(256 + body.count)
+    func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+    append("HTTP/1.1 \(status) \(Self.reason(status))\r\n")
+    for (name, value) in headers {
+      append(name)
+      append(": ")
+      append(value)
+      append("\r\n")
+    }
+    append("Content-Length: \(body.count)\r\n")
+    if !keepAlive { append("Connection: close\r\n") }
+    append("\r\n")
+    bytes.append(contentsOf: body)
+    return bytes
   }
 
   /// Equal status, headers (in order) and body.

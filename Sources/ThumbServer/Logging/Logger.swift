@@ -34,6 +34,9 @@ public final class Logger: Sendable {
     close(old)
   }
 
+  /// Whether lines of `level` are written: callers skip building costly fields otherwise.
+  public func isEnabled(_ level: LogLevel) -> Bool { level >= self.level }
+
   /// Writes one line if `level` is enabled. `fields` keep their order after `ts`, `level` and
   /// `event`.
   public func log(_ level: LogLevel, _ event: String, _ fields: KeyValuePairs<String, String> = [:])

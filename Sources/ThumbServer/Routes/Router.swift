@@ -18,6 +18,28 @@ public final class Router: Sendable {
     return (response, source)
   }
 
+  /// The answer, if it needs no waiting: memory-cache hits and health checks, which the server
+  /// then writes from its I/O thread without starting a task.
+  public func respondImmediately(to request: HTTPRequest) -> (HTTPResponse, ResponseSource?)? {
+    guard request.method == "GET" else { return nil }
+    let response: HTTPResponse
+    let source: ResponseSource?
+    switch request.path {
+    case "/v1/thumbnail":
+      guard let hit = thumbnails.respondFromMemory(to: request) else { return nil }
+      (response, source) = (hit, .memory)
+    case "/healthz":
+      (response, source) = (Self.healthy, nil)
+    default:
+      return nil
+    }
+    count(response.status)
+    return (response, source)
+  }
+
+  private static let healthy = HTTPResponse(
+    status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok\n".utf8))
+
   /// Counts a response the router did not make (a 400 for an unparsable request).
   public func count(_ status: Int) { statuses.withLock { $0[status, default: 0] += 1 } }
 
@@ -41,11 +63,7 @@ public final class Router: Sendable {
       response.headers.append(("Upgrade", "thumbd-session"))
       return (response, nil)
     case "/healthz":
-      return (
-        HTTPResponse(
-          status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok\n".utf8)),
-        nil
-      )
+      return (Self.healthy, nil)
     case "/metrics":
       let pipeline = thumbnails.pipeline
       let text = PrometheusExposition.render(

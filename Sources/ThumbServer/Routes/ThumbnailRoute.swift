@@ -30,17 +30,7 @@ public struct ThumbnailRoute: Sendable {
     }
     do {
       let response = try await pipeline.response(for: imageRequest, priority: .visible)
-      let thumbnail = response.thumbnail
-      let etag = Self.etag(of: thumbnail)
-      var headers: [(name: String, value: String)] = [
-        ("ETag", etag), ("Cache-Control", "public, max-age=\(maxAge)"),
-        ("X-Thumbd-Cache", response.source.rawValue),
-      ]
-      if Self.matches(request.header("if-none-match"), etag: etag) {
-        return (HTTPResponse(status: 304, headers: headers), response.source)
-      }
-      headers.insert(("Content-Type", thumbnail.format.mimeType), at: 0)
-      return (HTTPResponse(status: 200, headers: headers, body: thumbnail.data), response.source)
+      return (answer(request, with: response), response.source)
     } catch let error as PipelineError {
       return (ErrorMapping.response(for: error), nil)
     } catch {
@@ -48,14 +38,34 @@ public struct ThumbnailRoute: Sendable {
     }
   }
 
-  /// A strong validator: the thumbnail's bytes decide it.
-  static func etag(of thumbnail: Thumbnail) -> String {
-    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-    for byte in thumbnail.data {
-      hash ^= UInt64(byte)
-      hash = hash &* 0x0000_0100_0000_01B3
+  /// The answer for a memory-cache hit, computed without suspending, or nil when the request
+  /// needs real work (or is malformed: `respond` explains that).
+  public func respondFromMemory(to request: HTTPRequest) -> HTTPResponse? {
+    guard case .request(let imageRequest) = parse(request),
+      let response = pipeline.cachedResponse(for: imageRequest)
+    else { return nil }
+    return answer(request, with: response)
+  }
+
+  private func answer(_ request: HTTPRequest, with response: ImageResponse) -> HTTPResponse {
+    let thumbnail = response.thumbnail
+    let etag = Self.etag(of: thumbnail)
+    var headers: [(name: String, value: String)] = [
+      ("ETag", etag), ("Cache-Control", cacheControl),
+      ("X-Thumbd-Cache", response.source.rawValue),
+    ]
+    if Self.matches(request.header("if-none-match"), etag: etag) {
+      return HTTPResponse(status: 304, headers: headers)
     }
-    let hex = String(hash, radix: 16)
+    headers.insert(("Content-Type", thumbnail.format.mimeType), at: 0)
+    return HTTPResponse(status: 200, headers: headers, body: thumbnail.data)
+  }
+
+  private var cacheControl: String { "public, max-age=\(maxAge)" }
+
+  /// A strong validator: the digest of the thumbnail's bytes.
+  static func etag(of thumbnail: Thumbnail) -> String {
+    let hex = String(thumbnail.digest, radix: 16)
     return "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\""
   }
 

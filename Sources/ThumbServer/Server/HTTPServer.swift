@@ -278,6 +278,14 @@ public final class HTTPServer: @unchecked Sendable {
     let keepAlive = request.keepAlive
     if !keepAlive { connection.stopReading = true }
     let (router, token, logger) = (router, connection.token, logger)
+    if let (response, source) = router.respondImmediately(to: request) {
+      // Memory hits and health checks: no task, no hand-off between threads.
+      if let logger { Self.logAccess(logger, request, response, source, since: .now) }
+      enqueue(
+        response.serialized(keepAlive: keepAlive), close: !keepAlive, sequence: sequence,
+        on: connection)
+      return
+    }
     connection.inFlight[sequence] = Task { [weak self] in
       let started = ContinuousClock.now
       let (response, source) = await router.respond(to: request)
@@ -296,6 +304,7 @@ public final class HTTPServer: @unchecked Sendable {
     _ logger: Logger, _ request: HTTPRequest, _ response: HTTPResponse, _ source: ResponseSource?,
     since started: ContinuousClock.Instant
   ) {
+    guard logger.isEnabled(.info) else { return }
     let elapsed = ContinuousClock.now - started
     let milliseconds = Double(elapsed.components.attoseconds) / 1e15
       + Double(elapsed.components.seconds) * 1000
