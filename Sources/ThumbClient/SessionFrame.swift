@@ -79,7 +79,8 @@ public enum JSONValue: Sendable, Hashable {
 
   /// Parses JSON text; nil unless it is valid JSON.
   public static func parse(_ bytes: some Collection<UInt8>) -> JSONValue? {
-    guard let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed)
+    guard
+      let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed)
     else { return nil }
     return JSONValue(foundation: object)
   }

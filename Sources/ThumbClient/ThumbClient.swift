@@ -36,8 +36,9 @@ public final class ThumbClient: Sendable {
     public var token: Int
     /// `png` or `jpeg`.
     public var format: String
-    /// Size in pixels.
+    /// Width in pixels.
     public var width: Int
+    /// Height in pixels.
     public var height: Int
     /// `memory`, `disk`, `miss` or `coalesced`.
     public var cache: String
@@ -147,7 +148,9 @@ public final class ThumbClient: Sendable {
       if bindings[slot]?.token == token { bindings[slot] = nil }
     }
     try send(
-      SessionFrame(header: ["op": .string("cancel"), "slot": .integer(slot), "token": .integer(token)]))
+      SessionFrame(header: [
+        "op": .string("cancel"), "slot": .integer(slot), "token": .integer(token),
+      ]))
   }
 
   /// Changes the priority of the slot's load with `token`.

@@ -137,7 +137,8 @@ enum ServeCommand {
       maxRedirects: config.maxRedirects)
     let limits = DecodingLimits(
       maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels)
-    let disk = try config.cacheDir.isEmpty
+    let disk =
+      try config.cacheDir.isEmpty
       ? nil : DiskCache(directory: config.cacheDir, sizeLimit: config.diskLimit)
     return ThumbnailPipeline.Configuration(
       dataLoader: SourceLoader(policy: policy), thumbnailer: Thumbnailer(limits: limits),

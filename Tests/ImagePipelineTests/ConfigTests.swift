@@ -11,8 +11,9 @@ struct ConfigTests {
   private func load(
     _ arguments: [String], _ environment: [String: String] = [:]
   ) throws(ConfigError) -> DaemonConfig {
-    guard case .serve(let config, _) = try ConfigLoader.load(
-      arguments: arguments, environment: environment)
+    guard
+      case .serve(let config, _) = try ConfigLoader.load(
+        arguments: arguments, environment: environment)
     else { fatalError("help was not asked for") }
     return config
   }
@@ -35,7 +36,8 @@ struct ConfigTests {
     for option in ConfigOption.all {
       #expect(docs.contains("`\(option.key)`"), "docs/CONFIG.md lacks \(option.key)")
       #expect(docs.contains(option.flag), "docs/CONFIG.md lacks \(option.flag)")
-      #expect(docs.contains(option.environmentName), "docs/CONFIG.md lacks \(option.environmentName)")
+      #expect(
+        docs.contains(option.environmentName), "docs/CONFIG.md lacks \(option.environmentName)")
     }
   }
 
@@ -109,7 +111,8 @@ struct ConfigTests {
     }
     #expect(unknown?.key == "memory_limt")
     let typed = #expect(throws: ConfigError.self) {
-      try ConfigLoader.apply(file: Array(#"{"allow_private": "maybe"}"#.utf8), origin: "f", to: &config)
+      try ConfigLoader.apply(
+        file: Array(#"{"allow_private": "maybe"}"#.utf8), origin: "f", to: &config)
     }
     #expect(typed?.key == "allow_private")
     #expect(throws: ConfigError.self) {

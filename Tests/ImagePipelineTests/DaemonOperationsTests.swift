@@ -36,7 +36,9 @@ struct DaemonOperationsTests {
     defer { daemon.stop() }
     let url = Self.encoded(origin.url("/p.jpg"))
     // 12 sizes of one source: one download, then 12 decodes arrive at once.
-    let requests = (0..<12).map { Self.background(daemon.socket, "/v1/thumbnail?url=\(url)&w=\(40 + $0)") }
+    let requests = (0..<12).map {
+      Self.background(daemon.socket, "/v1/thumbnail?url=\(url)&w=\(40 + $0)")
+    }
     await eventually("all joined the download") {
       origin.held == 1 && daemon.metric("thumbd_coalesced_joins_total") == 11
     }

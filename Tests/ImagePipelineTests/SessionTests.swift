@@ -210,10 +210,14 @@ struct SessionTests {
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
-    try client.load(slot: 1, item: "a", token: 1, url: "http://example.com/a.jpg", width: -5, height: 10)
-    try client.load(slot: 2, item: "b", token: 1, url: "http://127.0.0.1/b.jpg", width: 10, height: 10)
+    try client.load(
+      slot: 1, item: "a", token: 1, url: "http://example.com/a.jpg", width: -5, height: 10)
+    try client.load(
+      slot: 2, item: "b", token: 1, url: "http://127.0.0.1/b.jpg", width: 10, height: 10)
     await eventually("two answers") { log.events.count == 2 }
-    let codes = log.events.compactMap { if case .error(_, _, _, let code, _) = $0 { code } else { nil } }
+    let codes = log.events.compactMap {
+      if case .error(_, _, _, let code, _) = $0 { code } else { nil }
+    }
     #expect(codes == ["invalid_spec", "not_allowed"])
     client.close()
   }
@@ -228,7 +232,8 @@ struct SessionTests {
       "{\"op\":\"release\",\"round\":-1}\n", "{\"op\":\"release\",\"round\":1.5}\n",
       "{\"op\":\"release\",\"round\":true}\n",
       "{\"op\":\"cancel\",\"slot\":1}\n", "{\"op\":\"cancel\",\"token\":1}\n",
-      "{\"op\":\"cancel\",\"slot\":65536,\"token\":1}\n", "{\"op\":\"cancel\",\"slot\":-1,\"token\":1}\n",
+      "{\"op\":\"cancel\",\"slot\":65536,\"token\":1}\n",
+      "{\"op\":\"cancel\",\"slot\":-1,\"token\":1}\n",
       "{\"op\":\"priority\",\"slot\":1,\"token\":1}\n",
       "{\"op\":\"priority\",\"slot\":1,\"token\":1,\"priority\":\"urgent\"}\n",
       "{\"op\":\"priority\",\"slot\":1,\"token\":1,\"priority\":3}\n",
@@ -299,7 +304,10 @@ struct SessionTests {
     try twice.prefetch(round: 4, items: heldItem, width: 8, height: 8)
     try twice.prefetch(round: 4, items: heldItem, width: 8, height: 8)
     await eventually("connection closed") { twiceLog.isFinished }
-    #expect(twiceLog.events.last.map { if case .error(_, _, _, "bad_frame", _) = $0 { true } else { false } } == true)
+    #expect(
+      twiceLog.events.last.map {
+        if case .error(_, _, _, "bad_frame", _) = $0 { true } else { false }
+      } == true)
     // The daemon is healthy and the bystander's session still works.
     #expect(SocketClient.get(daemon.socket, "/healthz").status == 200)
     try bystander.load(

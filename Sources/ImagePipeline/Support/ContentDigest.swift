@@ -8,7 +8,8 @@ enum ContentDigest {
     bytes.withUnsafeBytes { raw in
       let words = raw.count / 8
       for index in 0..<words {
-        let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self))
+        let word = UInt64(
+          littleEndian: raw.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self))
         hash = (hash ^ mix(word)) &* 0xFF51_AFD7_ED55_8CCD
         hash ^= hash >> 32
       }

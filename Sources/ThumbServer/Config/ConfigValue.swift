@@ -69,7 +69,11 @@ public enum ConfigValue: Sendable, Hashable {
       let digits = trimmed.prefix { $0.isNumber }
       guard let number = Int(digits) else { return nil }
       var unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
-      if unit.hasSuffix("ib") { unit.removeLast(2) } else if unit.hasSuffix("b") { unit.removeLast() }
+      if unit.hasSuffix("ib") {
+        unit.removeLast(2)
+      } else if unit.hasSuffix("b") {
+        unit.removeLast()
+      }
       let shifts = ["": 0, "k": 10, "m": 20, "g": 30, "t": 40]
       guard let shift = shifts[unit], number <= Int.max >> shift else { return nil }
       return number << shift

@@ -53,7 +53,8 @@ public final class Logger: Sendable {
     case .logfmt:
       line = all.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ")
     case .json:
-      line = "{" + all.map { "\(JSON.quote($0.0)):\(JSON.quote($0.1))" }.joined(separator: ",") + "}"
+      line =
+        "{" + all.map { "\(JSON.quote($0.0)):\(JSON.quote($0.1))" }.joined(separator: ",") + "}"
     }
     line += "\n"
     descriptor.withLock { fd in
@@ -70,25 +71,45 @@ public final class Logger: Sendable {
   }
 
   private static func logfmtValue(_ value: String) -> String {
-    let plain = !value.isEmpty
+    let plain =
+      !value.isEmpty
       && value.unicodeScalars.allSatisfy {
         $0.value > 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "=" && $0 != "\\"
       }
     return plain ? value : JSON.quote(value)
   }
 
-  /// UTC, millisecond precision: `2026-11-30T20:15:02.123Z`.
+  /// UTC, millisecond precision: `2026-11-30T20:15:02.123Z`. The part up to the seconds is
+  /// formatted once per second.
   static func timestamp() -> String {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
-    var parts = tm()
-    var seconds = now.tv_sec
-    gmtime_r(&seconds, &parts)
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let prefix = secondsCache.withLock { cache -> String in
+      if cache.second == now.tv_sec { return cache.text }
+      var parts = tm()
+      var seconds = now.tv_sec
+      gmtime_r(&seconds, &parts)
+      func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+      cache = (
+        now.tv_sec,
+        "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+          + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))."
+      )
+      return cache.text
+    }
     let millis = now.tv_nsec / 1_000_000
-    let milliText = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
-    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-      + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(milliText)Z"
+    return prefix + (millis < 10 ? "00" : millis < 100 ? "0" : "") + String(millis) + "Z"
+  }
+
+  private static let secondsCache = Mutex<(second: Int, text: String)>((-1, ""))
+
+  /// `12.345` for a duration in milliseconds, without Foundation's formatter.
+  public static func milliseconds(_ duration: Duration) -> String {
+    let micros =
+      duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+    let fraction = micros % 1000
+    return String(micros / 1000) + "." + (fraction < 10 ? "00" : fraction < 100 ? "0" : "")
+      + String(fraction)
   }
 }
 
@@ -104,11 +125,35 @@ public enum LogRedaction {
     }
     let hex = String(hash, radix: 16)
     let digest = String(repeating: "0", count: 16 - hex.count) + hex
-    guard let components = URLComponents(string: url), let scheme = components.scheme else {
-      return "invalid#" + digest
+    // scheme "://" [userinfo "@"] host [":" port], cut before the path, query or fragment;
+    // parsed by hand because this runs for every logged request.
+    let bytes = Array(url.utf8)
+    guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
+      bytes[..<colon].allSatisfy({ isSchemeByte($0) })
+    else { return "invalid#" + digest }
+    let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+    var authority = ""
+    if bytes[(colon + 1)...].starts(with: "//".utf8) {
+      let start = colon + 3
+      let end =
+        bytes[start...].firstIndex {
+          $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        } ?? bytes.endIndex
+      var hostPart = bytes[start..<end]
+      if let at = hostPart.lastIndex(of: UInt8(ascii: "@")) { hostPart = hostPart[(at + 1)...] }
+      authority = String(decoding: hostPart, as: UTF8.self).lowercased()
     }
-    let host = components.host.map { $0.lowercased() } ?? ""
-    let port = components.port.map { ":\($0)" } ?? ""
-    return "\(scheme.lowercased())://\(host)\(port)#\(digest)"
+    return "\(scheme)://\(authority)#\(digest)"
+  }
+
+  private static func isSchemeByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+      UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "-"),
+      UInt8(ascii: "."):
+      return true
+    default:
+      return false
+    }
   }
 }

@@ -103,7 +103,8 @@ public final class HTTPServer: @unchecked Sendable {
       if stopping.load(ordering: .relaxed) && !stopped {
         stopped = true
         let seconds = Double(bitPattern: drainSeconds.load(ordering: .relaxed))
-        deadline = .now + (seconds.isFinite ? .milliseconds(Int64(seconds * 1000)) : .seconds(1 << 40))
+        deadline =
+          .now + (seconds.isFinite ? .milliseconds(Int64(seconds * 1000)) : .seconds(1 << 40))
         for (_, fd) in listeners {
           _ = ns_poll_forget(poller, fd)
           close(fd)
@@ -224,7 +225,8 @@ public final class HTTPServer: @unchecked Sendable {
       return true
     }
     router.count(101)
-    let head = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+    let head =
+      "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
       + "Upgrade: thumbd-session\r\n\r\n"
     enqueue(Array(head.utf8), close: false, sequence: connection.nextSequence, on: connection)
     connection.nextSequence += 1
@@ -245,7 +247,8 @@ public final class HTTPServer: @unchecked Sendable {
       if !immediate.isEmpty { appendOutput(immediate, to: connection) }
     } catch {
       connection.stopReading = true
-      logger?.log(.info, "bad_frame", ["connection": String(connection.token), "reason": error.message])
+      logger?.log(
+        .info, "bad_frame", ["connection": String(connection.token), "reason": error.message])
       let frame = SessionFrame(header: [
         "op": .string("error"), "code": .string("bad_frame"), "message": .string(error.message),
       ])
@@ -305,13 +308,10 @@ public final class HTTPServer: @unchecked Sendable {
     since started: ContinuousClock.Instant
   ) {
     guard logger.isEnabled(.info) else { return }
-    let elapsed = ContinuousClock.now - started
-    let milliseconds = Double(elapsed.components.attoseconds) / 1e15
-      + Double(elapsed.components.seconds) * 1000
     var fields: [(String, String)] = [
       ("method", request.method), ("path", request.path), ("status", String(response.status)),
       ("bytes", String(response.body.count)),
-      ("ms", String(format: "%.3f", milliseconds)),
+      ("ms", Logger.milliseconds(ContinuousClock.now - started)),
     ]
     if let source { fields.append(("cache", source.rawValue)) }
     if let url = request.queryValue("url") { fields.append(("src", LogRedaction.source(url))) }

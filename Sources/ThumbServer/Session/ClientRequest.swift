@@ -100,7 +100,9 @@ enum ClientRequest {
 
     func optionalInteger(_ name: String) throws(SessionFrameError) -> Int? {
       guard let value = values[name], value != .null else { return nil }
-      guard let number = value.integer else { throw SessionFrameError("\(name) must be an integer") }
+      guard let number = value.integer else {
+        throw SessionFrameError("\(name) must be an integer")
+      }
       return number
     }
 

@@ -161,7 +161,10 @@ final class Session {
     }
     logger?.log(
       .debug, "session_load",
-      ["slot": String(load.slot), "token": String(load.token), "src": LogRedaction.source(load.url)]
+      [
+        "slot": String(load.slot), "token": String(load.token),
+        "src": LogRedaction.source(load.url),
+      ]
     )
     return []
   }

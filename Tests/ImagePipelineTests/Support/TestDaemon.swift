@@ -51,7 +51,9 @@ struct TestDaemon {
   var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
   /// The daemon's /metrics text.
-  var metrics: String { String(decoding: SocketClient.get(socket, "/metrics").response, as: UTF8.self) }
+  var metrics: String {
+    String(decoding: SocketClient.get(socket, "/metrics").response, as: UTF8.self)
+  }
 
   /// The value of a metric line, e.g. `thumbd_stale_drops_total`.
   func metric(_ name: String) -> Double? {
