@@ -63,6 +63,7 @@ enum ServeCommand {
   private static func serve(
     _ config: DaemonConfig, logger: Logger, environment: [String: String]
   ) async throws -> Int32 {
+    raiseDescriptorLimit(toServe: config.maxConnections, logger: logger)
     let pipeline = ThumbnailPipeline(configuration: try pipelineConfiguration(config))
     let parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
@@ -147,6 +148,23 @@ enum ServeCommand {
       decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
       maxQueuedDecodes: config.maxQueuedDecodes, diskCache: disk,
       negativeCacheSeconds: config.negativeCacheSeconds)
+  }
+
+  /// Each connection is a descriptor: lift the soft limit (often 1024) to the hard one, so
+  /// `max_connections` is not cut short by a default meant for interactive shells.
+  private static func raiseDescriptorLimit(toServe connections: Int, logger: Logger) {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    if limit.rlim_cur < limit.rlim_max {
+      limit.rlim_cur = limit.rlim_max
+      _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+    // Room for the listeners, caches, origin connections and logs besides clients.
+    if Int(limit.rlim_cur) < connections + 256 {
+      logger.log(
+        .warn, "descriptor_limit",
+        ["limit": String(limit.rlim_cur), "max_connections": String(connections)])
+    }
   }
 
   private static func onSignal(

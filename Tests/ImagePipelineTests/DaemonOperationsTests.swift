@@ -151,6 +151,35 @@ struct DaemonOperationsTests {
     }
   }
 
+  @Test("2000 idle keep-alive connections cost no thread each; the daemon still answers")
+  func idleConnections() async throws {
+    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    defer { daemon.stop() }
+    let threadsBefore = try Self.threads(of: daemon.pid)
+    var idle: [Int32] = []
+    defer { for fd in idle { close(fd) } }
+    for _ in 0..<2000 {
+      let fd = SocketClient.connect(daemon.socket)
+      try #require(fd >= 0)
+      idle.append(fd)
+    }
+    // A request on the last connection proves every earlier one was accepted before it.
+    let probe = Array("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n".utf8)
+    _ = probe.withUnsafeBytes { send(idle[1999], $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var reply = [UInt8](repeating: 0, count: 512)
+    #expect(read(idle[1999], &reply, reply.count) > 0)
+    #expect(SocketClient.status(of: reply) == 200)
+    #expect(SocketClient.get(daemon.socket, "/healthz").status == 200)
+    let threadsAfter = try Self.threads(of: daemon.pid)
+    #expect(threadsAfter <= threadsBefore + 4, "\(threadsBefore) -> \(threadsAfter) threads")
+  }
+
+  static func threads(of pid: pid_t) throws -> Int {
+    let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+    let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("Threads:") })
+    return try #require(Int(line.dropFirst("Threads:".count).trimmingCharacters(in: .whitespaces)))
+  }
+
   @Test("socket activation: the daemon serves on the listener systemd passes as descriptor 3")
   func socketActivation() async throws {
     let directory = TestDaemon.makeDirectory()
