@@ -61,3 +61,48 @@ enum SocketClient {
     return Int(line.dropFirst(9).prefix(3)) ?? 0
   }
 }
+
+extension SocketClient {
+  /// A GET over TCP to 127.0.0.1 with `Connection: close`; the raw response, or [] if the
+  /// connection failed.
+  static func getTCP(port: UInt16, _ target: String) -> [UInt8] {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return [] }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    let connected = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    guard connected == 0 else { return [] }
+    let request = Array("GET \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
+    guard
+      request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) })
+        == request.count
+    else { return [] }
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let n = read(fd, &buffer, buffer.count)
+      if n <= 0 { break }
+      out += buffer[0..<n]
+    }
+    return out
+  }
+
+  /// A response header's value (case-insensitive name), from the raw response.
+  static func header(_ name: String, in response: [UInt8]) -> String? {
+    let end = response.firstRange(of: [13, 10, 13, 10])?.lowerBound ?? response.endIndex
+    for line in String(decoding: response[..<end], as: UTF8.self).components(separatedBy: "\r\n") {
+      guard let colon = line.firstIndex(of: ":") else { continue }
+      if line[..<colon].lowercased() == name.lowercased() {
+        return line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+      }
+    }
+    return nil
+  }
+}
