@@ -21,6 +21,8 @@ final class TestOrigin: @unchecked Sendable {
     var streamedLength: Int?
     /// When true, no Content-Length is sent: the body ends when the connection closes.
     var omitLength = false
+    /// With `streamedLength`: after this many body bytes, wait for `release()` before the rest.
+    var pauseAfterBytes: Int?
     /// Microseconds the origin waits before answering: a slow origin, so that results finish
     /// in a different order than they were asked for.
     var delayMicroseconds: UInt32 = 0
@@ -142,7 +144,14 @@ final class TestOrigin: @unchecked Sendable {
       // At most 64 MiB/s: a client that hangs up promptly leaves nearly all of it unsent,
       // however loaded the machine is.
       let chunk = [UInt8](repeating: 0x41, count: 65536)
+      var paused = false
       while written < length {
+        if let pause = response.pauseAfterBytes, written >= pause, !paused {
+          paused = true
+          heldCount.withLock { $0 += 1 }
+          releaseGate.wait()
+          heldCount.withLock { $0 -= 1 }
+        }
         let n = writeAll(connection, Array(chunk.prefix(length - written)))
         written += n
         if n < min(chunk.count, length - written + n) { break }
