@@ -10,6 +10,7 @@ let package = Package(
   products: [
     .library(name: "ImagePipeline", targets: ["ImagePipeline", "ThumbClient"]),
     .executable(name: "thumbd", targets: ["thumbd"]),
+    .executable(name: "thumbload", targets: ["thumbload"]),
   ],
   targets: [
     .target(
@@ -51,6 +52,16 @@ let package = Package(
       dependencies: ["ImagePipeline", "ThumbServer"],
       swiftSettings: strictSwift
     ),
+    .target(
+      name: "LoadHarness",
+      dependencies: ["ImagePipeline", "ThumbClient", "CNetShim"],
+      swiftSettings: strictSwift
+    ),
+    .executableTarget(
+      name: "thumbload",
+      dependencies: ["LoadHarness"],
+      swiftSettings: strictSwift
+    ),
     .executableTarget(
       name: "pipeline-bench",
       dependencies: ["ImagePipeline"],
@@ -59,7 +70,9 @@ let package = Package(
     ),
     .testTarget(
       name: "ImagePipelineTests",
-      dependencies: ["ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CNetShim"],
+      dependencies: [
+        "ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CNetShim", "LoadHarness",
+      ],
       swiftSettings: strictSwift
     ),
   ],

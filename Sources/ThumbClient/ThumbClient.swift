@@ -269,7 +269,11 @@ public final class ThumbClient: Sendable {
     }
   }
 
-  private func isCurrent(slot: Int, item: String, token: Int) -> Bool {
+  /// Whether `slot` still holds `item` with `token`. Results in `events` were checked when
+  /// they arrived; a UI that consumes them on another thread calls this again right before
+  /// showing one, on the thread that also calls `load`, so a result can never land in a slot
+  /// that moved on in between. A false answer counts as a stale drop.
+  public func isCurrent(slot: Int, item: String, token: Int) -> Bool {
     guard verifyTokens else { return true }
     let binding = current.withLock { $0[slot] }
     if binding == SlotBinding(item: item, token: token) { return true }

@@ -1,0 +1,113 @@
+import Synchronization
+
+/// Everything a run observes, shared by the simulated clients. One lock: updates are a few
+/// hundred per second.
+public final class Measurements: Sendable {
+  struct State {
+    var latencies: [String: [Double]] = [:]
+    var timeToVisible: [(at: Double, ms: Double)] = []
+    var loads = 0
+    var images = 0
+    var wrongDeliveries = 0
+    var undecodable = 0
+    var wrongExamples: [String] = []
+    var clientStale = 0
+    var superseded = 0
+    var errors: [String: Int] = [:]
+    var prefetched = 0
+    var prefetchErrors = 0
+    var displayed: Set<Int> = []
+    var requested: Set<String> = []
+    var rss: [(at: Double, megabytes: Double)] = []
+  }
+
+  let state = Mutex(State())
+
+  /// An empty record.
+  public init() {}
+
+  func countLoad(url: String) {
+    state.withLock {
+      $0.loads += 1
+      $0.requested.insert(url)
+    }
+  }
+
+  func countPrefetch(urls: [String]) {
+    state.withLock { $0.requested.formUnion(urls) }
+  }
+
+  func recordImage(outcome: String, latencyMs: Double, timeToVisibleMs: Double?, at: Double, item: Int) {
+    state.withLock {
+      $0.images += 1
+      $0.latencies[outcome, default: []].append(latencyMs)
+      if let ttv = timeToVisibleMs { $0.timeToVisible.append((at, ttv)) }
+      $0.displayed.insert(item)
+    }
+  }
+
+  func recordWrong(_ description: String, undecodable: Bool) {
+    state.withLock {
+      $0.wrongDeliveries += 1
+      if undecodable { $0.undecodable += 1 }
+      if $0.wrongExamples.count < 10 { $0.wrongExamples.append(description) }
+    }
+  }
+
+  func recordError(code: String, latencyMs: Double) {
+    state.withLock {
+      $0.errors[code, default: 0] += 1
+      $0.latencies["error", default: []].append(latencyMs)
+    }
+  }
+
+  func recordSuperseded(latencyMs: Double) {
+    state.withLock {
+      $0.superseded += 1
+      $0.latencies["cancelled", default: []].append(latencyMs)
+    }
+  }
+
+  func countClientStale() { state.withLock { $0.clientStale += 1 } }
+
+  func countPrefetchResult(ok: Bool) {
+    state.withLock {
+      if ok { $0.prefetched += 1 } else { $0.prefetchErrors += 1 }
+    }
+  }
+
+  func recordRSS(at: Double, bytes: Int) {
+    state.withLock { $0.rss.append((at, Double(bytes) / 1_048_576)) }
+  }
+
+  /// Wrong deliveries so far.
+  public var wrongDeliveries: Int { state.withLock { $0.wrongDeliveries } }
+  /// Loads issued so far.
+  public var loads: Int { state.withLock { $0.loads } }
+  /// Images shown so far.
+  public var images: Int { state.withLock { $0.images } }
+}
+
+/// Percentiles of a sample, nearest-rank.
+public struct Percentiles: Sendable, Hashable, Codable {
+  public var count: Int
+  public var p50: Double
+  public var p95: Double
+  public var p99: Double
+  public var max: Double
+
+  /// Summarises `values` (milliseconds); zeros when empty.
+  public init(_ values: [Double]) {
+    let sorted = values.sorted()
+    count = sorted.count
+    func rank(_ q: Double) -> Double {
+      guard !sorted.isEmpty else { return 0 }
+      let index = Int((q * Double(sorted.count)).rounded(.up)) - 1
+      return sorted[Swift.max(0, Swift.min(sorted.count - 1, index))]
+    }
+    p50 = rank(0.50)
+    p95 = rank(0.95)
+    p99 = rank(0.99)
+    max = sorted.last ?? 0
+  }
+}

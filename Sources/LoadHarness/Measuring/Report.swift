@@ -1,0 +1,179 @@
+import Foundation
+
+/// The result of a run: what docs/THUMBLOAD.md documents as the JSON schema.
+public struct Report: Sendable, Codable {
+  /// One stampede's dedup figures.
+  public struct Stampede: Sendable, Codable, Hashable {
+    public var clients: Int
+    public var uniqueSources: Int
+    public var originFetches: Int
+    public var delivered: Int
+    public var failed: Int
+  }
+
+  /// Work spent on items that were cancelled before they were shown.
+  public struct CancelledWork: Sendable, Codable, Hashable {
+    /// Loads superseded (their cell recycled) before their image arrived.
+    public var loadsSuperseded: Int
+    /// Coalesced jobs the server stopped because every subscriber had left.
+    public var workStopped: Int
+    /// Sources downloaded but never shown.
+    public var wastedFetches: Int
+    /// Their bytes.
+    public var wastedBytes: Int
+    /// Decodes the server started during the run.
+    public var decodes: Int
+  }
+
+  /// Stale results dropped.
+  public struct StaleDropped: Sendable, Codable, Hashable {
+    /// By the server before sending.
+    public var server: Int
+    /// By the client's display-time check.
+    public var client: Int
+  }
+
+  public var scenario: String
+  public var target: String
+  public var seed: UInt64
+  public var durationS: Double
+  public var lists: Int
+  public var itemsPerList: Int
+  public var slots: Int
+  public var prefetchWindow: Int
+  public var prefetchFlood: Int
+  public var cache: String
+  public var wrongDeliveries: Int
+  public var wrongExamples: [String]
+  public var undecodable: Int
+  public var loads: Int
+  public var images: Int
+  public var errors: [String: Int]
+  public var originFetches: Int
+  public var uniqueSources: Int
+  public var dedupRatio: Double
+  public var staleDropped: StaleDropped
+  public var cancelledWork: CancelledWork
+  public var latencyMs: Percentiles
+  public var latencyByOutcomeMs: [String: Percentiles]
+  public var timeToVisibleMs: Percentiles
+  public var throughputRps: Double
+  public var prefetched: Int
+  public var prefetchErrors: Int
+  public var stampede: Stampede?
+  public var rssMb: [[Double]]
+  public var timeToVisibleSeries: [[Double]]
+  public var latencyHistogram: [[Double]]
+
+  static func make(
+    options: RunOptions, target: String, measurements: Measurements, elapsed: Double,
+    scrolledSeconds: Double, originBefore: [String: Int], origin: SyntheticOrigin,
+    before: ServerFigures, after: ServerFigures, stampede: Stampede?
+  ) -> Report {
+    let state = measurements.state.withLock { $0 }
+    let requests = origin.requests
+    let bytes = origin.bytesSent
+    var fetches = 0
+    for (path, count) in requests { fetches += count - (originBefore[path] ?? 0) }
+    // Item paths the origin served that no list ever showed: wasted downloads.
+    var wastedFetches = 0
+    var wastedBytes = 0
+    for (path, count) in requests where count > (originBefore[path] ?? 0) {
+      guard let item = Self.item(ofPath: path), !state.displayed.contains(item) else { continue }
+      if let stampede, stampede.uniqueSources > 0, item >= 5_000_000 { continue }
+      wastedFetches += count - (originBefore[path] ?? 0)
+      wastedBytes += bytes[path] ?? 0
+    }
+    var unique = state.requested.count
+    if let stampede { unique += stampede.uniqueSources }
+    let all = state.latencies.filter { $0.key != "cancelled" }.values.flatMap { $0 }
+    return Report(
+      scenario: options.scenarios.joined(separator: "+"), target: target, seed: options.seed,
+      durationS: elapsed, lists: options.lists, itemsPerList: options.items, slots: options.slots,
+      prefetchWindow: options.prefetchWindow, prefetchFlood: options.prefetchFlood,
+      cache: options.cache, wrongDeliveries: state.wrongDeliveries,
+      wrongExamples: state.wrongExamples, undecodable: state.undecodable, loads: state.loads,
+      images: state.images, errors: state.errors, originFetches: fetches, uniqueSources: unique,
+      dedupRatio: unique > 0 ? Double(fetches) / Double(unique) : 0,
+      staleDropped: StaleDropped(
+        server: after.staleDrops - before.staleDrops, client: state.clientStale),
+      cancelledWork: CancelledWork(
+        loadsSuperseded: state.superseded, workStopped: after.cancelledWork - before.cancelledWork,
+        wastedFetches: wastedFetches, wastedBytes: wastedBytes,
+        decodes: after.decodes - before.decodes),
+      latencyMs: Percentiles(all),
+      latencyByOutcomeMs: state.latencies.mapValues(Percentiles.init),
+      timeToVisibleMs: Percentiles(state.timeToVisible.map(\.ms)),
+      throughputRps: scrolledSeconds > 0 ? Double(state.images) / scrolledSeconds : 0,
+      prefetched: state.prefetched, prefetchErrors: state.prefetchErrors, stampede: stampede,
+      rssMb: state.rss.map { [($0.at * 10).rounded() / 10, ($0.megabytes * 10).rounded() / 10] },
+      timeToVisibleSeries: state.timeToVisible.map {
+        [($0.at * 1000).rounded() / 1000, ($0.ms * 100).rounded() / 100]
+      },
+      latencyHistogram: Self.histogram(all))
+  }
+
+  /// Log-spaced buckets: [upper bound ms, count].
+  static func histogram(_ values: [Double]) -> [[Double]] {
+    let bounds = [1.0, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, .infinity]
+    var counts = [Double](repeating: 0, count: bounds.count)
+    for value in values {
+      let index = bounds.firstIndex { value <= $0 } ?? bounds.count - 1
+      counts[index] += 1
+    }
+    return zip(bounds, counts).map { [$0.0.isFinite ? $0.0 : -1, $0.1] }
+  }
+
+  static func item(ofPath path: String) -> Int? {
+    guard path.hasPrefix("/item/"), let dot = path.lastIndex(of: ".") else { return nil }
+    return Int(path[path.index(path.startIndex, offsetBy: 6)..<dot])
+  }
+
+  /// The report as JSON, keys in snake case, sorted.
+  public func json() throws -> Data {
+    let encoder = JSONEncoder()
+    encoder.keyEncodingStrategy = .convertToSnakeCase
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    return try encoder.encode(self)
+  }
+
+  /// The summary table printed at the end of a run.
+  public func summary() -> String {
+    func ms(_ value: Double) -> String { String(format: "%.1f", value) }
+    var lines = [
+      "thumbload: \(scenario) against \(target), \(String(format: "%.1f", durationS)) s, seed \(seed)",
+      "",
+      "outcome        count      p50 ms    p95 ms    p99 ms    max ms",
+    ]
+    for (outcome, p) in latencyByOutcomeMs.sorted(by: { $0.key < $1.key }) {
+      lines.append(
+        outcome.padding(toLength: 12, withPad: " ", startingAt: 0)
+          + String(format: "%8d  %9.1f %9.1f %9.1f %9.1f", p.count, p.p50, p.p95, p.p99, p.max))
+    }
+    lines += [
+      "",
+      "time to visible  p50 \(ms(timeToVisibleMs.p50)) ms  p95 \(ms(timeToVisibleMs.p95)) ms  "
+        + "p99 \(ms(timeToVisibleMs.p99)) ms",
+      "throughput       \(String(format: "%.1f", throughputRps)) images/s (\(images) shown, \(loads) loads)",
+      "origin fetches   \(originFetches) for \(uniqueSources) unique sources "
+        + "(ratio \(String(format: "%.2f", dedupRatio)))",
+      "cancelled work   \(cancelledWork.loadsSuperseded) loads superseded, "
+        + "\(cancelledWork.workStopped) jobs stopped, \(cancelledWork.wastedFetches) fetches "
+        + "(\(cancelledWork.wastedBytes / 1024) KiB) never shown",
+      "stale dropped    server \(staleDropped.server), client \(staleDropped.client)",
+      "prefetch         \(prefetched) cached, \(prefetchErrors) failed",
+      "errors           " + (errors.isEmpty ? "none" : errors.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", ")),
+    ]
+    if let stampede {
+      lines.append(
+        "stampede         \(stampede.clients) clients x \(stampede.uniqueSources) items: "
+          + "\(stampede.originFetches) origin fetches, \(stampede.delivered) delivered")
+    }
+    if let peak = rssMb.map({ $0[1] }).max() {
+      lines.append("server RSS       peak \(String(format: "%.1f", peak)) MiB")
+    }
+    lines.append("WRONG DELIVERIES \(wrongDeliveries)" + (wrongDeliveries > 0 ? "  <-- FAIL" : ""))
+    for example in wrongExamples.prefix(3) { lines.append("  " + example) }
+    return lines.joined(separator: "\n")
+  }
+}

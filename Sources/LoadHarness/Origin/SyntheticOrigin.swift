@@ -1,0 +1,218 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// How the synthetic origin behaves.
+public struct OriginBehaviour: Sendable, Hashable {
+  /// Milliseconds before the response starts.
+  public var latencyMs: Double = 20
+  /// Up to this many milliseconds more, uniformly drawn per request.
+  public var jitterMs: Double = 30
+  /// Body bytes per second per response; 0 is unlimited.
+  public var bandwidth: Int = 0
+  /// Share of requests that fail, split evenly between a 503, a connection reset before the
+  /// body, and a body cut short.
+  public var errorRate: Double = 0
+  /// Source image size.
+  public var width = 800
+  public var height = 600
+  /// PNG sources instead of JPEG.
+  public var png = false
+
+  /// Defaults: 20-50 ms latency, unlimited bandwidth, no errors, 800x600 JPEG.
+  public init() {}
+}
+
+/// A real HTTP/1.1 origin on 127.0.0.1 serving `/item/N.jpg` (or `.png`): each image encodes
+/// its item number (`ItemImage`). It counts every request and the body bytes it sent, per
+/// path, which is how the harness knows origin fetches and wasted bytes.
+public final class SyntheticOrigin: @unchecked Sendable {
+  // @unchecked: the listener is only closed in stop(); all other state is behind Mutexes.
+  /// The port it listens on.
+  public let port: UInt16
+  private let behaviour: OriginBehaviour
+  private let listener: Int32
+  private let log = Mutex<[String: (requests: Int, bytes: Int)]>([:])
+  private let images = Mutex<(bytes: [Int: [UInt8]], total: Int, order: [Int])>(([:], 0, []))
+  private let stopped = Atomic<Bool>(false)
+  private let randomState = Mutex<UInt64>(0x5EED)
+
+  /// Binds a loopback port (0 picks one).
+  public init(behaviour: OriginBehaviour, port: UInt16 = 0, seed: UInt64 = 1) throws {
+    self.behaviour = behaviour
+    randomState.withLock { $0 = seed | 1 }
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    var yes: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    let bound = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    guard fd >= 0, bound == 0, listen(fd, 512) == 0 else {
+      throw HarnessError.setup("origin cannot listen: \(String(cString: strerror(errno)))")
+    }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    listener = fd
+    self.port = UInt16(bigEndian: address.sin_port)
+    let thread = Thread { [self] in acceptLoop() }
+    thread.name = "origin-accept"
+    thread.start()
+  }
+
+  /// The URL of item `n`.
+  public func url(item: Int) -> String {
+    "http://127.0.0.1:\(port)/item/\(item).\(behaviour.png ? "png" : "jpg")"
+  }
+
+  /// Requests per path so far.
+  public var requests: [String: Int] { log.withLock { $0.mapValues(\.requests) } }
+
+  /// Body bytes sent per path so far.
+  public var bytesSent: [String: Int] { log.withLock { $0.mapValues(\.bytes) } }
+
+  /// Stops accepting.
+  public func stop() {
+    guard !stopped.exchange(true, ordering: .relaxed) else { return }
+    shutdown(listener, Int32(SHUT_RDWR))
+    close(listener)
+  }
+
+  private func acceptLoop() {
+    while !stopped.load(ordering: .relaxed) {
+      let connection = accept(listener, nil, nil)
+      if connection < 0 {
+        if errno == EINTR { continue }
+        return
+      }
+      Thread { [self] in serve(connection) }.start()
+    }
+  }
+
+  private func random() -> Double {
+    randomState.withLock { state in
+      state ^= state << 13
+      state ^= state >> 7
+      state ^= state << 17
+      return Double(state >> 11) / Double(1 << 53)
+    }
+  }
+
+  private func serve(_ connection: Int32) {
+    defer { close(connection) }
+    var head: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while head.firstRange(of: [13, 10, 13, 10]) == nil && head.count < 65536 {
+      let n = read(connection, &buffer, buffer.count)
+      if n <= 0 { return }
+      head += buffer[0..<n]
+    }
+    let line = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
+    let parts = line.split(separator: " ")
+    guard parts.count >= 2 else { return }
+    let path = String(parts[1])
+    log.withLock { $0[path, default: (0, 0)].requests += 1 }
+    let delay = behaviour.latencyMs + random() * behaviour.jitterMs
+    usleep(UInt32(max(0, delay) * 1000))
+    guard path.hasPrefix("/item/"), let dot = path.lastIndex(of: "."),
+      let item = Int(path[path.index(path.startIndex, offsetBy: 6)..<dot]),
+      item >= 0, item <= ItemImage.maxItem
+    else {
+      respond(connection, status: 404, body: Array("no such item\n".utf8), path: path)
+      return
+    }
+    let failure = random()
+    if failure < behaviour.errorRate / 3 {
+      respond(connection, status: 503, body: Array("origin overloaded\n".utf8), path: path)
+      return
+    }
+    if failure < behaviour.errorRate * 2 / 3 {
+      // A reset: RST instead of an answer.
+      var linger = linger(l_onoff: 1, l_linger: 0)
+      setsockopt(connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+      return
+    }
+    guard let body = image(item) else {
+      respond(connection, status: 500, body: [], path: path)
+      return
+    }
+    let truncate = failure < behaviour.errorRate
+    respond(connection, status: 200, body: body, path: path, cutAt: truncate ? body.count / 2 : nil)
+  }
+
+  private func image(_ item: Int) -> [UInt8]? {
+    if let cached = images.withLock({ $0.bytes[item] }) { return cached }
+    guard
+      let bytes = try? ItemImage.encoded(
+        item: item, width: behaviour.width, height: behaviour.height, png: behaviour.png)
+    else { return nil }
+    images.withLock { cache in
+      cache.bytes[item] = bytes
+      cache.order.append(item)
+      cache.total += bytes.count
+      // Bounded: the oldest images are made again if asked for.
+      while cache.total > 96 << 20, !cache.order.isEmpty {
+        let oldest = cache.order.removeFirst()
+        cache.total -= cache.bytes.removeValue(forKey: oldest)?.count ?? 0
+      }
+    }
+    return bytes
+  }
+
+  private func respond(
+    _ connection: Int32, status: Int, body: [UInt8], path: String, cutAt: Int? = nil
+  ) {
+    let head =
+      "HTTP/1.1 \(status) X\r\nContent-Length: \(body.count)\r\nConnection: close\r\n"
+      + "Content-Type: \(behaviour.png ? "image/png" : "image/jpeg")\r\n\r\n"
+    guard writeAll(connection, Array(head.utf8)[...]) else { return }
+    let limit = cutAt ?? body.count
+    var sent = 0
+    let chunk = behaviour.bandwidth > 0 ? max(1024, behaviour.bandwidth / 50) : limit
+    while sent < limit {
+      let end = min(limit, sent + chunk)
+      guard writeAll(connection, body[sent..<end]) else { break }
+      log.withLock { $0[path, default: (0, 0)].bytes += end - sent }
+      sent = end
+      if behaviour.bandwidth > 0 && sent < limit {
+        usleep(UInt32(Double(chunk) / Double(behaviour.bandwidth) * 1_000_000))
+      }
+    }
+  }
+
+  private func writeAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
+    var offset = bytes.startIndex
+    while offset < bytes.endIndex {
+      let n = bytes[offset...].withUnsafeBytes {
+        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+      }
+      if n < 0 && errno == EINTR { continue }
+      if n <= 0 { return false }
+      offset += n
+    }
+    return true
+  }
+}
+
+/// Why a run could not start or finish.
+public enum HarnessError: Error, CustomStringConvertible {
+  /// Setting up the origin, daemon or target failed.
+  case setup(String)
+
+  /// The explanation.
+  public var description: String {
+    switch self {
+    case .setup(let message): message
+    }
+  }
+}

@@ -1,0 +1,144 @@
+/// One simulated scrolling list: a viewport of `slots` recycled cells over `items` items,
+/// moved by a `ScrollProfile`. Items entering the viewport are loaded into the slot they
+/// recycle (superseding what it held); a prefetch window ahead of the scroll direction is
+/// announced in rounds and released when the window moves. Every shown image is checked: the
+/// target's own display-time check first, then the item number decoded from the pixels
+/// against the item the slot holds.
+actor ListDriver {
+  struct Configuration: Sendable {
+    var items: Int
+    var slots: Int
+    var size: Int
+    var prefetchWindow: Int
+    var seed: UInt64
+    var steadySpeed: Double?
+    /// Item numbers of this list start here (lists may share items or not).
+    var itemOffset: Int
+  }
+
+  private struct Binding {
+    let item: Int
+    let token: Int
+    let loadedAt: Double
+    var delivered = false
+  }
+
+  private let client: any LoadClient
+  private let configuration: Configuration
+  private let measurements: Measurements
+  private let url: @Sendable (Int) -> String
+  private var profile: ScrollProfile
+  private var position = 0.0
+  private var slots: [Int: Binding] = [:]
+  private var nextToken = 0
+  private var round = 0
+  private var openRound: Int?
+  private var prefetchAnchor: Int?
+
+  init(
+    client: any LoadClient, configuration: Configuration, measurements: Measurements,
+    url: @escaping @Sendable (Int) -> String
+  ) {
+    self.client = client
+    self.configuration = configuration
+    self.measurements = measurements
+    self.url = url
+    profile = ScrollProfile(seed: configuration.seed, steadySpeed: configuration.steadySpeed)
+  }
+
+  /// Loads still waiting for their image.
+  var pending: Int { slots.values.count { !$0.delivered } }
+
+  /// Moves the list by `dt` seconds and issues the loads and prefetches that follow.
+  func step(now: Double, dt: Double) {
+    let maxPosition = Double(max(0, configuration.items - configuration.slots))
+    profile.advance(now: now, dt: dt, atEdge: position <= 0 && profile.velocity < 0
+      || position >= maxPosition && profile.velocity > 0)
+    position = min(maxPosition, max(0, position + profile.velocity * dt))
+    let first = Int(position)
+    for index in first..<min(configuration.items, first + configuration.slots) {
+      let slot = index % configuration.slots
+      if slots[slot]?.item == index { continue }
+      if let old = slots[slot], !old.delivered {
+        // The cell is recycled before its image came: the target must drop that work.
+        measurements.recordSuperseded(latencyMs: (now - old.loadedAt) * 1000)
+      }
+      nextToken += 1
+      let item = configuration.itemOffset + index
+      let source = url(item)
+      slots[slot] = Binding(item: item, token: nextToken, loadedAt: now)
+      measurements.countLoad(url: source)
+      try? client.load(
+        slot: slot, item: String(item), token: nextToken, url: source, size: configuration.size,
+        visible: true)
+    }
+    updatePrefetch(first: first)
+  }
+
+  private func updatePrefetch(first: Int) {
+    let window = configuration.prefetchWindow
+    guard window > 0, abs(profile.velocity) > 0.5 else { return }
+    let forward = profile.velocity > 0
+    // A new round each time the viewport has moved half a window (or turned around).
+    let anchor = (forward ? 1 : -1) * (first / max(1, window / 2) + 1)
+    guard anchor != prefetchAnchor else { return }
+    prefetchAnchor = anchor
+    if let openRound { try? client.release(round: openRound) }
+    let range =
+      forward
+      ? (first + configuration.slots)..<min(configuration.items, first + configuration.slots + window)
+      : max(0, first - window)..<first
+    guard !range.isEmpty else {
+      openRound = nil
+      return
+    }
+    round += 1
+    let entries = range.map { index in
+      let item = configuration.itemOffset + index
+      return (item: String(item), url: url(item))
+    }
+    measurements.countPrefetch(urls: entries.map(\.url))
+    try? client.prefetch(round: round, items: entries, size: configuration.size)
+    openRound = round
+  }
+
+  /// Applies one result from the target at time `now`.
+  func handle(_ event: TargetEvent, now: Double) {
+    switch event {
+    case .image(let slot, let item, let token, let cache, let data):
+      // What a UI does right before showing: ask the target whether the cell still wants it.
+      guard client.isCurrent(slot: slot, item: item, token: token) else {
+        measurements.countClientStale()
+        return
+      }
+      // Shown. From here on, anything but the slot's own item is a wrong delivery.
+      guard var binding = slots[slot] else {
+        measurements.recordWrong("slot \(slot) shows item \(item) but holds nothing", undecodable: false)
+        return
+      }
+      let shown = ItemImage.item(in: data)
+      guard shown == binding.item else {
+        measurements.recordWrong(
+          "slot \(slot) holds item \(binding.item) (token \(binding.token)) but shows "
+            + (shown.map { "item \($0)" } ?? "an unreadable image") + " (token \(token))",
+          undecodable: shown == nil)
+        return
+      }
+      guard !binding.delivered else { return }
+      binding.delivered = true
+      slots[slot] = binding
+      let elapsed = (now - binding.loadedAt) * 1000
+      measurements.recordImage(
+        outcome: cache, latencyMs: elapsed, timeToVisibleMs: elapsed, at: now, item: binding.item)
+    case .error(let slot, _, let token, let code):
+      if let slot, let binding = slots[slot], binding.token == token {
+        slots[slot]?.delivered = true
+        measurements.recordError(code: code, latencyMs: (now - binding.loadedAt) * 1000)
+      }
+    case .prefetched:
+      measurements.countPrefetchResult(ok: true)
+    case .prefetchError:
+      measurements.countPrefetchResult(ok: false)
+    }
+  }
+}

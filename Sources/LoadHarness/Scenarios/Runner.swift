@@ -1,0 +1,243 @@
+import Foundation
+
+/// What to run.
+public struct RunOptions: Sendable {
+  /// Scenario names: `scroll`, `stampede`, `grid-sizes`, `soak`; combined in order.
+  public var scenarios: [String] = ["scroll"]
+  /// Seconds of scrolling (scroll, grid-sizes, soak).
+  public var duration = 30.0
+  /// Virtual lists (one client each).
+  public var lists = 4
+  /// Items per list.
+  public var items = 400
+  /// Cells per viewport.
+  public var slots = 12
+  /// Thumbnail box in pixels.
+  public var size = 128
+  /// Items announced ahead of the scroll direction; 0 disables prefetch.
+  public var prefetchWindow = 24
+  /// Items a separate flooding client keeps asking to prefetch at once; 0 for none.
+  public var prefetchFlood = 0
+  /// `cold`, or `warm` (every item loaded once before measuring).
+  public var cache = "cold"
+  /// Seed for scrolling and the origin.
+  public var seed: UInt64 = 1
+  /// Clients in a stampede.
+  public var stampedeClients = 50
+  /// Rounds of stampede, each on a new cold item.
+  public var stampedeRounds = 5
+
+  /// Defaults.
+  public init() {}
+}
+
+/// Runs scenarios against a target and measures them.
+public final class Runner: Sendable {
+  let target: any LoadTarget
+  let options: RunOptions
+  let origin: SyntheticOrigin
+  let measurements = Measurements()
+  let progress: (@Sendable (Double, Measurements) -> Void)?
+
+  /// Prepares a run; `progress` is called about twice a second with the elapsed seconds.
+  public init(
+    target: any LoadTarget, options: RunOptions, origin: SyntheticOrigin,
+    progress: (@Sendable (Double, Measurements) -> Void)? = nil
+  ) {
+    self.target = target
+    self.options = options
+    self.origin = origin
+    self.progress = progress
+  }
+
+  /// Runs every scenario and returns the report.
+  public func run() async throws -> Report {
+    let started = ContinuousClock.now
+    let before = target.serverFigures()
+    let originBefore = origin.requests
+    var stampede: Report.Stampede?
+    var scrolled = 0.0
+    for scenario in options.scenarios {
+      switch scenario {
+      case "scroll", "soak", "grid-sizes":
+        scrolled += try await scroll(scenario)
+      case "stampede":
+        stampede = try await runStampede()
+      default:
+        throw HarnessError.setup("unknown scenario '\(scenario)'")
+      }
+    }
+    let after = target.serverFigures()
+    let elapsed = started.duration(to: .now).seconds
+    return Report.make(
+      options: options, target: target.name, measurements: measurements, elapsed: elapsed,
+      scrolledSeconds: scrolled, originBefore: originBefore, origin: origin, before: before,
+      after: after, stampede: stampede)
+  }
+
+  private func now(since start: ContinuousClock.Instant) -> Double {
+    start.duration(to: .now).seconds
+  }
+
+  /// Scrolling lists for `duration` seconds, then up to 10 s for the last visible loads.
+  private func scroll(_ scenario: String) async throws -> Double {
+    var configurations: [ListDriver.Configuration] = []
+    let sizes = scenario == "grid-sizes" ? [64, 128, 256] : [options.size]
+    let lists = scenario == "grid-sizes" ? max(3, options.lists) : options.lists
+    for index in 0..<lists {
+      configurations.append(
+        .init(
+          items: options.items, slots: options.slots, size: sizes[index % sizes.count],
+          prefetchWindow: options.prefetchWindow,
+          // grid-sizes: lists scroll alike over the same items at different sizes.
+          seed: scenario == "grid-sizes" ? options.seed : options.seed &+ UInt64(index) &* 7919,
+          steadySpeed: scenario == "soak" ? 6 : nil,
+          itemOffset: scenario == "grid-sizes" ? 0 : index * options.items))
+    }
+    if options.cache == "warm" { try await warm(configurations) }
+    let start = ContinuousClock.now
+    let clients = try configurations.map { _ in try target.connect() }
+    let drivers = zip(clients, configurations).map { client, configuration in
+      ListDriver(
+        client: client, configuration: configuration, measurements: measurements,
+        url: { [origin] in origin.url(item: $0) })
+    }
+    var consumers: [Task<Void, Never>] = []
+    for (client, driver) in zip(clients, drivers) {
+      consumers.append(
+        Task {
+          for await event in client.events {
+            await driver.handle(event, now: start.duration(to: .now).seconds)
+          }
+        })
+    }
+    let flood = options.prefetchFlood > 0 ? try startFlood(start: start) : nil
+    let sampler = Task { [target, measurements] in
+      while !Task.isCancelled {
+        measurements.recordRSS(
+          at: start.duration(to: .now).seconds, bytes: target.serverFigures().residentBytes)
+        try? await Task.sleep(for: .seconds(1))
+      }
+    }
+    let tick = 1.0 / 60
+    var last = 0.0
+    while now(since: start) < options.duration {
+      let time = now(since: start)
+      for driver in drivers { await driver.step(now: time, dt: time - last) }
+      if Int(time * 2) != Int(last * 2) { progress?(time, measurements) }
+      last = time
+      try? await Task.sleep(for: .milliseconds(Int(tick * 1000)))
+    }
+    flood?.cancel()
+    // Let the loads of what is on screen now finish.
+    let grace = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < grace {
+      var pending = 0
+      for driver in drivers { pending += await driver.pending }
+      if pending == 0 { break }
+      try? await Task.sleep(for: .milliseconds(20))
+    }
+    sampler.cancel()
+    for client in clients { client.close() }
+    for consumer in consumers { await consumer.value }
+    progress?(options.duration, measurements)
+    return options.duration
+  }
+
+  /// A client that keeps asking to prefetch items nobody will look at: low-priority load that
+  /// must not slow down what is visible.
+  private func startFlood(start: ContinuousClock.Instant) throws -> Task<Void, Never> {
+    let client = try target.connect()
+    let (origin, count, base) = (origin, options.prefetchFlood, options.lists * options.items + 1_000_000)
+    return Task {
+      let drain = Task { for await _ in client.events {} }
+      var round = 0
+      while !Task.isCancelled {
+        round += 1
+        let items = (0..<count).map { index in
+          let item = base + round * count + index
+          return (item: String(item), url: origin.url(item: item))
+        }
+        try? client.prefetch(round: round, items: items, size: 128)
+        try? await Task.sleep(for: .milliseconds(500))
+        if round > 4 { try? client.release(round: round - 4) }
+      }
+      client.close()
+      await drain.value
+    }
+  }
+
+  /// Loads every item once, unmeasured, so the run starts with warm caches.
+  private func warm(_ configurations: [ListDriver.Configuration]) async throws {
+    let client = try target.connect()
+    defer { client.close() }
+    var events = client.events.makeAsyncIterator()
+    var token = 0
+    var outstanding = 0
+    for configuration in configurations {
+      for index in 0..<configuration.items {
+        let item = configuration.itemOffset + index
+        token += 1
+        try client.load(
+          slot: token % 4096, item: String(item), token: token, url: origin.url(item: item),
+          size: configuration.size, visible: false)
+        outstanding += 1
+        // Bounded batches: at most 64 loads in flight.
+        while outstanding >= 64, let event = await events.next() {
+          if case .image = event { outstanding -= 1 } else if case .error = event { outstanding -= 1 }
+        }
+      }
+    }
+    while outstanding > 0, let event = await events.next() {
+      if case .image = event { outstanding -= 1 } else if case .error = event { outstanding -= 1 }
+    }
+  }
+
+  /// `stampedeClients` clients ask for one cold item at the same moment, `stampedeRounds`
+  /// times; the origin must see one fetch per item.
+  private func runStampede() async throws -> Report.Stampede {
+    var urls: [String] = []
+    var delivered = 0
+    var failed = 0
+    for roundIndex in 0..<options.stampedeRounds {
+      let item = 5_000_000 + Int(options.seed % 100_000) * 10 + roundIndex
+      let url = origin.url(item: item)
+      urls.append(url)
+      let clients = try (0..<options.stampedeClients).map { _ in try target.connect() }
+      let results = await withTaskGroup(of: Bool.self) { group in
+        for client in clients {
+          group.addTask {
+            try? client.load(
+              slot: 0, item: String(item), token: 1, url: url, size: self.options.size,
+              visible: true)
+            for await event in client.events {
+              if case .image(_, _, _, _, let data) = event {
+                return ItemImage.item(in: data) == item
+              }
+              if case .error = event { return false }
+            }
+            return false
+          }
+        }
+        var outcomes: [Bool] = []
+        for await outcome in group { outcomes.append(outcome) }
+        return outcomes
+      }
+      for client in clients { client.close() }
+      delivered += results.count { $0 }
+      failed += results.count { !$0 }
+    }
+    let paths = Set(urls.map { URL(string: $0)!.path })
+    let fetches = origin.requests.filter { paths.contains($0.key) }.values.reduce(0, +)
+    return Report.Stampede(
+      clients: options.stampedeClients, uniqueSources: urls.count, originFetches: fetches,
+      delivered: delivered, failed: failed)
+  }
+}
+
+extension Duration {
+  /// As fractional seconds.
+  var seconds: Double {
+    Double(components.seconds) + Double(components.attoseconds) / 1e18
+  }
+}

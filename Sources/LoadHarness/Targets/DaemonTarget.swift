@@ -1,0 +1,113 @@
+import CNetShim
+import Foundation
+import ThumbClient
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// thumbd over its Unix socket: each client is one `ThumbClient` session.
+public struct DaemonTarget: LoadTarget {
+  /// The daemon's socket.
+  public let socket: String
+
+  /// A target for the daemon listening on `socket`.
+  public init(socket: String) { self.socket = socket }
+
+  /// `daemon:PATH`.
+  public var name: String { "daemon:\(socket)" }
+
+  /// Opens a session.
+  public func connect() throws -> any LoadClient {
+    try SessionClient(client: ThumbClient(endpoint: .unix(socket)))
+  }
+
+  /// Reads `/metrics`.
+  public func serverFigures() -> ServerFigures {
+    var figures = ServerFigures()
+    let text = Self.get(socket: socket, "/metrics")
+    for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+      let parts = line.split(separator: " ")
+      guard parts.count == 2, let value = Double(parts[1]) else { continue }
+      switch parts[0] {
+      case "thumbd_cancelled_work_total": figures.cancelledWork = Int(value)
+      case "thumbd_stale_drops_total": figures.staleDrops = Int(value)
+      case "thumbd_decodes_total": figures.decodes = Int(value)
+      case "thumbd_process_resident_memory_bytes": figures.residentBytes = Int(value)
+      default: break
+      }
+    }
+    return figures
+  }
+
+  /// A blocking GET over the socket; the body, or "" on failure.
+  static func get(socket: String, _ target: String) -> String {
+    let fd = ns_connect_unix(socket)
+    guard fd >= 0 else { return "" }
+    defer { close(fd) }
+    let request = Array("GET \(target) HTTP/1.1\r\nHost: thumbload\r\nConnection: close\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var response: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let n = read(fd, &buffer, buffer.count)
+      if n <= 0 { break }
+      response += buffer[0..<n]
+    }
+    guard let end = response.firstRange(of: [13, 10, 13, 10]) else { return "" }
+    return String(decoding: response[end.upperBound...], as: UTF8.self)
+  }
+}
+
+/// A `ThumbClient` session as a `LoadClient`.
+final class SessionClient: LoadClient {
+  let client: ThumbClient
+  let events: AsyncStream<TargetEvent>
+
+  init(client: ThumbClient) {
+    self.client = client
+    let (stream, continuation) = AsyncStream.makeStream(of: TargetEvent.self)
+    events = stream
+    let source = client.events
+    Task {
+      for await event in source {
+        switch event {
+        case .image(let image):
+          continuation.yield(
+            .image(
+              slot: image.slot, item: image.item, token: image.token, cache: image.cache,
+              data: image.data))
+        case .error(let slot, let item, let token, let code, _):
+          continuation.yield(.error(slot: slot, item: item, token: token, code: code))
+        case .prefetched(let round, let item):
+          continuation.yield(.prefetched(round: round, item: item))
+        case .prefetchError(let round, let item, let code):
+          continuation.yield(.prefetchError(round: round, item: item, code: code))
+        }
+      }
+      continuation.finish()
+    }
+  }
+
+  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+    try client.load(
+      slot: slot, item: item, token: token, url: url, width: size, height: size,
+      priority: visible ? .visible : .normal)
+  }
+
+  func cancel(slot: Int, token: Int) throws { try client.cancel(slot: slot, token: token) }
+
+  func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
+    try client.prefetch(round: round, items: items, width: size, height: size)
+  }
+
+  func release(round: Int) throws { try client.release(round: round) }
+
+  func isCurrent(slot: Int, item: String, token: Int) -> Bool {
+    client.isCurrent(slot: slot, item: item, token: token)
+  }
+
+  var staleDropped: Int { client.staleDropped }
+
+  func close() { client.close() }
+}

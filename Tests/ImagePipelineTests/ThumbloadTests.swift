@@ -1,0 +1,141 @@
+import Foundation
+import ImagePipeline
+import LoadHarness
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The load harness: its item code, its end-to-end check (which must be able to fail), and the
+/// CI smoke run against the real daemon.
+@Suite("thumbload", .serialized)
+struct ThumbloadTests {
+  @Test("item numbers survive downsampling and JPEG, and a misread never passes as another item")
+  func itemCode() throws {
+    for item in [0, 1, 7, 4095, 123_456, ItemImage.maxItem] {
+      let source = try ItemImage.encoded(item: item, width: 640, height: 480, png: false)
+      for size in [32, 64, 200] {
+        let thumbnail = try Thumbnailer().thumbnail(
+          of: source, spec: ThumbnailSpec(width: size, height: size, format: .jpeg, quality: 40))
+        #expect(ItemImage.item(in: thumbnail.data) == item, "item \(item) at \(size) px")
+      }
+    }
+    // Pixels that are not one of ours fail the check instead of naming a random item.
+    let photo = try Corpus.bytes("photo/coil/normal.jpg")
+    #expect(ItemImage.item(in: photo) == nil)
+  }
+
+  @Test("against a target that skips the token check, wrong deliveries are reported and gate the run")
+  func checkCanFail() async throws {
+    let origin = try SyntheticOrigin(behaviour: Self.fastOrigin)
+    defer { origin.stop() }
+    var options = RunOptions()
+    options.duration = 3
+    options.lists = 2
+    options.items = 200
+    options.prefetchWindow = 0
+    let report = try await Runner(
+      target: TokenIgnoringTarget(), options: options, origin: origin
+    ).run()
+    #expect(report.wrongDeliveries > 0)
+    #expect(Gates().exitStatus(for: report) == 1)
+    #expect(Gates().failures(of: report).first?.contains("wrong deliveries") == true)
+    // The same run against the library's real slot rules: nothing wrong.
+    let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
+    #expect(honest.wrongDeliveries == 0)
+    #expect(honest.images > 0 && honest.cancelledWork.loadsSuperseded > 0)
+    #expect(Gates().exitStatus(for: honest) == 0)
+  }
+
+  static var fastOrigin: OriginBehaviour {
+    var behaviour = OriginBehaviour()
+    behaviour.latencyMs = 5
+    behaviour.jitterMs = 20
+    behaviour.width = 320
+    behaviour.height = 240
+    return behaviour
+  }
+
+  @Test("CI smoke: scroll and stampede against the real daemon, with JSON and HTML reports")
+  func smoke() throws {
+    let directory = TestDaemon.makeDirectory()
+    let thumbload = URL(fileURLWithPath: ChildProcess.thumbd).deletingLastPathComponent()
+      .appendingPathComponent("thumbload").path
+    let json = directory + "/report.json"
+    let html = directory + "/report.html"
+    let pid = try ChildProcess.spawn(
+      [
+        thumbload, "--scenario", "scroll,stampede", "--duration", "8", "--json", json, "--html",
+        html, "--quiet", "--latency-ms", "10", "--jitter-ms", "40",
+      ], standardError: directory + "/stderr")
+    let status = ChildProcess.exitStatus(ChildProcess.wait(pid))
+    #expect(status == 0)
+    let data = try #require(FileManager.default.contents(atPath: json))
+    let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    #expect(report["wrong_deliveries"] as? Int == 0)
+    let stampede = try #require(report["stampede"] as? [String: Any])
+    #expect(stampede["origin_fetches"] as? Int == stampede["unique_sources"] as? Int)
+    #expect((stampede["delivered"] as? Int ?? 0) > 0)
+    let cancelled = try #require(report["cancelled_work"] as? [String: Any])
+    #expect((cancelled["work_stopped"] as? Int ?? 0) > 0, "cancellations stopped real work")
+    #expect((report["images"] as? Int ?? 0) > 0)
+    for key in ["origin_fetches", "unique_sources", "stale_dropped", "throughput_rps"] {
+      #expect(report[key] != nil, "\(key) missing")
+    }
+    for key in ["latency_ms", "time_to_visible_ms"] {
+      let percentiles = try #require(report[key] as? [String: Any])
+      #expect(percentiles["p50"] != nil && percentiles["p95"] != nil && percentiles["p99"] != nil)
+    }
+    let page = try String(contentsOfFile: html, encoding: .utf8)
+    #expect(page.contains("<svg") && !page.contains("<script") && !page.contains("http://"))
+  }
+}
+
+/// A deliberately broken target for the test above: it never cancels superseded loads and
+/// hands every result to whoever asks, and its display-time check always says yes. The shipped
+/// daemon and library do neither.
+final class TokenIgnoringTarget: LoadTarget {
+  let pipeline = LibraryTarget().pipeline
+  var name: String { "token-ignoring fake" }
+  func connect() throws -> any LoadClient { TokenIgnoringClient(pipeline: pipeline) }
+  func serverFigures() -> ServerFigures { ServerFigures() }
+}
+
+final class TokenIgnoringClient: LoadClient {
+  let events: AsyncStream<TargetEvent>
+  private let continuation: AsyncStream<TargetEvent>.Continuation
+  private let pipeline: ThumbnailPipeline
+  private let tasks = Mutex<[ImageTask]>([])
+
+  init(pipeline: ThumbnailPipeline) {
+    self.pipeline = pipeline
+    (events, continuation) = AsyncStream.makeStream(of: TargetEvent.self)
+  }
+
+  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+    let task = pipeline.task(
+      for: ImageRequest(url: url, spec: ThumbnailSpec(width: size, height: size)))
+    tasks.withLock { $0.append(task) }
+    let continuation = continuation
+    Task {
+      guard let response = try? await task.response else { return }
+      continuation.yield(
+        .image(
+          slot: slot, item: item, token: token, cache: response.source.rawValue,
+          data: response.thumbnail.data))
+    }
+  }
+
+  func cancel(slot: Int, token: Int) throws {}
+  func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {}
+  func release(round: Int) throws {}
+  func isCurrent(slot: Int, item: String, token: Int) -> Bool { true }
+  var staleDropped: Int { 0 }
+
+  func close() {
+    for task in tasks.withLock({ $0 }) { task.cancel() }
+    continuation.finish()
+  }
+}
