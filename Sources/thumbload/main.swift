@@ -34,8 +34,13 @@ let usage = """
   Gates (exit status 1 when one fails; wrong deliveries always gate):
     --max-p95-ms MS      latency P95 of shown images
     --max-ttv-p95-ms MS  time-to-visible P95
+    --origin-url T       use another origin: T is a URL with {item}, serving images
+                         made by 'thumbload generate' (origin fetches are then not counted)
   Other:
     --thumbd PATH        the thumbd binary to start   --quiet  no progress bar
+
+  thumbload generate DIR --items N [--source WxH] [--png]
+    writes item images 0..N-1 as DIR/N.jpg (or .png) for an origin of your own.
   """
 
 /// Everything the command line said.
@@ -49,6 +54,7 @@ struct Settings {
   var maxP95: Double?
   var maxTTV: Double?
   var quiet = false
+  var originTemplate: String?
 }
 
 func fail(_ message: String) -> Never {
@@ -110,6 +116,10 @@ func parse(_ list: [String]) -> Settings {
     case "--max-p95-ms": settings.maxP95 = number(argument)
     case "--max-ttv-p95-ms": settings.maxTTV = number(argument)
     case "--quiet": settings.quiet = true
+    case "--origin-url":
+      let template = value(argument)
+      guard template.contains("{item}") else { fail("--origin-url needs {item} in it") }
+      settings.originTemplate = template
     default: fail("unknown option '\(argument)'")
     }
   }
@@ -140,12 +150,40 @@ func progressPrinter(total: Double) -> @Sendable (Double, Measurements) -> Void 
   }
 }
 
+/// `thumbload generate DIR --items N [--source WxH] [--png]`.
+func generate(_ list: [String]) -> Int32 {
+  guard let directory = list.first else { fail("generate needs a directory") }
+  let settings = parse(Array(list.dropFirst()))
+  let behaviour = settings.behaviour
+  do {
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    for item in 0..<settings.options.items {
+      let bytes = try ItemImage.encoded(
+        item: item, width: behaviour.width, height: behaviour.height, png: behaviour.png)
+      let path = "\(directory)/\(item).\(behaviour.png ? "png" : "jpg")"
+      try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+    print("thumbload: wrote \(settings.options.items) images to \(directory)")
+    return 0
+  } catch {
+    FileHandle.standardError.write(Data("thumbload: \(error)\n".utf8))
+    return 1
+  }
+}
+
+if CommandLine.arguments.dropFirst().first == "generate" {
+  exit(generate(Array(CommandLine.arguments.dropFirst(2))))
+}
+
 let settings = parse(Array(CommandLine.arguments.dropFirst()))
 let options = settings.options
 let status: Int32
 do {
-  let origin = try SyntheticOrigin(behaviour: settings.behaviour, seed: options.seed)
-  defer { origin.stop() }
+  let synthetic =
+    settings.originTemplate == nil
+    ? try SyntheticOrigin(behaviour: settings.behaviour, seed: options.seed) : nil
+  defer { synthetic?.stop() }
+  let origin: any ImageOrigin = synthetic ?? ExternalOrigin(template: settings.originTemplate!)
   var daemon: DaemonProcess?
   let target: any LoadTarget
   switch settings.targetSpec {
@@ -169,7 +207,9 @@ do {
   let report = try await runner.run()
   if isatty(STDOUT_FILENO) != 0 && !settings.quiet { print("") }
   print(report.summary())
-  if let jsonPath = settings.jsonPath { try report.json().write(to: URL(fileURLWithPath: jsonPath)) }
+  if let jsonPath = settings.jsonPath {
+    try report.json().write(to: URL(fileURLWithPath: jsonPath))
+  }
   if let htmlPath = settings.htmlPath {
     try Data(HTMLReport.render(report).utf8).write(to: URL(fileURLWithPath: htmlPath))
   }

@@ -45,6 +45,35 @@ struct DecodeQueueTests {
     #expect(order.values == ["blocker", "visible", "p3", "p0", "p1", "p2", "p4"])
   }
 
+  @Test("a full queue sheds its newest least urgent job for a more urgent one, never the reverse")
+  func shedsLeastUrgent() async throws {
+    let workers = DecodeWorkers(threads: 1, maxQueued: 2)
+    defer { workers.shutdown() }
+    let gate = DispatchSemaphore(value: 0)
+    let ran = Recorder<String>()
+    let blocker = Task {
+      try await workers.run(id: 1, context: JobContext(priority: .normal)) { gate.wait() }
+    }
+    await eventually("blocker running") { workers.load.running == 1 }
+    func submit(_ name: String, _ id: UInt64, _ priority: ImagePriority) -> Task<Void, any Error> {
+      Task { try await workers.run(id: id, context: JobContext(priority: priority)) { ran.append(name) } }
+    }
+    let old = submit("old prefetch", 2, .prefetch)
+    await eventually("queued") { workers.load.queued == 1 }
+    let new = submit("new prefetch", 3, .prefetch)
+    await eventually("queue full") { workers.load.queued == 2 }
+    // Another prefetch job finds the queue full of equals: it is refused itself.
+    await #expect(throws: PipelineError.queueFull) { try await submit("third", 4, .prefetch).value }
+    // A visible job displaces the newest prefetch job.
+    let visible = submit("visible", 5, .visible)
+    await #expect(throws: PipelineError.queueFull) { try await new.value }
+    gate.signal()
+    try await blocker.value
+    try await visible.value
+    try await old.value
+    #expect(ran.values == ["visible", "old prefetch"])
+  }
+
   @Test("a full queue refuses with queueFull, and a queued job whose consumer leaves never runs")
   func boundsAndCancellation() async throws {
     let workers = DecodeWorkers(threads: 1, maxQueued: 2)
@@ -63,8 +92,9 @@ struct DecodeQueueTests {
       }
     }
     await eventually("two queued") { workers.load.queued == 2 }
+    // Nothing queued is less urgent than a new normal job: it is refused.
     await #expect(throws: PipelineError.queueFull) {
-      try await workers.run(id: 4, context: JobContext(priority: .visible)) {}
+      try await workers.run(id: 4, context: JobContext(priority: .normal)) {}
     }
     queued[0].cancel()
     await #expect(throws: CancellationError.self) { try await queued[0].value }

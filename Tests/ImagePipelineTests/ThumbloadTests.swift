@@ -27,7 +27,8 @@ struct ThumbloadTests {
     #expect(ItemImage.item(in: photo) == nil)
   }
 
-  @Test("against a target that skips the token check, wrong deliveries are reported and gate the run")
+  @Test(
+    "against a target that skips the token check, wrong deliveries are reported and gate the run")
   func checkCanFail() async throws {
     let origin = try SyntheticOrigin(behaviour: Self.fastOrigin)
     defer { origin.stop() }

@@ -15,15 +15,17 @@ final class DecodeWorkers: @unchecked Sendable {
     let context: JobContext
     let body: () -> Void
     let abandon: () -> Void
+    let shed: () -> Void
     init(
       id: UInt64, sequence: UInt64, context: JobContext, body: @escaping () -> Void,
-      abandon: @escaping () -> Void
+      abandon: @escaping () -> Void, shed: @escaping () -> Void
     ) {
       self.id = id
       self.sequence = sequence
       self.context = context
       self.body = body
       self.abandon = abandon
+      self.shed = shed
     }
   }
 
@@ -33,7 +35,10 @@ final class DecodeWorkers: @unchecked Sendable {
   private var nextSequence: UInt64 = 0
   private var stopping = false
   private var threads: [Thread] = []
-  /// Largest number of queued (not yet running) jobs; more gives `PipelineError.queueFull`.
+  /// Largest number of queued (not yet running) jobs. Past it, a job more urgent than the least
+  /// urgent queued one takes its place (that one fails with `PipelineError.queueFull`); any
+  /// other new job fails with `queueFull` itself. So a queue full of prefetch work never
+  /// refuses what is on screen.
   let maxQueued: Int
   let threadCount: Int
 
@@ -65,22 +70,43 @@ final class DecodeWorkers: @unchecked Sendable {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<T, any Error>) in
         condition.lock()
-        defer { condition.unlock() }
-        guard queue.count < maxQueued else {
-          continuation.resume(throwing: PipelineError.queueFull)
-          return
+        var displaced: Job?
+        if queue.count >= maxQueued {
+          guard let victim = leastUrgent(), victim.priority < context.priority.value else {
+            condition.unlock()
+            continuation.resume(throwing: PipelineError.queueFull)
+            return
+          }
+          displaced = queue.remove(at: victim.index)
         }
         nextSequence += 1
         queue.append(
           Job(
             id: id, sequence: nextSequence, context: context,
             body: { continuation.resume(with: Result { try work() }) },
-            abandon: { continuation.resume(throwing: CancellationError()) }))
+            abandon: { continuation.resume(throwing: CancellationError()) },
+            shed: { continuation.resume(throwing: PipelineError.queueFull) }))
         condition.signal()
+        condition.unlock()
+        displaced?.shed()
       }
     } onCancel: {
       self.cancel(id: id)
     }
+  }
+
+  /// The queued job to shed first: the least urgent, and among those the newest (it has
+  /// waited least). Called with the lock held.
+  private func leastUrgent() -> (index: Int, priority: ImagePriority)? {
+    guard var worst = queue.indices.first else { return nil }
+    for i in queue.indices.dropFirst() {
+      let candidate = queue[i].context.priority.value
+      let current = queue[worst].context.priority.value
+      if candidate < current || (candidate == current && queue[i].sequence > queue[worst].sequence) {
+        worst = i
+      }
+    }
+    return (worst, queue[worst].context.priority.value)
   }
 
   private func cancel(id: UInt64) {

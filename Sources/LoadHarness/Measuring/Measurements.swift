@@ -37,7 +37,9 @@ public final class Measurements: Sendable {
     state.withLock { $0.requested.formUnion(urls) }
   }
 
-  func recordImage(outcome: String, latencyMs: Double, timeToVisibleMs: Double?, at: Double, item: Int) {
+  func recordImage(
+    outcome: String, latencyMs: Double, timeToVisibleMs: Double?, at: Double, item: Int
+  ) {
     state.withLock {
       $0.images += 1
       $0.latencies[outcome, default: []].append(latencyMs)
@@ -90,10 +92,15 @@ public final class Measurements: Sendable {
 
 /// Percentiles of a sample, nearest-rank.
 public struct Percentiles: Sendable, Hashable, Codable {
+  /// Samples.
   public var count: Int
+  /// Median, ms.
   public var p50: Double
+  /// 95th percentile, ms.
   public var p95: Double
+  /// 99th percentile, ms.
   public var p99: Double
+  /// Largest, ms.
   public var max: Double
 
   /// Summarises `values` (milliseconds); zeros when empty.

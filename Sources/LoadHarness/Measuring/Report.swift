@@ -4,10 +4,15 @@ import Foundation
 public struct Report: Sendable, Codable {
   /// One stampede's dedup figures.
   public struct Stampede: Sendable, Codable, Hashable {
+    /// Clients asking at once.
     public var clients: Int
+    /// Distinct sources asked for.
     public var uniqueSources: Int
+    /// Origin requests for them.
     public var originFetches: Int
+    /// Clients that got the right image.
     public var delivered: Int
+    /// Clients that got an error or a wrong image.
     public var failed: Int
   }
 
@@ -33,46 +38,80 @@ public struct Report: Sendable, Codable {
     public var client: Int
   }
 
+  /// Scenarios run, joined by `+`.
   public var scenario: String
+  /// The system under test.
   public var target: String
+  /// The seed.
   public var seed: UInt64
+  /// Wall-clock seconds of the whole run.
   public var durationS: Double
+  /// Virtual lists.
   public var lists: Int
+  /// Items per list.
   public var itemsPerList: Int
+  /// Cells per viewport.
   public var slots: Int
+  /// Items prefetched ahead; 0 when off.
   public var prefetchWindow: Int
+  /// Items the flooding client kept in prefetch.
   public var prefetchFlood: Int
+  /// `cold` or `warm`.
   public var cache: String
+  /// Shown images whose decoded item differs from the item their slot holds. Must be 0.
   public var wrongDeliveries: Int
+  /// Up to ten of them, described.
   public var wrongExamples: [String]
+  /// Shown images whose item code could not be read (counted as wrong).
   public var undecodable: Int
+  /// Loads issued.
   public var loads: Int
+  /// Images shown.
   public var images: Int
+  /// Failed loads by error code.
   public var errors: [String: Int]
+  /// Whether the origin could count its requests (false for an external origin: then the
+  /// origin figures are 0).
+  public var originCounted: Bool
+  /// Origin requests during the run.
   public var originFetches: Int
+  /// Distinct source URLs the run asked for.
   public var uniqueSources: Int
+  /// `origin_fetches / unique_sources`.
   public var dedupRatio: Double
+  /// Stale results dropped.
   public var staleDropped: StaleDropped
+  /// Work for items cancelled before display.
   public var cancelledWork: CancelledWork
+  /// Latency of shown images and errors, load to result.
   public var latencyMs: Percentiles
+  /// The same per outcome: memory, disk, miss, coalesced, error, cancelled (load to supersede).
   public var latencyByOutcomeMs: [String: Percentiles]
+  /// From an item entering the viewport to its image shown.
   public var timeToVisibleMs: Percentiles
+  /// Images shown per second of scrolling.
   public var throughputRps: Double
+  /// Prefetched items reported cached.
   public var prefetched: Int
+  /// Prefetched items that failed.
   public var prefetchErrors: Int
+  /// Stampede figures, when that scenario ran.
   public var stampede: Stampede?
+  /// `[seconds, MiB]` samples of the server's resident memory.
   public var rssMb: [[Double]]
+  /// `[seconds, ms]` for every shown image.
   public var timeToVisibleSeries: [[Double]]
+  /// `[upper bound ms (-1: above 10 s), count]`.
   public var latencyHistogram: [[Double]]
 
   static func make(
     options: RunOptions, target: String, measurements: Measurements, elapsed: Double,
-    scrolledSeconds: Double, originBefore: [String: Int], origin: SyntheticOrigin,
+    scrolledSeconds: Double, originBefore: [String: Int], origin: any ImageOrigin,
     before: ServerFigures, after: ServerFigures, stampede: Stampede?
   ) -> Report {
     let state = measurements.state.withLock { $0 }
-    let requests = origin.requests
-    let bytes = origin.bytesSent
+    let requests = origin.requests ?? [:]
+    let bytes = origin.bytesSent ?? [:]
     var fetches = 0
     for (path, count) in requests { fetches += count - (originBefore[path] ?? 0) }
     // Item paths the origin served that no list ever showed: wasted downloads.
@@ -93,7 +132,8 @@ public struct Report: Sendable, Codable {
       prefetchWindow: options.prefetchWindow, prefetchFlood: options.prefetchFlood,
       cache: options.cache, wrongDeliveries: state.wrongDeliveries,
       wrongExamples: state.wrongExamples, undecodable: state.undecodable, loads: state.loads,
-      images: state.images, errors: state.errors, originFetches: fetches, uniqueSources: unique,
+      images: state.images, errors: state.errors, originCounted: origin.requests != nil,
+      originFetches: fetches, uniqueSources: unique,
       dedupRatio: unique > 0 ? Double(fetches) / Double(unique) : 0,
       staleDropped: StaleDropped(
         server: after.staleDrops - before.staleDrops, client: state.clientStale),
@@ -155,14 +195,18 @@ public struct Report: Sendable, Codable {
       "time to visible  p50 \(ms(timeToVisibleMs.p50)) ms  p95 \(ms(timeToVisibleMs.p95)) ms  "
         + "p99 \(ms(timeToVisibleMs.p99)) ms",
       "throughput       \(String(format: "%.1f", throughputRps)) images/s (\(images) shown, \(loads) loads)",
-      "origin fetches   \(originFetches) for \(uniqueSources) unique sources "
-        + "(ratio \(String(format: "%.2f", dedupRatio)))",
+      originCounted
+        ? "origin fetches   \(originFetches) for \(uniqueSources) unique sources "
+          + "(ratio \(String(format: "%.2f", dedupRatio)))"
+        : "origin fetches   not counted (external origin), \(uniqueSources) unique sources",
       "cancelled work   \(cancelledWork.loadsSuperseded) loads superseded, "
         + "\(cancelledWork.workStopped) jobs stopped, \(cancelledWork.wastedFetches) fetches "
         + "(\(cancelledWork.wastedBytes / 1024) KiB) never shown",
       "stale dropped    server \(staleDropped.server), client \(staleDropped.client)",
       "prefetch         \(prefetched) cached, \(prefetchErrors) failed",
-      "errors           " + (errors.isEmpty ? "none" : errors.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", ")),
+      "errors           "
+        + (errors.isEmpty
+          ? "none" : errors.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", ")),
     ]
     if let stampede {
       lines.append(

@@ -16,8 +16,9 @@ public struct OriginBehaviour: Sendable, Hashable {
   /// Share of requests that fail, split evenly between a 503, a connection reset before the
   /// body, and a body cut short.
   public var errorRate: Double = 0
-  /// Source image size.
+  /// Source image width.
   public var width = 800
+  /// Source image height.
   public var height = 600
   /// PNG sources instead of JPEG.
   public var png = false
@@ -29,7 +30,7 @@ public struct OriginBehaviour: Sendable, Hashable {
 /// A real HTTP/1.1 origin on 127.0.0.1 serving `/item/N.jpg` (or `.png`): each image encodes
 /// its item number (`ItemImage`). It counts every request and the body bytes it sent, per
 /// path, which is how the harness knows origin fetches and wasted bytes.
-public final class SyntheticOrigin: @unchecked Sendable {
+public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   // @unchecked: the listener is only closed in stop(); all other state is behind Mutexes.
   /// The port it listens on.
   public let port: UInt16
@@ -76,10 +77,10 @@ public final class SyntheticOrigin: @unchecked Sendable {
   }
 
   /// Requests per path so far.
-  public var requests: [String: Int] { log.withLock { $0.mapValues(\.requests) } }
+  public var requests: [String: Int]? { log.withLock { $0.mapValues(\.requests) } }
 
   /// Body bytes sent per path so far.
-  public var bytesSent: [String: Int] { log.withLock { $0.mapValues(\.bytes) } }
+  public var bytesSent: [String: Int]? { log.withLock { $0.mapValues(\.bytes) } }
 
   /// Stops accepting.
   public func stop() {

@@ -52,19 +52,21 @@ actor ListDriver {
   /// Moves the list by `dt` seconds and issues the loads and prefetches that follow.
   func step(now: Double, dt: Double) {
     let maxPosition = Double(max(0, configuration.items - configuration.slots))
-    profile.advance(now: now, dt: dt, atEdge: position <= 0 && profile.velocity < 0
-      || position >= maxPosition && profile.velocity > 0)
+    profile.advance(
+      now: now, dt: dt,
+      atEdge: position <= 0 && profile.velocity < 0
+        || position >= maxPosition && profile.velocity > 0)
     position = min(maxPosition, max(0, position + profile.velocity * dt))
     let first = Int(position)
     for index in first..<min(configuration.items, first + configuration.slots) {
       let slot = index % configuration.slots
-      if slots[slot]?.item == index { continue }
+      let item = configuration.itemOffset + index
+      if slots[slot]?.item == item { continue }
       if let old = slots[slot], !old.delivered {
         // The cell is recycled before its image came: the target must drop that work.
         measurements.recordSuperseded(latencyMs: (now - old.loadedAt) * 1000)
       }
       nextToken += 1
-      let item = configuration.itemOffset + index
       let source = url(item)
       slots[slot] = Binding(item: item, token: nextToken, loadedAt: now)
       measurements.countLoad(url: source)
@@ -86,7 +88,8 @@ actor ListDriver {
     if let openRound { try? client.release(round: openRound) }
     let range =
       forward
-      ? (first + configuration.slots)..<min(configuration.items, first + configuration.slots + window)
+      ? (first + configuration.slots)..<min(
+        configuration.items, first + configuration.slots + window)
       : max(0, first - window)..<first
     guard !range.isEmpty else {
       openRound = nil
@@ -113,7 +116,8 @@ actor ListDriver {
       }
       // Shown. From here on, anything but the slot's own item is a wrong delivery.
       guard var binding = slots[slot] else {
-        measurements.recordWrong("slot \(slot) shows item \(item) but holds nothing", undecodable: false)
+        measurements.recordWrong(
+          "slot \(slot) shows item \(item) but holds nothing", undecodable: false)
         return
       }
       let shown = ItemImage.item(in: data)

@@ -35,13 +35,13 @@ public struct RunOptions: Sendable {
 public final class Runner: Sendable {
   let target: any LoadTarget
   let options: RunOptions
-  let origin: SyntheticOrigin
+  let origin: any ImageOrigin
   let measurements = Measurements()
   let progress: (@Sendable (Double, Measurements) -> Void)?
 
   /// Prepares a run; `progress` is called about twice a second with the elapsed seconds.
   public init(
-    target: any LoadTarget, options: RunOptions, origin: SyntheticOrigin,
+    target: any LoadTarget, options: RunOptions, origin: any ImageOrigin,
     progress: (@Sendable (Double, Measurements) -> Void)? = nil
   ) {
     self.target = target
@@ -54,7 +54,7 @@ public final class Runner: Sendable {
   public func run() async throws -> Report {
     let started = ContinuousClock.now
     let before = target.serverFigures()
-    let originBefore = origin.requests
+    let originBefore = origin.requests ?? [:]
     var stampede: Report.Stampede?
     var scrolled = 0.0
     for scenario in options.scenarios {
@@ -148,7 +148,9 @@ public final class Runner: Sendable {
   /// must not slow down what is visible.
   private func startFlood(start: ContinuousClock.Instant) throws -> Task<Void, Never> {
     let client = try target.connect()
-    let (origin, count, base) = (origin, options.prefetchFlood, options.lists * options.items + 1_000_000)
+    let (origin, count, base) = (
+      origin, options.prefetchFlood, options.lists * options.items + 1_000_000
+    )
     return Task {
       let drain = Task { for await _ in client.events {} }
       var round = 0
@@ -184,7 +186,11 @@ public final class Runner: Sendable {
         outstanding += 1
         // Bounded batches: at most 64 loads in flight.
         while outstanding >= 64, let event = await events.next() {
-          if case .image = event { outstanding -= 1 } else if case .error = event { outstanding -= 1 }
+          if case .image = event {
+            outstanding -= 1
+          } else if case .error = event {
+            outstanding -= 1
+          }
         }
       }
     }
@@ -228,7 +234,7 @@ public final class Runner: Sendable {
       failed += results.count { !$0 }
     }
     let paths = Set(urls.map { URL(string: $0)!.path })
-    let fetches = origin.requests.filter { paths.contains($0.key) }.values.reduce(0, +)
+    let fetches = (origin.requests ?? [:]).filter { paths.contains($0.key) }.values.reduce(0, +)
     return Report.Stampede(
       clients: options.stampedeClients, uniqueSources: urls.count, originFetches: fetches,
       delivered: delivered, failed: failed)

@@ -15,13 +15,16 @@ public final class DaemonProcess: Sendable {
 
   /// Starts `binary serve` with loopback origins allowed and waits until it is healthy.
   public init(binary: String, extraArguments: [String] = []) throws {
-    directory = FileManager.default.temporaryDirectory
+    directory =
+      FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbload-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     socket = directory + "/thumbd.sock"
     let arguments =
-      [binary, "serve", "--socket", socket, "--cache-dir", directory + "/cache", "--allow-private",
-        "--log-level", "warn"] + extraArguments
+      [
+        binary, "serve", "--socket", socket, "--cache-dir", directory + "/cache", "--allow-private",
+        "--log-level", "warn",
+      ] + extraArguments
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }

@@ -45,7 +45,8 @@ public struct DaemonTarget: LoadTarget {
     let fd = ns_connect_unix(socket)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
-    let request = Array("GET \(target) HTTP/1.1\r\nHost: thumbload\r\nConnection: close\r\n\r\n".utf8)
+    let request = Array(
+      "GET \(target) HTTP/1.1\r\nHost: thumbload\r\nConnection: close\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var response: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)

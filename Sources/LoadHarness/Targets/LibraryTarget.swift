@@ -13,7 +13,8 @@ public final class LibraryTarget: LoadTarget {
   public init(memoryLimit: Int = 64 << 20) {
     let policy = SourcePolicy(allowPrivateAddresses: true, allowLoopback: true)
     pipeline = ThumbnailPipeline(
-      configuration: .init(dataLoader: SourceLoader(policy: policy), memoryCacheCostLimit: memoryLimit))
+      configuration: .init(
+        dataLoader: SourceLoader(policy: policy), memoryCacheCostLimit: memoryLimit))
   }
 
   /// `library`.
@@ -67,7 +68,8 @@ final class LibraryClient: LoadClient {
     let generation = state.withLock { state -> UInt64 in
       state.generation += 1
       state.slots[slot]?.task?.cancel()
-      state.slots[slot] = Binding(item: item, token: token, generation: state.generation, task: task)
+      state.slots[slot] = Binding(
+        item: item, token: token, generation: state.generation, task: task)
       return state.generation
     }
     Task { [self] in

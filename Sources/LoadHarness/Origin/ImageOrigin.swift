@@ -1,0 +1,30 @@
+/// Where a run's source images come from: thumbload's own synthetic origin, or any server
+/// holding images made by `thumbload generate` (nginx serving a directory, say).
+public protocol ImageOrigin: Sendable {
+  /// The URL of item `n`.
+  func url(item: Int) -> String
+  /// Requests per path so far, if this origin can tell.
+  var requests: [String: Int]? { get }
+  /// Body bytes sent per path so far, if this origin can tell.
+  var bytesSent: [String: Int]? { get }
+}
+
+/// An origin thumbload does not run: URLs from a template with `{item}` in it. It cannot count
+/// fetches; the report's origin figures are then absent.
+public struct ExternalOrigin: ImageOrigin {
+  /// For example `http://127.0.0.1:8080/items/{item}.jpg`.
+  public let template: String
+
+  /// An origin from a URL template.
+  public init(template: String) { self.template = template }
+
+  /// The template with `{item}` replaced.
+  public func url(item: Int) -> String {
+    template.replacingOccurrences(of: "{item}", with: String(item))
+  }
+
+  /// Unknown.
+  public var requests: [String: Int]? { nil }
+  /// Unknown.
+  public var bytesSent: [String: Int]? { nil }
+}
