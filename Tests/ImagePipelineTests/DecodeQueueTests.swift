@@ -56,7 +56,9 @@ struct DecodeQueueTests {
     }
     await eventually("blocker running") { workers.load.running == 1 }
     func submit(_ name: String, _ id: UInt64, _ priority: ImagePriority) -> Task<Void, any Error> {
-      Task { try await workers.run(id: id, context: JobContext(priority: priority)) { ran.append(name) } }
+      Task {
+        try await workers.run(id: id, context: JobContext(priority: priority)) { ran.append(name) }
+      }
     }
     let old = submit("old prefetch", 2, .prefetch)
     await eventually("queued") { workers.load.queued == 1 }
@@ -72,6 +74,31 @@ struct DecodeQueueTests {
     try await visible.value
     try await old.value
     #expect(ran.values == ["visible", "old prefetch"])
+  }
+
+  @Test("prefetch work leaves one decode thread free for visible work")
+  func prefetchLeavesAThread() async throws {
+    let workers = DecodeWorkers(threads: 2, maxQueued: 16)
+    defer { workers.shutdown() }
+    let gate = DispatchSemaphore(value: 0)
+    let ran = Recorder<String>()
+    let prefetches = (0..<3).map { index in
+      Task {
+        try await workers.run(id: UInt64(10 + index), context: JobContext(priority: .prefetch)) {
+          gate.wait()
+          ran.append("prefetch")
+        }
+      }
+    }
+    await eventually("one prefetch running, two waiting") {
+      workers.load.running == 1 && workers.load.queued == 2
+    }
+    // The second thread is free, and takes visible work at once, while prefetch still blocks.
+    try await workers.run(id: 1, context: JobContext(priority: .visible)) { ran.append("visible") }
+    #expect(ran.values == ["visible"])
+    for _ in 0..<3 { gate.signal() }
+    for task in prefetches { try await task.value }
+    #expect(ran.values.count == 4)
   }
 
   @Test("a full queue refuses with queueFull, and a queued job whose consumer leaves never runs")

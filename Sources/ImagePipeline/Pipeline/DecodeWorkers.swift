@@ -32,6 +32,7 @@ final class DecodeWorkers: @unchecked Sendable {
   private let condition = NSCondition()
   private var queue: [Job] = []
   private var running: [UInt64: JobContext] = [:]
+  private var runningPrefetch = 0
   private var nextSequence: UInt64 = 0
   private var stopping = false
   private var threads: [Thread] = []
@@ -102,7 +103,8 @@ final class DecodeWorkers: @unchecked Sendable {
     for i in queue.indices.dropFirst() {
       let candidate = queue[i].context.priority.value
       let current = queue[worst].context.priority.value
-      if candidate < current || (candidate == current && queue[i].sequence > queue[worst].sequence) {
+      if candidate < current || (candidate == current && queue[i].sequence > queue[worst].sequence)
+      {
         worst = i
       }
     }
@@ -121,27 +123,53 @@ final class DecodeWorkers: @unchecked Sendable {
     condition.unlock()
   }
 
+  /// Threads prefetch work may occupy at once: one fewer than all (when there are two or
+  /// more), so a visible job never waits for a prefetch decode to finish.
+  var prefetchThreadLimit: Int { max(1, threadCount - 1) }
+
   private func workLoop() {
     while true {
       condition.lock()
-      while queue.isEmpty && !stopping { condition.wait() }
-      if stopping && queue.isEmpty {
+      var picked: Int?
+      while !stopping || !queue.isEmpty {
+        picked = nextJobIndex()
+        if picked != nil || (stopping && queue.isEmpty) { break }
+        condition.wait()
+      }
+      guard let index = picked else {
         condition.unlock()
         return
       }
-      var best = 0
-      for i in queue.indices.dropFirst()
-      where queue[i].context.priority.value > queue[best].context.priority.value {
-        best = i
-      }
-      let job = queue.remove(at: best)
+      let job = queue.remove(at: index)
+      let isPrefetch = job.context.priority.value == .prefetch
       running[job.id] = job.context
+      if isPrefetch { runningPrefetch += 1 }
       condition.unlock()
       job.body()
       condition.lock()
       running[job.id] = nil
+      if isPrefetch {
+        runningPrefetch -= 1
+        // A thread may be waiting for a prefetch slot.
+        condition.signal()
+      }
       condition.unlock()
     }
+  }
+
+  /// The most urgent queued job this thread may take, or nil. Called with the lock held.
+  private func nextJobIndex() -> Int? {
+    guard var best = queue.indices.first else { return nil }
+    for i in queue.indices.dropFirst()
+    where queue[i].context.priority.value > queue[best].context.priority.value {
+      best = i
+    }
+    if queue[best].context.priority.value == .prefetch && runningPrefetch >= prefetchThreadLimit {
+      // Only prefetch work is queued and it has all the threads it may have: stay free for
+      // whatever visible work comes next.
+      return nil
+    }
+    return best
   }
 
   /// Lets the threads finish the queue and exit.

@@ -113,12 +113,18 @@ public struct Report: Sendable, Codable {
     let requests = origin.requests ?? [:]
     let bytes = origin.bytesSent ?? [:]
     var fetches = 0
-    for (path, count) in requests { fetches += count - (originBefore[path] ?? 0) }
+    for (path, count) in requests {
+      // The prefetch flood's filler is load, not part of what the lists asked for.
+      if let item = Self.item(ofPath: path), item >= SyntheticOrigin.fillerItems { continue }
+      fetches += count - (originBefore[path] ?? 0)
+    }
     // Item paths the origin served that no list ever showed: wasted downloads.
     var wastedFetches = 0
     var wastedBytes = 0
     for (path, count) in requests where count > (originBefore[path] ?? 0) {
-      guard let item = Self.item(ofPath: path), !state.displayed.contains(item) else { continue }
+      guard let item = Self.item(ofPath: path), !state.displayed.contains(item),
+        item < SyntheticOrigin.fillerItems
+      else { continue }
       if let stampede, stampede.uniqueSources > 0, item >= 5_000_000 { continue }
       wastedFetches += count - (originBefore[path] ?? 0)
       wastedBytes += bytes[path] ?? 0

@@ -39,11 +39,14 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   private let log = Mutex<[String: (requests: Int, bytes: Int)]>([:])
   private let images = Mutex<(bytes: [Int: [UInt8]], total: Int, order: [Int])>(([:], 0, []))
   private let stopped = Atomic<Bool>(false)
+  private let filler: [UInt8]?
   private let randomState = Mutex<UInt64>(0x5EED)
 
   /// Binds a loopback port (0 picks one).
   public init(behaviour: OriginBehaviour, port: UInt16 = 0, seed: UInt64 = 1) throws {
     self.behaviour = behaviour
+    filler = try? ItemImage.encoded(
+      item: ItemImage.maxItem, width: behaviour.width, height: behaviour.height, png: behaviour.png)
     randomState.withLock { $0 = seed | 1 }
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     var yes: Int32 = 1
@@ -151,7 +154,13 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
     respond(connection, status: 200, body: body, path: path, cutAt: truncate ? body.count / 2 : nil)
   }
 
+  /// Items from here on are filler (the prefetch flood): distinct URLs the server must fetch
+  /// and decode, all answered with one pre-encoded image, so the flood loads the server and
+  /// not this load generator.
+  public static let fillerItems = 10_000_000
+
   private func image(_ item: Int) -> [UInt8]? {
+    if item >= Self.fillerItems { return filler }
     if let cached = images.withLock({ $0.bytes[item] }) { return cached }
     guard
       let bytes = try? ItemImage.encoded(

@@ -148,9 +148,7 @@ public final class Runner: Sendable {
   /// must not slow down what is visible.
   private func startFlood(start: ContinuousClock.Instant) throws -> Task<Void, Never> {
     let client = try target.connect()
-    let (origin, count, base) = (
-      origin, options.prefetchFlood, options.lists * options.items + 1_000_000
-    )
+    let (origin, count, base) = (origin, options.prefetchFlood, SyntheticOrigin.fillerItems)
     return Task {
       let drain = Task { for await _ in client.events {} }
       var round = 0
