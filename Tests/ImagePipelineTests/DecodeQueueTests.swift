@@ -130,4 +130,21 @@ struct DecodeQueueTests {
     try await queued[1].value
     #expect(ran.values == [3])
   }
+
+  @Test(
+    "prefetch downloads take at most three quarters of the fetch slots; visible ones get the rest")
+  func fetchSlotsForVisibleWork() async throws {
+    let limiter = PriorityLimiter(limit: 4)
+    let prefetch = PriorityBox(.prefetch)
+    for id in 1...3 { #expect(try await limiter.acquire(id: UInt64(id), priority: prefetch)) }
+    // The fourth prefetch waits although a slot is free...
+    let waiting = Task { try await limiter.acquire(id: 4, priority: prefetch) }
+    await eventually("fourth prefetch waiting") { await limiter.queued == 1 }
+    // ...which a visible download takes at once.
+    #expect(try await limiter.acquire(id: 5, priority: PriorityBox(.visible)) == false)
+    #expect(await limiter.active == 4)
+    await limiter.release(prefetch: true)
+    #expect(try await waiting.value == true)
+    #expect(await limiter.queued == 0)
+  }
 }

@@ -8,29 +8,39 @@ actor PriorityLimiter {
     let id: UInt64
     let sequence: UInt64
     let priority: PriorityBox
-    let continuation: CheckedContinuation<Void, any Error>
+    let continuation: CheckedContinuation<Bool, any Error>
   }
 
   let limit: Int
+  /// Slots prefetch work may hold at once: three quarters (at least one), so that downloads
+  /// for what is on screen always find a slot free within one download of being asked.
+  let prefetchLimit: Int
   private(set) var active = 0
+  private var activePrefetch = 0
   private var waiters: [Waiter] = []
   private var nextSequence: UInt64 = 0
 
-  init(limit: Int) { self.limit = max(1, limit) }
+  init(limit: Int) {
+    self.limit = max(1, limit)
+    prefetchLimit = max(1, self.limit * 3 / 4)
+  }
 
   /// Jobs waiting for a slot.
   var queued: Int { waiters.count }
 
   /// Waits for a slot. Throws `CancellationError` if the task is cancelled while waiting.
-  func acquire(id: UInt64, priority: PriorityBox) async throws {
+  /// Returns whether the slot counts as a prefetch slot; pass that to `release`.
+  @discardableResult
+  func acquire(id: UInt64, priority: PriorityBox) async throws -> Bool {
     try Task.checkCancellation()
-    if active < limit && waiters.isEmpty {
-      active += 1
-      return
+    // Waiters that could run would already have been given a slot, so any still waiting are
+    // prefetch jobs held back by the prefetch share: they do not block this one.
+    if eligible(priority.value) && mostUrgentEligibleWaiter() == nil {
+      return grant(priority.value)
     }
     nextSequence += 1
     let sequence = nextSequence
-    try await withTaskCancellationHandler {
+    return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         waiters.append(
           Waiter(id: id, sequence: sequence, priority: priority, continuation: continuation))
@@ -40,22 +50,41 @@ actor PriorityLimiter {
     }
   }
 
-  /// Gives a slot back and hands it to the most urgent waiter.
-  func release() {
-    guard let best = mostUrgentWaiter() else {
-      active -= 1
-      return
-    }
-    waiters.remove(at: best).continuation.resume()
+  /// Gives a slot back and hands free slots to the most urgent waiters that may have one.
+  func release(prefetch: Bool) {
+    active -= 1
+    if prefetch { activePrefetch -= 1 }
+    reconsider()
   }
 
-  private func mostUrgentWaiter() -> Int? {
-    guard !waiters.isEmpty else { return nil }
-    var best = 0
-    var bestPriority = waiters[0].priority.value
-    for i in waiters.indices.dropFirst() {
+  /// Hands free slots to waiters that may now have one: after a release, or after a waiting
+  /// prefetch job was raised (a visible consumer joined it) and no longer counts against the
+  /// prefetch share.
+  func reconsider() {
+    while let next = mostUrgentEligibleWaiter() {
+      let waiter = waiters.remove(at: next)
+      waiter.continuation.resume(returning: grant(waiter.priority.value))
+    }
+  }
+
+  private func eligible(_ priority: ImagePriority) -> Bool {
+    active < limit && (priority != .prefetch || activePrefetch < prefetchLimit)
+  }
+
+  private func grant(_ priority: ImagePriority) -> Bool {
+    active += 1
+    let prefetch = priority == .prefetch
+    if prefetch { activePrefetch += 1 }
+    return prefetch
+  }
+
+  private func mostUrgentEligibleWaiter() -> Int? {
+    var best: Int?
+    var bestPriority = ImagePriority.prefetch
+    for i in waiters.indices {
       let p = waiters[i].priority.value
-      if p > bestPriority { (best, bestPriority) = (i, p) }
+      guard eligible(p) else { continue }
+      if best == nil || p > bestPriority { (best, bestPriority) = (i, p) }
     }
     return best
   }

@@ -234,20 +234,22 @@ public final class ThumbnailPipeline: Sendable {
     if let sources = configuration.sourceCache, let entry = await sources.data(forKey: sourceKey) {
       return entry.payload
     }
-    try await fetchLimiter.acquire(id: nextID(), priority: context.priority)
+    let limiter = fetchLimiter
+    context.onPriorityChange { Task { await limiter.reconsider() } }
+    let prefetchSlot = try await fetchLimiter.acquire(id: nextID(), priority: context.priority)
     do {
       let started = ContinuousClock.now
       let bytes = try await configuration.dataLoader.loadData(for: url)
       metrics.observe("fetch", started.duration(to: .now).seconds)
-      await fetchLimiter.release()
+      await fetchLimiter.release(prefetch: prefetchSlot)
       metrics.countFetch(bytes: bytes.count)
       await configuration.sourceCache?.store(payload: bytes, forKey: sourceKey)
       return bytes
     } catch let error as FetchError {
-      await fetchLimiter.release()
+      await fetchLimiter.release(prefetch: prefetchSlot)
       throw PipelineError.fetch(error)
     } catch {
-      await fetchLimiter.release()
+      await fetchLimiter.release(prefetch: prefetchSlot)
       throw error
     }
   }
