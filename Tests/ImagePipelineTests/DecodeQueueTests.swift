@@ -7,29 +7,36 @@ import Testing
 /// The decode queue serves the most urgent job first, reading priorities when a thread frees.
 @Suite("Decode queue")
 struct DecodeQueueTests {
-  @Test("with the queue full of prefetch work, a visible job runs next; a raise reorders")
+  @Test("a visible job runs before queued normal work; a raised prefetch job moves to the front")
   func visibleFirst() async throws {
-    let workers = DecodeWorkers(threads: 1, maxQueued: 16)
+    let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)
     defer { workers.shutdown() }
     let order = Recorder<String>()
     let gate = DispatchSemaphore(value: 0)
+    let backgroundGate = DispatchSemaphore(value: 0)
     let blocker = Task {
       try await workers.run(id: 1, context: JobContext(priority: .visible)) {
         gate.wait()
         order.append("blocker")
       }
     }
-    await eventually("blocker running") { workers.load.running == 1 }
+    // The background thread is busy too, so queued prefetch work stays queued.
+    let backgroundBlocker = Task {
+      try await workers.run(id: 2, context: JobContext(priority: .prefetch)) {
+        backgroundGate.wait()
+      }
+    }
+    await eventually("both threads busy") { workers.load.running == 2 }
     var contexts: [JobContext] = []
     var jobs: [Task<Void, any Error>] = []
     for i in 0..<5 {
-      let context = JobContext(priority: .prefetch)
+      let context = JobContext(priority: i == 3 ? .prefetch : .normal)
       contexts.append(context)
       jobs.append(
         Task {
-          try await workers.run(id: UInt64(10 + i), context: context) { order.append("p\(i)") }
+          try await workers.run(id: UInt64(10 + i), context: context) { order.append("n\(i)") }
         })
-      await eventually("p\(i) queued") { workers.load.queued == i + 1 }
+      await eventually("n\(i) queued") { workers.load.queued == i + 1 }
     }
     jobs.append(
       Task {
@@ -38,23 +45,29 @@ struct DecodeQueueTests {
         }
       })
     await eventually("visible queued") { workers.load.queued == 6 }
-    contexts[3].setPriority(.normal)
+    // n3 waits for the background thread, until a visible consumer joins it.
+    contexts[3].setPriority(.visible)
     gate.signal()
     try await blocker.value
     for job in jobs { try await job.value }
-    #expect(order.values == ["blocker", "visible", "p3", "p0", "p1", "p2", "p4"])
+    #expect(order.values == ["blocker", "n3", "visible", "n0", "n1", "n2", "n4"])
+    backgroundGate.signal()
+    try await backgroundBlocker.value
   }
 
   @Test("a full queue sheds its newest least urgent job for a more urgent one, never the reverse")
   func shedsLeastUrgent() async throws {
-    let workers = DecodeWorkers(threads: 1, maxQueued: 2)
+    let workers = DecodeWorkers(threads: 1, maxQueued: 2, backgroundThreads: 1)
     defer { workers.shutdown() }
     let gate = DispatchSemaphore(value: 0)
     let ran = Recorder<String>()
     let blocker = Task {
       try await workers.run(id: 1, context: JobContext(priority: .normal)) { gate.wait() }
     }
-    await eventually("blocker running") { workers.load.running == 1 }
+    let backgroundBlocker = Task {
+      try await workers.run(id: 9, context: JobContext(priority: .prefetch)) { gate.wait() }
+    }
+    await eventually("both threads busy") { workers.load.running == 2 }
     func submit(_ name: String, _ id: UInt64, _ priority: ImagePriority) -> Task<Void, any Error> {
       Task {
         try await workers.run(id: id, context: JobContext(priority: priority)) { ran.append(name) }
@@ -70,15 +83,18 @@ struct DecodeQueueTests {
     let visible = submit("visible", 5, .visible)
     await #expect(throws: PipelineError.queueFull) { try await new.value }
     gate.signal()
+    gate.signal()
     try await blocker.value
+    try await backgroundBlocker.value
     try await visible.value
     try await old.value
-    #expect(ran.values == ["visible", "old prefetch"])
+    // Each ran on its own kind of thread; the shed and the refused job never ran.
+    #expect(Set(ran.values) == ["visible", "old prefetch"] && ran.values.count == 2)
   }
 
-  @Test("prefetch work leaves one decode thread free for visible work")
+  @Test("prefetch work runs on background threads: visible work never waits for it")
   func prefetchLeavesAThread() async throws {
-    let workers = DecodeWorkers(threads: 2, maxQueued: 16)
+    let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)
     defer { workers.shutdown() }
     let gate = DispatchSemaphore(value: 0)
     let ran = Recorder<String>()
@@ -93,7 +109,7 @@ struct DecodeQueueTests {
     await eventually("one prefetch running, two waiting") {
       workers.load.running == 1 && workers.load.queued == 2
     }
-    // The second thread is free, and takes visible work at once, while prefetch still blocks.
+    // The foreground thread is free, and takes visible work at once, while prefetch blocks.
     try await workers.run(id: 1, context: JobContext(priority: .visible)) { ran.append("visible") }
     #expect(ran.values == ["visible"])
     for _ in 0..<3 { gate.signal() }

@@ -1,3 +1,4 @@
+import CImageCodecs
 import Foundation
 
 /// Dedicated threads for blocking codec work, fed from a bounded priority queue.
@@ -32,7 +33,6 @@ final class DecodeWorkers: @unchecked Sendable {
   private let condition = NSCondition()
   private var queue: [Job] = []
   private var running: [UInt64: JobContext] = [:]
-  private var runningPrefetch = 0
   private var nextSequence: UInt64 = 0
   private var stopping = false
   private var threads: [Thread] = []
@@ -43,13 +43,21 @@ final class DecodeWorkers: @unchecked Sendable {
   let maxQueued: Int
   let threadCount: Int
 
-  init(threads: Int, maxQueued: Int) {
+  /// Starts `threads` foreground threads for visible and normal work and `backgroundThreads`
+  /// (default: as many) for prefetch work. The background threads run at the lowest CPU
+  /// priority (nice 19): when the machine is saturated, prefetch decodes get only what visible
+  /// work leaves, yet on an idle machine they run at full speed. A queued job raised above
+  /// prefetch moves to the foreground threads.
+  init(threads: Int, maxQueued: Int, backgroundThreads: Int? = nil) {
     self.threadCount = max(1, threads)
     self.maxQueued = max(1, maxQueued)
-    for index in 0..<threadCount {
+    let background = max(1, backgroundThreads ?? threadCount)
+    for index in 0..<(threadCount + background) {
+      let isBackground = index >= threadCount
       // Each thread keeps the workers alive until shutdown() lets it finish.
-      let thread = Thread { self.workLoop() }
-      thread.name = "thumbd-decode-\(index)"
+      let thread = Thread { self.workLoop(background: isBackground) }
+      thread.name =
+        isBackground ? "thumbd-prefetch-\(index - threadCount)" : "thumbd-decode-\(index)"
       thread.stackSize = 1 << 20
       self.threads.append(thread)
       thread.start()
@@ -87,7 +95,9 @@ final class DecodeWorkers: @unchecked Sendable {
             body: { continuation.resume(with: Result { try work() }) },
             abandon: { continuation.resume(throwing: CancellationError()) },
             shed: { continuation.resume(throwing: PipelineError.queueFull) }))
-        condition.signal()
+        // Foreground and background threads wait on one condition: wake them all so the
+        // right kind picks the job up.
+        condition.broadcast()
         condition.unlock()
         displaced?.shed()
       }
@@ -123,17 +133,17 @@ final class DecodeWorkers: @unchecked Sendable {
     condition.unlock()
   }
 
-  /// Threads prefetch work may occupy at once: one fewer than all (when there are two or
-  /// more), so a visible job never waits for a prefetch decode to finish.
-  var prefetchThreadLimit: Int { max(1, threadCount - 1) }
-
-  private func workLoop() {
+  private func workLoop(background: Bool) {
+    if background {
+      ic_thread_background()
+    }
     while true {
       condition.lock()
       var picked: Int?
-      while !stopping || !queue.isEmpty {
-        picked = nextJobIndex()
-        if picked != nil || (stopping && queue.isEmpty) { break }
+      while true {
+        picked = nextJobIndex(background: background)
+        // On shutdown a thread finishes the queued jobs of its kind, then exits.
+        if picked != nil || stopping { break }
         condition.wait()
       }
       guard let index = picked else {
@@ -141,33 +151,23 @@ final class DecodeWorkers: @unchecked Sendable {
         return
       }
       let job = queue.remove(at: index)
-      let isPrefetch = job.context.priority.value == .prefetch
       running[job.id] = job.context
-      if isPrefetch { runningPrefetch += 1 }
       condition.unlock()
       job.body()
       condition.lock()
       running[job.id] = nil
-      if isPrefetch {
-        runningPrefetch -= 1
-        // A thread may be waiting for a prefetch slot.
-        condition.signal()
-      }
       condition.unlock()
     }
   }
 
-  /// The most urgent queued job this thread may take, or nil. Called with the lock held.
-  private func nextJobIndex() -> Int? {
-    guard var best = queue.indices.first else { return nil }
-    for i in queue.indices.dropFirst()
-    where queue[i].context.priority.value > queue[best].context.priority.value {
-      best = i
-    }
-    if queue[best].context.priority.value == .prefetch && runningPrefetch >= prefetchThreadLimit {
-      // Only prefetch work is queued and it has all the threads it may have: stay free for
-      // whatever visible work comes next.
-      return nil
+  /// The most urgent queued job of this thread's kind (prefetch for background threads, the
+  /// rest for foreground ones), or nil. Called with the lock held.
+  private func nextJobIndex(background: Bool) -> Int? {
+    var best: Int?
+    for i in queue.indices {
+      let priority = queue[i].context.priority.value
+      guard (priority == .prefetch) == background else { continue }
+      if best == nil || priority > queue[best!].context.priority.value { best = i }
     }
     return best
   }

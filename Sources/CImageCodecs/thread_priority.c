@@ -1,0 +1,13 @@
+#define _GNU_SOURCE
+#include "CImageCodecs.h"
+
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int ic_thread_background(void) {
+  /* On Linux, PRIO_PROCESS with a thread id sets that thread's nice value. */
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  return setpriority(PRIO_PROCESS, (id_t)tid, 19) == 0 ? 0 : -errno;
+}
