@@ -30,12 +30,18 @@ struct ThumbloadTests {
   @Test(
     "against a target that skips the token check, wrong deliveries are reported and gate the run")
   func checkCanFail() async throws {
-    let origin = try SyntheticOrigin(behaviour: Self.fastOrigin)
+    // A slow origin and small viewports: cells are recycled long before their images come,
+    // which is exactly when a target without token checks shows the wrong picture.
+    var behaviour = Self.fastOrigin
+    behaviour.latencyMs = 150
+    behaviour.jitterMs = 150
+    let origin = try SyntheticOrigin(behaviour: behaviour)
     defer { origin.stop() }
     var options = RunOptions()
     options.duration = 3
     options.lists = 2
-    options.items = 200
+    options.items = 2000
+    options.slots = 3
     options.prefetchWindow = 0
     let report = try await Runner(
       target: TokenIgnoringTarget(), options: options, origin: origin
