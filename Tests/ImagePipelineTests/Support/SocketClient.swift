@@ -36,6 +36,7 @@ enum SocketClient {
       let n = bytes.withUnsafeBytes {
         send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
       }
+      if n < 0 && errno == EINTR { continue }
       if n <= 0 { break }
       offset += n
     }
@@ -43,6 +44,8 @@ enum SocketClient {
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
       let n = read(fd, &buffer, buffer.count)
+      // Children of other tests exiting deliver SIGCHLD to this process: retry, don't stop.
+      if n < 0 && errno == EINTR { continue }
       if n <= 0 { break }
       out += buffer[0..<n]
     }
@@ -78,7 +81,7 @@ extension SocketClient {
         Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
       }
     }
-    guard connected == 0 else { return [] }
+    guard connected == 0 || (errno == EINTR && finishConnect(fd)) else { return [] }
     let request = Array("GET \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
     guard
       request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) })
@@ -88,6 +91,8 @@ extension SocketClient {
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
       let n = read(fd, &buffer, buffer.count)
+      // Children of other tests exiting deliver SIGCHLD to this process: retry, don't stop.
+      if n < 0 && errno == EINTR { continue }
       if n <= 0 { break }
       out += buffer[0..<n]
     }
@@ -104,5 +109,14 @@ extension SocketClient {
       }
     }
     return nil
+  }
+
+  /// A connect interrupted by a signal goes on in the background: wait for it to finish.
+  private static func finishConnect(_ fd: Int32) -> Bool {
+    var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+    while poll(&poller, 1, -1) < 0 && errno == EINTR {}
+    var error: Int32 = 0
+    var length = socklen_t(MemoryLayout<Int32>.size)
+    return getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0
   }
 }

@@ -113,6 +113,8 @@ final class TestOrigin: @unchecked Sendable {
     var buffer = [UInt8](repeating: 0, count: 4096)
     while !head.ends(with: [13, 10, 13, 10]) && head.count < 65536 {
       let n = read(connection, &buffer, buffer.count)
+      // Other tests' children exiting send SIGCHLD to this process: retry.
+      if n < 0 && errno == EINTR { continue }
       if n <= 0 { return }
       head += buffer[0..<n]
     }
@@ -170,6 +172,7 @@ final class TestOrigin: @unchecked Sendable {
       let n = bytes.withUnsafeBytes {
         send(fd, $0.baseAddress! + offset, min(65536, bytes.count - offset), Int32(MSG_NOSIGNAL))
       }
+      if n < 0 && errno == EINTR { continue }
       if n <= 0 { break }
       offset += n
     }
