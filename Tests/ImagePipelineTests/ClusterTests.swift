@@ -49,8 +49,14 @@ struct ClusterTests {
               for source in stride(from: lane, to: sources, by: 12) {
                 let url = origin.url("/src/\(source).png")
                   .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                let response = SocketClient.getTCP(
-                  port: port, "/v1/thumbnail?url=\(url)&w=\(width)&h=\(width)")
+                var response: [UInt8] = []
+                // An empty response is this test client's connection failing before nginx
+                // answered (seen only under parallel test load, never with an nginx or thumbd
+                // error logged): ask again. Any answer nginx gives, 5xx included, counts.
+                for _ in 0..<3 where response.isEmpty {
+                  response = SocketClient.getTCP(
+                    port: port, "/v1/thumbnail?url=\(url)&w=\(width)&h=\(width)")
+                }
                 let upstream = SocketClient.header("X-Upstream", in: response) ?? ""
                 results.append(
                   (
@@ -120,7 +126,9 @@ struct ClusterTests {
     #expect(third.filter { $0.status == 200 }.count >= Self.sources - 12)
     // A pass after the kill: every source answers; the victim's moved, no other source did.
     let moved = await Self.pass(port: port, origin: origin, width: 48)
-    #expect(moved.allSatisfy { $0.status == 200 })
+    #expect(
+      moved.allSatisfy { $0.status == 200 },
+      "statuses: \(moved.filter { $0.status != 200 }.map(\.status))")
     for (index, outcome) in moved.enumerated() {
       if home[index] == victimSocket {
         #expect(outcome.upstream != victimSocket)
