@@ -385,9 +385,25 @@ public final class HTTPServer: @unchecked Sendable {
     connection.outputOffset = 0
     watchWritable(connection, false)
     if connection.closeAfterWrite {
+      discardUnreadInput(connection)
       closeConnection(connection)
     } else if connection.session != nil && connection.readPaused {
       resumeReading(connection)
+    }
+  }
+
+  /// Before closing after a final answer (a 400, a `bad_frame`): closing a socket with unread
+  /// input makes the kernel reset the connection, and a reset can destroy the answer in the
+  /// client's receive buffer before the client reads it. So end our side first and throw away
+  /// what the client had already sent (bounded; the socket is non-blocking).
+  private func discardUnreadInput(_ connection: Connection) {
+    shutdown(connection.fd, Int32(SHUT_WR))
+    var discarded = 0
+    while discarded < 1 << 20 {
+      let n = readBuffer.withUnsafeMutableBytes { read(connection.fd, $0.baseAddress, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      if n <= 0 { return }
+      discarded += n
     }
   }
 
