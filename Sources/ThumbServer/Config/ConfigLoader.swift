@@ -1,4 +1,5 @@
 import Foundation
+import ThumbClient
 
 /// A setting that could not be used: which key, where it came from, and why.
 public struct ConfigError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -54,13 +55,10 @@ public enum ConfigLoader {
   public static func apply(
     file data: [UInt8], origin: String, to config: inout DaemonConfig
   ) throws(ConfigError) {
-    let object: Any
-    do {
-      object = try JSONSerialization.jsonObject(with: Data(data))
-    } catch {
+    guard let object = JSONValue.parse(data) else {
       throw ConfigError(key: nil, origin: origin, message: "not valid JSON")
     }
-    guard let fields = object as? [String: Any] else {
+    guard case .object(let fields) = object else {
       throw ConfigError(key: nil, origin: origin, message: "the top level must be a JSON object")
     }
     for key in fields.keys.sorted() {

@@ -1,4 +1,5 @@
 import Foundation
+import ThumbClient
 
 /// One option's value as it arrived: typed from the JSON file, or text from a flag or an
 /// environment variable. Each option parses it into its field.
@@ -10,25 +11,18 @@ public enum ConfigValue: Sendable, Hashable {
   case list([String])
   case other(String)
 
-  /// Converts a value from `JSONSerialization`.
-  init(json value: Any) {
+  /// Converts a value of a JSON config file.
+  init(json value: JSONValue) {
     switch value {
-    case let text as String: self = .text(text)
-    case let number as NSNumber:
-      // JSON booleans arrive as NSNumber too; their type encoding is "c" (char), which no JSON
-      // number gets.
-      if String(cString: number.objCType) == "c" {
-        self = .bool(number.boolValue)
-      } else if let integer = value as? Int, Double(integer) == number.doubleValue {
-        self = .integer(integer)
-      } else {
-        self = .number(number.doubleValue)
-      }
-    case let array as [Any]:
-      let texts = array.compactMap { $0 as? String }
-      self = texts.count == array.count ? .list(texts) : .other("an array with non-strings")
-    case is NSNull: self = .other("null")
-    default: self = .other("an object")
+    case .string(let text): self = .text(text)
+    case .integer(let number): self = .integer(number)
+    case .number(let number): self = .number(number)
+    case .bool(let flag): self = .bool(flag)
+    case .array(let elements):
+      let texts = elements.compactMap(\.string)
+      self = texts.count == elements.count ? .list(texts) : .other("an array with non-strings")
+    case .null: self = .other("null")
+    case .object: self = .other("an object")
     }
   }
 

@@ -1,3 +1,5 @@
+import ThumbClient
+
 /// An HTTP/1.1 response ready to be written.
 public struct HTTPResponse: Sendable, Hashable {
   /// The status code.
@@ -21,7 +23,7 @@ public struct HTTPResponse: Sendable, Hashable {
 
   /// A JSON error body `{"error": KIND, "message": ...}`.
   public static func error(_ status: Int, kind: String, message: String) -> HTTPResponse {
-    let body = "{\"error\":\(JSON.quote(kind)),\"message\":\(JSON.quote(message))}\n"
+    let body = "{\"error\":\(JSONValue.quote(kind)),\"message\":\(JSONValue.quote(message))}\n"
     return HTTPResponse(
       status: status, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
   }
@@ -76,29 +78,5 @@ public struct HTTPResponse: Sendable, Hashable {
     case 504: "Gateway Timeout"
     default: "Status"
     }
-  }
-}
-
-/// Minimal JSON string quoting for error bodies and protocol frames.
-enum JSON {
-  static func quote(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\r": out += "\\r"
-      case "\t": out += "\\t"
-      default:
-        if scalar.value < 0x20 {
-          let hex = String(scalar.value, radix: 16)
-          out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        } else {
-          out.unicodeScalars.append(scalar)
-        }
-      }
-    }
-    return out + "\""
   }
 }

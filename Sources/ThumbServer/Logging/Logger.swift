@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import ThumbClient
 
 #if canImport(Glibc)
   import Glibc
@@ -54,7 +55,8 @@ public final class Logger: Sendable {
       line = all.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ")
     case .json:
       line =
-        "{" + all.map { "\(JSON.quote($0.0)):\(JSON.quote($0.1))" }.joined(separator: ",") + "}"
+        "{" + all.map { "\(JSONValue.quote($0.0)):\(JSONValue.quote($0.1))" }.joined(separator: ",")
+        + "}"
     }
     line += "\n"
     descriptor.withLock { fd in
@@ -76,7 +78,7 @@ public final class Logger: Sendable {
       && value.unicodeScalars.allSatisfy {
         $0.value > 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "=" && $0 != "\\"
       }
-    return plain ? value : JSON.quote(value)
+    return plain ? value : JSONValue.quote(value)
   }
 
   /// UTC, millisecond precision: `2026-11-30T20:15:02.123Z`. The part up to the seconds is

@@ -31,20 +31,32 @@ enum SocketClient {
     let fd = connect(path)
     guard fd >= 0 else { return [] }
     defer { close(fd) }
+    sendAll(fd, bytes)
+    return readToEnd(fd)
+  }
+
+  /// Writes all of `bytes` unless the connection fails; false if it did.
+  @discardableResult
+  static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
     var offset = 0
     while offset < bytes.count {
       let n = bytes.withUnsafeBytes {
         send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
       }
+      // Children of other tests exiting deliver SIGCHLD to this process: retry, don't stop.
       if n < 0 && errno == EINTR { continue }
-      if n <= 0 { break }
+      if n <= 0 { return false }
       offset += n
     }
+    return true
+  }
+
+  /// Reads until the peer closes the connection.
+  static func readToEnd(_ fd: Int32) -> [UInt8] {
     var out: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
       let n = read(fd, &buffer, buffer.count)
-      // Children of other tests exiting deliver SIGCHLD to this process: retry, don't stop.
       if n < 0 && errno == EINTR { continue }
       if n <= 0 { break }
       out += buffer[0..<n]
@@ -83,20 +95,8 @@ extension SocketClient {
     }
     guard connected == 0 || (errno == EINTR && finishConnect(fd)) else { return [] }
     let request = Array("GET \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
-    guard
-      request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) })
-        == request.count
-    else { return [] }
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let n = read(fd, &buffer, buffer.count)
-      // Children of other tests exiting deliver SIGCHLD to this process: retry, don't stop.
-      if n < 0 && errno == EINTR { continue }
-      if n <= 0 { break }
-      out += buffer[0..<n]
-    }
-    return out
+    guard sendAll(fd, request) else { return [] }
+    return readToEnd(fd)
   }
 
   /// A response header's value (case-insensitive name), from the raw response.
