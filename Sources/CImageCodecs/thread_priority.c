@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 int ic_thread_background(void) {
-  /* On Linux, PRIO_PROCESS with a thread id sets that thread's nice value. */
+  /* Nice 19 rather than SCHED_IDLE: an idle-policy thread can wait indefinitely while any
+   * other process keeps the CPUs busy, whereas nice 19 still gets a small, steady share.
+   * On Linux, PRIO_PROCESS with a thread id sets that thread's nice value alone. */
   pid_t tid = (pid_t)syscall(SYS_gettid);
   return setpriority(PRIO_PROCESS, (id_t)tid, 19) == 0 ? 0 : -errno;
 }

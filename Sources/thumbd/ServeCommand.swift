@@ -121,6 +121,14 @@ enum ServeCommand {
       }
     }
     if let ownedSocket { unlink(ownedSocket) }
+    // Thumbnails are written to disk after they are delivered: let the last ones land, within
+    // the drain time, so a restart finds them.
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await pipeline.flushDiskWrites() }
+      group.addTask { try? await Task.sleep(for: .seconds(min(drainTimeout, 3600))) }
+      await group.next()
+      group.cancelAll()
+    }
     withExtendedLifetime(signals) {}
     logger.log(.info, "stopped", ["abandoned": String(server.abandonedAtExit)])
     return 0
@@ -146,7 +154,8 @@ enum ServeCommand {
       memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
       maxConcurrentFetches: config.fetchConcurrency,
       decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
-      maxQueuedDecodes: config.maxQueuedDecodes, diskCache: disk,
+      maxQueuedDecodes: config.maxQueuedDecodes,
+      maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,
       negativeCacheSeconds: config.negativeCacheSeconds)
   }
 

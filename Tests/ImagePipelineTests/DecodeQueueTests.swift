@@ -15,14 +15,14 @@ struct DecodeQueueTests {
     let gate = DispatchSemaphore(value: 0)
     let backgroundGate = DispatchSemaphore(value: 0)
     let blocker = Task {
-      try await workers.run(id: 1, context: JobContext(priority: .visible)) {
+      try await workers.run(id: 1, context: JobContext(priority: .visible)) { _ in
         gate.wait()
         order.append("blocker")
       }
     }
     // The background thread is busy too, so queued prefetch work stays queued.
     let backgroundBlocker = Task {
-      try await workers.run(id: 2, context: JobContext(priority: .prefetch)) {
+      try await workers.run(id: 2, context: JobContext(priority: .prefetch)) { _ in
         backgroundGate.wait()
       }
     }
@@ -34,13 +34,13 @@ struct DecodeQueueTests {
       contexts.append(context)
       jobs.append(
         Task {
-          try await workers.run(id: UInt64(10 + i), context: context) { order.append("n\(i)") }
+          try await workers.run(id: UInt64(10 + i), context: context) { _ in order.append("n\(i)") }
         })
       await eventually("n\(i) queued") { workers.load.queued == i + 1 }
     }
     jobs.append(
       Task {
-        try await workers.run(id: 99, context: JobContext(priority: .visible)) {
+        try await workers.run(id: 99, context: JobContext(priority: .visible)) { _ in
           order.append("visible")
         }
       })
@@ -62,15 +62,17 @@ struct DecodeQueueTests {
     let gate = DispatchSemaphore(value: 0)
     let ran = Recorder<String>()
     let blocker = Task {
-      try await workers.run(id: 1, context: JobContext(priority: .normal)) { gate.wait() }
+      try await workers.run(id: 1, context: JobContext(priority: .normal)) { _ in gate.wait() }
     }
     let backgroundBlocker = Task {
-      try await workers.run(id: 9, context: JobContext(priority: .prefetch)) { gate.wait() }
+      try await workers.run(id: 9, context: JobContext(priority: .prefetch)) { _ in gate.wait() }
     }
     await eventually("both threads busy") { workers.load.running == 2 }
     func submit(_ name: String, _ id: UInt64, _ priority: ImagePriority) -> Task<Void, any Error> {
       Task {
-        try await workers.run(id: id, context: JobContext(priority: priority)) { ran.append(name) }
+        try await workers.run(id: id, context: JobContext(priority: priority)) { _ in
+          ran.append(name)
+        }
       }
     }
     let old = submit("old prefetch", 2, .prefetch)
@@ -101,6 +103,7 @@ struct DecodeQueueTests {
     let prefetches = (0..<3).map { index in
       Task {
         try await workers.run(id: UInt64(10 + index), context: JobContext(priority: .prefetch)) {
+          _ in
           gate.wait()
           ran.append("prefetch")
         }
@@ -110,7 +113,9 @@ struct DecodeQueueTests {
       workers.load.running == 1 && workers.load.queued == 2
     }
     // The foreground thread is free, and takes visible work at once, while prefetch blocks.
-    try await workers.run(id: 1, context: JobContext(priority: .visible)) { ran.append("visible") }
+    try await workers.run(id: 1, context: JobContext(priority: .visible)) { _ in
+      ran.append("visible")
+    }
     #expect(ran.values == ["visible"])
     for _ in 0..<3 { gate.signal() }
     for task in prefetches { try await task.value }
@@ -124,12 +129,12 @@ struct DecodeQueueTests {
     let gate = DispatchSemaphore(value: 0)
     let ran = Recorder<Int>()
     let blocker = Task {
-      try await workers.run(id: 1, context: JobContext(priority: .normal)) { gate.wait() }
+      try await workers.run(id: 1, context: JobContext(priority: .normal)) { _ in gate.wait() }
     }
     await eventually("blocker running") { workers.load.running == 1 }
     let queued = (2...3).map { id in
       Task {
-        try await workers.run(id: UInt64(id), context: JobContext(priority: .normal)) {
+        try await workers.run(id: UInt64(id), context: JobContext(priority: .normal)) { _ in
           ran.append(id)
         }
       }
@@ -137,7 +142,7 @@ struct DecodeQueueTests {
     await eventually("two queued") { workers.load.queued == 2 }
     // Nothing queued is less urgent than a new normal job: it is refused.
     await #expect(throws: PipelineError.queueFull) {
-      try await workers.run(id: 4, context: JobContext(priority: .normal)) {}
+      try await workers.run(id: 4, context: JobContext(priority: .normal)) { _ in }
     }
     queued[0].cancel()
     await #expect(throws: CancellationError.self) { try await queued[0].value }
@@ -145,6 +150,39 @@ struct DecodeQueueTests {
     try await blocker.value
     try await queued[1].value
     #expect(ran.values == [3])
+  }
+
+  @Test("a prefetch job raised while a background thread runs it is run again in the foreground")
+  func raisedRunningJobMoves() async throws {
+    let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)
+    defer { workers.shutdown() }
+    let gate = DispatchSemaphore(value: 0)
+    let backgroundFlag = Mutex<CancellationFlag?>(nil)
+    let attempts = Recorder<String>()
+    let context = JobContext(priority: .prefetch)
+    let job = Task {
+      try await workers.run(id: 1, context: context) { cancellation in
+        // Prefetch work only ever starts on the background thread: the first attempt is there.
+        if attempts.values.isEmpty {
+          attempts.append("background")
+          backgroundFlag.withLock { $0 = cancellation }
+          // An idle-priority thread that never gets the CPU back, as on a busy machine.
+          gate.wait()
+          return "background"
+        }
+        attempts.append("foreground")
+        return "foreground"
+      }
+    }
+    await eventually("running in the background") { backgroundFlag.withLock { $0 != nil } }
+    context.setPriority(.visible)
+    // The caller gets the foreground attempt's result while the background one still blocks,
+    // and the background attempt was told to stop.
+    #expect(try await job.value == "foreground")
+    #expect(backgroundFlag.withLock { $0?.isCancelled } == true)
+    gate.signal()
+    await eventually("background attempt ended") { workers.load.running == 0 }
+    #expect(attempts.values == ["background", "foreground"])
   }
 
   @Test(

@@ -40,6 +40,8 @@ struct PipelineCachingTests {
         dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
     let miss = try await first.response(for: request(64))
     #expect(miss.source == .miss)
+    // Written after delivery: what a server does before it exits.
+    await first.flushDiskWrites()
     let second = ThumbnailPipeline(
       configuration: .init(
         dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))

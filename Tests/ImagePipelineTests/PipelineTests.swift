@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import ImagePipeline
@@ -117,16 +118,18 @@ struct PipelineTests {
     let workers = DecodeWorkers(threads: 1, maxQueued: 4)
     defer { workers.shutdown() }
     let context = JobContext(priority: .visible)
+    let flag = Mutex<CancellationFlag?>(nil)
     let decode = Task {
-      try await workers.run(id: 1, context: context) {
-        try Thumbnailer().thumbnail(
+      try await workers.run(id: 1, context: context) { cancellation in
+        flag.withLock { $0 = cancellation }
+        return try Thumbnailer().thumbnail(
           contentsOf: fifo, spec: ThumbnailSpec(width: 64, height: 64),
-          cancellation: context.cancellation)
+          cancellation: cancellation)
       }
     }
     // The rest is written only once the worker has raised the job's flag.
     FIFOFeeder.feed(Self.bigPNG, to: fifo, split: Self.bigPNG.count / 4) {
-      while !context.cancellation.isCancelled { sched_yield() }
+      while flag.withLock({ $0?.isCancelled }) != true { sched_yield() }
     }
     await eventually("decode running") { workers.load.running == 1 }
     decode.cancel()

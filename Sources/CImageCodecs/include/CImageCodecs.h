@@ -189,8 +189,9 @@ void ic_cancel_flag_set(int32_t *flag, int32_t value);
 
 /**
  * Moves the calling thread to the lowest CPU priority (nice 19), for threads
- * that decode speculative (prefetch) work. Needs no privilege; affects only
- * the calling thread. Returns 0 or a negative errno.
+ * that do speculative (prefetch) work. Needs no privilege; affects only the
+ * calling thread, and cannot be undone without privilege. Returns 0 or a
+ * negative errno.
  */
 int ic_thread_background(void);
 

@@ -24,6 +24,8 @@ public final class PipelineMetrics: Sendable {
     public var cancelledWork: Int
     /// Results dropped at delivery because the slot had moved on.
     public var staleDrops: Int
+    /// Thumbnails not written to the disk cache because too many writes were pending.
+    public var diskWritesSkipped: Int
     /// Failed requests by error kind.
     public var errors: [String: Int]
     /// Latency per stage: "queue" (waiting for a decode thread), "fetch", "decode", "encode",
@@ -46,6 +48,7 @@ public final class PipelineMetrics: Sendable {
   private let decodes = Atomic<Int>(0)
   private let cancelledWork = Atomic<Int>(0)
   private let staleDrops = Atomic<Int>(0)
+  private let diskWritesSkipped = Atomic<Int>(0)
   private let errors = Mutex<[String: Int]>([:])
 
   /// Creates zeroed counters.
@@ -64,6 +67,7 @@ public final class PipelineMetrics: Sendable {
   func countCancelledWork() { cancelledWork.add(1, ordering: .relaxed) }
   /// Counts a result dropped because its slot no longer shows that item and token.
   public func countStaleDrop() { staleDrops.add(1, ordering: .relaxed) }
+  func countDiskWriteSkipped() { diskWritesSkipped.add(1, ordering: .relaxed) }
   func countError(_ kind: String) { errors.withLock { $0[kind, default: 0] += 1 } }
   func observe(_ stage: String, _ seconds: Double) { histograms[stage]?.observe(seconds) }
 
@@ -76,7 +80,8 @@ public final class PipelineMetrics: Sendable {
       originFetches: originFetches.load(ordering: .relaxed),
       originBytes: originBytes.load(ordering: .relaxed), decodes: decodes.load(ordering: .relaxed),
       cancelledWork: cancelledWork.load(ordering: .relaxed),
-      staleDrops: staleDrops.load(ordering: .relaxed), errors: errors.withLock { $0 },
+      staleDrops: staleDrops.load(ordering: .relaxed),
+      diskWritesSkipped: diskWritesSkipped.load(ordering: .relaxed), errors: errors.withLock { $0 },
       latencies: histograms.mapValues { $0.snapshot() })
   }
 }

@@ -48,14 +48,15 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
   /// Keys with work in flight.
   var inFlight: Int { entries.count }
 
-  /// Subscribes to the job for `key`, starting it with `work` if none runs. The subscription
-  /// ends when the calling task is cancelled.
+  /// Subscribes to the job for `key`, starting it with `work` if none runs (on behalf of
+  /// `client`). The subscription ends when the calling task is cancelled.
   func value(
-    for key: Key, subscriber id: UInt64, priority: PriorityBox, work: @escaping Work
+    for key: Key, subscriber id: UInt64, priority: PriorityBox, client: ClientID = .shared,
+    work: @escaping Work
   ) async throws -> Delivery {
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
-        subscribe(key, id, priority, continuation, work)
+        subscribe(key, id, priority, client, continuation, work)
       }
     } onCancel: {
       Task { await self.unsubscribe(key, id) }
@@ -69,7 +70,7 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
   }
 
   private func subscribe(
-    _ key: Key, _ id: UInt64, _ priority: PriorityBox,
+    _ key: Key, _ id: UInt64, _ priority: PriorityBox, _ client: ClientID,
     _ continuation: CheckedContinuation<Delivery, any Error>, _ work: @escaping Work
   ) {
     if let entry = entries[key] {
@@ -81,7 +82,7 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
       if priority.value > entry.context.priority.value { entry.context.setPriority(priority.value) }
       return
     }
-    let entry = Entry(context: JobContext(priority: priority.value))
+    let entry = Entry(context: JobContext(priority: priority.value, client: client))
     entry.subscribers[id] = Subscriber(
       priority: priority, joined: false, continuation: continuation)
     entry.priorities[id] = priority

@@ -1,38 +1,68 @@
 import CImageCodecs
 import Foundation
+import Synchronization
 
 /// Dedicated threads for blocking codec work, fed from a bounded priority queue.
 ///
 /// The cooperative pool has only as many threads as cores; a long libjpeg call there would
 /// starve every other task. These threads pick the most urgent queued job each time one frees
 /// up (reading priorities at that moment, so raised priorities reorder the queue). A job whose
-/// consumer leaves while queued never starts; a running one gets its cancellation flag raised
-/// and stops at the decoder's next check.
+/// consumer leaves while queued never starts; a running one gets its attempt's cancellation
+/// flag raised and stops at the decoder's next check.
 final class DecodeWorkers: @unchecked Sendable {
   // @unchecked: every mutable field below is guarded by `condition`.
   private final class Job {
     let id: UInt64
     let sequence: UInt64
     let context: JobContext
-    let body: () -> Void
+    /// Runs the work once under the given attempt; resumes the caller unless the attempt was
+    /// superseded or another already did.
+    let attempt: (Attempt) -> Void
     let abandon: () -> Void
     let shed: () -> Void
     init(
-      id: UInt64, sequence: UInt64, context: JobContext, body: @escaping () -> Void,
+      id: UInt64, sequence: UInt64, context: JobContext, attempt: @escaping (Attempt) -> Void,
       abandon: @escaping () -> Void, shed: @escaping () -> Void
     ) {
       self.id = id
       self.sequence = sequence
       self.context = context
-      self.body = body
+      self.attempt = attempt
       self.abandon = abandon
       self.shed = shed
     }
   }
 
+  /// One run of a job on one thread. A prefetch job raised while it runs on a background
+  /// thread is run again on a foreground one; the background attempt is superseded (its
+  /// result, whatever it is, is dropped) and told to stop.
+  final class Attempt: Sendable {
+    /// Polled by the decoder.
+    let cancellation = CancellationFlag()
+    let background: Bool
+    private let supersededFlag = Atomic<Bool>(false)
+
+    init(background: Bool) { self.background = background }
+
+    var isSuperseded: Bool { supersededFlag.load(ordering: .acquiring) }
+
+    func supersede() {
+      supersededFlag.store(true, ordering: .releasing)
+      cancellation.cancel()
+    }
+  }
+
+  /// Resumes a job's caller exactly once, whichever of attempt, abandon or shed gets there.
+  private final class Once: Sendable {
+    private let claimed = Atomic<Bool>(false)
+    func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
+  }
+
   private let condition = NSCondition()
   private var queue: [Job] = []
-  private var running: [UInt64: JobContext] = [:]
+  /// Jobs on a thread, with their attempts (two while a promoted job's background attempt
+  /// winds down).
+  private var running: [UInt64: (job: Job, attempts: [Attempt])] = [:]
   private var nextSequence: UInt64 = 0
   private var stopping = false
   private var threads: [Thread] = []
@@ -45,9 +75,11 @@ final class DecodeWorkers: @unchecked Sendable {
 
   /// Starts `threads` foreground threads for visible and normal work and `backgroundThreads`
   /// (default: as many) for prefetch work. The background threads run at the lowest CPU
-  /// priority (nice 19): when the machine is saturated, prefetch decodes get only what visible
-  /// work leaves, yet on an idle machine they run at full speed. A queued job raised above
-  /// prefetch moves to the foreground threads.
+  /// priority (nice 19): on a saturated machine they get only a small share, so prefetch
+  /// decodes barely slow visible work, yet on an idle machine they run at full speed. A queued
+  /// job raised above prefetch moves to the foreground threads; a running one is started again
+  /// there, because a nice 19 thread may wait long on a busy machine and cannot be raised
+  /// without privilege.
   init(threads: Int, maxQueued: Int, backgroundThreads: Int? = nil) {
     self.threadCount = max(1, threads)
     self.maxQueued = max(1, maxQueued)
@@ -71,13 +103,16 @@ final class DecodeWorkers: @unchecked Sendable {
     return (queue.count, running.count)
   }
 
-  /// Runs `work` on a worker thread when its turn comes.
+  /// Runs `work` on a worker thread when its turn comes. `work` gets the flag its decoder must
+  /// poll; it may run twice (see `Attempt`), so it must have no effect beyond its result.
   func run<T: Sendable>(
-    id: UInt64, context: JobContext, _ work: @escaping @Sendable () throws -> T
+    id: UInt64, context: JobContext, _ work: @escaping @Sendable (CancellationFlag) throws -> T
   ) async throws -> T {
-    try await withTaskCancellationHandler {
+    context.onPriorityChange { [weak self] in self?.promote(id: id, context: context) }
+    return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<T, any Error>) in
+        let once = Once()
         condition.lock()
         var displaced: Job?
         if queue.count >= maxQueued {
@@ -92,9 +127,13 @@ final class DecodeWorkers: @unchecked Sendable {
         queue.append(
           Job(
             id: id, sequence: nextSequence, context: context,
-            body: { continuation.resume(with: Result { try work() }) },
-            abandon: { continuation.resume(throwing: CancellationError()) },
-            shed: { continuation.resume(throwing: PipelineError.queueFull) }))
+            attempt: { attempt in
+              let result = Result { try work(attempt.cancellation) }
+              guard !attempt.isSuperseded, once.claim() else { return }
+              continuation.resume(with: result)
+            },
+            abandon: { if once.claim() { continuation.resume(throwing: CancellationError()) } },
+            shed: { if once.claim() { continuation.resume(throwing: PipelineError.queueFull) } }))
         // Foreground and background threads wait on one condition: wake them all so the
         // right kind picks the job up.
         condition.broadcast()
@@ -123,14 +162,27 @@ final class DecodeWorkers: @unchecked Sendable {
 
   private func cancel(id: UInt64) {
     condition.lock()
-    if let i = queue.firstIndex(where: { $0.id == id }) {
-      let job = queue.remove(at: i)
-      condition.unlock()
-      job.abandon()
-      return
-    }
-    running[id]?.cancellation.cancel()
+    let queued = queue.firstIndex(where: { $0.id == id }).map { queue.remove(at: $0) }
+    for attempt in running[id]?.attempts ?? [] { attempt.cancellation.cancel() }
     condition.unlock()
+    // A job queued again after a promotion may also have a superseded attempt running, which
+    // will not answer: abandoning answers (once) in its place.
+    queued?.abandon()
+  }
+
+  /// A job raised above prefetch while a background thread runs it: queue it again for the
+  /// foreground threads and tell the background attempt to stop.
+  private func promote(id: UInt64, context: JobContext) {
+    guard context.priority.value > .prefetch else { return }
+    condition.lock()
+    defer { condition.unlock() }
+    guard let (job, attempts) = running[id],
+      attempts.allSatisfy({ $0.background && !$0.isSuperseded }),
+      !queue.contains(where: { $0.id == id })
+    else { return }
+    for attempt in attempts { attempt.supersede() }
+    queue.append(job)
+    condition.broadcast()
   }
 
   private func workLoop(background: Bool) {
@@ -151,11 +203,13 @@ final class DecodeWorkers: @unchecked Sendable {
         return
       }
       let job = queue.remove(at: index)
-      running[job.id] = job.context
+      let attempt = Attempt(background: background)
+      running[job.id, default: (job, [])].attempts.append(attempt)
       condition.unlock()
-      job.body()
+      job.attempt(attempt)
       condition.lock()
-      running[job.id] = nil
+      running[job.id]?.attempts.removeAll { $0 === attempt }
+      if running[job.id]?.attempts.isEmpty == true { running[job.id] = nil }
       condition.unlock()
     }
   }

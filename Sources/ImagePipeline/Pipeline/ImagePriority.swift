@@ -29,14 +29,18 @@ final class PriorityBox: Sendable {
 }
 
 /// What one unit of coalesced work shares with the code doing it: its effective priority (the
-/// most urgent subscriber's), a flag the C decoder polls, and listeners that carry priority
-/// changes upstream.
+/// most urgent subscriber's), the client that started it (whose share of prefetch capacity it
+/// uses), a flag raised when everyone left, and listeners that carry priority changes upstream.
 final class JobContext: Sendable {
   let priority: PriorityBox
+  let client: ClientID
   let cancellation = CancellationFlag()
   private let listeners = Mutex<[@Sendable () -> Void]>([])
 
-  init(priority: ImagePriority) { self.priority = PriorityBox(priority) }
+  init(priority: ImagePriority, client: ClientID = .shared) {
+    self.priority = PriorityBox(priority)
+    self.client = client
+  }
 
   /// Calls `listener` whenever the effective priority changes.
   func onPriorityChange(_ listener: @escaping @Sendable () -> Void) {

@@ -23,6 +23,9 @@ public final class ThumbnailPipeline: Sendable {
     public var decodeThreads: Int
     /// Decodes allowed to wait; past that, requests fail with `PipelineError.queueFull`.
     public var maxQueuedDecodes: Int
+    /// Prefetch jobs in progress at once (downloading, waiting for a decode or decoding),
+    /// shared fairly between clients; more wait. See `PrefetchAdmission`.
+    public var maxPrefetchInProgress: Int
     /// Encoded thumbnails on disk, consulted after the memory cache.
     public var diskCache: DiskCache?
     /// Source bytes on disk under their own budget, so another size of a URL needs no new
@@ -36,8 +39,8 @@ public final class ThumbnailPipeline: Sendable {
       dataLoader: any DataLoading, thumbnailer: Thumbnailer = Thumbnailer(),
       memoryCacheCostLimit: Int = 64 << 20, memoryCacheCountLimit: Int = 4096,
       maxConcurrentFetches: Int = 16, decodeThreads: Int = ThumbnailPipeline.coreCount,
-      maxQueuedDecodes: Int = 1024, diskCache: DiskCache? = nil, sourceCache: DiskCache? = nil,
-      negativeCacheSeconds: Double = 0
+      maxQueuedDecodes: Int = 1024, maxPrefetchInProgress: Int = 8, diskCache: DiskCache? = nil,
+      sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0
     ) {
       self.dataLoader = dataLoader
       self.thumbnailer = thumbnailer
@@ -46,6 +49,7 @@ public final class ThumbnailPipeline: Sendable {
       self.maxConcurrentFetches = maxConcurrentFetches
       self.decodeThreads = decodeThreads
       self.maxQueuedDecodes = maxQueuedDecodes
+      self.maxPrefetchInProgress = maxPrefetchInProgress
       self.diskCache = diskCache
       self.sourceCache = sourceCache
       self.negativeCacheSeconds = negativeCacheSeconds
@@ -64,7 +68,9 @@ public final class ThumbnailPipeline: Sendable {
   let thumbnails: CoalescingStage<ImageRequest, Produced>
   let failures: NegativeCache<ImageRequest>
   let fetchLimiter: PriorityLimiter
+  let prefetchAdmission: PrefetchAdmission
   let decoders: DecodeWorkers
+  let diskWrites: WriteBehind
   private let ids = Atomic<UInt64>(0)
 
   /// Creates a pipeline and starts its decode threads.
@@ -80,6 +86,8 @@ public final class ThumbnailPipeline: Sendable {
     thumbnails = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
     fetchLimiter = PriorityLimiter(limit: configuration.maxConcurrentFetches)
+    prefetchAdmission = PrefetchAdmission(limit: configuration.maxPrefetchInProgress)
+    diskWrites = WriteBehind(limit: 256)
     decoders = DecodeWorkers(
       threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
     failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
@@ -93,16 +101,25 @@ public final class ThumbnailPipeline: Sendable {
 
   deinit { decoders.shutdown() }
 
-  /// Starts loading `request` and returns a handle to await, reprioritise or cancel it.
-  public func task(for request: ImageRequest, priority: ImagePriority = .normal) -> ImageTask {
-    ImageTask(request: request, priority: priority, pipeline: self, id: nextID())
+  /// Starts loading `request` for `client` and returns a handle to await, reprioritise or
+  /// cancel it.
+  public func task(
+    for request: ImageRequest, priority: ImagePriority = .normal, client: ClientID = .shared
+  ) -> ImageTask {
+    ImageTask(request: request, priority: priority, client: client, pipeline: self, id: nextID())
   }
 
-  /// Loads `request`; the subscription lasts as long as the calling task.
+  /// Loads `request` for `client`; the subscription lasts as long as the calling task.
   public func response(
-    for request: ImageRequest, priority: ImagePriority = .normal
+    for request: ImageRequest, priority: ImagePriority = .normal, client: ClientID = .shared
   ) async throws -> ImageResponse {
-    try await load(request, id: nextID(), priority: PriorityBox(priority))
+    try await load(request, id: nextID(), priority: PriorityBox(priority), client: client)
+  }
+
+  /// Waits until every thumbnail delivered so far is on disk (writes happen after delivery),
+  /// or until the calling task is cancelled. A server calls it before exiting.
+  public func flushDiskWrites() async {
+    await diskWrites.flush()
   }
 
   /// The response for `request` if the memory cache has it, without suspending: servers answer
@@ -129,6 +146,10 @@ public final class ThumbnailPipeline: Sendable {
     public var queuedDecodes: Int
     /// Decodes running.
     public var runningDecodes: Int
+    /// Prefetch jobs holding a place (see `maxPrefetchInProgress`).
+    public var prefetchInProgress: Int
+    /// Prefetch jobs waiting for a place.
+    public var queuedPrefetch: Int
   }
 
   /// The current workload, for metrics and load shedding.
@@ -137,14 +158,15 @@ public final class ThumbnailPipeline: Sendable {
     return Workload(
       thumbnailsInFlight: await thumbnails.inFlight, fetchesInFlight: await fetches.inFlight,
       queuedFetches: await fetchLimiter.queued, queuedDecodes: decodes.queued,
-      runningDecodes: decodes.running)
+      runningDecodes: decodes.running, prefetchInProgress: await prefetchAdmission.inProgress,
+      queuedPrefetch: await prefetchAdmission.queued)
   }
 
   func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
 
-  func load(_ request: ImageRequest, id: UInt64, priority: PriorityBox) async throws
-    -> ImageResponse
-  {
+  func load(
+    _ request: ImageRequest, id: UInt64, priority: PriorityBox, client: ClientID = .shared
+  ) async throws -> ImageResponse {
     let started = ContinuousClock.now
     metrics.countRequest()
     defer { metrics.observe("total", started.duration(to: .now).seconds) }
@@ -163,8 +185,9 @@ public final class ThumbnailPipeline: Sendable {
       throw remembered
     }
     do {
-      let delivery = try await thumbnails.value(for: request, subscriber: id, priority: priority) {
-        request, context in
+      let delivery = try await thumbnails.value(
+        for: request, subscriber: id, priority: priority, client: client
+      ) { request, context in
         try await self.produce(request, context)
       }
       if delivery.joined {
@@ -183,7 +206,8 @@ public final class ThumbnailPipeline: Sendable {
     }
   }
 
-  /// The thumbnail stage's job: fetch (shared per URL), decode on a worker, cache.
+  /// The thumbnail stage's job: disk cache, else fetch (shared per URL) and decode on a
+  /// worker; prefetch jobs first wait for a place (see `PrefetchAdmission`).
   private func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Produced {
     let diskKey = ThumbnailDiskFormat.key(for: request)
     if let disk = configuration.diskCache, let entry = await disk.data(forKey: diskKey),
@@ -193,24 +217,52 @@ public final class ThumbnailPipeline: Sendable {
       memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
       return Produced(thumbnail: thumbnail, fromDisk: true)
     }
+    let admission = prefetchAdmission
+    let placeID = nextID()
+    context.onPriorityChange { Task { await admission.priorityChanged(id: placeID) } }
+    let hasPlace = try await admission.enter(
+      id: placeID, client: context.client, priority: context.priority)
+    do {
+      let thumbnail = try await fetchAndDecode(request, context)
+      if hasPlace { await admission.leave(client: context.client) }
+      memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+      if let disk = configuration.diskCache {
+        // Delivered first, written after: a reply never waits for the disk.
+        let dropped = !diskWrites.schedule {
+          await disk.store(
+            payload: thumbnail.data, metadata: ThumbnailDiskFormat.metadata(of: thumbnail),
+            forKey: diskKey)
+        }
+        if dropped { metrics.countDiskWriteSkipped() }
+      }
+      return Produced(thumbnail: thumbnail, fromDisk: false)
+    } catch {
+      if hasPlace { await admission.leave(client: context.client) }
+      throw error
+    }
+  }
+
+  private func fetchAndDecode(_ request: ImageRequest, _ context: JobContext) async throws
+    -> Thumbnail
+  {
     let upstream = PriorityBox(context.priority.value)
     context.onPriorityChange { [fetches] in
       upstream.value = context.priority.value
       Task { await fetches.priorityChanged(for: request.url) }
     }
-    let bytes = try await fetches.value(for: request.url, subscriber: nextID(), priority: upstream)
-    {
-      url, fetchContext in
+    let bytes = try await fetches.value(
+      for: request.url, subscriber: nextID(), priority: upstream, client: context.client
+    ) { url, fetchContext in
       try await self.fetch(url, fetchContext)
     }.value
     let thumbnailer = configuration.thumbnailer
     let enqueued = ContinuousClock.now
-    let thumbnail = try await decoders.run(id: nextID(), context: context) { [metrics] in
+    return try await decoders.run(id: nextID(), context: context) { [metrics] cancellation in
       metrics.observe("queue", enqueued.duration(to: .now).seconds)
       metrics.countDecode()
       do throws(ThumbnailError) {
         let (thumbnail, timings) = try thumbnailer.measuredThumbnail(
-          of: bytes, spec: request.spec, cancellation: context.cancellation)
+          of: bytes, spec: request.spec, cancellation: cancellation)
         metrics.observe("decode", timings.decode)
         metrics.observe("encode", timings.encode)
         return thumbnail
@@ -219,13 +271,6 @@ public final class ThumbnailPipeline: Sendable {
         throw PipelineError.thumbnail(error)
       }
     }
-    memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
-    if let disk = configuration.diskCache {
-      await disk.store(
-        payload: thumbnail.data, metadata: ThumbnailDiskFormat.metadata(of: thumbnail),
-        forKey: diskKey)
-    }
-    return Produced(thumbnail: thumbnail, fromDisk: false)
   }
 
   /// The fetch stage's job: wait for a download slot in priority order, then load.
@@ -263,12 +308,15 @@ public final class ImageTask: Sendable {
   private let pipeline: ThumbnailPipeline
   private let task: Task<ImageResponse, any Error>
 
-  init(request: ImageRequest, priority: ImagePriority, pipeline: ThumbnailPipeline, id: UInt64) {
+  init(
+    request: ImageRequest, priority: ImagePriority, client: ClientID,
+    pipeline: ThumbnailPipeline, id: UInt64
+  ) {
     let box = PriorityBox(priority)
     self.request = request
     self.priorityBox = box
     self.pipeline = pipeline
-    task = Task { try await pipeline.load(request, id: id, priority: box) }
+    task = Task { try await pipeline.load(request, id: id, priority: box, client: client) }
   }
 
   /// The current priority.

@@ -19,6 +19,7 @@ public actor PrefetchCoordinator<ItemID: Hashable & Sendable> {
   public typealias Observer = @Sendable (Round, ItemID, Result<ImageResponse, any Error>) -> Void
 
   private let pipeline: ThumbnailPipeline
+  private let client: ClientID
   private let request: @Sendable (ItemID) -> ImageRequest
   private let observer: Observer?
   private var rounds: [Round: [ItemID]] = [:]
@@ -26,12 +27,14 @@ public actor PrefetchCoordinator<ItemID: Hashable & Sendable> {
   private var tasks: [ItemID: ImageTask] = [:]
   private var nextRound: UInt64 = 0
 
-  /// Creates a coordinator that maps items to requests with `request`.
+  /// Creates a coordinator that maps items to requests with `request`; its work counts against
+  /// `client`'s share of prefetch capacity.
   public init(
-    pipeline: ThumbnailPipeline, request: @escaping @Sendable (ItemID) -> ImageRequest,
-    observer: Observer? = nil
+    pipeline: ThumbnailPipeline, client: ClientID = .shared,
+    request: @escaping @Sendable (ItemID) -> ImageRequest, observer: Observer? = nil
   ) {
     self.pipeline = pipeline
+    self.client = client
     self.request = request
     self.observer = observer
   }
@@ -70,7 +73,7 @@ public actor PrefetchCoordinator<ItemID: Hashable & Sendable> {
   public var openRounds: Int { rounds.count }
 
   private func start(_ item: ItemID) {
-    let task = pipeline.task(for: request(item), priority: .prefetch)
+    let task = pipeline.task(for: request(item), priority: .prefetch, client: client)
     tasks[item] = task
     Task {
       let result: Result<ImageResponse, any Error>

@@ -20,8 +20,12 @@ public final class LibraryTarget: LoadTarget {
   /// `library`.
   public var name: String { "library" }
 
-  /// A client with its own slot table.
-  public func connect() throws -> any LoadClient { LibraryClient(pipeline: pipeline) }
+  private let clients = Atomic<UInt64>(0)
+
+  /// A client with its own slot table and its own share of prefetch capacity.
+  public func connect() throws -> any LoadClient {
+    LibraryClient(pipeline: pipeline, client: ClientID(clients.add(1, ordering: .relaxed).newValue))
+  }
 
   /// The pipeline's counters and this process's RSS.
   public func serverFigures() -> ServerFigures {
@@ -54,17 +58,19 @@ final class LibraryClient: LoadClient {
   let events: AsyncStream<TargetEvent>
   private let continuation: AsyncStream<TargetEvent>.Continuation
   private let pipeline: ThumbnailPipeline
+  private let client: ClientID
   private let state = Mutex(State())
   private let stale = Atomic<Int>(0)
 
-  init(pipeline: ThumbnailPipeline) {
+  init(pipeline: ThumbnailPipeline, client: ClientID) {
     self.pipeline = pipeline
+    self.client = client
     (events, continuation) = AsyncStream.makeStream(of: TargetEvent.self)
   }
 
   func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
     let request = ImageRequest(url: url, spec: ThumbnailSpec(width: size, height: size))
-    let task = pipeline.task(for: request, priority: visible ? .visible : .normal)
+    let task = pipeline.task(for: request, priority: visible ? .visible : .normal, client: client)
     let generation = state.withLock { state -> UInt64 in
       state.generation += 1
       state.slots[slot]?.task?.cancel()
@@ -110,7 +116,8 @@ final class LibraryClient: LoadClient {
   func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
     let spec = ThumbnailSpec(width: size, height: size)
     let tasks = items.map { entry in
-      let task = pipeline.task(for: ImageRequest(url: entry.url, spec: spec), priority: .prefetch)
+      let task = pipeline.task(
+        for: ImageRequest(url: entry.url, spec: spec), priority: .prefetch, client: client)
       let continuation = continuation
       Task {
         do {

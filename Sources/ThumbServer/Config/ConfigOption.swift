@@ -76,6 +76,7 @@ public struct ConfigOption: Sendable {
     integer("fetch_concurrency", 1...1024) { $0.fetchConcurrency = $1 },
     integer("decode_threads", 0...256) { $0.decodeThreads = $1 },
     integer("max_queued_decodes", 0...1_000_000) { $0.maxQueuedDecodes = $1 },
+    integer("prefetch_concurrency", 1...1024) { $0.prefetchConcurrency = $1 },
     integer("max_connections", 1...1_000_000) { $0.maxConnections = $1 },
     seconds("connect_timeout") { $0.connectTimeout = $1 },
     seconds("request_timeout") { $0.requestTimeout = $1 },

@@ -36,6 +36,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var decodeThreads = 0
   /// Decodes allowed to wait before requests get 503.
   public var maxQueuedDecodes = 256
+  /// Prefetch jobs in progress at once, shared fairly between sessions.
+  public var prefetchConcurrency = 8
   /// Client connections at once.
   public var maxConnections = 10_000
   /// Seconds to wait for an origin's response headers.

@@ -31,6 +31,10 @@ struct PrometheusExposition {
     out.counter(
       "thumbd_stale_drops_total", "Results dropped because the slot had moved on.",
       metrics.staleDrops)
+    out.counter(
+      "thumbd_disk_writes_skipped_total",
+      "Thumbnails not written to the disk cache because too many writes were pending.",
+      metrics.diskWritesSkipped)
     out.family("thumbd_errors_total", "counter", "Failed requests by error kind.")
     for (kind, count) in metrics.errors.sorted(by: { $0.key < $1.key }) {
       out.sample("thumbd_errors_total{kind=\"\(kind)\"}", count)
@@ -39,9 +43,11 @@ struct PrometheusExposition {
     out.sample("thumbd_inflight{stage=\"thumbnail\"}", workload.thumbnailsInFlight)
     out.sample("thumbd_inflight{stage=\"fetch\"}", workload.fetchesInFlight)
     out.sample("thumbd_inflight{stage=\"decode\"}", workload.runningDecodes)
+    out.sample("thumbd_inflight{stage=\"prefetch\"}", workload.prefetchInProgress)
     out.family("thumbd_queued", "gauge", "Work waiting per stage.")
     out.sample("thumbd_queued{stage=\"fetch\"}", workload.queuedFetches)
     out.sample("thumbd_queued{stage=\"decode\"}", workload.queuedDecodes)
+    out.sample("thumbd_queued{stage=\"prefetch\"}", workload.queuedPrefetch)
     out.family("thumbd_stage_seconds", "histogram", "Latency per stage.")
     for stage in PipelineMetrics.stages {
       guard let histogram = metrics.latencies[stage] else { continue }

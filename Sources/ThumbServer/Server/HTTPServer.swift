@@ -232,7 +232,8 @@ public final class HTTPServer: @unchecked Sendable {
     connection.nextSequence += 1
     let (token, thumbnails) = (connection.token, router.thumbnails)
     connection.session = Session(
-      pipeline: thumbnails.pipeline, parameters: thumbnails.parameters, logger: logger,
+      pipeline: thumbnails.pipeline, client: ClientID(UInt64(token)),
+      parameters: thumbnails.parameters, logger: logger,
       post: { [weak self] result in self?.complete(.session(connection: token, result)) })
     logger?.log(.info, "session_open", ["connection": String(token)])
     let remainder = connection.parser.takeRemainder()

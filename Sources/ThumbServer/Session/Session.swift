@@ -30,6 +30,8 @@ final class Session {
   static let maxOpenRounds = 256
 
   private let pipeline: ThumbnailPipeline
+  /// This session's share of prefetch capacity.
+  private let client: ClientID
   private let parameters: ThumbnailParameters
   private let post: @Sendable (SessionResult) -> Void
   private let logger: Logger?
@@ -39,10 +41,11 @@ final class Session {
   private var nextGeneration: UInt64 = 0
 
   init(
-    pipeline: ThumbnailPipeline, parameters: ThumbnailParameters, logger: Logger?,
-    post: @escaping @Sendable (SessionResult) -> Void
+    pipeline: ThumbnailPipeline, client: ClientID, parameters: ThumbnailParameters,
+    logger: Logger?, post: @escaping @Sendable (SessionResult) -> Void
   ) {
     self.pipeline = pipeline
+    self.client = client
     self.parameters = parameters
     self.logger = logger
     self.post = post
@@ -146,7 +149,8 @@ final class Session {
         "message": .string(error.message),
       ]).serialized()
     }
-    let task = pipeline.task(for: ImageRequest(url: load.url, spec: spec), priority: load.priority)
+    let task = pipeline.task(
+      for: ImageRequest(url: load.url, spec: spec), priority: load.priority, client: client)
     slots[load.slot] = Binding(
       item: load.item, token: load.token, generation: generation, task: task)
     let (post, slot) = (post, load.slot)
@@ -191,7 +195,8 @@ final class Session {
     for (item, url) in prefetch.items where entries[item] == nil {
       nextGeneration += 1
       let generation = nextGeneration
-      let task = pipeline.task(for: ImageRequest(url: url, spec: spec), priority: .prefetch)
+      let task = pipeline.task(
+        for: ImageRequest(url: url, spec: spec), priority: .prefetch, client: client)
       entries[item] = PrefetchEntry(generation: generation, task: task)
       let (post, round) = (post, prefetch.round)
       Task {

@@ -1,0 +1,17 @@
+/// Who a request is for, as far as sharing prefetch capacity goes: prefetch work is admitted
+/// fairly between clients, so one client announcing thousands of items cannot starve another's
+/// look-ahead. A server gives each connection or session its own; requests without one share
+/// `ClientID.shared`.
+public struct ClientID: Hashable, Sendable, CustomStringConvertible {
+  /// The identity; any value unique among live clients.
+  public let rawValue: UInt64
+
+  /// Wraps an identity.
+  public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+
+  /// The client of requests that name none.
+  public static let shared = ClientID(0)
+
+  /// The identity as a number.
+  public var description: String { String(rawValue) }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ImagePipeline
+
+/// Prefetch work is capped and shared fairly between clients; visible work never waits for it.
+@Suite("Prefetch admission")
+struct PrefetchAdmissionTests {
+  static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
+
+  @Test("places are capped, and a freed place goes to the waiting client holding the fewest")
+  func fairShare() async throws {
+    let admission = PrefetchAdmission(limit: 2)
+    let flood = ClientID(1)
+    let list = ClientID(2)
+    let order = Recorder<String>()
+    for id in 1...2 {
+      #expect(
+        try await admission.enter(id: UInt64(id), client: flood, priority: PriorityBox(.prefetch)))
+    }
+    var waiting: [Task<Bool, any Error>] = []
+    for id in 3...5 {
+      waiting.append(
+        Task {
+          let placed = try await admission.enter(
+            id: UInt64(id), client: flood, priority: PriorityBox(.prefetch))
+          order.append("flood-\(id)")
+          return placed
+        })
+      await eventually("flood \(id) waiting") { await admission.queued == id - 2 }
+    }
+    let listWaiter = Task {
+      let placed = try await admission.enter(
+        id: 10, client: list, priority: PriorityBox(.prefetch))
+      order.append("list")
+      return placed
+    }
+    await eventually("list waiting") { await admission.queued == 4 }
+    // The list arrived last, but holds no place: it gets the first one freed.
+    await admission.leave(client: flood)
+    #expect(try await listWaiter.value)
+    #expect(order.values == ["list"])
+    // Now both hold one: the flood's oldest waiter is next.
+    await admission.leave(client: flood)
+    #expect(try await waiting[0].value)
+    #expect(order.values == ["list", "flood-3"])
+    #expect(await admission.inProgress == 2)
+    #expect(await admission.queued == 2)
+    await admission.leave(client: list)
+    await admission.leave(client: flood)
+    for task in waiting.dropFirst() { #expect(try await task.value) }
+    #expect(order.values == ["list", "flood-3", "flood-4", "flood-5"])
+  }
+
+  @Test("a waiter raised above prefetch goes on without a place; a cancelled one takes none")
+  func raisedAndCancelledWaiters() async throws {
+    let admission = PrefetchAdmission(limit: 1)
+    #expect(try await admission.enter(id: 1, client: .shared, priority: PriorityBox(.prefetch)))
+    let raised = PriorityBox(.prefetch)
+    let raisedWaiter = Task { try await admission.enter(id: 2, client: .shared, priority: raised) }
+    let cancelledWaiter = Task {
+      try await admission.enter(id: 3, client: .shared, priority: PriorityBox(.prefetch))
+    }
+    await eventually("two waiting") { await admission.queued == 2 }
+    raised.value = .visible
+    await admission.priorityChanged(id: 2)
+    #expect(try await raisedWaiter.value == false)
+    cancelledWaiter.cancel()
+    await #expect(throws: CancellationError.self) { try await cancelledWaiter.value }
+    #expect(await admission.queued == 0)
+    #expect(await admission.inProgress == 1)
+    // Visible work never waits here at all.
+    #expect(
+      try await admission.enter(id: 4, client: .shared, priority: PriorityBox(.visible)) == false)
+  }
+
+  @Test("one client's flood of prefetches cannot hold back another's, nor a visible load")
+  func floodDoesNotStarveOthers() async throws {
+    let loader = GatedLoader { _ in Self.photo }
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(dataLoader: loader, decodeThreads: 1, maxPrefetchInProgress: 2))
+    func request(_ name: String) -> ImageRequest {
+      ImageRequest(url: "origin/\(name).jpg", spec: ThumbnailSpec(width: 32, height: 32))
+    }
+    let flood = (0..<10).map {
+      pipeline.task(for: request("flood\($0)"), priority: .prefetch, client: ClientID(1))
+    }
+    await eventually("two flood downloads, eight waiting") {
+      let queued = await pipeline.workload().queuedPrefetch
+      return loader.starts.count == 2 && queued == 8
+    }
+    let look = pipeline.task(for: request("look"), priority: .prefetch, client: ClientID(2))
+    await eventually("look-ahead waiting") { (await pipeline.workload()).queuedPrefetch == 9 }
+    // A visible load of a waiting flood item does not wait for a place.
+    let visible = pipeline.task(for: request("flood9"), priority: .visible, client: ClientID(3))
+    await eventually("flood9 raised and downloading") {
+      loader.starts.contains("origin/flood9.jpg")
+    }
+    // The first place freed goes to the other client, not to the flood's next item.
+    loader.open(loader.starts[0])
+    await eventually("look-ahead downloading") { loader.starts.count == 4 }
+    #expect(loader.starts[3] == "origin/look.jpg")
+    for name in ["look", "flood9"] { loader.open("origin/\(name).jpg") }
+    #expect(try await look.response.source == .miss)
+    #expect(try await visible.response.source == .coalesced)
+    for task in flood { task.cancel() }
+  }
+}
