@@ -7,9 +7,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -187,4 +189,10 @@ int ns_wakeup_signal(int fd) {
 int ns_wakeup_drain(int fd) {
   uint64_t value;
   return read(fd, &value, sizeof(value)) == sizeof(value) || errno == EAGAIN ? 0 : fail();
+}
+
+void ns_name_thread(const char *name) {
+  char shortened[16];
+  snprintf(shortened, sizeof shortened, "%s", name);
+  pthread_setname_np(pthread_self(), shortened);
 }

@@ -113,9 +113,9 @@ public final class ThumbClient: Sendable {
     events = stream
     let reader = SessionFrameReader(maxBodyBytes: maxImageBytes)
     let thread = Thread { [self] in
+      ns_name_thread("thumbclient-rd")
       readLoop(reader: reader, leftover: leftover, continuation: continuation)
     }
-    thread.name = "thumbclient-reader"
     thread.start()
   }
 

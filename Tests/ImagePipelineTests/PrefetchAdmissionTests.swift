@@ -53,6 +53,35 @@ struct PrefetchAdmissionTests {
     #expect(order.values == ["list", "flood-3", "flood-4", "flood-5"])
   }
 
+  @Test("while visible requests arrive, clients showing nothing share only the busy places")
+  func backgroundPrefetchYields() async throws {
+    // A window far longer than the test: "recent" holds throughout, no timing involved.
+    let activity = VisibleActivity(window: 3600)
+    let admission = PrefetchAdmission(limit: 3, busyLimit: 1, visibleActivity: activity)
+    let (flood, list) = (ClientID(1), ClientID(2))
+    activity.note(list)
+    #expect(activity.isBusy && activity.isInteractive(list) && !activity.isInteractive(flood))
+    // The flood gets the one busy place, and then waits although places are free...
+    #expect(try await admission.enter(id: 1, client: flood, priority: PriorityBox(.prefetch)))
+    let floodWaiter = Task {
+      try await admission.enter(id: 2, client: flood, priority: PriorityBox(.prefetch))
+    }
+    await eventually("flood held back") { await admission.queued == 1 }
+    // ...while the list, which is showing things, takes the rest at once.
+    for id in 3...4 {
+      #expect(
+        try await admission.enter(id: UInt64(id), client: list, priority: PriorityBox(.prefetch)))
+    }
+    #expect(await admission.inProgress == 3)
+    await admission.leave(client: flood)
+    await admission.leave(client: list)
+    // One list place still in use: the flood stays held back.
+    #expect(await admission.queued == 1)
+    await admission.leave(client: list)
+    #expect(try await floodWaiter.value)
+    #expect(await admission.inProgress == 1)
+  }
+
   @Test("a waiter raised above prefetch goes on without a place; a cancelled one takes none")
   func raisedAndCancelledWaiters() async throws {
     let admission = PrefetchAdmission(limit: 1)

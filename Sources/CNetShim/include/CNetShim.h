@@ -74,6 +74,12 @@ int ns_wakeup_create(void);
 int ns_wakeup_signal(int fd);
 int ns_wakeup_drain(int fd);
 
+/**
+ * Names the calling thread for top -H, ps -L and perf (cut to the 15 characters
+ * Linux keeps). Foundation on Linux does not pass Thread.name to the kernel.
+ */
+void ns_name_thread(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

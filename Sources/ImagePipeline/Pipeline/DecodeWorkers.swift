@@ -87,9 +87,12 @@ final class DecodeWorkers: @unchecked Sendable {
     for index in 0..<(threadCount + background) {
       let isBackground = index >= threadCount
       // Each thread keeps the workers alive until shutdown() lets it finish.
-      let thread = Thread { self.workLoop(background: isBackground) }
-      thread.name =
-        isBackground ? "thumbd-prefetch-\(index - threadCount)" : "thumbd-decode-\(index)"
+      let name = isBackground ? "prefetch-\(index - threadCount)" : "decode-\(index)"
+      let thread = Thread {
+        // Named from inside: Foundation on Linux does not pass Thread.name to the kernel.
+        ic_thread_name(name)
+        self.workLoop(background: isBackground)
+      }
       thread.stackSize = 1 << 20
       self.threads.append(thread)
       thread.start()

@@ -1,29 +1,54 @@
 /// Caps the prefetch thumbnails in progress (downloading, waiting for a decode thread or
 /// decoding) and shares that capacity fairly between clients.
 ///
-/// Prefetch decodes already run only on idle CPU, but a prefetch job's download, bookkeeping
-/// and cache writes run at normal priority. Without a cap, a client announcing thousands of
-/// items keeps all of that busy and slows what is on screen; with it, prefetch advances at the
-/// pace its idle-time decodes keep up with, because a place is held until the decode ends.
-/// A free place goes to the waiting client with the fewest places (max-min fairness), oldest
-/// request first within a client, so a flood from one client cannot delay another's
-/// look-ahead by more than one place's turn. A waiter raised above prefetch (a visible
-/// consumer joined its job) leaves without a place: it is no longer speculative.
+/// Prefetch decodes run on low-priority threads, but a prefetch job's download, bookkeeping
+/// and cache write run at normal priority. Without a cap, a client announcing thousands of
+/// items keeps all of that busy and slows what is on screen. With it, prefetch advances at
+/// the pace its low-priority decodes keep up with (a place is held until the decode ends).
+///
+/// While visible requests are arriving, clients that are not showing anything themselves
+/// (background warming, a flood of hints) may take a place only while fewer than `busyLimit`
+/// are in use: their work yields to what someone is waiting for. The look-ahead of clients
+/// that are showing things keeps the full `limit`, because it is about to be shown.
+///
+/// A free place goes to the waiting client holding the fewest places (max-min fairness); among
+/// equals, to the one with the fewest waiting (a list's look-ahead of a few dozen items before a
+/// client announcing thousands), then to the oldest request. Within a client, requests go in
+/// the order announced. A waiter raised above prefetch (a visible consumer joined its job)
+/// leaves without a place: it is no longer speculative.
 actor PrefetchAdmission {
   private struct Waiter {
+    let sequence: UInt64
+    let client: ClientID
     let priority: PriorityBox
     let continuation: CheckedContinuation<Bool, any Error>
   }
 
   /// Prefetch jobs allowed in progress at once.
   let limit: Int
+  /// Places clients without visible requests of their own may use while others have some.
+  let busyLimit: Int
+  private let visibleActivity: VisibleActivity
   private(set) var inProgress = 0
   private var placesByClient: [ClientID: Int] = [:]
+  private var waitingByClient: [ClientID: Int] = [:]
+  private var recheckScheduled = false
   private var waiters: [UInt64: Waiter] = [:]
   /// Each client's waiting ids, oldest first; ids no longer in `waiters` are skipped lazily.
   private var queues: [ClientID: IDQueue] = [:]
+  private var nextSequence: UInt64 = 0
 
-  init(limit: Int) { self.limit = max(1, limit) }
+  init(limit: Int, busyLimit: Int? = nil, visibleActivity: VisibleActivity = VisibleActivity()) {
+    self.limit = max(1, limit)
+    self.busyLimit = min(self.limit, max(1, busyLimit ?? self.limit / 4))
+    self.visibleActivity = visibleActivity
+  }
+
+  /// Whether `client` may take a free place now.
+  private func mayTake(_ client: ClientID, busy: Bool) -> Bool {
+    guard inProgress < limit else { return false }
+    return !busy || inProgress < busyLimit || visibleActivity.isInteractive(client)
+  }
 
   /// Jobs waiting for a place.
   var queued: Int { waiters.count }
@@ -34,14 +59,20 @@ actor PrefetchAdmission {
   func enter(id: UInt64, client: ClientID, priority: PriorityBox) async throws -> Bool {
     try Task.checkCancellation()
     guard priority.value == .prefetch else { return false }
-    if inProgress < limit && waiters.isEmpty {
+    if waiters.isEmpty && mayTake(client, busy: visibleActivity.isBusy) {
       take(client)
       return true
     }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
-        waiters[id] = Waiter(priority: priority, continuation: continuation)
+        nextSequence += 1
+        waiters[id] = Waiter(
+          sequence: nextSequence, client: client, priority: priority,
+          continuation: continuation)
+        waitingByClient[client, default: 0] += 1
         queues[client, default: IDQueue()].append(id)
+        // Others may be waiting only because they are held back; this one may not be.
+        fillPlaces()
       }
     } onCancel: {
       Task { await self.cancelWaiter(id: id) }
@@ -59,16 +90,44 @@ actor PrefetchAdmission {
   /// Lets the waiter `id` go without a place if it was raised above prefetch.
   func priorityChanged(id: UInt64) {
     guard let waiter = waiters[id], waiter.priority.value > .prefetch else { return }
-    waiters[id] = nil
+    forget(id)
     waiter.continuation.resume(returning: false)
   }
 
   private func fillPlaces() {
-    while inProgress < limit, let (client, id) = nextWaiter() {
-      let waiter = waiters.removeValue(forKey: id)!
+    let busy = visibleActivity.isBusy
+    while inProgress < limit, let (client, id) = nextWaiter(busy: busy) {
+      let waiter = forget(id)!
       take(client)
       waiter.continuation.resume(returning: true)
     }
+    scheduleRecheckIfHeldBack()
+  }
+
+  /// Waiters held back only by the busy limit get no `leave` to wake them when visible work
+  /// stops: look again once the window has passed.
+  private func scheduleRecheckIfHeldBack() {
+    guard !recheckScheduled, !waiters.isEmpty, inProgress < limit, inProgress >= busyLimit
+    else { return }
+    recheckScheduled = true
+    let window = visibleActivity.window
+    Task {
+      try? await Task.sleep(for: .seconds(window))
+      self.recheck()
+    }
+  }
+
+  private func recheck() {
+    recheckScheduled = false
+    fillPlaces()
+  }
+
+  @discardableResult
+  private func forget(_ id: UInt64) -> Waiter? {
+    guard let waiter = waiters.removeValue(forKey: id) else { return nil }
+    let remaining = (waitingByClient[waiter.client] ?? 1) - 1
+    waitingByClient[waiter.client] = remaining > 0 ? remaining : nil
+    return waiter
   }
 
   private func take(_ client: ClientID) {
@@ -76,9 +135,10 @@ actor PrefetchAdmission {
     placesByClient[client, default: 0] += 1
   }
 
-  /// The oldest waiter of the waiting client holding the fewest places.
-  private func nextWaiter() -> (ClientID, UInt64)? {
-    var best: (client: ClientID, places: Int)?
+  /// The next waiter: its client holds the fewest places, then has the fewest waiting, then
+  /// asked first.
+  private func nextWaiter(busy: Bool) -> (ClientID, UInt64)? {
+    var best: (client: ClientID, rank: (Int, Int, UInt64))?
     for client in Array(queues.keys) {
       // Drop ids that left (cancelled or raised) from the front.
       while let first = queues[client]?.first, waiters[first] == nil {
@@ -88,15 +148,20 @@ actor PrefetchAdmission {
         queues[client] = nil
         continue
       }
-      let places = placesByClient[client] ?? 0
-      if best == nil || places < best!.places { best = (client, places) }
+      guard mayTake(client, busy: busy) else { continue }
+      let rank = (
+        placesByClient[client] ?? 0, waitingByClient[client] ?? 0,
+        waiters[queues[client]!.first!]!.sequence
+      )
+      if let current = best, current.rank < rank { continue }
+      best = (client, rank)
     }
     guard let client = best?.client, let id = queues[client]?.removeFirst() else { return nil }
     return (client, id)
   }
 
   private func cancelWaiter(id: UInt64) {
-    guard let waiter = waiters.removeValue(forKey: id) else { return }
+    guard let waiter = forget(id) else { return }
     waiter.continuation.resume(throwing: CancellationError())
   }
 }

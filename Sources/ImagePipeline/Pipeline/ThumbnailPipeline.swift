@@ -69,6 +69,7 @@ public final class ThumbnailPipeline: Sendable {
   let failures: NegativeCache<ImageRequest>
   let fetchLimiter: PriorityLimiter
   let prefetchAdmission: PrefetchAdmission
+  let visibleActivity = VisibleActivity()
   let decoders: DecodeWorkers
   let diskWrites: WriteBehind
   private let ids = Atomic<UInt64>(0)
@@ -86,7 +87,8 @@ public final class ThumbnailPipeline: Sendable {
     thumbnails = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
     fetchLimiter = PriorityLimiter(limit: configuration.maxConcurrentFetches)
-    prefetchAdmission = PrefetchAdmission(limit: configuration.maxPrefetchInProgress)
+    prefetchAdmission = PrefetchAdmission(
+      limit: configuration.maxPrefetchInProgress, visibleActivity: visibleActivity)
     diskWrites = WriteBehind(limit: 256)
     decoders = DecodeWorkers(
       threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
@@ -127,6 +129,7 @@ public final class ThumbnailPipeline: Sendable {
   /// `request.spec` must be valid.
   public func cachedResponse(for request: ImageRequest) -> ImageResponse? {
     let started = ContinuousClock.now
+    visibleActivity.note(.shared)
     guard let thumbnail = memoryCache.value(forKey: request) else { return nil }
     metrics.countRequest()
     metrics.countMemoryHit()
@@ -170,6 +173,7 @@ public final class ThumbnailPipeline: Sendable {
     let started = ContinuousClock.now
     metrics.countRequest()
     defer { metrics.observe("total", started.duration(to: .now).seconds) }
+    if priority.value == .visible { visibleActivity.note(client) }
     do {
       try request.spec.validate()
     } catch {

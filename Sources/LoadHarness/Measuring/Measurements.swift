@@ -16,6 +16,9 @@ public final class Measurements: Sendable {
     var errors: [String: Int] = [:]
     var prefetched = 0
     var prefetchErrors = 0
+    var floodAnnounced = 0
+    var floodPrefetched = 0
+    var floodFailed = 0
     var displayed: Set<Int> = []
     var requested: Set<String> = []
     var rss: [(at: Double, megabytes: Double)] = []
@@ -75,6 +78,14 @@ public final class Measurements: Sendable {
   func countPrefetchResult(ok: Bool) {
     state.withLock {
       if ok { $0.prefetched += 1 } else { $0.prefetchErrors += 1 }
+    }
+  }
+
+  func countFloodAnnounced(_ items: Int) { state.withLock { $0.floodAnnounced += items } }
+
+  func countFloodResult(ok: Bool) {
+    state.withLock {
+      if ok { $0.floodPrefetched += 1 } else { $0.floodFailed += 1 }
     }
   }
 

@@ -16,6 +16,17 @@ public struct Report: Sendable, Codable {
     public var failed: Int
   }
 
+  /// The flooding client's figures: prefetch the server finished with capacity visible work
+  /// left over.
+  public struct Flood: Sendable, Codable, Hashable {
+    /// Items announced in prefetch rounds.
+    public var announced: Int
+    /// Items reported prefetched.
+    public var prefetched: Int
+    /// Items reported failed.
+    public var failed: Int
+  }
+
   /// Work spent on items that were cancelled before they were shown.
   public struct CancelledWork: Sendable, Codable, Hashable {
     /// Loads superseded (their cell recycled) before their image arrived.
@@ -97,6 +108,8 @@ public struct Report: Sendable, Codable {
   public var prefetchErrors: Int
   /// Stampede figures, when that scenario ran.
   public var stampede: Stampede?
+  /// What the flooding client asked and got, when `--prefetch-flood` was on.
+  public var flood: Flood?
   /// `[seconds, MiB]` samples of the server's resident memory.
   public var rssMb: [[Double]]
   /// `[seconds, ms]` for every shown image.
@@ -152,6 +165,10 @@ public struct Report: Sendable, Codable {
       timeToVisibleMs: Percentiles(state.timeToVisible.map(\.ms)),
       throughputRps: scrolledSeconds > 0 ? Double(state.images) / scrolledSeconds : 0,
       prefetched: state.prefetched, prefetchErrors: state.prefetchErrors, stampede: stampede,
+      flood: options.prefetchFlood > 0
+        ? Flood(
+          announced: state.floodAnnounced, prefetched: state.floodPrefetched,
+          failed: state.floodFailed) : nil,
       rssMb: state.rss.map { [($0.at * 10).rounded() / 10, ($0.megabytes * 10).rounded() / 10] },
       timeToVisibleSeries: state.timeToVisible.map {
         [($0.at * 1000).rounded() / 1000, ($0.ms * 100).rounded() / 100]
@@ -214,6 +231,11 @@ public struct Report: Sendable, Codable {
         + (errors.isEmpty
           ? "none" : errors.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", ")),
     ]
+    if let flood {
+      lines.append(
+        "flood            \(flood.announced) items announced, \(flood.prefetched) prefetched, "
+          + "\(flood.failed) failed")
+    }
     if let stampede {
       lines.append(
         "stampede         \(stampede.clients) clients x \(stampede.uniqueSources) items: "

@@ -7,6 +7,13 @@ public protocol ImageOrigin: Sendable {
   var requests: [String: Int]? { get }
   /// Body bytes sent per path so far, if this origin can tell.
   var bytesSent: [String: Int]? { get }
+  /// Makes these items ready to serve without delay, if the origin makes its images on demand.
+  func prepare(items: [Int])
+}
+
+extension ImageOrigin {
+  /// Nothing to prepare.
+  public func prepare(items: [Int]) {}
 }
 
 /// An origin thumbload does not run: URLs from a template with `{item}` in it. It cannot count

@@ -159,6 +159,14 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   /// not this load generator.
   public static let fillerItems = 10_000_000
 
+  /// Encodes these items now, on all cores, so their first requests are answered at once.
+  public func prepare(items: [Int]) {
+    let wanted = items.filter { $0 < Self.fillerItems }
+    DispatchQueue.concurrentPerform(iterations: wanted.count) { index in
+      _ = image(wanted[index])
+    }
+  }
+
   private func image(_ item: Int) -> [UInt8]? {
     if item >= Self.fillerItems { return filler }
     if let cached = images.withLock({ $0.bytes[item] }) { return cached }

@@ -95,6 +95,14 @@ public final class Runner: Sendable {
           itemOffset: scenario == "grid-sizes" ? 0 : index * options.items))
     }
     if options.cache == "warm" { try await warm(configurations) }
+    // The first screens are asked for all at once: have the origin make them beforehand, so
+    // the run measures the server rather than the origin encoding dozens of images at once.
+    origin.prepare(
+      items: configurations.flatMap { configuration in
+        (0..<min(configuration.items, configuration.slots + configuration.prefetchWindow)).map {
+          configuration.itemOffset + $0
+        }
+      })
     let start = ContinuousClock.now
     let clients = try configurations.map { _ in try target.connect() }
     let drivers = zip(clients, configurations).map { client, configuration in
@@ -149,8 +157,14 @@ public final class Runner: Sendable {
   private func startFlood(start: ContinuousClock.Instant) throws -> Task<Void, Never> {
     let client = try target.connect()
     let (origin, count, base) = (origin, options.prefetchFlood, SyntheticOrigin.fillerItems)
+    let measurements = measurements
     return Task {
-      let drain = Task { for await _ in client.events {} }
+      let drain = Task {
+        for await event in client.events {
+          if case .prefetched = event { measurements.countFloodResult(ok: true) }
+          if case .prefetchError = event { measurements.countFloodResult(ok: false) }
+        }
+      }
       var round = 0
       while !Task.isCancelled {
         round += 1
@@ -158,7 +172,9 @@ public final class Runner: Sendable {
           let item = base + round * count + index
           return (item: String(item), url: origin.url(item: item))
         }
-        try? client.prefetch(round: round, items: items, size: 128)
+        if (try? client.prefetch(round: round, items: items, size: 128)) != nil {
+          measurements.countFloodAnnounced(items.count)
+        }
         try? await Task.sleep(for: .milliseconds(500))
         if round > 4 { try? client.release(round: round - 4) }
       }

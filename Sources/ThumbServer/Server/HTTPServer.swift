@@ -69,10 +69,10 @@ public final class HTTPServer: @unchecked Sendable {
   /// Runs the loop on a thread of its own.
   public func start() {
     let thread = Thread { [self] in
+      ns_name_thread("thumbd-loop")
       run()
       finishedGate.signal()
     }
-    thread.name = "thumbd-event-loop"
     self.thread = thread
     thread.start()
   }
