@@ -214,7 +214,13 @@ public final class ThumbClient: Sendable {
     var pending = leftover
     defer {
       continuation.finish()
-      Glibc.close(fd)
+      // Closed under the write lock, after marking the client closed: once the number is
+      // free the kernel hands it to the next socket this process opens, and a later close()
+      // or send on the stale number would hit that socket instead.
+      writeLock.withLock { closed in
+        closed = true
+        Glibc.close(fd)
+      }
     }
     while true {
       do {
