@@ -11,10 +11,14 @@ let usage = """
 
   Usage:
     thumbload [--scenario scroll|stampede|grid-sizes|soak[,...]] [--duration SECONDS]
-              [--json FILE] [--html FILE] [--target daemon|socket:PATH|library] [options]
+              [--json FILE] [--html FILE] [--target TARGET] [options]
 
   With no --target, thumbload starts its own origin and its own thumbd (the one beside it)
-  on a temporary socket, runs, and cleans up.
+  on a temporary socket, runs, and cleans up. Targets:
+    daemon               that daemon, each client a session (default)
+    http                 that daemon, each client plain HTTP requests (GET /v1/thumbnail)
+    socket:PATH          a running daemon's socket, sessions   http:PATH  the same over HTTP
+    library              the ImagePipeline library in this process
 
   Scenario options:
     --lists N            virtual lists, one client each (default 4)
@@ -187,18 +191,22 @@ do {
   var daemon: DaemonProcess?
   let target: any LoadTarget
   switch settings.targetSpec {
-  case "daemon":
+  case "daemon", "http":
     guard let binary = settings.thumbdPath ?? DaemonProcess.siblingBinary() else {
       fail("no thumbd beside thumbload; give --thumbd PATH")
     }
     daemon = try DaemonProcess(binary: binary)
-    target = DaemonTarget(socket: daemon!.socket)
+    target =
+      settings.targetSpec == "http"
+      ? HTTPTarget(socket: daemon!.socket) : DaemonTarget(socket: daemon!.socket)
   case "library":
     target = LibraryTarget()
   case let spec where spec.hasPrefix("socket:"):
     target = DaemonTarget(socket: String(spec.dropFirst("socket:".count)))
+  case let spec where spec.hasPrefix("http:"):
+    target = HTTPTarget(socket: String(spec.dropFirst("http:".count)))
   default:
-    fail("--target is daemon, socket:PATH or library")
+    fail("--target is daemon, http, socket:PATH, http:PATH or library")
   }
   defer { daemon?.stop() }
   let runner = Runner(

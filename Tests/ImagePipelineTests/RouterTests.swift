@@ -50,6 +50,7 @@ struct RouterTests {
       ("/v1/thumbnail?url=x&w=0&h=0", 400), ("/v1/thumbnail?url=x&w=10&fit=squash", 400),
       ("/v1/thumbnail?url=x&w=10&quality=0", 400), ("/v1/thumbnail?url=missing&w=10", 404),
       ("/v1/thumbnail?url=garbage&w=10", 415), ("/nope", 404),
+      ("/v1/thumbnail?url=x&w=10&priority=urgent", 400),
     ])
   func errors(target: String, status: Int) async throws {
     let router = router(["garbage": Array("not an image".utf8)])

@@ -65,8 +65,10 @@ struct ThumbloadTests {
     return behaviour
   }
 
-  @Test("CI smoke: scroll and stampede against the real daemon, with JSON and HTML reports")
-  func smoke() throws {
+  @Test(
+    "CI smoke: scroll and stampede against the real daemon, with JSON and HTML reports",
+    arguments: ["daemon", "http"])
+  func smoke(target: String) throws {
     let directory = TestDaemon.makeDirectory()
     let thumbload = URL(fileURLWithPath: ChildProcess.thumbd).deletingLastPathComponent()
       .appendingPathComponent("thumbload").path
@@ -74,14 +76,17 @@ struct ThumbloadTests {
     let html = directory + "/report.html"
     let pid = try ChildProcess.spawn(
       [
-        thumbload, "--scenario", "scroll,stampede", "--duration", "8", "--json", json, "--html",
-        html, "--quiet", "--latency-ms", "10", "--jitter-ms", "40",
+        thumbload, "--target", target, "--scenario", "scroll,stampede", "--duration", "8",
+        "--json", json, "--html", html, "--quiet", "--latency-ms", "10", "--jitter-ms", "40",
       ], standardError: directory + "/stderr")
     let status = ChildProcess.exitStatus(ChildProcess.wait(pid))
     #expect(status == 0)
     let data = try #require(FileManager.default.contents(atPath: json))
     let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     #expect(report["wrong_deliveries"] as? Int == 0)
+    #expect((report["target"] as? String)?.hasPrefix(target + ":") == true)
+    // Over HTTP too, prefetch requests (priority=prefetch) come back.
+    #expect((report["prefetched"] as? Int ?? 0) > 0)
     let stampede = try #require(report["stampede"] as? [String: Any])
     #expect(stampede["origin_fetches"] as? Int == stampede["unique_sources"] as? Int)
     #expect((stampede["delivered"] as? Int ?? 0) > 0)

@@ -125,11 +125,14 @@ public final class ThumbnailPipeline: Sendable {
   }
 
   /// The response for `request` if the memory cache has it, without suspending: servers answer
-  /// hits on their I/O thread and start a task only for the rest. Counted like any request.
-  /// `request.spec` must be valid.
-  public func cachedResponse(for request: ImageRequest) -> ImageResponse? {
+  /// hits on their I/O thread and start a task only for the rest. Counted like any request; a
+  /// visible one also counts as visible activity (see `PrefetchAdmission`). `request.spec`
+  /// must be valid.
+  public func cachedResponse(
+    for request: ImageRequest, priority: ImagePriority = .visible
+  ) -> ImageResponse? {
     let started = ContinuousClock.now
-    visibleActivity.note(.shared)
+    if priority == .visible { visibleActivity.note(.shared) }
     guard let thumbnail = memoryCache.value(forKey: request) else { return nil }
     metrics.countRequest()
     metrics.countMemoryHit()

@@ -1,7 +1,7 @@
 import Foundation
 import ImagePipeline
 
-/// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=`.
+/// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=&priority=`.
 public struct ThumbnailRoute: Sendable {
   /// The pipeline that does the work.
   public let pipeline: ThumbnailPipeline
@@ -24,12 +24,13 @@ public struct ThumbnailRoute: Sendable {
   /// (the client went away) leaves only this request's interest.
   public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
     let imageRequest: ImageRequest
+    let priority: ImagePriority
     switch parse(request) {
-    case .request(let parsed): imageRequest = parsed
+    case .request(let parsed, let asked): (imageRequest, priority) = (parsed, asked)
     case .rejected(let response): return (response, nil)
     }
     do {
-      let response = try await pipeline.response(for: imageRequest, priority: .visible)
+      let response = try await pipeline.response(for: imageRequest, priority: priority)
       return (answer(request, with: response), response.source)
     } catch let error as PipelineError {
       return (ErrorMapping.response(for: error), nil)
@@ -41,8 +42,8 @@ public struct ThumbnailRoute: Sendable {
   /// The answer for a memory-cache hit, computed without suspending, or nil when the request
   /// needs real work (or is malformed: `respond` explains that).
   public func respondFromMemory(to request: HTTPRequest) -> HTTPResponse? {
-    guard case .request(let imageRequest) = parse(request),
-      let response = pipeline.cachedResponse(for: imageRequest)
+    guard case .request(let imageRequest, let priority) = parse(request),
+      let response = pipeline.cachedResponse(for: imageRequest, priority: priority)
     else { return nil }
     return answer(request, with: response)
   }
@@ -82,7 +83,7 @@ public struct ThumbnailRoute: Sendable {
   }
 
   private enum Parsed {
-    case request(ImageRequest)
+    case request(ImageRequest, ImagePriority)
     case rejected(HTTPResponse)
   }
 
@@ -105,6 +106,13 @@ public struct ThumbnailRoute: Sendable {
       guard let value = Double(text) else { return bad("scale must be a number") }
       scale = value
     }
+    let priority: ImagePriority
+    switch request.queryValue("priority") {
+    case nil, "visible": priority = .visible
+    case "normal": priority = .normal
+    case "prefetch": priority = .prefetch
+    default: return bad("priority must be visible, normal or prefetch")
+    }
     let quality = request.queryValue("quality")
     guard quality == nil || Int(quality!) != nil else { return bad("quality must be an integer") }
     let spec: ThumbnailSpec
@@ -115,6 +123,6 @@ public struct ThumbnailRoute: Sendable {
     case .success(let checked): spec = checked
     case .failure(let error): return bad(error.message)
     }
-    return .request(ImageRequest(url: url, spec: spec))
+    return .request(ImageRequest(url: url, spec: spec), priority)
   }
 }

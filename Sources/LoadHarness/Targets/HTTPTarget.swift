@@ -1,0 +1,334 @@
+import CNetShim
+import Foundation
+import Synchronization
+import ThumbClient
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// thumbd over its Unix socket as one-shot HTTP clients (`GET /v1/thumbnail`), as a web page
+/// or an app without the session protocol uses it. HTTP has no slots, tokens or rounds, so the
+/// client keeps them: each load is a request on a connection of its own (kept alive and reused
+/// afterwards), a recycled cell closes its request's connection (the only way HTTP can give
+/// work up), and a prefetch is a request with `priority=prefetch`, at most six at a time per
+/// client, as a browser does per host.
+public struct HTTPTarget: LoadTarget {
+  /// The daemon's socket.
+  public let socket: String
+
+  /// A target for the daemon listening on `socket`.
+  public init(socket: String) { self.socket = socket }
+
+  /// `http:PATH`.
+  public var name: String { "http:\(socket)" }
+
+  /// A client with its own connections and slot table.
+  public func connect() throws -> any LoadClient { HTTPLoadClient(socket: socket) }
+
+  /// Reads `/metrics`.
+  public func serverFigures() -> ServerFigures { DaemonTarget(socket: socket).serverFigures() }
+}
+
+/// One request in flight; closing its connection is how it is given up.
+final class HTTPExchange: Sendable {
+  private struct State {
+    var fd: Int32?
+    var abandoned = false
+  }
+  private let state = Mutex(State())
+
+  /// Uses `fd` for this exchange; false (and `fd` is the caller's to close) if it was already
+  /// abandoned.
+  func attach(_ fd: Int32) -> Bool {
+    state.withLock { state in
+      guard !state.abandoned else { return false }
+      state.fd = fd
+      return true
+    }
+  }
+
+  /// Ends the exchange normally; false if it was abandoned meanwhile (the connection was shut).
+  func detach() -> Bool {
+    state.withLock { state in
+      state.fd = nil
+      return !state.abandoned
+    }
+  }
+
+  /// Gives the request up: its connection is shut down, so the blocked read returns and the
+  /// server sees the client leave.
+  func abandon() {
+    state.withLock { state in
+      state.abandoned = true
+      if let fd = state.fd { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+  }
+
+  var isAbandoned: Bool { state.withLock { $0.abandoned } }
+}
+
+/// A parsed HTTP response.
+struct HTTPReply: Sendable {
+  let status: Int
+  let headers: [String: String]
+  let body: [UInt8]
+}
+
+final class HTTPLoadClient: LoadClient {
+  private struct Binding {
+    let item: String
+    let token: Int
+    let exchange: HTTPExchange?
+  }
+
+  private struct PendingPrefetch {
+    let round: Int
+    let item: String
+    let target: String
+  }
+
+  private struct State {
+    var slots: [Int: Binding] = [:]
+    var rounds: [Int: [HTTPExchange]] = [:]
+    var pending: [PendingPrefetch] = []
+    var prefetchesRunning = 0
+    var idle: [Int32] = []
+    var closed = false
+  }
+
+  /// Prefetch requests at once per client.
+  static let prefetchConnections = 6
+
+  let events: AsyncStream<TargetEvent>
+  private let continuation: AsyncStream<TargetEvent>.Continuation
+  private let socket: String
+  private let state = Mutex(State())
+  private let stale = Atomic<Int>(0)
+
+  init(socket: String) {
+    self.socket = socket
+    (events, continuation) = AsyncStream.makeStream(of: TargetEvent.self)
+  }
+
+  static func target(url: String, size: Int, priority: String) -> String {
+    var allowed = CharacterSet.alphanumerics
+    allowed.insert(charactersIn: "-._~")
+    let encoded = url.addingPercentEncoding(withAllowedCharacters: allowed) ?? url
+    return "/v1/thumbnail?url=\(encoded)&w=\(size)&h=\(size)&priority=\(priority)"
+  }
+
+  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+    let exchange = HTTPExchange()
+    let previous = state.withLock { state -> HTTPExchange? in
+      let old = state.slots[slot]?.exchange
+      state.slots[slot] = Binding(item: item, token: token, exchange: exchange)
+      return old
+    }
+    previous?.abandon()
+    let target = Self.target(url: url, size: size, priority: visible ? "visible" : "normal")
+    Thread.detachNewThread { [self] in
+      guard let reply = perform(target, exchange) else { return }
+      // Deliver only if the cell still holds this load, as the session server does.
+      let current = state.withLock { $0.slots[slot]?.token == token && !$0.closed }
+      guard current else {
+        stale.add(1, ordering: .relaxed)
+        return
+      }
+      state.withLock { state in
+        if state.slots[slot]?.token == token {
+          state.slots[slot] = Binding(item: item, token: token, exchange: nil)
+        }
+      }
+      if reply.status == 200 {
+        continuation.yield(
+          .image(
+            slot: slot, item: item, token: token, cache: reply.headers["x-thumbd-cache"] ?? "miss",
+            data: reply.body))
+      } else {
+        continuation.yield(.error(slot: slot, item: item, token: token, code: Self.code(reply)))
+      }
+    }
+  }
+
+  func cancel(slot: Int, token: Int) throws {
+    let exchange = state.withLock { state -> HTTPExchange? in
+      guard let binding = state.slots[slot], binding.token == token else { return nil }
+      state.slots[slot] = nil
+      return binding.exchange
+    }
+    exchange?.abandon()
+  }
+
+  func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
+    state.withLock { state in
+      for entry in items {
+        state.pending.append(
+          PendingPrefetch(
+            round: round, item: entry.item,
+            target: Self.target(url: entry.url, size: size, priority: "prefetch")))
+      }
+    }
+    startPrefetches()
+  }
+
+  func release(round: Int) throws {
+    let exchanges = state.withLock { state -> [HTTPExchange] in
+      state.pending.removeAll { $0.round == round }
+      return state.rounds.removeValue(forKey: round) ?? []
+    }
+    for exchange in exchanges { exchange.abandon() }
+  }
+
+  /// Starts queued prefetches while fewer than `prefetchConnections` run.
+  private func startPrefetches() {
+    while let (next, exchange) = state.withLock({ state -> (PendingPrefetch, HTTPExchange)? in
+      guard !state.closed, state.prefetchesRunning < Self.prefetchConnections,
+        !state.pending.isEmpty
+      else { return nil }
+      let next = state.pending.removeFirst()
+      let exchange = HTTPExchange()
+      state.rounds[next.round, default: []].append(exchange)
+      state.prefetchesRunning += 1
+      return (next, exchange)
+    }) {
+      Thread.detachNewThread { [self] in
+        let reply = perform(next.target, exchange)
+        state.withLock { state in
+          state.prefetchesRunning -= 1
+          state.rounds[next.round]?.removeAll { $0 === exchange }
+          if state.rounds[next.round]?.isEmpty == true { state.rounds[next.round] = nil }
+        }
+        if let reply {
+          continuation.yield(
+            reply.status == 200
+              ? .prefetched(round: next.round, item: next.item)
+              : .prefetchError(round: next.round, item: next.item, code: Self.code(reply)))
+        }
+        startPrefetches()
+      }
+    }
+  }
+
+  func isCurrent(slot: Int, item: String, token: Int) -> Bool {
+    state.withLock { state in
+      guard let binding = state.slots[slot] else { return false }
+      return binding.item == item && binding.token == token
+    }
+  }
+
+  var staleDropped: Int { stale.load(ordering: .relaxed) }
+
+  func close() {
+    let (exchanges, idle) = state.withLock { state -> ([HTTPExchange], [Int32]) in
+      state.closed = true
+      state.pending.removeAll()
+      let exchanges =
+        state.slots.values.compactMap(\.exchange) + state.rounds.values.flatMap { $0 }
+      state.slots.removeAll()
+      state.rounds.removeAll()
+      defer { state.idle.removeAll() }
+      return (exchanges, state.idle)
+    }
+    for exchange in exchanges { exchange.abandon() }
+    for fd in idle { Glibc.close(fd) }
+    continuation.finish()
+  }
+
+  /// The error kind from a JSON error body, or `http_STATUS`.
+  static func code(_ reply: HTTPReply) -> String {
+    if case .object(let fields) = JSONValue.parse(reply.body),
+      case .string(let kind) = fields["error"]
+    {
+      return kind
+    }
+    return "http_\(reply.status)"
+  }
+
+  /// Sends `target` and reads the reply on an idle kept-alive connection or a new one; nil
+  /// when the exchange was abandoned or the connection failed. A kept-alive connection the
+  /// server closed meanwhile is retried once on a new one.
+  private func perform(_ target: String, _ exchange: HTTPExchange) -> HTTPReply? {
+    for attempt in 0..<2 {
+      let reused = attempt == 0 ? state.withLock { $0.idle.popLast() } : nil
+      let fd = reused ?? ns_connect_unix(socket)
+      guard fd >= 0 else { return nil }
+      guard exchange.attach(fd) else {
+        Glibc.close(fd)
+        return nil
+      }
+      let outcome = Self.exchange(fd: fd, target: target)
+      guard exchange.detach() else {
+        Glibc.close(fd)
+        return nil
+      }
+      switch outcome {
+      case .reply(let reply, let keepAlive):
+        let kept =
+          keepAlive
+          && state.withLock { state in
+            guard !state.closed, state.idle.count < 64 else { return false }
+            state.idle.append(fd)
+            return true
+          }
+        if !kept { Glibc.close(fd) }
+        return reply
+      case .closedBeforeReply where reused != nil:
+        Glibc.close(fd)
+        continue
+      case .closedBeforeReply, .failed:
+        Glibc.close(fd)
+        return nil
+      }
+    }
+    return nil
+  }
+
+  private enum Outcome {
+    case reply(HTTPReply, keepAlive: Bool)
+    case closedBeforeReply
+    case failed
+  }
+
+  /// One request and its response on `fd`, blocking.
+  private static func exchange(fd: Int32, target: String) -> Outcome {
+    let request = Array("GET \(target) HTTP/1.1\r\nHost: thumbload\r\n\r\n".utf8)
+    var sent = 0
+    while sent < request.count {
+      let n = request[sent...].withUnsafeBytes {
+        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+      }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return sent == 0 ? .closedBeforeReply : .failed }
+      sent += n
+    }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    var headEnd: Int?
+    var expected = 0
+    var headers: [String: String] = [:]
+    var status = 0
+    while headEnd == nil || received.count < headEnd! + expected {
+      let n = read(fd, &buffer, buffer.count)
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return received.isEmpty ? .closedBeforeReply : .failed }
+      received += buffer[0..<n]
+      if headEnd == nil, let end = received.firstRange(of: [13, 10, 13, 10]) {
+        headEnd = end.upperBound
+        let lines = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+          .split(separator: "\r\n")
+        let statusParts = lines.first?.split(separator: " ") ?? []
+        status = statusParts.count > 1 ? Int(statusParts[1]) ?? 0 : 0
+        for line in lines.dropFirst() {
+          guard let colon = line.firstIndex(of: ":") else { continue }
+          headers[line[..<colon].lowercased()] = line[line.index(after: colon)...]
+            .trimmingCharacters(in: .whitespaces)
+        }
+        expected = Int(headers["content-length"] ?? "0") ?? 0
+      }
+    }
+    let body = Array(received[headEnd!..<(headEnd! + expected)])
+    let keepAlive = headers["connection"]?.lowercased() != "close"
+    return .reply(HTTPReply(status: status, headers: headers, body: body), keepAlive: keepAlive)
+  }
+}
