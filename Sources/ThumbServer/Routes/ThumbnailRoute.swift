@@ -10,6 +10,11 @@ public struct ThumbnailRoute: Sendable {
   /// Defaults for parameters a request leaves out.
   public let parameters: ThumbnailParameters
 
+  /// The client HTTP prefetch requests count as. HTTP has no session to tell a list's
+  /// look-ahead from cache warming, so all of it is treated as warming: it never counts as
+  /// showing anything, and yields while visible requests arrive (see `PrefetchAdmission`).
+  public static let prefetchClient = ClientID(.max)
+
   /// Creates the route.
   public init(
     pipeline: ThumbnailPipeline, maxAge: Int = 86_400,
@@ -30,7 +35,9 @@ public struct ThumbnailRoute: Sendable {
     case .rejected(let response): return (response, nil)
     }
     do {
-      let response = try await pipeline.response(for: imageRequest, priority: priority)
+      let response = try await pipeline.response(
+        for: imageRequest, priority: priority,
+        client: priority == .prefetch ? Self.prefetchClient : .shared)
       return (answer(request, with: response), response.source)
     } catch let error as PipelineError {
       return (ErrorMapping.response(for: error), nil)
