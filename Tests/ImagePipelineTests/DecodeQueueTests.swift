@@ -186,7 +186,8 @@ struct DecodeQueueTests {
   }
 
   @Test(
-    "prefetch downloads take at most three quarters of the fetch slots; visible ones get the rest")
+    "prefetch downloads take at most three quarters of the free slots and never keep visible ones waiting"
+  )
   func fetchSlotsForVisibleWork() async throws {
     let limiter = PriorityLimiter(limit: 4)
     let prefetch = PriorityBox(.prefetch)
@@ -197,6 +198,18 @@ struct DecodeQueueTests {
     // ...which a visible download takes at once.
     #expect(try await limiter.acquire(id: 5, priority: PriorityBox(.visible)) == false)
     #expect(await limiter.active == 4)
+    // Prefetch slots never keep visible downloads waiting: four of them run beside the three
+    // prefetch downloads; a fifth waits.
+    for id in 6...8 {
+      #expect(try await limiter.acquire(id: UInt64(id), priority: PriorityBox(.visible)) == false)
+    }
+    #expect(await limiter.active == 7)
+    let fifth = Task { try await limiter.acquire(id: 9, priority: PriorityBox(.visible)) }
+    await eventually("fifth visible waiting") { await limiter.queued == 2 }
+    // A visible download ending lets the visible waiter in, not the prefetch one.
+    await limiter.release(prefetch: false)
+    #expect(try await fifth.value == false)
+    for _ in 0..<4 { await limiter.release(prefetch: false) }
     await limiter.release(prefetch: true)
     #expect(try await waiting.value == true)
     #expect(await limiter.queued == 0)

@@ -9,6 +9,17 @@ public struct ClientID: Hashable, Sendable, CustomStringConvertible {
   /// Wraps an identity.
   public init(_ rawValue: UInt64) { self.rawValue = rawValue }
 
+  /// An identity from a name a client chose (an HTTP header, say): FNV-1a of its bytes, with
+  /// the top bit set so named clients never collide with small numbered ones.
+  public init(name: String) {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in name.utf8 {
+      hash ^= UInt64(byte)
+      hash &*= 0x100_0000_01b3
+    }
+    self.init(hash | 1 << 63)
+  }
+
   /// The client of requests that name none.
   public static let shared = ClientID(0)
 

@@ -11,9 +11,11 @@ actor PriorityLimiter {
     let continuation: CheckedContinuation<Bool, any Error>
   }
 
+  /// Slots for visible and normal work. Prefetch slots do not count against it: a visible
+  /// download never waits for a prefetch download, so at most `limit + prefetchLimit` run.
   let limit: Int
-  /// Slots prefetch work may hold at once: three quarters (at least one), so that downloads
-  /// for what is on screen always find a slot free within one download of being asked.
+  /// Slots prefetch work may hold at once: three quarters (at least one). Prefetch takes a
+  /// slot only while fewer than `limit` downloads of any kind run.
   let prefetchLimit: Int
   private(set) var active = 0
   private var activePrefetch = 0
@@ -68,7 +70,8 @@ actor PriorityLimiter {
   }
 
   private func eligible(_ priority: ImagePriority) -> Bool {
-    active < limit && (priority != .prefetch || activePrefetch < prefetchLimit)
+    guard priority == .prefetch else { return active - activePrefetch < limit }
+    return active < limit && activePrefetch < prefetchLimit
   }
 
   private func grant(_ priority: ImagePriority) -> Bool {

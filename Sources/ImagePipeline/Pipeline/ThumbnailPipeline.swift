@@ -129,10 +129,10 @@ public final class ThumbnailPipeline: Sendable {
   /// visible one also counts as visible activity (see `PrefetchAdmission`). `request.spec`
   /// must be valid.
   public func cachedResponse(
-    for request: ImageRequest, priority: ImagePriority = .visible
+    for request: ImageRequest, priority: ImagePriority = .visible, client: ClientID = .shared
   ) -> ImageResponse? {
     let started = ContinuousClock.now
-    if priority == .visible { visibleActivity.note(.shared) }
+    if priority == .visible { visibleActivity.note(client) }
     guard let thumbnail = memoryCache.value(forKey: request) else { return nil }
     metrics.countRequest()
     metrics.countMemoryHit()

@@ -1,5 +1,6 @@
 import CNetShim
 import Foundation
+import Synchronization
 import ThumbClient
 
 #if canImport(Glibc)
@@ -64,6 +65,12 @@ public struct DaemonTarget: LoadTarget {
 final class SessionClient: LoadClient {
   let client: ThumbClient
   let events: AsyncStream<TargetEvent>
+  /// A session frame's header line may hold 16 KiB: a large round is sent as several protocol
+  /// rounds (`round * chunkRounds + n`), each under this many bytes of items.
+  static let chunkBytes = 12 << 10
+  static let chunkRounds = 64
+  /// Protocol rounds per round, for release.
+  private let chunks = Mutex<[Int: Int]>([:])
 
   init(client: ThumbClient) {
     self.client = client
@@ -81,9 +88,10 @@ final class SessionClient: LoadClient {
         case .error(let slot, let item, let token, let code, _):
           continuation.yield(.error(slot: slot, item: item, token: token, code: code))
         case .prefetched(let round, let item):
-          continuation.yield(.prefetched(round: round, item: item))
+          continuation.yield(.prefetched(round: round / Self.chunkRounds, item: item))
         case .prefetchError(let round, let item, let code):
-          continuation.yield(.prefetchError(round: round, item: item, code: code))
+          continuation.yield(
+            .prefetchError(round: round / Self.chunkRounds, item: item, code: code))
         }
       }
       continuation.finish()
@@ -99,10 +107,31 @@ final class SessionClient: LoadClient {
   func cancel(slot: Int, token: Int) throws { try client.cancel(slot: slot, token: token) }
 
   func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
-    try client.prefetch(round: round, items: items, width: size, height: size)
+    var batches: [[(item: String, url: String)]] = [[]]
+    var bytes = 0
+    for entry in items {
+      let cost = entry.item.utf8.count + entry.url.utf8.count + 24
+      if bytes + cost > Self.chunkBytes && !batches[batches.count - 1].isEmpty {
+        batches.append([])
+        bytes = 0
+      }
+      batches[batches.count - 1].append(entry)
+      bytes += cost
+    }
+    guard batches.count <= Self.chunkRounds else {
+      throw HarnessError.setup("a prefetch round of \(items.count) items is too large")
+    }
+    chunks.withLock { $0[round] = batches.count }
+    for (index, batch) in batches.enumerated() where !batch.isEmpty {
+      try client.prefetch(
+        round: round * Self.chunkRounds + index, items: batch, width: size, height: size)
+    }
   }
 
-  func release(round: Int) throws { try client.release(round: round) }
+  func release(round: Int) throws {
+    let count = chunks.withLock { $0.removeValue(forKey: round) } ?? 1
+    for index in 0..<count { try client.release(round: round * Self.chunkRounds + index) }
+  }
 
   func isCurrent(slot: Int, item: String, token: Int) -> Bool {
     client.isCurrent(slot: slot, item: item, token: token)

@@ -13,7 +13,7 @@ import ThumbClient
 /// afterwards), a recycled cell closes its request's connection (the only way HTTP can give
 /// work up), and a prefetch is a request with `priority=prefetch`, at most six at a time per
 /// client, as a browser does per host.
-public struct HTTPTarget: LoadTarget {
+public final class HTTPTarget: LoadTarget {
   /// The daemon's socket.
   public let socket: String
 
@@ -23,8 +23,14 @@ public struct HTTPTarget: LoadTarget {
   /// `http:PATH`.
   public var name: String { "http:\(socket)" }
 
-  /// A client with its own connections and slot table.
-  public func connect() throws -> any LoadClient { HTTPLoadClient(socket: socket) }
+  private let clients = Atomic<UInt64>(0)
+
+  /// A client with its own connections and slot table, naming itself in `X-Thumbd-Client`.
+  public func connect() throws -> any LoadClient {
+    HTTPLoadClient(
+      socket: socket,
+      name: "thumbload-\(getpid())-\(clients.add(1, ordering: .relaxed).newValue)")
+  }
 
   /// Reads `/metrics`.
   public func serverFigures() -> ServerFigures { DaemonTarget(socket: socket).serverFigures() }
@@ -103,11 +109,14 @@ final class HTTPLoadClient: LoadClient {
   let events: AsyncStream<TargetEvent>
   private let continuation: AsyncStream<TargetEvent>.Continuation
   private let socket: String
+  /// Sent as `X-Thumbd-Client`, so the daemon treats this client's requests as one client's.
+  private let name: String
   private let state = Mutex(State())
   private let stale = Atomic<Int>(0)
 
-  init(socket: String) {
+  init(socket: String, name: String) {
     self.socket = socket
+    self.name = name
     (events, continuation) = AsyncStream.makeStream(of: TargetEvent.self)
   }
 
@@ -257,7 +266,7 @@ final class HTTPLoadClient: LoadClient {
         Glibc.close(fd)
         return nil
       }
-      let outcome = Self.exchange(fd: fd, target: target)
+      let outcome = Self.exchange(fd: fd, target: target, client: name)
       guard exchange.detach() else {
         Glibc.close(fd)
         return nil
@@ -291,8 +300,9 @@ final class HTTPLoadClient: LoadClient {
   }
 
   /// One request and its response on `fd`, blocking.
-  private static func exchange(fd: Int32, target: String) -> Outcome {
-    let request = Array("GET \(target) HTTP/1.1\r\nHost: thumbload\r\n\r\n".utf8)
+  private static func exchange(fd: Int32, target: String, client: String) -> Outcome {
+    let request = Array(
+      "GET \(target) HTTP/1.1\r\nHost: thumbload\r\nX-Thumbd-Client: \(client)\r\n\r\n".utf8)
     var sent = 0
     while sent < request.count {
       let n = request[sent...].withUnsafeBytes {

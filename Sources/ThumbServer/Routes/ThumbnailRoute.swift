@@ -10,10 +10,21 @@ public struct ThumbnailRoute: Sendable {
   /// Defaults for parameters a request leaves out.
   public let parameters: ThumbnailParameters
 
-  /// The client HTTP prefetch requests count as. HTTP has no session to tell a list's
-  /// look-ahead from cache warming, so all of it is treated as warming: it never counts as
-  /// showing anything, and yields while visible requests arrive (see `PrefetchAdmission`).
+  /// The client HTTP prefetch requests without `X-Thumbd-Client` count as. Without a name
+  /// there is no telling a list's look-ahead from cache warming, so all of it is treated as
+  /// warming: it never counts as showing anything, and yields while visible requests arrive
+  /// (see `PrefetchAdmission`).
   public static let prefetchClient = ClientID(.max)
+
+  /// The client a request is for: the one its `X-Thumbd-Client` header names (requests naming
+  /// the same client share prefetch places and count as showing things together, like one
+  /// session), else `shared` for visible and normal requests and `prefetchClient` for prefetch.
+  static func client(of request: HTTPRequest, priority: ImagePriority) -> ClientID {
+    if let name = request.header("x-thumbd-client"), !name.isEmpty {
+      return ClientID(name: name)
+    }
+    return priority == .prefetch ? prefetchClient : .shared
+  }
 
   /// Creates the route.
   public init(
@@ -37,7 +48,7 @@ public struct ThumbnailRoute: Sendable {
     do {
       let response = try await pipeline.response(
         for: imageRequest, priority: priority,
-        client: priority == .prefetch ? Self.prefetchClient : .shared)
+        client: Self.client(of: request, priority: priority))
       return (answer(request, with: response), response.source)
     } catch let error as PipelineError {
       return (ErrorMapping.response(for: error), nil)
@@ -50,7 +61,9 @@ public struct ThumbnailRoute: Sendable {
   /// needs real work (or is malformed: `respond` explains that).
   public func respondFromMemory(to request: HTTPRequest) -> HTTPResponse? {
     guard case .request(let imageRequest, let priority) = parse(request),
-      let response = pipeline.cachedResponse(for: imageRequest, priority: priority)
+      let response = pipeline.cachedResponse(
+        for: imageRequest, priority: priority,
+        client: Self.client(of: request, priority: priority))
     else { return nil }
     return answer(request, with: response)
   }
