@@ -204,6 +204,40 @@ struct SessionTests {
     client.close()
   }
 
+  @Test("a session's prefetch beyond 32 items waits in its own queue; a release drops it unstarted")
+  func prefetchQueueIsBounded() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    defer { daemon.stop() }
+    let client = try ThumbClient(endpoint: .unix(daemon.socket))
+    let log = EventLog(client)
+    // Held: every download the origin sees stays open until the test lets it go.
+    let items = (0..<50).map { (item: "h\($0)", url: origin.url("/held/\($0).png")) }
+    try client.prefetch(round: 1, items: items, width: 16, height: 16)
+    func metric(_ name: String) -> String? {
+      let text = String(
+        decoding: SocketClient.get(daemon.socket, "/metrics").response, as: UTF8.self)
+      return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        .map { String($0.dropFirst(name.count + 1)) }
+    }
+    // 8 places (prefetch_concurrency) downloading, 24 more started and waiting for a place;
+    // the other 18 never became pipeline work.
+    await eventually("8 downloads held") { origin.held == 8 }
+    await eventually("24 waiting for a place") {
+      metric("thumbd_queued{stage=\"prefetch\"}") == "24"
+    }
+    #expect(metric("thumbd_inflight{stage=\"prefetch\"}") == "8")
+    try client.release(round: 1)
+    await eventually("nothing waiting") { metric("thumbd_queued{stage=\"prefetch\"}") == "0" }
+    await eventually("no place held") { metric("thumbd_inflight{stage=\"prefetch\"}") == "0" }
+    // Only the 8 admitted items ever reached the origin, and the released round says nothing.
+    #expect(Set(origin.requests).count == 8)
+    #expect(log.events.isEmpty)
+    for _ in 0..<8 { origin.release() }
+    client.close()
+  }
+
   @Test("invalid parameters get an invalid_spec error for the slot; the session goes on")
   func invalidSpecKeepsSession() async throws {
     let daemon = try await TestDaemon.start(["--cache-dir", ""])

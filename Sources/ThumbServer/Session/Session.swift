@@ -23,8 +23,16 @@ final class Session {
 
   private struct PrefetchEntry {
     let generation: UInt64
-    let task: ImageTask
+    let request: ImageRequest
+    /// Nil while the item waits in `prefetchQueue`.
+    var task: ImageTask?
   }
+
+  /// Prefetch items a session has in the pipeline at once; the rest of its announced items
+  /// wait in its own queue, where releasing them costs nothing and a flood of hints from one
+  /// session does not become thousands of tasks. Above `prefetch_concurrency`, so a session
+  /// can use every place while some of its items finish as memory or disk hits.
+  static let maxStartedPrefetches = 32
 
   /// Prefetch rounds with work still pending, per session.
   static let maxOpenRounds = 256
@@ -38,6 +46,10 @@ final class Session {
   private var reader = SessionFrameReader(maxBodyBytes: 65536)
   private var slots: [Int: Binding] = [:]
   private var rounds: [Int: [String: PrefetchEntry]] = [:]
+  /// Announced items not started yet, in the order announced; released ones are skipped.
+  private var prefetchQueue: [(round: Int, item: String, generation: UInt64)] = []
+  private var prefetchQueueHead = 0
+  private var startedPrefetches = 0
   private var nextGeneration: UInt64 = 0
 
   init(
@@ -72,7 +84,13 @@ final class Session {
         if let binding = slots[slot], binding.token == token { binding.task?.setPriority(priority) }
       case .prefetch(let prefetch): output += try start(prefetch)
       case .release(let round):
-        for entry in rounds.removeValue(forKey: round)?.values ?? [:].values { entry.task.cancel() }
+        for entry in rounds.removeValue(forKey: round)?.values ?? [:].values {
+          if let task = entry.task {
+            task.cancel()
+            startedPrefetches -= 1
+          }
+        }
+        startPrefetches()
       }
     }
     return output
@@ -110,6 +128,8 @@ final class Session {
       guard rounds[round]?[item]?.generation == generation else { return nil }
       rounds[round]![item] = nil
       if rounds[round]!.isEmpty { rounds[round] = nil }
+      startedPrefetches -= 1
+      startPrefetches()
       switch outcome {
       case .success:
         return SessionFrame(
@@ -129,9 +149,12 @@ final class Session {
   /// The connection closed: every subscription of this session leaves.
   func close() {
     for binding in slots.values { binding.task?.cancel() }
-    for round in rounds.values { for entry in round.values { entry.task.cancel() } }
+    for round in rounds.values { for entry in round.values { entry.task?.cancel() } }
     slots.removeAll()
     rounds.removeAll()
+    prefetchQueue.removeAll()
+    prefetchQueueHead = 0
+    startedPrefetches = 0
   }
 
   private func start(_ load: ClientRequest.Load) -> [UInt8] {
@@ -194,11 +217,28 @@ final class Session {
     var entries: [String: PrefetchEntry] = [:]
     for (item, url) in prefetch.items where entries[item] == nil {
       nextGeneration += 1
-      let generation = nextGeneration
-      let task = pipeline.task(
-        for: ImageRequest(url: url, spec: spec), priority: .prefetch, client: client)
-      entries[item] = PrefetchEntry(generation: generation, task: task)
-      let (post, round) = (post, prefetch.round)
+      entries[item] = PrefetchEntry(
+        generation: nextGeneration, request: ImageRequest(url: url, spec: spec))
+      prefetchQueue.append((prefetch.round, item, nextGeneration))
+    }
+    if !entries.isEmpty { rounds[prefetch.round] = entries }
+    startPrefetches()
+    return []
+  }
+
+  /// Starts queued prefetch items, oldest first, while fewer than `maxStartedPrefetches` run.
+  private func startPrefetches() {
+    while startedPrefetches < Self.maxStartedPrefetches && prefetchQueueHead < prefetchQueue.count
+    {
+      let (round, item, generation) = prefetchQueue[prefetchQueueHead]
+      prefetchQueueHead += 1
+      guard var entry = rounds[round]?[item], entry.generation == generation, entry.task == nil
+      else { continue }  // released meanwhile
+      let task = pipeline.task(for: entry.request, priority: .prefetch, client: client)
+      entry.task = task
+      rounds[round]![item] = entry
+      startedPrefetches += 1
+      let post = post
       Task {
         do {
           let response = try await task.response
@@ -210,7 +250,10 @@ final class Session {
         }
       }
     }
-    if !entries.isEmpty { rounds[prefetch.round] = entries }
-    return []
+    // Reclaim the consumed part of the queue once it is half of it.
+    if prefetchQueueHead * 2 >= prefetchQueue.count {
+      prefetchQueue.removeFirst(prefetchQueueHead)
+      prefetchQueueHead = 0
+    }
   }
 }
