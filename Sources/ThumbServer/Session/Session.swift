@@ -228,8 +228,7 @@ final class Session {
 
   /// Starts queued prefetch items, oldest first, while fewer than `maxStartedPrefetches` run.
   private func startPrefetches() {
-    while startedPrefetches < Self.maxStartedPrefetches && prefetchQueueHead < prefetchQueue.count
-    {
+    while startedPrefetches < Self.maxStartedPrefetches && prefetchQueueHead < prefetchQueue.count {
       let (round, item, generation) = prefetchQueue[prefetchQueueHead]
       prefetchQueueHead += 1
       guard var entry = rounds[round]?[item], entry.generation == generation, entry.task == nil
