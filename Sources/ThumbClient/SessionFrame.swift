@@ -77,45 +77,9 @@ public enum JSONValue: Sendable, Hashable {
     }
   }
 
-  /// Parses JSON text; nil unless it is valid JSON.
+  /// Parses JSON text; nil unless it is valid JSON (see `JSONParser`).
   public static func parse(_ bytes: some Collection<UInt8>) -> JSONValue? {
-    guard
-      let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed)
-    else { return nil }
-    return JSONValue(foundation: object)
-  }
-
-  private init?(foundation value: Any) {
-    switch value {
-    case let text as String: self = .string(text)
-    case let number as NSNumber:
-      // JSON booleans come back as NSNumber with the "c" (char) type encoding; numbers never do.
-      if String(cString: number.objCType) == "c" {
-        self = .bool(number.boolValue)
-      } else if let whole = value as? Int, Double(whole) == number.doubleValue,
-        String(cString: number.objCType) != "d"
-      {
-        self = .integer(whole)
-      } else {
-        self = .number(number.doubleValue)
-      }
-    case let array as [Any]:
-      var values: [JSONValue] = []
-      for element in array {
-        guard let converted = JSONValue(foundation: element) else { return nil }
-        values.append(converted)
-      }
-      self = .array(values)
-    case let dictionary as [String: Any]:
-      var fields: [String: JSONValue] = [:]
-      for (key, element) in dictionary {
-        guard let converted = JSONValue(foundation: element) else { return nil }
-        fields[key] = converted
-      }
-      self = .object(fields)
-    case is NSNull: self = .null
-    default: return nil
-    }
+    JSONParser.parse(bytes)
   }
 
   /// `text` as a JSON string literal, quotes included.

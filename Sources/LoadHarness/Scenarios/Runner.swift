@@ -119,7 +119,11 @@ public final class Runner: Sendable {
           }
         })
     }
-    let flood = options.prefetchFlood > 0 ? try startFlood(start: start) : nil
+    let flood =
+      options.prefetchFlood > 0
+      ? FloodClient(
+        client: try target.connect(), count: options.prefetchFlood, origin: origin,
+        measurements: measurements) : nil
     let sampler = Task { [target, measurements] in
       while !Task.isCancelled {
         measurements.recordRSS(
@@ -136,7 +140,7 @@ public final class Runner: Sendable {
       last = time
       try? await Task.sleep(for: .milliseconds(Int(tick * 1000)))
     }
-    flood?.cancel()
+    await flood?.stop()
     // Let the loads of what is on screen now finish.
     let grace = ContinuousClock.now + .seconds(10)
     while ContinuousClock.now < grace {
@@ -150,37 +154,6 @@ public final class Runner: Sendable {
     for consumer in consumers { await consumer.value }
     progress?(options.duration, measurements)
     return options.duration
-  }
-
-  /// A client that keeps asking to prefetch items nobody will look at: low-priority load that
-  /// must not slow down what is visible.
-  private func startFlood(start: ContinuousClock.Instant) throws -> Task<Void, Never> {
-    let client = try target.connect()
-    let (origin, count, base) = (origin, options.prefetchFlood, SyntheticOrigin.fillerItems)
-    let measurements = measurements
-    return Task {
-      let drain = Task {
-        for await event in client.events {
-          if case .prefetched = event { measurements.countFloodResult(ok: true) }
-          if case .prefetchError = event { measurements.countFloodResult(ok: false) }
-        }
-      }
-      var round = 0
-      while !Task.isCancelled {
-        round += 1
-        let items = (0..<count).map { index in
-          let item = base + round * count + index
-          return (item: String(item), url: origin.url(item: item))
-        }
-        if (try? client.prefetch(round: round, items: items, size: 128)) != nil {
-          measurements.countFloodAnnounced(items.count)
-        }
-        try? await Task.sleep(for: .milliseconds(500))
-        if round > 4 { try? client.release(round: round - 4) }
-      }
-      client.close()
-      await drain.value
-    }
   }
 
   /// Loads every item once, unmeasured, so the run starts with warm caches.
