@@ -111,7 +111,10 @@ final class DecodeWorkers: @unchecked Sendable {
   func run<T: Sendable>(
     id: UInt64, context: JobContext, _ work: @escaping @Sendable (CancellationFlag) throws -> T
   ) async throws -> T {
-    context.onPriorityChange { [weak self] in self?.promote(id: id, context: context) }
+    // The listener holds the priority box, not the context: the context keeps its listeners,
+    // and a listener holding the context would keep both alive for ever.
+    let priority = context.priority
+    context.onPriorityChange { [weak self] in self?.promote(id: id, priority: priority) }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<T, any Error>) in
@@ -175,8 +178,8 @@ final class DecodeWorkers: @unchecked Sendable {
 
   /// A job raised above prefetch while a background thread runs it: queue it again for the
   /// foreground threads and tell the background attempt to stop.
-  private func promote(id: UInt64, context: JobContext) {
-    guard context.priority.value > .prefetch else { return }
+  private func promote(id: UInt64, priority: PriorityBox) {
+    guard priority.value > .prefetch else { return }
     condition.lock()
     defer { condition.unlock() }
     guard let (job, attempts) = running[id],

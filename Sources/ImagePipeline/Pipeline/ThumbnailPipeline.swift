@@ -253,8 +253,11 @@ public final class ThumbnailPipeline: Sendable {
     -> Thumbnail
   {
     let upstream = PriorityBox(context.priority.value)
+    // Holding the box, not the context: a listener that held its own context would keep it
+    // (and every listener) alive for ever.
+    let priority = context.priority
     context.onPriorityChange { [fetches] in
-      upstream.value = context.priority.value
+      upstream.value = priority.value
       Task { await fetches.priorityChanged(for: request.url) }
     }
     let bytes = try await fetches.value(
