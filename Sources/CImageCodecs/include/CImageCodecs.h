@@ -195,12 +195,6 @@ void ic_cancel_flag_set(int32_t *flag, int32_t value);
  */
 int ic_thread_background(void);
 
-/**
- * Names the calling thread for top -H, ps -L and perf (cut to the 15
- * characters Linux keeps).
- */
-void ic_thread_name(const char *name);
-
 /** Reads a cancellation flag atomically. */
 int32_t ic_cancel_flag_get(const int32_t *flag);
 

@@ -1,4 +1,5 @@
 import CImageCodecs
+import CNetShim
 import Foundation
 import Synchronization
 
@@ -90,7 +91,7 @@ final class DecodeWorkers: @unchecked Sendable {
       let name = isBackground ? "prefetch-\(index - threadCount)" : "decode-\(index)"
       let thread = Thread {
         // Named from inside: Foundation on Linux does not pass Thread.name to the kernel.
-        ic_thread_name(name)
+        ns_name_thread(name)
         self.workLoop(background: isBackground)
       }
       thread.stackSize = 1 << 20

@@ -2,8 +2,6 @@
 #include "CImageCodecs.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,10 +12,4 @@ int ic_thread_background(void) {
    * On Linux, PRIO_PROCESS with a thread id sets that thread's nice value alone. */
   pid_t tid = (pid_t)syscall(SYS_gettid);
   return setpriority(PRIO_PROCESS, (id_t)tid, 19) == 0 ? 0 : -errno;
-}
-
-void ic_thread_name(const char *name) {
-  char shortened[16];
-  snprintf(shortened, sizeof shortened, "%s", name);
-  pthread_setname_np(pthread_self(), shortened);
 }
