@@ -46,18 +46,9 @@ public struct DaemonTarget: LoadTarget {
     let fd = ns_connect_unix(socket)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
-    let request = Array(
-      "GET \(target) HTTP/1.1\r\nHost: thumbload\r\nConnection: close\r\n\r\n".utf8)
-    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    var response: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let n = read(fd, &buffer, buffer.count)
-      if n <= 0 { break }
-      response += buffer[0..<n]
-    }
-    guard let end = response.firstRange(of: [13, 10, 13, 10]) else { return "" }
-    return String(decoding: response[end.upperBound...], as: UTF8.self)
+    guard case .reply(let reply, _) = HTTPLoadClient.exchange(fd: fd, target: target, client: nil)
+    else { return "" }
+    return String(decoding: reply.body, as: UTF8.self)
   }
 }
 

@@ -70,8 +70,6 @@ final class HTTPExchange: Sendable {
       if let fd = state.fd { shutdown(fd, Int32(SHUT_RDWR)) }
     }
   }
-
-  var isAbandoned: Bool { state.withLock { $0.abandoned } }
 }
 
 /// A parsed HTTP response.
@@ -293,16 +291,16 @@ final class HTTPLoadClient: LoadClient {
     return nil
   }
 
-  private enum Outcome {
+  enum Outcome {
     case reply(HTTPReply, keepAlive: Bool)
     case closedBeforeReply
     case failed
   }
 
-  /// One request and its response on `fd`, blocking.
-  private static func exchange(fd: Int32, target: String, client: String) -> Outcome {
-    let request = Array(
-      "GET \(target) HTTP/1.1\r\nHost: thumbload\r\nX-Thumbd-Client: \(client)\r\n\r\n".utf8)
+  /// One GET and its response on `fd`, blocking; `client` names the client when given.
+  static func exchange(fd: Int32, target: String, client: String?) -> Outcome {
+    let naming = client.map { "X-Thumbd-Client: \($0)\r\n" } ?? ""
+    let request = Array("GET \(target) HTTP/1.1\r\nHost: thumbload\r\n\(naming)\r\n".utf8)
     var sent = 0
     while sent < request.count {
       let n = request[sent...].withUnsafeBytes {
