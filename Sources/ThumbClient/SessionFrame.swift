@@ -128,9 +128,12 @@ public struct SessionFrameReader: Sendable {
   private var pendingHeader: [String: JSONValue]?
   private var pendingBody = 0
 
-  /// Creates a reader. Headers are at most 16 KiB by the protocol; `maxBodyBytes` depends on
-  /// the side (a server takes no large bodies; a client takes thumbnails).
-  public init(maxHeaderBytes: Int = 16384, maxBodyBytes: Int) {
+  /// The longest header line the protocol allows (docs/PROTOCOL.md), newline included.
+  public static let headerLimit = 16384
+
+  /// Creates a reader. Headers are at most `headerLimit` by the protocol; `maxBodyBytes`
+  /// depends on the side (a server takes no large bodies; a client takes thumbnails).
+  public init(maxHeaderBytes: Int = SessionFrameReader.headerLimit, maxBodyBytes: Int) {
     self.maxHeaderBytes = maxHeaderBytes
     self.maxBodyBytes = maxBodyBytes
   }

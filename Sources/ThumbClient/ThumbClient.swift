@@ -67,6 +67,9 @@ public final class ThumbClient: Sendable {
     case handshake(String)
     /// The connection is closed.
     case closed
+    /// A frame's header line would be this many bytes, over the protocol's 16 KiB: the daemon
+    /// would answer `bad_frame` and close. Nothing was sent; split the prefetch round.
+    case frameTooLarge(Int)
   }
 
   /// Results as they arrive; the stream ends when the connection closes.
@@ -203,7 +206,12 @@ public final class ThumbClient: Sendable {
   deinit { close() }
 
   private func send(_ frame: SessionFrame) throws(ClientError) {
-    try sendRaw(frame.serialized())
+    let bytes = frame.serialized()
+    let headerLength = (bytes.firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count) + 1
+    guard headerLength <= SessionFrameReader.headerLimit else {
+      throw .frameTooLarge(headerLength)
+    }
+    try sendRaw(bytes)
   }
 
   private func readLoop(

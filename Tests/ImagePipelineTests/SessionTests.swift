@@ -238,6 +238,32 @@ struct SessionTests {
     client.close()
   }
 
+  @Test("the client refuses a frame over the 16 KiB header limit, sends nothing, stays open")
+  func oversizedFrameRefused() async throws {
+    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    defer { daemon.stop() }
+    let client = try ThumbClient(endpoint: .unix(daemon.socket))
+    let log = EventLog(client)
+    let items = (0..<1000).map { (item: "item-\($0)", url: "http://example.com/\($0).jpg") }
+    #expect {
+      try client.prefetch(round: 1, items: items, width: 16, height: 16)
+    } throws: { error in
+      guard case .frameTooLarge(let length) = error as? ThumbClient.ClientError else {
+        return false
+      }
+      return length > SessionFrameReader.headerLimit
+    }
+    // The daemon never saw it: the session is still open and answers.
+    try client.load(
+      slot: 2, item: "b", token: 1, url: "http://127.0.0.1/b.jpg", width: 10, height: 10)
+    await eventually("an answer") { log.events.count == 1 }
+    #expect(
+      log.events.first.map {
+        if case .error(_, _, _, "not_allowed", _) = $0 { true } else { false }
+      } == true)
+    client.close()
+  }
+
   @Test("invalid parameters get an invalid_spec error for the slot; the session goes on")
   func invalidSpecKeepsSession() async throws {
     let daemon = try await TestDaemon.start(["--cache-dir", ""])
