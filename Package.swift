@@ -26,7 +26,7 @@ let package = Package(
     ),
     .target(
       name: "ImagePipeline",
-      dependencies: ["CImageCodecs", "CNetShim"],
+      dependencies: ["CImageCodecs", "CCurl", "ThumbSystem"],
       // Generic caches and stages are used from other modules (thumbd, benchmarks); without
       // cross-module optimisation every call there goes through runtime generic metadata.
       swiftSettings: strictSwift + [
@@ -34,22 +34,32 @@ let package = Package(
       ]
     ),
     .target(
+      name: "CCurl",
+      // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h.
+      cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
+    ),
+    .target(
       name: "CNetShim",
       cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
     ),
     .target(
-      name: "ThumbClient",
+      name: "ThumbSystem",
       dependencies: ["CNetShim"],
       swiftSettings: strictSwift
     ),
     .target(
+      name: "ThumbClient",
+      dependencies: ["CNetShim", "ThumbSystem"],
+      swiftSettings: strictSwift
+    ),
+    .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "ThumbClient", "CNetShim"],
+      dependencies: ["ImagePipeline", "ThumbClient", "CNetShim", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .executableTarget(
       name: "thumbd",
-      dependencies: ["ImagePipeline", "ThumbServer"],
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .target(

@@ -1,5 +1,3 @@
-import Foundation
-
 /// One frame of the thumbd session protocol: a JSON object on one line, and the `bytes` bytes
 /// of body that follow it when the header has a `bytes` field (docs/PROTOCOL.md).
 public struct SessionFrame: Sendable, Hashable {

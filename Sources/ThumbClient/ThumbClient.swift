@@ -1,6 +1,6 @@
 import CNetShim
-import Foundation
 import Synchronization
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -115,11 +115,9 @@ public final class ThumbClient: Sendable {
     let (stream, continuation) = AsyncStream.makeStream(of: Event.self)
     events = stream
     let reader = SessionFrameReader(maxBodyBytes: maxImageBytes)
-    let thread = Thread { [self] in
-      ns_name_thread("thumbclient-rd")
+    SystemThread.detach(name: "thumbclient-rd") { [self] in
       readLoop(reader: reader, leftover: leftover, continuation: continuation)
     }
-    thread.start()
   }
 
   /// Results dropped because the slot had moved on to another item or token by the time they

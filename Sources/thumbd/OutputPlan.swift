@@ -1,4 +1,5 @@
 import ImagePipeline
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -14,7 +15,7 @@ enum OutputPlan {
     for inputs: [String], output: String
   ) throws(ThumbnailCommand.UsageError) -> [String] {
     if inputs.count == 1 && !isDirectory(output) && !output.hasSuffix("/") {
-      try makeDirectories(parent(of: output))
+      try makeDirectories(SystemFiles.parent(of: output))
       return [output]
     }
     try makeDirectories(output)
@@ -45,11 +46,6 @@ enum OutputPlan {
     return String(file[..<dot])
   }
 
-  private static func parent(of path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    return slash == path.startIndex ? "/" : String(path[..<slash])
-  }
-
   private static func joined(_ directory: String, _ name: String) -> String {
     directory.hasSuffix("/") ? directory + name : directory + "/" + name
   }
@@ -61,11 +57,9 @@ enum OutputPlan {
 
   /// `mkdir -p`.
   private static func makeDirectories(_ path: String) throws(ThumbnailCommand.UsageError) {
-    if path.isEmpty || isDirectory(path) { return }
-    try makeDirectories(parent(of: path))
-    if mkdir(path, 0o755) != 0 && errno != EEXIST {
+    guard SystemFiles.makeDirectories(path) else {
       throw ThumbnailCommand.UsageError(
-        message: "cannot create directory \(path): \(String(cString: strerror(errno)))")
+        message: "cannot create directory \(path): \(SystemFiles.describe(errno))")
     }
   }
 }

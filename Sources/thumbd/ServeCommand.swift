@@ -1,8 +1,12 @@
 import CNetShim
 import Dispatch
-import Foundation
 import ImagePipeline
 import ThumbServer
+import ThumbSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// `thumbd serve`: the daemon. Settings come from the embedded defaults, `--config FILE`,
 /// `THUMBD_...` variables and flags, in rising precedence (docs/CONFIG.md).
@@ -10,7 +14,7 @@ enum ServeCommand {
   static var usage: String {
     let options = ConfigOption.all.map { option in
       let flag = option.isSwitch ? option.flag : "\(option.flag) VALUE"
-      return "  " + flag.padding(toLength: 30, withPad: " ", startingAt: 0) + option.expects
+      return "  " + flag.padded(to: 30) + option.expects
     }
     return """
       thumbd serve: serve thumbnails over a Unix socket (and optionally TCP).
@@ -30,7 +34,7 @@ enum ServeCommand {
   }
 
   static func run(_ arguments: [String]) async -> Int32 {
-    let environment = ProcessInfo.processInfo.environment
+    let environment = SystemFiles.environment
     let config: DaemonConfig
     do {
       switch try ConfigLoader.load(arguments: arguments, environment: environment) {
@@ -115,7 +119,7 @@ enum ServeCommand {
         "version": Usage.version,
       ])
     await withCheckedContinuation { continuation in
-      Thread.detachNewThread {
+      SystemThread.detach(name: "thumbd-wait") {
         server.wait()
         continuation.resume()
       }
@@ -140,19 +144,33 @@ enum ServeCommand {
     let policy = SourcePolicy(
       allowedSchemes: Set(config.allowedSchemes),
       allowedHosts: config.allowedHosts.isEmpty ? nil : Set(config.allowedHosts),
-      allowPrivateAddresses: config.allowPrivate, allowLoopback: config.allowPrivate,
-      fileRoots: config.fileRoots, maxSourceBytes: config.maxSourceBytes,
-      connectTimeout: config.connectTimeout, totalTimeout: config.requestTimeout,
-      maxRedirects: config.maxRedirects)
-    let limits = DecodingLimits(
+      allowPrivateAddresses: config.allowPrivate,
+      allowedNetworks: config.allowedNetworks.compactMap(IPNetwork.init),
+      fileRoots: config.fileRoots)
+    let limits = FetchLimits(
+      maxSourceBytes: config.maxSourceBytes, connectTimeout: config.connectTimeout,
+      totalTimeout: config.requestTimeout, maxRedirects: config.maxRedirects,
+      retries: config.fetchRetries)
+    // Made at start, so a missing libcurl stops start-up instead of failing every fetch.
+    var transport: (any HTTPTransport)?
+    if !policy.allowedSchemes.isDisjoint(with: ["http", "https"]) {
+      transport = try CurlTransport(
+        options: .init(
+          connectionsPerHost: config.originConnections,
+          caFile: config.caFile.isEmpty ? nil : config.caFile,
+          caPath: config.caPath.isEmpty ? nil : config.caPath,
+          userAgent: "thumbd/\(Usage.version)"))
+    }
+    let decodingLimits = DecodingLimits(
       maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels)
     let disk =
       try config.cacheDir.isEmpty
       ? nil : DiskCache(directory: config.cacheDir, sizeLimit: config.diskLimit)
     return ThumbnailPipeline.Configuration(
-      dataLoader: SourceLoader(policy: policy), thumbnailer: Thumbnailer(limits: limits),
+      dataLoader: SourceLoader(policy: policy, limits: limits, transport: transport),
+      thumbnailer: Thumbnailer(limits: decodingLimits),
       memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
-      maxConcurrentFetches: config.fetchConcurrency,
+      maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,
       decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
       maxQueuedDecodes: config.maxQueuedDecodes,
       maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,

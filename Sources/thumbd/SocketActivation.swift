@@ -1,6 +1,9 @@
 import CNetShim
-import Foundation
 import ThumbServer
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// systemd socket activation: listening sockets passed as descriptors 3, 4, ... with
 /// `LISTEN_PID` naming this process and `LISTEN_FDS` counting them.

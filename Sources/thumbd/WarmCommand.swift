@@ -1,5 +1,5 @@
-import Foundation
 import ImagePipeline
+import ThumbSystem
 
 /// `thumbd warm`: thumbnails local files into a disk cache, so a daemon started on the same
 /// cache directory answers them from disk (`X-Thumbd-Cache: disk`) from its first request.
@@ -54,8 +54,8 @@ enum WarmCommand {
       printError("thumbd warm: \(error.message)\nRun 'thumbd warm --help' for usage.")
       return 2
     }
-    let paths = files.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
-    let roots = Array(Set(paths.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }))
+    let paths = files.map(SystemFiles.absolutePath)
+    let roots = Array(Set(paths.map(SystemFiles.parent(of:))))
     let cache: DiskCache
     do {
       cache = try DiskCache(directory: cacheDirectory!, sizeLimit: diskLimit)

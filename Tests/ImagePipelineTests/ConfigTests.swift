@@ -130,7 +130,7 @@ struct ConfigTests {
     let bad = try ChildProcess.runThumbd(["serve", "--config", file])
     #expect(bad.status == 2)
     #expect(bad.standardError.contains("disk_limit") && bad.standardError.contains(file))
-    let flag = try ChildProcess.runThumbd(["serve", "--max-redirects", "100"])
+    let flag = try ChildProcess.runThumbd(["serve", "--max-redirects", "101"])
     #expect(flag.status == 2 && flag.standardError.contains("max_redirects"))
     let help = try ChildProcess.runThumbd(["serve", "--help"])
     #expect(help.status == 0)

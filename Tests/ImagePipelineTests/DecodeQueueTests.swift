@@ -191,27 +191,43 @@ struct DecodeQueueTests {
   func fetchSlotsForVisibleWork() async throws {
     let limiter = PriorityLimiter(limit: 4)
     let prefetch = PriorityBox(.prefetch)
-    for id in 1...3 { #expect(try await limiter.acquire(id: UInt64(id), priority: prefetch)) }
+    var prefetchGrants: [PriorityLimiter.Grant] = []
+    for id in 1...3 {
+      let grant = try await limiter.acquire(id: UInt64(id), priority: prefetch)
+      #expect(grant.prefetch)
+      prefetchGrants.append(grant)
+    }
     // The fourth prefetch waits although a slot is free...
     let waiting = Task { try await limiter.acquire(id: 4, priority: prefetch) }
     await eventually("fourth prefetch waiting") { await limiter.queued == 1 }
-    // ...which a visible download takes at once.
-    #expect(try await limiter.acquire(id: 5, priority: PriorityBox(.visible)) == false)
+    // ...which a visible download takes at once. (Each from a client of its own: one client
+    // may hold only three of the four; see the fairness tests.)
+    var visibleGrants: [PriorityLimiter.Grant] = []
+    let first = try await limiter.acquire(
+      id: 5, priority: PriorityBox(.visible), client: ClientID(5))
+    #expect(first.prefetch == false)
+    visibleGrants.append(first)
     #expect(await limiter.active == 4)
     // Prefetch slots never keep visible downloads waiting: four of them run beside the three
     // prefetch downloads; a fifth waits.
     for id in 6...8 {
-      #expect(try await limiter.acquire(id: UInt64(id), priority: PriorityBox(.visible)) == false)
+      let grant = try await limiter.acquire(
+        id: UInt64(id), priority: PriorityBox(.visible), client: ClientID(UInt64(id)))
+      #expect(grant.prefetch == false)
+      visibleGrants.append(grant)
     }
     #expect(await limiter.active == 7)
-    let fifth = Task { try await limiter.acquire(id: 9, priority: PriorityBox(.visible)) }
+    let fifth = Task {
+      try await limiter.acquire(id: 9, priority: PriorityBox(.visible), client: ClientID(9))
+    }
     await eventually("fifth visible waiting") { await limiter.queued == 2 }
     // A visible download ending lets the visible waiter in, not the prefetch one.
-    await limiter.release(prefetch: false)
-    #expect(try await fifth.value == false)
-    for _ in 0..<4 { await limiter.release(prefetch: false) }
-    await limiter.release(prefetch: true)
-    #expect(try await waiting.value == true)
+    await limiter.release(visibleGrants.removeFirst())
+    let fifthGrant = try await fifth.value
+    #expect(fifthGrant.prefetch == false)
+    for grant in visibleGrants + [fifthGrant] { await limiter.release(grant) }
+    await limiter.release(prefetchGrants[0])
+    #expect(try await waiting.value.prefetch == true)
     #expect(await limiter.queued == 0)
   }
 }

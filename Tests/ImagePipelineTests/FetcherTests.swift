@@ -1,9 +1,12 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import ImagePipeline
 
-/// Real HTTP against a real origin on loopback, `file://` confinement, and address rules.
+/// Real HTTP through libcurl against a real origin on loopback: caps, deadlines, redirects,
+/// retries, keep-alive, cancellation and the address rules, each finding of the outside test
+/// reproduced.
 @Suite("Fetchers")
 struct FetcherTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
@@ -16,26 +19,56 @@ struct FetcherTests {
       case "/huge": return .init(streamedLength: 1 << 30, pauseAfterBytes: 4 << 20)
       case "/huge-unsized":
         return .init(streamedLength: 1 << 30, omitLength: true, pauseAfterBytes: 4 << 20)
+      case "/endless": return .init(endless: true, omitLength: true)
+      case "/endless-chunked-1": return .init(endless: true, chunkSize: 1)
+      case "/declared-10g": return .init(endless: true, declaredLength: 10 << 30)
+      case "/redirect-endless":
+        return .init(
+          status: 302, headers: ["Location": "/photo.jpg"], endless: true, omitLength: true)
+      case "/two-lengths":
+        return .init(
+          rawHeaderLines: ["Content-Length: 10", "Content-Length: 12"],
+          body: Array(repeating: 1, count: 12))
       case "/slow": return .init(holdUntilStopped: true)
       case "/to-private":
         return .init(status: 302, headers: ["Location": "http://10.255.0.1/x.jpg"])
       case "/to-photo": return .init(status: 302, headers: ["Location": "/photo.jpg"])
       case "/loop": return .init(status: 302, headers: ["Location": "/loop"])
-      default: return .init(status: 500)
+      default:
+        if path.hasPrefix("/hop/") {
+          // /hop/N redirects to /hop/N-1 ... /hop/0 answers the photo.
+          let n = Int(path.dropFirst(5)) ?? 0
+          return n == 0
+            ? .init(body: photo) : .init(status: 307, headers: ["Location": "/hop/\(n - 1)"])
+        }
+        if path.hasPrefix("/item/") { return .init(body: Array(path.utf8)) }
+        return .init(status: 500)
       }
     }.start()
   }
 
-  /// Loopback is allowed by host for these tests; every other non-public address stays refused.
-  static func loopbackPolicy(maxBytes: Int = 8 << 20, timeout: Double = 20) -> SourcePolicy {
-    SourcePolicy(
-      allowPrivateAddresses: true, maxSourceBytes: maxBytes, connectTimeout: timeout,
-      totalTimeout: timeout * 2)
+  /// Loopback is allowed by network for these tests; every other non-public address stays
+  /// refused.
+  static func loopbackPolicy() -> SourcePolicy { SourcePolicy(allowedNetworks: IPNetwork.loopback) }
+
+  static func limits(
+    maxBytes: Int = 8 << 20, timeout: Double = 20, redirects: Int = 3, retries: Int = 2
+  ) -> FetchLimits {
+    FetchLimits(
+      maxSourceBytes: maxBytes, connectTimeout: timeout, totalTimeout: timeout * 2,
+      maxRedirects: redirects, retries: retries, retryBackoff: 0.01)
   }
 
-  private func fetch(_ url: String, _ policy: SourcePolicy) async -> Result<[UInt8], FetchError> {
+  static func loader(
+    _ policy: SourcePolicy = loopbackPolicy(), _ limits: FetchLimits = limits(),
+    resolver: any NameResolving = SystemResolver()
+  ) -> SourceLoader {
+    SourceLoader(policy: policy, limits: limits, resolver: resolver)
+  }
+
+  private func fetch(_ url: String, _ loader: SourceLoader) async -> Result<[UInt8], FetchError> {
     do {
-      return .success(try await SourceLoader(policy: policy).loadData(for: url))
+      return .success(try await loader.loadData(for: url))
     } catch let error as FetchError {
       return .failure(error)
     } catch {
@@ -44,21 +77,28 @@ struct FetcherTests {
     }
   }
 
-  @Test("a successful fetch returns the exact bytes")
+  private func fetch(
+    _ url: String, _ policy: SourcePolicy = loopbackPolicy(), _ limits: FetchLimits = limits()
+  ) async -> Result<[UInt8], FetchError> {
+    await fetch(url, Self.loader(policy, limits))
+  }
+
+  @Test("a successful fetch returns the exact bytes, also through a redirect")
   func success() async throws {
     let origin = try Self.origin()
     defer { origin.stop() }
-    #expect(try await fetch(origin.url("/photo.jpg"), Self.loopbackPolicy()).get() == Self.photo)
-    #expect(try await fetch(origin.url("/to-photo"), Self.loopbackPolicy()).get() == Self.photo)
+    #expect(try await fetch(origin.url("/photo.jpg")).get() == Self.photo)
+    #expect(try await fetch(origin.url("/to-photo")).get() == Self.photo)
   }
 
-  @Test("404 gives httpStatus(404)")
+  @Test("404 gives httpStatus(404) and is fetched once: 4xx are never retried")
   func notFound() async throws {
     let origin = try Self.origin()
     defer { origin.stop() }
     await #expect(throws: FetchError.httpStatus(404)) {
-      try await fetch(origin.url("/missing"), Self.loopbackPolicy()).get()
+      try await fetch(origin.url("/missing")).get()
     }
+    #expect(origin.requests == ["/missing"])
   }
 
   @Test("a body over the cap fails before it is all read", arguments: ["/huge", "/huge-unsized"])
@@ -66,21 +106,105 @@ struct FetcherTests {
     let origin = try Self.origin()
     defer { origin.stop() }
     await #expect(throws: FetchError.tooLarge(limit: 1 << 20)) {
-      try await fetch(origin.url(path), Self.loopbackPolicy(maxBytes: 1 << 20)).get()
+      try await fetch(origin.url(path), Self.loopbackPolicy(), Self.limits(maxBytes: 1 << 20)).get()
     }
     #expect(origin.requests == [path])
     // The origin stops after 4 MiB of its 1 GiB until released, so the fetch can only have
-    // failed on the cap while the body streamed: either the origin is still paused (it records
-    // bytes only once it stops writing) or it was cut off before the pause.
-    #expect((origin.bytesSent(for: path) ?? 0) <= 4 << 20)
+    // failed on the cap while the body streamed.
+    #expect(origin.liveBytes(for: path) <= 4 << 20)
     origin.release()
+  }
+
+  @Test(
+    "endless bodies and endless 1-byte chunks stop at the cap, at most 1 MiB past it",
+    arguments: ["/endless", "/endless-chunked-1"])
+  func endlessBodies(path: String) async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    let cap = 1 << 20
+    await #expect(throws: FetchError.tooLarge(limit: cap)) {
+      try await fetch(origin.url(path), Self.loopbackPolicy(), Self.limits(maxBytes: cap)).get()
+    }
+    // The origin's own count, once its writes fail: what it pushed beyond the cap.
+    await eventually("origin stopped writing") { origin.bytesSent(for: path) != nil }
+    #expect((origin.bytesSent(for: path) ?? .max) <= cap + (1 << 20))
+  }
+
+  @Test("a declared 10 GiB length is refused before the body")
+  func declaredLength() async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    await #expect(throws: FetchError.tooLarge(limit: 8 << 20)) {
+      try await fetch(origin.url("/declared-10g")).get()
+    }
+    await eventually("origin stopped writing") { origin.bytesSent(for: "/declared-10g") != nil }
+    #expect((origin.bytesSent(for: "/declared-10g") ?? .max) <= 1 << 20)
+  }
+
+  @Test("a redirect's endless body is never read: the next hop is fetched at once")
+  func redirectWithEndlessBody() async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    #expect(try await fetch(origin.url("/redirect-endless")).get() == Self.photo)
+    await eventually("origin stopped writing") { origin.bytesSent(for: "/redirect-endless") != nil }
+    #expect((origin.bytesSent(for: "/redirect-endless") ?? .max) <= 1 << 20)
+  }
+
+  /// A gzip stream of `members` x 64 MiB of zeros (concatenated gzip members are one valid
+  /// stream; each is 64 KB), made with the system's gzip on a thread of its own.
+  static func gzipBomb(members: Int) async throws -> [UInt8] {
+    let member: [UInt8] = try await offPool {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = ["-c", "head -c 67108864 /dev/zero | gzip -9 -c"]
+      let pipe = Pipe()
+      process.standardOutput = pipe
+      try process.run()
+      let bytes = [UInt8](pipe.fileHandleForReading.readDataToEndOfFile())
+      process.waitUntilExit()
+      return bytes
+    }
+    precondition(member.count > 0 && member.count < 1 << 20)
+    var bomb: [UInt8] = []
+    bomb.reserveCapacity(member.count * members)
+    for _ in 0..<members { bomb.append(contentsOf: member) }
+    return bomb
+  }
+
+  @Test("gzip bombs are never decompressed: the cap counts wire bytes")
+  func gzipBombs() async throws {
+    let small = try await Self.gzipBomb(members: 16)  // 1 GiB of zeros in 1 MB
+    let large = try await Self.gzipBomb(members: 160)  // 10 GiB in 10 MB
+    let origin = try TestOrigin { path in
+      .init(headers: ["Content-Encoding": "gzip"], body: path == "/small.gz" ? small : large)
+    }.start()
+    defer { origin.stop() }
+    // Returned as the compressed bytes they are (and then no image decoder will take them).
+    #expect(try await fetch(origin.url("/small.gz")).get() == small)
+    let cap = 1 << 20
+    await #expect(throws: FetchError.tooLarge(limit: cap)) {
+      try await fetch(origin.url("/large.gz"), Self.loopbackPolicy(), Self.limits(maxBytes: cap))
+        .get()
+    }
+  }
+
+  @Test("two different Content-Length values are a bad response")
+  func conflictingLengths() async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    let result = await fetch(origin.url("/two-lengths"))
+    guard case .failure(let error) = result else {
+      Issue.record("a response with two lengths was accepted")
+      return
+    }
+    #expect(error.kind == "bad_response" || error.kind == "transport")
   }
 
   @Test("a slow origin times out on our own deadline")
   func slowOrigin() async throws {
     let origin = try Self.origin()
     defer { origin.stop() }
-    let result = await fetch(origin.url("/slow"), Self.loopbackPolicy(timeout: 0.3))
+    let result = await fetch(origin.url("/slow"), Self.loopbackPolicy(), Self.limits(timeout: 0.3))
     guard case .failure(.timedOut) = result else {
       Issue.record("expected a timeout, got \(result)")
       return
@@ -93,15 +217,26 @@ struct FetcherTests {
     defer { origin.stop() }
     // Loopback is allowed, other private ranges are not: the 10/8 hop must be refused before
     // any connection is attempted.
-    let policy = SourcePolicy(allowLoopback: true, maxSourceBytes: 8 << 20)
-    #expect(try await fetch(origin.url("/photo.jpg"), policy).get() == Self.photo)
-    let result = await fetch(origin.url("/to-private"), policy)
+    #expect(try await fetch(origin.url("/photo.jpg")).get() == Self.photo)
+    let result = await fetch(origin.url("/to-private"))
     guard case .failure(.notAllowed) = result else {
       Issue.record("redirect to 10.255.0.1 was not refused: \(result)")
       return
     }
     await #expect(throws: FetchError.tooManyRedirects(3)) {
-      try await fetch(origin.url("/loop"), Self.loopbackPolicy()).get()
+      try await fetch(origin.url("/loop")).get()
+    }
+  }
+
+  @Test("more than 20 redirects are followed when allowed, each one checked")
+  func manyRedirects() async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    let limits = Self.limits(redirects: 25)
+    #expect(
+      try await fetch(origin.url("/hop/25"), Self.loopbackPolicy(), limits).get() == Self.photo)
+    await #expect(throws: FetchError.tooManyRedirects(25)) {
+      try await fetch(origin.url("/hop/26"), Self.loopbackPolicy(), limits).get()
     }
   }
 
@@ -111,7 +246,10 @@ struct FetcherTests {
     for url in [
       "http://127.0.0.1/x.jpg", "http://localhost/x.jpg", "http://[::1]/x.jpg",
       "http://[::ffff:10.0.0.1]/x.jpg", "http://169.254.169.254/latest", "http://100.64.1.1/",
-      "http://192.168.1.1/", "http://[fd00::1]/",
+      "http://192.168.1.1/", "http://[fd00::1]/", "http://images.localhost/x.jpg",
+      "http://a.b.LOCALHOST./x.jpg", "http://[::ffff:0:7f00:1]/", "http://[64:ff9b:1::7f00:1]/",
+      "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", "http://[fe80::200:5efe:7f00:1]/",
+      "http://[2002:7f00:1::1]/", "http://[64:ff9b::a9fe:a9fe]/",
     ] {
       let result = await fetch(url, policy)
       guard case .failure(.notAllowed) = result else {
@@ -119,6 +257,144 @@ struct FetcherTests {
         continue
       }
     }
+  }
+
+  @Test("localhost names are refused before any lookup, whatever DNS would answer")
+  func localhostNames() async throws {
+    let resolver = RecordingResolver { _ in [.v4(93, 184, 216, 34)] }
+    for url in ["http://localhost/x", "http://cdn.localhost/x", "http://x.localhost./y"] {
+      let result = await fetch(url, Self.loader(SourcePolicy(), resolver: resolver))
+      guard case .failure(.notAllowed) = result else {
+        Issue.record("\(url) was not refused: \(result)")
+        continue
+      }
+    }
+    #expect(resolver.lookups.isEmpty)
+  }
+
+  @Test("URL user info is refused, never sent as credentials")
+  func userInfo() async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    let result = await fetch("http://user:secret@127.0.0.1:\(origin.port)/photo.jpg")
+    guard case .failure(.invalidURL) = result else {
+      Issue.record("user info was accepted: \(result)")
+      return
+    }
+    #expect(origin.requests.isEmpty)
+  }
+
+  @Test("a name whose answers change is resolved once per attempt: the checked addresses are used")
+  func rebindingAtLibraryLevel() async throws {
+    // A listener that counts connections: the rebound answer points at it.
+    let trap = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    defer { trap.stop() }
+    let resolver = RecordingResolver { count in
+      // First a "public" answer, then loopback: what a rebinding name does.
+      count == 0 ? [.v4(198, 51, 100, 7)] : [.v4(127, 0, 0, 1)]
+    }
+    // 198.51.100.0/24 is allowed here so the first answer passes; loopback is not allowed.
+    let policy = SourcePolicy(allowedNetworks: [IPNetwork("198.51.100.0/24")!])
+    let loader = Self.loader(policy, Self.limits(timeout: 0.5, retries: 2), resolver: resolver)
+    for _ in 0..<5 {
+      _ = await fetch("http://rebind.test:\(trap.port)/photo.jpg", loader)
+    }
+    #expect(trap.connections == 0, "the loopback listener was reached")
+    #expect(resolver.lookups.count >= 2)
+  }
+
+  @Test(
+    "every refused address class is refused at connect time, not only at lookup",
+    arguments: [
+      "127.0.0.1", "::1", "::ffff:127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1",
+      "169.254.169.254", "100.64.0.1", "64:ff9b::7f00:1", "64:ff9b:1::7f00:1",
+      "2002:7f00:1::1", "2001:0:4136:e378:8000:63bf:80ff:fffe", "::ffff:0:7f00:1",
+      "fd00:ec2::254",
+    ])
+  func refusedAtConnect(address text: String) async throws {
+    let trap = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    defer { trap.stop() }
+    let address = try #require(IPAddress(text))
+    let policy = SourcePolicy()
+    #expect(!policy.allows(address))
+    // The transport is handed the address directly, as if a lookup had slipped it through:
+    // the connect-time check alone must stop it.
+    let transport = try CurlTransport()
+    let collector = BodyCollector(limit: 1 << 20)
+    let request = TransportRequest(
+      url: try SourceURL("http://origin.test:\(trap.port)/photo.jpg"), addresses: [address],
+      allowAddress: { policy.allows($0) }, headTimeout: 2, totalTimeout: 2, maxBodyBytes: 1 << 20)
+    let end = await withCheckedContinuation { continuation in
+      collector.onFinish(continuation)
+      _ = transport.start(request, receiver: collector)
+    }
+    #expect(end == TransportEnd.failed(.addressRefused, end.message))
+    #expect(trap.connections == 0)
+    #expect(transport.connectionsOpened == 0)
+  }
+
+  @Test("an origin failing twice with 503 answers after backoff; Retry-After is honoured")
+  func retries() async throws {
+    let origin = try TestOrigin.answering { request in
+      switch request.path {
+      case "/flaky.jpg":
+        return request.index < 2 ? .init(status: 503) : .init(body: Self.photo)
+      case "/later.jpg":
+        return request.index < 1
+          ? .init(status: 429, headers: ["Retry-After": "1"]) : .init(body: Self.photo)
+      case "/far.jpg":
+        return .init(status: 503, headers: ["Retry-After": "3600"])
+      default:
+        return .init(status: 404)
+      }
+    }.start()
+    defer { origin.stop() }
+    let loader = Self.loader()
+    #expect(try await fetch(origin.url("/flaky.jpg"), loader).get() == Self.photo)
+    #expect(origin.requests.filter { $0 == "/flaky.jpg" }.count == 3)
+    let started = ContinuousClock.now
+    #expect(try await fetch(origin.url("/later.jpg"), loader).get() == Self.photo)
+    #expect(started.duration(to: .now) >= .seconds(1), "Retry-After: 1 was not waited for")
+    // A Retry-After past the deadline is not waited for: the error comes at once.
+    let farStart = ContinuousClock.now
+    await #expect(throws: FetchError.httpStatus(503)) {
+      try await fetch(origin.url("/far.jpg"), loader).get()
+    }
+    #expect(farStart.duration(to: .now) < .seconds(10))
+    #expect(origin.requests.filter { $0 == "/far.jpg" }.count == 1)
+    #expect(loader.counters.retries.load(ordering: .relaxed) == 3)
+  }
+
+  @Test("200 sequential fetches from one origin use at most origin_connections connections")
+  func keepAlive() async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    let transport = try CurlTransport(options: .init(connectionsPerHost: 2))
+    let loader = SourceLoader(
+      policy: Self.loopbackPolicy(), limits: Self.limits(), transport: transport)
+    for index in 0..<200 {
+      #expect(
+        try await fetch(origin.url("/item/\(index)"), loader).get() == Array("/item/\(index)".utf8))
+    }
+    #expect(origin.connections <= 2)
+    #expect(origin.requests.count == 200)
+  }
+
+  @Test("cancelling a fetch closes the connection: the origin sends at most 1 MiB more")
+  func cancelStopsTheDownload() async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    let loader = Self.loader(Self.loopbackPolicy(), Self.limits(maxBytes: 1 << 30))
+    let task = Task { try await loader.loadData(for: origin.url("/endless")) }
+    await eventually("1 MiB received") { origin.liveBytes(for: "/endless") >= 1 << 20 }
+    task.cancel()
+    await #expect(throws: CancellationError.self) { try await task.value }
+    // The call returned after the connection was closed: what the origin writes from here on
+    // is bounded by the socket buffers, then its writes fail.
+    let atHangUp = origin.liveBytes(for: "/endless")
+    await eventually("origin stopped writing") { origin.bytesSent(for: "/endless") != nil }
+    let total = origin.bytesSent(for: "/endless") ?? .max
+    #expect(total <= atHangUp + (1 << 20))
   }
 
   @Test(
@@ -130,9 +406,30 @@ struct FetcherTests {
       ("::1", false), ("::", false), ("::ffff:127.0.0.1", false), ("::ffff:8.8.8.8", true),
       ("64:ff9b::a00:1", false), ("2002:c0a8:0101::1", false), ("fe80::1", false),
       ("fc00::1", false), ("2001:4860:4860::8888", true), ("2001:db8::1", false),
+      ("::ffff:0:7f00:1", false), ("::ffff:0:808:808", true), ("64:ff9b:1::a00:1", false),
+      ("64:ff9b:1::808:808", true), ("2001:0:4136:e378:8000:63bf:80ff:fffe", false),
+      ("2001:0:808:808:8000:63bf:f7f7:f7f7", true), ("2001:0:a00:1:8000:63bf:f7f7:f7f7", false),
+      ("2600::200:5efe:a00:1", false), ("2600::200:5efe:808:808", true), ("3fff::1", false),
+      ("2001:2::1", false), ("192.88.99.1", false), ("198.18.0.1", false),
     ])
   func classification(text: String, isPublic: Bool) {
     #expect(IPAddress(text)?.isPublic == isPublic)
+  }
+
+  @Test("allowed_networks lets named ranges through and nothing else")
+  func allowedNetworks() throws {
+    let policy = SourcePolicy(allowedNetworks: [IPNetwork("10.20.0.0/16")!, IPNetwork("::1/128")!])
+    #expect(policy.allows(IPAddress("10.20.3.4")!))
+    #expect(policy.allows(IPAddress("::ffff:10.20.3.4")!))
+    #expect(policy.allows(IPAddress("::1")!))
+    #expect(!policy.allows(IPAddress("10.21.0.1")!))
+    #expect(!policy.allows(IPAddress("127.0.0.1")!))
+    #expect(!policy.allows(IPAddress("169.254.169.254")!))
+    #expect(policy.allows(IPAddress("8.8.8.8")!))
+    #expect(IPNetwork("10.20.99.1/16") == IPNetwork("10.20.0.0/16"))
+    for bad in ["10.0.0.0/33", "::/129", "x/8", "10.0.0.0/-1", "10.0.0.0/8/1", ""] {
+      #expect(IPNetwork(bad) == nil, "\(bad) parsed")
+    }
   }
 
   @Test("file:// is confined to its roots")
@@ -155,6 +452,7 @@ struct FetcherTests {
     #expect(try await fetch("file://\(inside.path)/ok.jpg", policy).get() == Self.photo)
     for path in [
       "\(inside.path)/escape.jpg", "\(inside.path)/../../\(outside.lastPathComponent)",
+      "\(inside.path)/%2e%2e/%2e%2e/\(outside.lastPathComponent)",
       outside.path, inside.path, "/etc/passwd",
     ] {
       let result = await fetch("file://\(path)", policy)
@@ -166,5 +464,32 @@ struct FetcherTests {
     await #expect(throws: FetchError.self) {
       try await fetch("file://\(inside.path)/ok.jpg", SourcePolicy()).get()  // scheme not allowed
     }
+  }
+}
+
+extension TransportEnd {
+  /// The message of a failure, "" otherwise.
+  var message: String {
+    if case .failed(_, let message) = self { return message }
+    return ""
+  }
+}
+
+/// A resolver answering from a closure (given the number of earlier lookups), recording each
+/// lookup.
+final class RecordingResolver: NameResolving {
+  private let answer: @Sendable (Int) -> [IPAddress]
+  private let log = Mutex<[String]>([])
+
+  init(_ answer: @escaping @Sendable (Int) -> [IPAddress]) { self.answer = answer }
+
+  var lookups: [String] { log.withLock { $0 } }
+
+  func addresses(of host: String, timeout: Double) async throws -> [IPAddress] {
+    let count = log.withLock { log -> Int in
+      defer { log.append(host) }
+      return log.count
+    }
+    return answer(count)
   }
 }

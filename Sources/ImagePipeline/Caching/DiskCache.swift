@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -54,14 +54,16 @@ public actor DiskCache {
     self.directory = directory
     self.sizeLimit = sizeLimit
     index = MemoryCache(costLimit: sizeLimit, countLimit: Int.max, maxEntryFraction: 1)
-    let files = FileManager.default
-    try files.createDirectory(atPath: directory + "/tmp", withIntermediateDirectories: true)
-    for leftover in (try? files.contentsOfDirectory(atPath: directory + "/tmp")) ?? [] {
-      try? files.removeItem(atPath: directory + "/tmp/" + leftover)
+    guard SystemFiles.makeDirectories(directory + "/tmp") else {
+      throw FileIO.WriteError(
+        message: "cannot create \(directory)/tmp: \(SystemFiles.describe(errno))")
+    }
+    for leftover in SystemFiles.list(directory + "/tmp") ?? [] {
+      unlink(directory + "/tmp/" + leftover)
     }
     var found: [(name: String, size: Int, modified: Double)] = []
-    for shard in (try? files.contentsOfDirectory(atPath: directory)) ?? [] where shard.count == 2 {
-      for name in (try? files.contentsOfDirectory(atPath: directory + "/" + shard)) ?? []
+    for shard in SystemFiles.list(directory) ?? [] where shard.count == 2 {
+      for name in SystemFiles.list(directory + "/" + shard) ?? []
       where name.hasSuffix("." + DiskCacheEntry.fileExtension) {
         var info = stat()
         guard stat(directory + "/" + shard + "/" + name, &info) == 0 else { continue }

@@ -16,6 +16,8 @@ public enum FetchError: Error, Sendable, Hashable {
   case transport(String)
   /// The URL is malformed or unsupported.
   case invalidURL(String)
+  /// The origin's response broke HTTP (a malformed head, conflicting lengths).
+  case badResponse(String)
 
   /// A stable snake_case name.
   public var kind: String {
@@ -28,13 +30,15 @@ public enum FetchError: Error, Sendable, Hashable {
     case .io: "io"
     case .transport: "transport"
     case .invalidURL: "invalid_url"
+    case .badResponse: "bad_response"
     }
   }
 
   /// A human-readable explanation.
   public var message: String {
     switch self {
-    case .notAllowed(let m), .timedOut(let m), .io(let m), .transport(let m), .invalidURL(let m):
+    case .notAllowed(let m), .timedOut(let m), .io(let m), .transport(let m), .invalidURL(let m),
+      .badResponse(let m):
       m
     case .httpStatus(let code): "origin answered HTTP \(code)"
     case .tooLarge(let limit): "source is larger than \(limit) bytes"

@@ -1,54 +1,61 @@
-import Foundation
+import Synchronization
+import ThumbSystem
 
-/// The production data loader: checks every source against a `SourcePolicy`, then reads
-/// `file://` paths inside the roots or fetches `http(s)://` through `HTTPDataLoader`.
+/// The production data loader: every source is parsed once (`SourceURL`) and checked against
+/// the `SourcePolicy`; `file://` paths are read inside the roots, `http(s)://` fetched by
+/// `HTTPFetcher` over an `HTTPTransport` (libcurl unless told otherwise).
 public final class SourceLoader: DataLoading {
-  /// The rules every source and redirect must pass.
+  /// The rules every source, redirect hop and connection must pass.
   public let policy: SourcePolicy
+  /// Bytes, time and hops a fetch may take.
+  public let limits: FetchLimits
+  /// What the fetcher did, for metrics.
+  public let counters = FetchCounters()
   private let files: FileDataLoader
-  private let http: HTTPDataLoader
+  private let resolver: any NameResolving
+  private let transport: Mutex<(any HTTPTransport)?>
 
-  /// Creates a loader enforcing `policy`.
-  public init(policy: SourcePolicy) {
+  /// Creates a loader enforcing `policy` and `limits`. Without a `transport`, a
+  /// `CurlTransport` with default options is made on the first http(s) fetch, so a loader used
+  /// for files alone never loads libcurl.
+  public init(
+    policy: SourcePolicy, limits: FetchLimits = FetchLimits(),
+    transport: (any HTTPTransport)? = nil, resolver: any NameResolving = SystemResolver()
+  ) {
     self.policy = policy
-    files = FileDataLoader(roots: policy.fileRoots, maxSourceBytes: policy.maxSourceBytes)
-    http = HTTPDataLoader(policy: policy)
+    self.limits = limits
+    self.resolver = resolver
+    self.transport = Mutex(transport)
+    files = FileDataLoader(roots: policy.fileRoots, maxSourceBytes: limits.maxSourceBytes)
   }
 
-  /// Loads `url` or throws a `FetchError`.
+  /// Loads `url` or throws a `FetchError` (`CancellationError` when the task is cancelled).
   public func loadData(for url: String) async throws -> [UInt8] {
-    guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased()
-    else { throw FetchError.invalidURL("not a URL") }
-    guard policy.allowedSchemes.contains(scheme) else {
-      throw FetchError.notAllowed("scheme '\(scheme)' is not allowed")
-    }
-    switch scheme {
+    let source = try SourceURL(url)
+    try policy.check(source)
+    switch source.scheme {
     case "file":
-      guard components.host == nil || components.host == "" || components.host == "localhost" else {
-        throw FetchError.notAllowed("file URLs may not name a host")
+      guard let path = source.filePath else {
+        throw FetchError.invalidURL("the file path is not valid UTF-8 or holds a NUL")
       }
-      let path = components.percentEncodedPath.removingPercentEncoding ?? ""
       let files = self.files
       return try await Self.offPool { () throws(FetchError) in try files.load(path: path) }
     case "http", "https":
-      return try await http.load(url)
+      let fetcher = HTTPFetcher(
+        policy: policy, limits: limits, transport: try httpTransport(), resolver: resolver,
+        counters: counters)
+      return try await fetcher.fetch(source)
     default:
-      throw FetchError.notAllowed("scheme '\(scheme)' is not supported")
+      throw FetchError.notAllowed("scheme '\(source.scheme)' is not supported")
     }
   }
 
-  /// Checks a URL's host against the allowlist and its resolved addresses against the private
-  /// address rule. Used for the first request and again for every redirect hop.
-  static func check(_ url: URL, policy: SourcePolicy) async throws(FetchError) {
-    guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-      policy.allowedSchemes.contains(scheme)
-    else { throw .notAllowed("scheme is not allowed") }
-    guard let host = url.host, !host.isEmpty else { throw .invalidURL("URL has no host") }
-    guard policy.allowsHost(host) else { throw .notAllowed("host is not on the allowlist") }
-    if policy.allowPrivateAddresses { return }
-    for address in try await HostResolver.addresses(of: host) where !address.isPublic {
-      if address.isLoopback && policy.allowLoopback { continue }
-      throw .notAllowed("\(host) resolves to a non-public address (\(address))")
+  private func httpTransport() throws(FetchError) -> any HTTPTransport {
+    try transport.withLock { (transport) throws(FetchError) -> any HTTPTransport in
+      if let transport { return transport }
+      let made = try CurlTransport()
+      transport = made
+      return made
     }
   }
 
@@ -57,7 +64,7 @@ public final class SourceLoader: DataLoading {
     _ body: @escaping @Sendable () throws(FetchError) -> [UInt8]
   ) async throws(FetchError) -> [UInt8] {
     let result: Result<[UInt8], FetchError> = await withCheckedContinuation { continuation in
-      Thread.detachNewThread {
+      SystemThread.detach(name: "thumbd-file") {
         continuation.resume(returning: Result { () throws(FetchError) in try body() })
       }
     }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One stage of shared work: at most one job per key, however many consumers want it.
 ///
 /// Each consumer holds its own subscription (an id plus a priority box). The job runs while at
@@ -54,12 +56,38 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
     for key: Key, subscriber id: UInt64, priority: PriorityBox, client: ClientID = .shared,
     work: @escaping Work
   ) async throws -> Delivery {
-    try await withTaskCancellationHandler {
+    let ticket = Ticket()
+    return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
-        subscribe(key, id, priority, client, continuation, work)
+        subscribe(key, id, priority, client, ticket, continuation, work)
       }
     } onCancel: {
+      // At once, on the cancelling thread: the job knows one fewer wants it before the
+      // stage gets to forget the subscription.
+      ticket.cancel()
       Task { await self.unsubscribe(key, id) }
+    }
+  }
+
+  /// One subscription's link to the job it counts for, so a cancel can uncount it at once.
+  private final class Ticket: Sendable {
+    private let state = Mutex<(context: JobContext?, cancelled: Bool)>((nil, false))
+
+    /// Counts the subscription for `context`, unless it was already cancelled.
+    func attach(_ context: JobContext) {
+      state.withLock { state in
+        guard !state.cancelled else { return }
+        state.context = context
+        context.countSubscriber()
+      }
+    }
+
+    func cancel() {
+      state.withLock { state in
+        guard !state.cancelled else { return }
+        state.cancelled = true
+        state.context?.uncountSubscriber()
+      }
     }
   }
 
@@ -70,10 +98,11 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
   }
 
   private func subscribe(
-    _ key: Key, _ id: UInt64, _ priority: PriorityBox, _ client: ClientID,
+    _ key: Key, _ id: UInt64, _ priority: PriorityBox, _ client: ClientID, _ ticket: Ticket,
     _ continuation: CheckedContinuation<Delivery, any Error>, _ work: @escaping Work
   ) {
     if let entry = entries[key] {
+      ticket.attach(entry.context)
       entry.subscribers[id] = Subscriber(
         priority: priority, joined: true, continuation: continuation)
       entry.priorities[id] = priority
@@ -83,6 +112,7 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
       return
     }
     let entry = Entry(context: JobContext(priority: priority.value, client: client))
+    ticket.attach(entry.context)
     entry.subscribers[id] = Subscriber(
       priority: priority, joined: false, continuation: continuation)
     entry.priorities[id] = priority

@@ -1,7 +1,6 @@
 import CImageCodecs
-import CNetShim
-import Foundation
 import Synchronization
+import ThumbSystem
 
 /// Dedicated threads for blocking codec work, fed from a bounded priority queue.
 ///
@@ -59,14 +58,13 @@ final class DecodeWorkers: @unchecked Sendable {
     func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
   }
 
-  private let condition = NSCondition()
+  private let condition = ConditionLock()
   private var queue: [Job] = []
   /// Jobs on a thread, with their attempts (two while a promoted job's background attempt
   /// winds down).
   private var running: [UInt64: (job: Job, attempts: [Attempt])] = [:]
   private var nextSequence: UInt64 = 0
   private var stopping = false
-  private var threads: [Thread] = []
   /// Largest number of queued (not yet running) jobs. Past it, a job more urgent than the least
   /// urgent queued one takes its place (that one fails with `PipelineError.queueFull`); any
   /// other new job fails with `queueFull` itself. So a queue full of prefetch work never
@@ -89,14 +87,9 @@ final class DecodeWorkers: @unchecked Sendable {
       let isBackground = index >= threadCount
       // Each thread keeps the workers alive until shutdown() lets it finish.
       let name = isBackground ? "prefetch-\(index - threadCount)" : "decode-\(index)"
-      let thread = Thread {
-        // Named from inside: Foundation on Linux does not pass Thread.name to the kernel.
-        ns_name_thread(name)
+      SystemThread.detach(name: name, stackSize: 1 << 20) {
         self.workLoop(background: isBackground)
       }
-      thread.stackSize = 1 << 20
-      self.threads.append(thread)
-      thread.start()
     }
   }
 

@@ -36,11 +36,23 @@ final class JobContext: Sendable {
   let client: ClientID
   let cancellation = CancellationFlag()
   private let listeners = Mutex<[@Sendable () -> Void]>([])
+  /// Subscribers that have not been cancelled, counted down synchronously the moment a
+  /// subscriber's task is cancelled (the stage forgets it a hop later). Queues read it to pass
+  /// over work everyone has just left: a round of prefetch hints released at once must not
+  /// have one of its own items take a place another of them gave up.
+  private let wanting = Atomic<Int>(0)
 
   init(priority: ImagePriority, client: ClientID = .shared) {
     self.priority = PriorityBox(priority)
     self.client = client
   }
+
+  /// Whether some subscriber still wants the work.
+  var isWanted: Bool { wanting.load(ordering: .acquiring) > 0 }
+
+  func countSubscriber() { wanting.add(1, ordering: .releasing) }
+
+  func uncountSubscriber() { wanting.subtract(1, ordering: .releasing) }
 
   /// Calls `listener` whenever the effective priority changes.
   func onPriorityChange(_ listener: @escaping @Sendable () -> Void) {

@@ -21,6 +21,8 @@ actor PrefetchAdmission {
     let sequence: UInt64
     let client: ClientID
     let priority: PriorityBox
+    /// Whether anyone still wants the job (see `JobContext.isWanted`).
+    let isWanted: @Sendable () -> Bool
     let continuation: CheckedContinuation<Bool, any Error>
   }
 
@@ -33,6 +35,9 @@ actor PrefetchAdmission {
   private var placesByClient: [ClientID: Int] = [:]
   private var waitingByClient: [ClientID: Int] = [:]
   private var recheckScheduled = false
+  /// Set when a waiter nobody wants was passed over: its cancellation is on the way, but if a
+  /// new subscriber joined instead, only a later look gives it its place.
+  private var passedOverAbandoned = false
   private var waiters: [UInt64: Waiter] = [:]
   /// Each client's waiting ids, oldest first; ids no longer in `waiters` are skipped lazily.
   private var queues: [ClientID: IDQueue] = [:]
@@ -56,7 +61,10 @@ actor PrefetchAdmission {
   /// Waits for a place. Returns true when a place was taken (give it back with `leave`), false
   /// when the job was raised above prefetch while waiting and needs none. Throws
   /// `CancellationError` if the task is cancelled while waiting.
-  func enter(id: UInt64, client: ClientID, priority: PriorityBox) async throws -> Bool {
+  func enter(
+    id: UInt64, client: ClientID, priority: PriorityBox,
+    isWanted: @escaping @Sendable () -> Bool = { true }
+  ) async throws -> Bool {
     try Task.checkCancellation()
     guard priority.value == .prefetch else { return false }
     if waiters.isEmpty && mayTake(client, busy: visibleActivity.isBusy) {
@@ -67,7 +75,7 @@ actor PrefetchAdmission {
       try await withCheckedThrowingContinuation { continuation in
         nextSequence += 1
         waiters[id] = Waiter(
-          sequence: nextSequence, client: client, priority: priority,
+          sequence: nextSequence, client: client, priority: priority, isWanted: isWanted,
           continuation: continuation)
         waitingByClient[client, default: 0] += 1
         queues[client, default: IDQueue()].append(id)
@@ -107,8 +115,10 @@ actor PrefetchAdmission {
   /// Waiters held back only by the busy limit get no `leave` to wake them when visible work
   /// stops: look again once the window has passed.
   private func scheduleRecheckIfHeldBack() {
-    guard !recheckScheduled, !waiters.isEmpty, inProgress < limit, inProgress >= busyLimit
+    guard !recheckScheduled, !waiters.isEmpty, inProgress < limit,
+      inProgress >= busyLimit || passedOverAbandoned
     else { return }
+    passedOverAbandoned = false
     recheckScheduled = true
     let window = visibleActivity.window
     Task {
@@ -149,6 +159,12 @@ actor PrefetchAdmission {
         continue
       }
       guard mayTake(client, busy: busy) else { continue }
+      // Skip (without dropping) a head waiter everyone has just left: its cancellation is a
+      // hop away, and the place belongs to someone who still wants theirs.
+      if let head = queues[client]?.first, let waiter = waiters[head], !waiter.isWanted() {
+        passedOverAbandoned = true
+        continue
+      }
       let rank = (
         placesByClient[client] ?? 0, waitingByClient[client] ?? 0,
         waiters[queues[client]!.first!]!.sequence
@@ -163,6 +179,8 @@ actor PrefetchAdmission {
   private func cancelWaiter(id: UInt64) {
     guard let waiter = forget(id) else { return }
     waiter.continuation.resume(throwing: CancellationError())
+    // It may have been the head of its client's queue, holding the rest back.
+    if passedOverAbandoned { fillPlaces() }
   }
 }
 

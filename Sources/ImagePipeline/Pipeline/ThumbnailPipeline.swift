@@ -19,6 +19,9 @@ public final class ThumbnailPipeline: Sendable {
     public var memoryCacheCountLimit: Int
     /// Downloads running at once; more wait in priority order.
     public var maxConcurrentFetches: Int
+    /// Downloads from one origin (host and port) at once, so an origin that never answers
+    /// cannot hold the slots others need.
+    public var maxFetchesPerOrigin: Int
     /// Decode threads (default: the number of cores).
     public var decodeThreads: Int
     /// Decodes allowed to wait; past that, requests fail with `PipelineError.queueFull`.
@@ -38,7 +41,8 @@ public final class ThumbnailPipeline: Sendable {
     public init(
       dataLoader: any DataLoading, thumbnailer: Thumbnailer = Thumbnailer(),
       memoryCacheCostLimit: Int = 64 << 20, memoryCacheCountLimit: Int = 4096,
-      maxConcurrentFetches: Int = 16, decodeThreads: Int = ThumbnailPipeline.coreCount,
+      maxConcurrentFetches: Int = 16, maxFetchesPerOrigin: Int = 8,
+      decodeThreads: Int = ThumbnailPipeline.coreCount,
       maxQueuedDecodes: Int = 1024, maxPrefetchInProgress: Int = 8, diskCache: DiskCache? = nil,
       sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0
     ) {
@@ -47,6 +51,7 @@ public final class ThumbnailPipeline: Sendable {
       self.memoryCacheCostLimit = memoryCacheCostLimit
       self.memoryCacheCountLimit = memoryCacheCountLimit
       self.maxConcurrentFetches = maxConcurrentFetches
+      self.maxFetchesPerOrigin = maxFetchesPerOrigin
       self.decodeThreads = decodeThreads
       self.maxQueuedDecodes = maxQueuedDecodes
       self.maxPrefetchInProgress = maxPrefetchInProgress
@@ -86,7 +91,8 @@ public final class ThumbnailPipeline: Sendable {
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
     thumbnails = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
-    fetchLimiter = PriorityLimiter(limit: configuration.maxConcurrentFetches)
+    fetchLimiter = PriorityLimiter(
+      limit: configuration.maxConcurrentFetches, originLimit: configuration.maxFetchesPerOrigin)
     prefetchAdmission = PrefetchAdmission(
       limit: configuration.maxPrefetchInProgress, visibleActivity: visibleActivity)
     diskWrites = WriteBehind(limit: 256)
@@ -228,7 +234,8 @@ public final class ThumbnailPipeline: Sendable {
     let placeID = nextID()
     context.onPriorityChange { Task { await admission.priorityChanged(id: placeID) } }
     let hasPlace = try await admission.enter(
-      id: placeID, client: context.client, priority: context.priority)
+      id: placeID, client: context.client, priority: context.priority,
+      isWanted: { [weak context] in context?.isWanted ?? false })
     do {
       let thumbnail = try await fetchAndDecode(request, context)
       if hasPlace { await admission.leave(client: context.client) }
@@ -291,20 +298,22 @@ public final class ThumbnailPipeline: Sendable {
     }
     let limiter = fetchLimiter
     context.onPriorityChange { Task { await limiter.reconsider() } }
-    let prefetchSlot = try await fetchLimiter.acquire(id: nextID(), priority: context.priority)
+    let origin = (try? SourceURL(url)).map { "\($0.host):\($0.port)" } ?? ""
+    let slot = try await fetchLimiter.acquire(
+      id: nextID(), priority: context.priority, client: context.client, origin: origin)
     do {
       let started = ContinuousClock.now
       let bytes = try await configuration.dataLoader.loadData(for: url)
       metrics.observe("fetch", started.duration(to: .now).seconds)
-      await fetchLimiter.release(prefetch: prefetchSlot)
+      await fetchLimiter.release(slot)
       metrics.countFetch(bytes: bytes.count)
       await configuration.sourceCache?.store(payload: bytes, forKey: sourceKey)
       return bytes
     } catch let error as FetchError {
-      await fetchLimiter.release(prefetch: prefetchSlot)
+      await fetchLimiter.release(slot)
       throw PipelineError.fetch(error)
     } catch {
-      await fetchLimiter.release(prefetch: prefetchSlot)
+      await fetchLimiter.release(slot)
       throw error
     }
   }

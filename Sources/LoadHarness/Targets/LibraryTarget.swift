@@ -11,7 +11,7 @@ public final class LibraryTarget: LoadTarget {
 
   /// A pipeline that may fetch from loopback origins, with a memory cache of `memoryLimit`.
   public init(memoryLimit: Int = 64 << 20) {
-    let policy = SourcePolicy(allowPrivateAddresses: true, allowLoopback: true)
+    let policy = SourcePolicy(allowedNetworks: IPNetwork.loopback)
     pipeline = ThumbnailPipeline(
       configuration: .init(
         dataLoader: SourceLoader(policy: policy), memoryCacheCostLimit: memoryLimit))

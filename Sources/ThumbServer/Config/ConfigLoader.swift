@@ -1,5 +1,5 @@
-import Foundation
 import ThumbClient
+import ThumbSystem
 
 /// A setting that could not be used: which key, where it came from, and why.
 public struct ConfigError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -36,10 +36,10 @@ public enum ConfigLoader {
     if arguments.contains(where: { $0 == "-h" || $0 == "--help" }) { return .help }
     let file = try configPath(arguments: arguments) ?? environment["THUMBD_CONFIG"]
     if let file {
-      guard let data = FileManager.default.contents(atPath: file) else {
+      guard let data = SystemFiles.read(file, limit: 1 << 20) else {
         throw ConfigError(key: nil, origin: file, message: "cannot read the config file")
       }
-      try apply(file: [UInt8](data), origin: file, to: &config)
+      try apply(file: data, origin: file, to: &config)
     }
     for option in ConfigOption.all {
       guard let text = environment[option.environmentName] else { continue }
@@ -166,7 +166,7 @@ public enum ConfigLoader {
         }
         let inner = rest[..<end]
         rest = end < rest.endIndex ? rest[rest.index(after: end)...] : ""
-        if let marker = inner.range(of: ":-") {
+        if let marker = inner.firstRange(of: ":-") {
           let name = String(inner[..<marker.lowerBound])
           if let value = environment[name], !value.isEmpty {
             output += value
@@ -196,6 +196,8 @@ extension DaemonConfig {
     socket = ConfigLoader.expand(socket, environment: environment)
     cacheDir = ConfigLoader.expand(cacheDir, environment: environment)
     logFile = ConfigLoader.expand(logFile, environment: environment)
+    caFile = ConfigLoader.expand(caFile, environment: environment)
+    caPath = ConfigLoader.expand(caPath, environment: environment)
     fileRoots = fileRoots.map { ConfigLoader.expand($0, environment: environment) }
   }
 
@@ -206,6 +208,7 @@ extension DaemonConfig {
     case "allowed_schemes": merged.allowedSchemes = earlier.allowedSchemes + allowedSchemes
     case "allowed_hosts": merged.allowedHosts = earlier.allowedHosts + allowedHosts
     case "file_roots": merged.fileRoots = earlier.fileRoots + fileRoots
+    case "allowed_networks": merged.allowedNetworks = earlier.allowedNetworks + allowedNetworks
     default: break
     }
     return merged

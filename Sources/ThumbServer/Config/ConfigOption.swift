@@ -1,3 +1,5 @@
+import ImagePipeline
+
 /// One setting of `thumbd serve`: its config key, flag and environment variable, what it
 /// accepts, and how it lands in `DaemonConfig`.
 public struct ConfigOption: Sendable {
@@ -20,7 +22,7 @@ public struct ConfigOption: Sendable {
     isList: Bool = false, apply: @escaping @Sendable (inout DaemonConfig, ConfigValue) -> Bool
   ) {
     self.key = key
-    self.flag = flag ?? "--" + key.replacingOccurrences(of: "_", with: "-")
+    self.flag = flag ?? "--" + key.replacing("_", with: "-")
     self.expects = expects
     self.isSwitch = isSwitch
     self.isList = isList
@@ -73,14 +75,29 @@ public struct ConfigOption: Sendable {
       config.allowPrivate = flag
       return true
     },
+    ConfigOption(
+      "allowed_networks", flag: "--allow-network",
+      expects: "a list of CIDR networks such as 10.0.0.0/8",
+      isList: true
+    ) { config, value in
+      guard let networks = value.strings(), networks.allSatisfy({ IPNetwork($0) != nil }) else {
+        return false
+      }
+      config.allowedNetworks = networks
+      return true
+    },
     integer("fetch_concurrency", 1...1024) { $0.fetchConcurrency = $1 },
+    integer("origin_connections", 1...256) { $0.originConnections = $1 },
     integer("decode_threads", 0...256) { $0.decodeThreads = $1 },
     integer("max_queued_decodes", 0...1_000_000) { $0.maxQueuedDecodes = $1 },
     integer("prefetch_concurrency", 1...1024) { $0.prefetchConcurrency = $1 },
     integer("max_connections", 1...1_000_000) { $0.maxConnections = $1 },
     seconds("connect_timeout") { $0.connectTimeout = $1 },
     seconds("request_timeout") { $0.requestTimeout = $1 },
-    integer("max_redirects", 0...20) { $0.maxRedirects = $1 },
+    integer("max_redirects", 0...100) { $0.maxRedirects = $1 },
+    integer("fetch_retries", 0...10) { $0.fetchRetries = $1 },
+    text("ca_file") { $0.caFile = $1 },
+    text("ca_path") { $0.caPath = $1 },
     ConfigOption("default_format", expects: "auto, png or jpeg") { config, value in
       guard let text = value.string(), ["auto", "png", "jpeg"].contains(text) else { return false }
       config.defaultFormat = text

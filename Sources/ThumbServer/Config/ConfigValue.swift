@@ -1,5 +1,5 @@
-import Foundation
 import ThumbClient
+import ThumbSystem
 
 /// One option's value as it arrived: typed from the JSON file, or text from a flag or an
 /// environment variable. Each option parses it into its field.
@@ -48,7 +48,7 @@ public enum ConfigValue: Sendable, Hashable {
     let value: Int?
     switch self {
     case .integer(let number): value = number
-    case .text(let text): value = Int(text.trimmingCharacters(in: .whitespaces))
+    case .text(let text): value = Int(text.trimmingWhitespace())
     default: value = nil
     }
     return value.flatMap { range.contains($0) ? $0 : nil }
@@ -59,10 +59,10 @@ public enum ConfigValue: Sendable, Hashable {
     switch self {
     case .integer(let number): return number >= 0 ? number : nil
     case .text(let text):
-      let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+      let trimmed = text.trimmingWhitespace().lowercased()
       let digits = trimmed.prefix { $0.isNumber }
       guard let number = Int(digits) else { return nil }
-      var unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
+      var unit = String(trimmed.dropFirst(digits.count).trimmingWhitespace())
       if unit.hasSuffix("ib") {
         unit.removeLast(2)
       } else if unit.hasSuffix("b") {
@@ -81,7 +81,7 @@ public enum ConfigValue: Sendable, Hashable {
     switch self {
     case .integer(let number): value = Double(number)
     case .number(let number): value = number
-    case .text(let text): value = Double(text.trimmingCharacters(in: .whitespaces))
+    case .text(let text): value = Double(text.trimmingWhitespace())
     default: value = nil
     }
     return value.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
@@ -106,7 +106,7 @@ public enum ConfigValue: Sendable, Hashable {
     switch self {
     case .list(let values): return values
     case .text(let text):
-      return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+      return text.split(separator: ",").map { String($0.trimmingWhitespace()) }
         .filter { !$0.isEmpty }
     default: return nil
     }

@@ -30,8 +30,12 @@ public struct DaemonConfig: Sendable, Hashable {
   public var fileRoots: [String] = []
   /// Accept loopback and private origin addresses.
   public var allowPrivate = false
+  /// Non-public networks (CIDR) accepted besides public addresses, and nothing else.
+  public var allowedNetworks: [String] = []
   /// Downloads at once.
   public var fetchConcurrency = 16
+  /// Downloads and kept-alive connections per origin at once.
+  public var originConnections = 8
   /// Decode threads; 0 means one per core.
   public var decodeThreads = 0
   /// Decodes allowed to wait before requests get 503.
@@ -46,6 +50,12 @@ public struct DaemonConfig: Sendable, Hashable {
   public var requestTimeout = 20.0
   /// Redirects followed, each checked again.
   public var maxRedirects = 3
+  /// Attempts after the first for connect failures, resets, 429, 502, 503, 504.
+  public var fetchRetries = 2
+  /// CA bundle for https origins; empty for the system's.
+  public var caFile = ""
+  /// Directory of CA certificates for https origins; empty for the system's.
+  public var caPath = ""
   /// Output format when a request gives none.
   public var defaultFormat = "auto"
   /// JPEG quality when a request gives none.

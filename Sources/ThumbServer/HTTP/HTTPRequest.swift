@@ -1,3 +1,5 @@
+import ThumbSystem
+
 /// One parsed HTTP/1.1 request.
 public struct HTTPRequest: Sendable, Hashable {
   /// The method token, e.g. "GET".
@@ -54,17 +56,8 @@ public struct HTTPRequest: Sendable, Hashable {
     Set(
       headers.filter { $0.name == "connection" }.flatMap {
         $0.value.lowercased().split(separator: ",").map {
-          String($0.trimmingCharacters(in: " \t"))
+          String($0.trimmingWhitespace())
         }
       })
-  }
-}
-
-extension StringProtocol {
-  fileprivate func trimmingCharacters(in set: String) -> Substring {
-    var slice = Substring(self)
-    while let first = slice.first, set.contains(first) { slice.removeFirst() }
-    while let last = slice.last, set.contains(last) { slice.removeLast() }
-    return slice
   }
 }

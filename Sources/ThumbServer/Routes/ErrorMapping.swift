@@ -22,7 +22,7 @@ enum ErrorMapping {
       case .timedOut: return 504
       case .invalidURL: return 400
       case .io: return 404
-      case .tooManyRedirects, .transport: return 502
+      case .tooManyRedirects, .transport, .badResponse: return 502
       }
     case .thumbnail(let thumbnail):
       switch thumbnail {

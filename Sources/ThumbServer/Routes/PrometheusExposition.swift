@@ -1,5 +1,9 @@
-import Foundation
 import ImagePipeline
+import ThumbSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// `GET /metrics`: the pipeline's counters, stage histograms, workload and process figures in
 /// Prometheus text exposition format 0.0.4, every name prefixed `thumbd_`.
@@ -86,9 +90,8 @@ struct PrometheusExposition {
 enum ProcessFigures {
   /// Resident set size in bytes (from /proc/self/statm).
   static func residentBytes() -> Int {
-    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else {
-      return 0
-    }
+    guard let bytes = SystemFiles.read("/proc/self/statm", limit: 4096) else { return 0 }
+    let text = String(decoding: bytes, as: UTF8.self)
     let fields = text.split(separator: " ")
     guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
     return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -96,7 +99,7 @@ enum ProcessFigures {
 
   /// Open file descriptors (entries of /proc/self/fd, less the one used to list them).
   static func openDescriptors() -> Int {
-    let count = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 1
+    let count = SystemFiles.list("/proc/self/fd")?.count ?? 1
     return max(0, count - 1)
   }
 }

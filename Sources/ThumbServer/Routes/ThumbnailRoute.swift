@@ -1,5 +1,5 @@
-import Foundation
 import ImagePipeline
+import ThumbSystem
 
 /// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=&priority=`.
 public struct ThumbnailRoute: Sendable {
@@ -94,7 +94,7 @@ public struct ThumbnailRoute: Sendable {
   static func matches(_ header: String?, etag: String) -> Bool {
     guard let header else { return false }
     for candidate in header.split(separator: ",") {
-      var tag = candidate.trimmingCharacters(in: .whitespaces)
+      var tag = candidate.trimmingWhitespace()
       if tag == "*" { return true }
       if tag.hasPrefix("W/") { tag.removeFirst(2) }
       if tag == etag { return true }

@@ -1,8 +1,9 @@
 import CNetShim
-import Foundation
+import Dispatch
 import ImagePipeline
 import Synchronization
 import ThumbClient
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -40,7 +41,6 @@ public final class HTTPServer: @unchecked Sendable {
   private let drainSeconds = Atomic<UInt64>(Double.infinity.bitPattern)
   /// A session connection stops being read while this much output waits for the client.
   private let maxPendingOutput = 8 << 20
-  private var thread: Thread?
   private let finishedGate = DispatchSemaphore(value: 0)
 
   /// Creates a server for `router`; call `listen` and then `start`.
@@ -68,13 +68,10 @@ public final class HTTPServer: @unchecked Sendable {
 
   /// Runs the loop on a thread of its own.
   public func start() {
-    let thread = Thread { [self] in
-      ns_name_thread("thumbd-loop")
+    SystemThread.detach(name: "thumbd-loop") { [self] in
       run()
       finishedGate.signal()
     }
-    self.thread = thread
-    thread.start()
   }
 
   /// Stops accepting; the loop ends once every in-flight request and session load is answered
@@ -216,7 +213,7 @@ public final class HTTPServer: @unchecked Sendable {
     guard request.path == "/v1/session", request.method == "GET",
       request.header("upgrade")?.lowercased() == "thumbd-session",
       request.header("connection")?.lowercased().split(separator: ",").contains(where: {
-        $0.trimmingCharacters(in: .whitespaces) == "upgrade"
+        $0.trimmingWhitespace() == "upgrade"
       }) == true
     else { return false }
     guard connection.inFlight.isEmpty && connection.finished.isEmpty else {

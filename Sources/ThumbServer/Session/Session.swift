@@ -84,12 +84,13 @@ final class Session {
         if let binding = slots[slot], binding.token == token { binding.task?.setPriority(priority) }
       case .prefetch(let prefetch): output += try start(prefetch)
       case .release(let round):
-        for entry in rounds.removeValue(forKey: round)?.values ?? [:].values {
-          if let task = entry.task {
-            task.cancel()
-            startedPrefetches -= 1
-          }
-        }
+        // Newest first: the oldest hold the prefetch places (admission is first come, first
+        // served within a session), so by the time one of them gives its place up, every
+        // item of the round still waiting for one is already marked as unwanted.
+        let started = (rounds.removeValue(forKey: round)?.values ?? [:].values)
+          .filter { $0.task != nil }.sorted { $0.generation > $1.generation }
+        for entry in started { entry.task?.cancel() }
+        startedPrefetches -= started.count
         startPrefetches()
       }
     }

@@ -1,3 +1,4 @@
+import Foundation
 import ImagePipeline
 import Synchronization
 import Testing
@@ -81,4 +82,12 @@ func eventually(
     await Task.yield()
   }
   Issue.record("never happened: \(description)", sourceLocation: sourceLocation)
+}
+
+/// Runs blocking work (a child process, a file tree) on a thread of its own, so the test's
+/// task waits without holding one of the few cooperative threads.
+func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+  try await withCheckedThrowingContinuation { continuation in
+    Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+  }
 }

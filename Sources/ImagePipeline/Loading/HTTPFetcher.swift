@@ -1,0 +1,283 @@
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The rules of an http(s) fetch, whatever moves the bytes: the policy before every hop, one
+/// name lookup per attempt whose addresses are checked and handed to the transport (which
+/// checks them again at connect), the byte cap while the body streams in, redirects followed
+/// here hop by hop (their bodies never read), one deadline over all hops, retries and
+/// backoffs, and the mapping of every failure to a `FetchError`.
+final class HTTPFetcher: Sendable {
+  let policy: SourcePolicy
+  let limits: FetchLimits
+  let transport: any HTTPTransport
+  let resolver: any NameResolving
+  let counters: FetchCounters
+
+  init(
+    policy: SourcePolicy, limits: FetchLimits, transport: any HTTPTransport,
+    resolver: any NameResolving, counters: FetchCounters
+  ) {
+    self.policy = policy
+    self.limits = limits
+    self.transport = transport
+    self.resolver = resolver
+    self.counters = counters
+  }
+
+  /// What one attempt came back with.
+  private enum Answer {
+    case body([UInt8])
+    case redirect(String)
+  }
+
+  /// The body of `url`, following redirects.
+  func fetch(_ url: SourceURL) async throws -> [UInt8] {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(limits.totalTimeout * 1000))
+    var current = url
+    var redirects = 0
+    while true {
+      try policy.check(current)
+      switch try await fetchRetrying(current, deadline: deadline) {
+      case .body(let bytes):
+        return bytes
+      case .redirect(let location):
+        redirects += 1
+        guard redirects <= limits.maxRedirects else {
+          throw FetchError.tooManyRedirects(limits.maxRedirects)
+        }
+        counters.redirects.add(1, ordering: .relaxed)
+        current = try current.resolving(location)
+      }
+    }
+  }
+
+  /// One hop, tried again after failures the origin may recover from, with exponential
+  /// backoff and full jitter (or its `Retry-After`), all inside `deadline`.
+  private func fetchRetrying(
+    _ url: SourceURL, deadline: ContinuousClock.Instant
+  ) async throws -> Answer {
+    var attempt = 0
+    while true {
+      let failure: Failure
+      do {
+        return try await self.attempt(url, deadline: deadline)
+      } catch let caught as Failure {
+        failure = caught
+      }
+      guard failure.retryable, attempt < limits.retries else { throw failure.error }
+      let delay =
+        failure.retryAfter
+        ?? limits.retryBackoff * Double(1 << min(attempt, 16)) * Double.random(in: 0.5...1)
+      let remaining = ContinuousClock.now.duration(to: deadline).seconds
+      // Waiting past the deadline only to fail then: answer now.
+      guard delay < remaining else { throw failure.error }
+      attempt += 1
+      counters.retries.add(1, ordering: .relaxed)
+      try await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
+    }
+  }
+
+  /// A failed attempt: the error to report, and whether (and when) to try again.
+  private struct Failure: Error {
+    let error: FetchError
+    var retryable = false
+    var retryAfter: Double?
+  }
+
+  private func attempt(_ url: SourceURL, deadline: ContinuousClock.Instant) async throws -> Answer {
+    func remaining() -> Double { ContinuousClock.now.duration(to: deadline).seconds }
+    guard remaining() > 0 else {
+      throw Failure(error: .timedOut("the fetch took longer than \(limits.totalTimeout) s"))
+    }
+    let headDeadline =
+      ContinuousClock.now
+      + .milliseconds(
+        Int64(min(limits.connectTimeout, remaining()) * 1000))
+    var addresses: [IPAddress] = []
+    if let literal = url.hostAddress {
+      guard policy.allows(literal) else {
+        throw Failure(error: .notAllowed("\(url.host) is not an allowed address"))
+      }
+    } else {
+      do {
+        addresses = try await resolver.addresses(
+          of: url.host, timeout: ContinuousClock.now.duration(to: headDeadline).seconds)
+      } catch let error as FetchError {
+        // A lookup that timed out or failed is not retried: the next answer is no sooner.
+        throw Failure(error: error)
+      }
+      do throws(FetchError) {
+        try policy.check(addresses, of: url.host)
+      } catch {
+        throw Failure(error: error)
+      }
+    }
+    let collector = BodyCollector(limit: limits.maxSourceBytes)
+    let policy = self.policy
+    let request = TransportRequest(
+      url: url, headers: [("Accept", Self.accept)], addresses: addresses,
+      allowAddress: { policy.allows($0) },
+      headTimeout: max(0.001, ContinuousClock.now.duration(to: headDeadline).seconds),
+      totalTimeout: max(0.001, remaining()), maxBodyBytes: limits.maxSourceBytes)
+    let end = await exchange(request, collector)
+    switch end {
+    case .complete:
+      return .body(collector.takeBytes())
+    case .cancelled:
+      throw CancellationError()
+    case .stopped:
+      switch collector.stopReason {
+      case .redirect(let location):
+        return .redirect(location)
+      case .status(let code, let retryAfter):
+        let retryable = [429, 502, 503, 504].contains(code)
+        throw Failure(error: .httpStatus(code), retryable: retryable, retryAfter: retryAfter)
+      case .tooLarge, nil:
+        throw Failure(error: .tooLarge(limit: limits.maxSourceBytes))
+      }
+    case .failed(let failure, let message):
+      if failure == .addressRefused { counters.refusedConnections.add(1, ordering: .relaxed) }
+      throw Failure(error: error(for: failure, message), retryable: failure.isRetryable)
+    }
+  }
+
+  /// The media types thumbd can read, for `Accept`.
+  static let accept = "image/jpeg,image/png;q=0.9,image/*;q=0.5"
+
+  private func error(for failure: TransportFailure, _ message: String) -> FetchError {
+    switch failure {
+    case .addressRefused: .notAllowed("the origin's address is not allowed")
+    case .connect: .transport("cannot connect to the origin")
+    case .reset: .transport("the origin closed the connection early")
+    case .headTimeout: .timedOut("no response within \(limits.connectTimeout) s")
+    case .timeout: .timedOut("the fetch took longer than \(limits.totalTimeout) s")
+    case .tls: .transport("TLS: \(message)")
+    case .tooLarge: .tooLarge(limit: limits.maxSourceBytes)
+    case .protocolViolation: .badResponse(message)
+    case .unavailable: .transport(message)
+    case .other: .transport(message.isEmpty ? "the transfer failed" : message)
+    }
+  }
+
+  /// Runs one exchange to its end. Cancelling the calling task cancels the transfer; the
+  /// answer still waits for the transport's `finish`, which comes after the connection is
+  /// closed, so nothing of this fetch outlives the call.
+  private func exchange(_ request: TransportRequest, _ collector: BodyCollector) async
+    -> TransportEnd
+  {
+    let handle = TransferHandle()
+    return await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        collector.onFinish(continuation)
+        handle.attach(transport.start(request, receiver: collector))
+      }
+    } onCancel: {
+      handle.cancel()
+    }
+  }
+}
+
+/// Counts what the fetcher did, for metrics.
+public final class FetchCounters: Sendable {
+  /// Attempts made again after a retryable failure.
+  public let retries = Atomic<Int>(0)
+  /// Redirect hops followed.
+  public let redirects = Atomic<Int>(0)
+  /// Exchanges that ended because every address was refused at connect time.
+  public let refusedConnections = Atomic<Int>(0)
+
+  /// Zeroed counters.
+  public init() {}
+}
+
+/// Holds a transfer for cancellation, which may come before `start` returned.
+private final class TransferHandle: Sendable {
+  private let state = Mutex<(transfer: (any TransportTransfer)?, cancelled: Bool)>((nil, false))
+
+  func attach(_ transfer: any TransportTransfer) {
+    let cancelled = state.withLock { state -> Bool in
+      state.transfer = transfer
+      return state.cancelled
+    }
+    if cancelled { transfer.cancel() }
+  }
+
+  func cancel() {
+    let transfer = state.withLock { state -> (any TransportTransfer)? in
+      state.cancelled = true
+      return state.transfer
+    }
+    transfer?.cancel()
+  }
+}
+
+/// Receives one exchange: the body under the cap, or why it stopped.
+final class BodyCollector: TransportReceiver, @unchecked Sendable {
+  // @unchecked: `bytes` and `stopReason` are written on the transport thread before
+  // `finish`, and read only after the continuation it resumes.
+  enum StopReason {
+    case redirect(String)
+    case status(Int, retryAfter: Double?)
+    case tooLarge
+  }
+
+  let limit: Int
+  private var bytes: [UInt8] = []
+  private(set) var stopReason: StopReason?
+  private let continuation = Mutex<CheckedContinuation<TransportEnd, Never>?>(nil)
+
+  init(limit: Int) { self.limit = limit }
+
+  func onFinish(_ continuation: CheckedContinuation<TransportEnd, Never>) {
+    self.continuation.withLock { $0 = continuation }
+  }
+
+  func takeBytes() -> [UInt8] {
+    defer { bytes = [] }
+    return bytes
+  }
+
+  func receive(head: ResponseHead) -> Bool {
+    switch head.status {
+    case 200..<300:
+      let declared = (try? head.declaredLength()) ?? nil
+      if let declared, declared > limit {
+        stopReason = .tooLarge
+        return false
+      }
+      bytes.reserveCapacity(min(declared ?? 64 << 10, limit))
+      return true
+    case 301, 302, 303, 307, 308:
+      if let location = head.value("location"), !location.isEmpty {
+        stopReason = .redirect(location)
+        return false
+      }
+      stopReason = .status(head.status, retryAfter: nil)
+      return false
+    default:
+      var now = timespec()
+      clock_gettime(CLOCK_REALTIME, &now)
+      stopReason = .status(head.status, retryAfter: head.retryAfter(now: Double(now.tv_sec)))
+      return false
+    }
+  }
+
+  func receive(body: UnsafeRawBufferPointer) -> Bool {
+    guard body.count <= limit - bytes.count else {
+      stopReason = .tooLarge
+      return false
+    }
+    bytes.append(contentsOf: body)
+    return true
+  }
+
+  func finish(_ end: TransportEnd) {
+    continuation.withLock { continuation in
+      continuation?.resume(returning: end)
+      continuation = nil
+    }
+  }
+}

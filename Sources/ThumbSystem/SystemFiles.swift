@@ -1,0 +1,102 @@
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The few file-system and process calls the daemon needs, over POSIX (see `SystemThread`
+/// for why not Foundation).
+public enum SystemFiles {
+  /// The whole file at `path`, at most `limit` bytes (nil if it is larger, missing or
+  /// unreadable). Only regular files are read: a FIFO would block.
+  public static func read(_ path: String, limit: Int = 64 << 20) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      if n < 0 { return nil }
+      if n == 0 { return bytes }
+      guard bytes.count + n <= limit else { return nil }
+      bytes += chunk[0..<n]
+    }
+  }
+
+  /// The names in a directory, `.` and `..` left out; nil if it cannot be read.
+  public static func list(_ path: String) -> [String]? {
+    guard let directory = opendir(path) else { return nil }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+  }
+
+  /// Creates `path` and any missing parents (like `mkdir -p`); false on failure.
+  @discardableResult
+  public static func makeDirectories(_ path: String, mode: mode_t = 0o755) -> Bool {
+    if path.isEmpty { return true }
+    var prefix = path.hasPrefix("/") ? "/" : ""
+    for component in path.split(separator: "/") {
+      prefix += component
+      if mkdir(prefix, mode) != 0 && errno != EEXIST { return false }
+      prefix += "/"
+    }
+    var info = stat()
+    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+  }
+
+  /// `path` made absolute against the working directory, with `.` and `..` segments and
+  /// repeated slashes removed (symlinks are not resolved).
+  public static func absolutePath(_ path: String) -> String {
+    var full = path
+    if !path.hasPrefix("/") {
+      var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+      let cwd =
+        getcwd(&buffer, buffer.count) != nil
+        ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        : "/"
+      full = cwd + "/" + path
+    }
+    var parts: [Substring] = []
+    for part in full.split(separator: "/") {
+      if part == "." { continue }
+      if part == ".." {
+        if !parts.isEmpty { parts.removeLast() }
+        continue
+      }
+      parts.append(part)
+    }
+    return "/" + parts.joined(separator: "/")
+  }
+
+  /// The directory part of `path` (`/` for top-level entries, `.` for a bare name).
+  public static func parent(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
+  }
+
+  /// The process environment.
+  public static var environment: [String: String] {
+    var values: [String: String] = [:]
+    var cursor = environ
+    while let entry = cursor.pointee {
+      let text = String(cString: entry)
+      if let equals = text.firstIndex(of: "=") {
+        values[String(text[..<equals])] = String(text[text.index(after: equals)...])
+      }
+      cursor += 1
+    }
+    return values
+  }
+
+  /// The system's words for `errno`.
+  public static func describe(_ code: Int32) -> String { String(cString: strerror(code)) }
+}
