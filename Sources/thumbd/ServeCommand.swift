@@ -68,14 +68,17 @@ enum ServeCommand {
     _ config: DaemonConfig, logger: Logger, environment: [String: String]
   ) async throws -> Int32 {
     raiseDescriptorLimit(toServe: config.maxConnections, logger: logger)
-    let pipeline = ThumbnailPipeline(configuration: try pipelineConfiguration(config))
+    let loader = try sourceLoader(config)
+    let pipeline = ThumbnailPipeline(configuration: try pipelineConfiguration(config, loader))
     let parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
       defaultQuality: config.defaultQuality)
     let route = ThumbnailRoute(
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
     let server = try HTTPServer(
-      router: Router(thumbnails: route), logger: logger, maxConnections: config.maxConnections)
+      router: Router(
+        thumbnails: route, fetcher: loader),
+      logger: logger, maxConnections: config.maxConnections)
     var ownedSocket: String?
     var endpoints: [String] = []
     if let inherited = try SocketActivation.listeners(environment: environment) {
@@ -138,9 +141,7 @@ enum ServeCommand {
     return 0
   }
 
-  private static func pipelineConfiguration(
-    _ config: DaemonConfig
-  ) throws -> ThumbnailPipeline.Configuration {
+  private static func sourceLoader(_ config: DaemonConfig) throws -> SourceLoader {
     let policy = SourcePolicy(
       allowedSchemes: Set(config.allowedSchemes),
       allowedHosts: config.allowedHosts.isEmpty ? nil : Set(config.allowedHosts),
@@ -161,13 +162,21 @@ enum ServeCommand {
           caPath: config.caPath.isEmpty ? nil : config.caPath,
           userAgent: "thumbd/\(Usage.version)"))
     }
+    return SourceLoader(
+      policy: policy, limits: limits, transport: transport,
+      resolver: SystemResolver(cacheSeconds: config.dnsCacheSeconds))
+  }
+
+  private static func pipelineConfiguration(
+    _ config: DaemonConfig, _ loader: SourceLoader
+  ) throws -> ThumbnailPipeline.Configuration {
     let decodingLimits = DecodingLimits(
       maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels)
     let disk =
       try config.cacheDir.isEmpty
       ? nil : DiskCache(directory: config.cacheDir, sizeLimit: config.diskLimit)
     return ThumbnailPipeline.Configuration(
-      dataLoader: SourceLoader(policy: policy, limits: limits, transport: transport),
+      dataLoader: loader,
       thumbnailer: Thumbnailer(limits: decodingLimits),
       memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
       maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,

@@ -11,6 +11,14 @@ public protocol HTTPTransport: Sendable {
   /// and `finish` comes exactly once, last; after `cancel`, `finish` comes once the
   /// connection is closed.
   func start(_ request: TransportRequest, receiver: any TransportReceiver) -> any TransportTransfer
+
+  /// Connections opened so far (with keep-alive, far fewer than requests).
+  var connectionsOpened: Int { get }
+}
+
+extension HTTPTransport {
+  /// Transports that do not count connections report none.
+  public var connectionsOpened: Int { 0 }
 }
 
 /// One exchange in progress.

@@ -50,6 +50,9 @@ public final class SourceLoader: DataLoading {
     }
   }
 
+  /// Origin connections the transport opened so far (0 before the first http(s) fetch).
+  public var connectionsOpened: Int { transport.withLock { $0?.connectionsOpened ?? 0 } }
+
   private func httpTransport() throws(FetchError) -> any HTTPTransport {
     try transport.withLock { (transport) throws(FetchError) -> any HTTPTransport in
       if let transport { return transport }

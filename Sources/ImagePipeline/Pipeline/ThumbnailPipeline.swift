@@ -154,6 +154,8 @@ public final class ThumbnailPipeline: Sendable {
     public var fetchesInFlight: Int
     /// Downloads waiting for a slot.
     public var queuedFetches: Int
+    /// Download slots held (downloads running, their name lookups included).
+    public var fetchSlotsInUse: Int
     /// Decodes waiting for a thread.
     public var queuedDecodes: Int
     /// Decodes running.
@@ -169,7 +171,8 @@ public final class ThumbnailPipeline: Sendable {
     let decodes = decoders.load
     return Workload(
       thumbnailsInFlight: await thumbnails.inFlight, fetchesInFlight: await fetches.inFlight,
-      queuedFetches: await fetchLimiter.queued, queuedDecodes: decodes.queued,
+      queuedFetches: await fetchLimiter.queued, fetchSlotsInUse: await fetchLimiter.active,
+      queuedDecodes: decodes.queued,
       runningDecodes: decodes.running, prefetchInProgress: await prefetchAdmission.inProgress,
       queuedPrefetch: await prefetchAdmission.queued)
   }

@@ -96,6 +96,7 @@ public struct ConfigOption: Sendable {
     seconds("request_timeout") { $0.requestTimeout = $1 },
     integer("max_redirects", 0...100) { $0.maxRedirects = $1 },
     integer("fetch_retries", 0...10) { $0.fetchRetries = $1 },
+    seconds("dns_cache_seconds") { $0.dnsCacheSeconds = $1 },
     text("ca_file") { $0.caFile = $1 },
     text("ca_path") { $0.caPath = $1 },
     ConfigOption("default_format", expects: "auto, png or jpeg") { config, value in

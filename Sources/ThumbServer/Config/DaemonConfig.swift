@@ -52,6 +52,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var maxRedirects = 3
   /// Attempts after the first for connect failures, resets, 429, 502, 503, 504.
   public var fetchRetries = 2
+  /// Seconds a name lookup's answer is reused; 0 looks every attempt up again.
+  public var dnsCacheSeconds = 30.0
   /// CA bundle for https origins; empty for the system's.
   public var caFile = ""
   /// Directory of CA certificates for https origins; empty for the system's.

@@ -12,7 +12,7 @@ struct PrometheusExposition {
 
   static func render(
     metrics: PipelineMetrics.Snapshot, workload: ThumbnailPipeline.Workload,
-    requestsByStatus: [Int: Int]
+    requestsByStatus: [Int: Int], fetcher: FetcherFigures? = nil
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -28,6 +28,19 @@ struct PrometheusExposition {
       metrics.coalescedJoins)
     out.counter("thumbd_origin_fetches_total", "Source downloads.", metrics.originFetches)
     out.counter("thumbd_origin_bytes_total", "Bytes downloaded from sources.", metrics.originBytes)
+    if let fetcher {
+      out.counter(
+        "thumbd_origin_retries_total", "Origin attempts made again after a retryable failure.",
+        fetcher.retries)
+      out.counter("thumbd_origin_redirects_total", "Redirect hops followed.", fetcher.redirects)
+      out.counter(
+        "thumbd_origin_refused_connections_total",
+        "Origin exchanges refused at connect time: every address failed the address rules.",
+        fetcher.refusedConnections)
+      out.counter(
+        "thumbd_origin_connections_total", "Origin connections opened (kept alive and reused).",
+        fetcher.connections)
+    }
     out.counter("thumbd_decodes_total", "Decodes started.", metrics.decodes)
     out.counter(
       "thumbd_cancelled_work_total", "Jobs stopped because every subscriber left.",
@@ -48,6 +61,8 @@ struct PrometheusExposition {
     out.sample("thumbd_inflight{stage=\"fetch\"}", workload.fetchesInFlight)
     out.sample("thumbd_inflight{stage=\"decode\"}", workload.runningDecodes)
     out.sample("thumbd_inflight{stage=\"prefetch\"}", workload.prefetchInProgress)
+    out.family("thumbd_fetch_slots_in_use", "gauge", "Download slots held (lookups included).")
+    out.sample("thumbd_fetch_slots_in_use", workload.fetchSlotsInUse)
     out.family("thumbd_queued", "gauge", "Work waiting per stage.")
     out.sample("thumbd_queued{stage=\"fetch\"}", workload.queuedFetches)
     out.sample("thumbd_queued{stage=\"decode\"}", workload.queuedDecodes)
@@ -83,6 +98,21 @@ struct PrometheusExposition {
 
   private mutating func sample(_ name: String, _ value: Int) {
     lines.append("\(name) \(value)")
+  }
+}
+
+/// The origin fetcher's counters at one moment.
+struct FetcherFigures {
+  let retries: Int
+  let redirects: Int
+  let refusedConnections: Int
+  let connections: Int
+
+  init(_ loader: SourceLoader) {
+    retries = loader.counters.retries.load(ordering: .relaxed)
+    redirects = loader.counters.redirects.load(ordering: .relaxed)
+    refusedConnections = loader.counters.refusedConnections.load(ordering: .relaxed)
+    connections = loader.connectionsOpened
   }
 }
 

@@ -6,10 +6,16 @@ import Synchronization
 public final class Router: Sendable {
   /// The thumbnail endpoint.
   public let thumbnails: ThumbnailRoute
+  /// The origin fetcher, for its figures in `/metrics`; nil when the loader is another.
+  public let fetcher: SourceLoader?
   private let statuses = Mutex<[Int: Int]>([:])
 
-  /// Creates a router over a pipeline.
-  public init(thumbnails: ThumbnailRoute) { self.thumbnails = thumbnails }
+  /// Creates a router over a pipeline whose data loader is `fetcher` (if it is a
+  /// `SourceLoader`).
+  public init(thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil) {
+    self.thumbnails = thumbnails
+    self.fetcher = fetcher
+  }
 
   /// Answers one request, with where the image came from for logging.
   public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
@@ -68,7 +74,7 @@ public final class Router: Sendable {
       let pipeline = thumbnails.pipeline
       let text = PrometheusExposition.render(
         metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
-        requestsByStatus: statuses.withLock { $0 })
+        requestsByStatus: statuses.withLock { $0 }, fetcher: fetcher.map(FetcherFigures.init))
       return (
         HTTPResponse(
           status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

@@ -25,14 +25,15 @@ struct TestDaemon {
   /// waits until /healthz answers.
   static func start(
     _ arguments: [String] = [], directory: String = makeDirectory(),
-    environment: [String: String] = [:]
+    environment: [String: String] = [:], inside namespace: NetworkNamespace? = nil
   ) async throws -> TestDaemon {
     let socket = directory + "/thumbd.sock"
     var all = ["serve", "--socket", socket]
     if !arguments.contains("--cache-dir") { all += ["--cache-dir", directory + "/cache"] }
     let logPath = directory + "/thumbd.log"
-    let pid = try ChildProcess.spawnThumbd(
-      all + arguments, standardError: logPath, environment: environment)
+    let argv = [ChildProcess.thumbd] + all + arguments
+    let pid = try ChildProcess.spawn(
+      namespace?.command(argv) ?? argv, standardError: logPath, environment: environment)
     let daemon = TestDaemon(pid: pid, socket: socket, directory: directory, logPath: logPath)
     await eventually("daemon healthy") {
       SocketClient.get(socket, "/healthz").status == 200
