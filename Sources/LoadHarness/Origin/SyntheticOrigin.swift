@@ -88,11 +88,13 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   /// Stops accepting.
   public func stop() {
     guard !stopped.exchange(true, ordering: .relaxed) else { return }
+    // Wakes the accept loop, which closes the listener itself, so the number cannot be
+    // reused by another socket while the loop is about to accept on it.
     shutdown(listener, Int32(SHUT_RDWR))
-    close(listener)
   }
 
   private func acceptLoop() {
+    defer { close(listener) }
     while !stopped.load(ordering: .relaxed) {
       let connection = accept(listener, nil, nil)
       if connection < 0 {

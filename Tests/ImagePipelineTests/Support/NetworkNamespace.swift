@@ -130,15 +130,17 @@ final class TestDNSServer: @unchecked Sendable {
     return self
   }
 
-  func stop() {
-    lock.withLock { stopped = true }
-    shutdown(fd, Int32(SHUT_RDWR))
-    close(fd)
-  }
+  /// Ends the server; its thread closes the socket within 100 ms.
+  func stop() { lock.withLock { stopped = true } }
 
   private func serve() {
+    defer { close(fd) }
+    // Wakes every 100 ms to see whether to stop; the socket is closed by this thread alone,
+    // so its number is never reused under a pending recvfrom.
+    var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     var buffer = [UInt8](repeating: 0, count: 512)
-    while true {
+    while !lock.withLock({ stopped }) {
       var from = sockaddr_in()
       var length = socklen_t(MemoryLayout<sockaddr_in>.size)
       let n = withUnsafeMutablePointer(to: &from) { pointer in
@@ -146,8 +148,8 @@ final class TestDNSServer: @unchecked Sendable {
           recvfrom(fd, &buffer, buffer.count, 0, $0, &length)
         }
       }
-      if n < 0 && errno == EINTR { continue }
-      if n <= 0 || lock.withLock({ stopped }) { return }
+      if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+      if n <= 0 { return }
       guard let reply = reply(to: Array(buffer[0..<n])) else { continue }
       _ = withUnsafePointer(to: &from) { pointer in
         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {

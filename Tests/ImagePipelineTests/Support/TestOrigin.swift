@@ -127,13 +127,16 @@ final class TestOrigin: @unchecked Sendable {
   /// Stops accepting and releases held responses.
   func stop() {
     stopped.withLock { $0 = true }
+    // Wakes the accept loop, which closes the listener itself: closed here, its number could
+    // be reused by the next test's listener while the loop is about to call accept on it, and
+    // this origin would answer that one's connections.
     shutdown(listener, Int32(SHUT_RDWR))
-    close(listener)
     for _ in 0..<64 { holdGate.signal() }
   }
 
   private func acceptLoop() {
-    while true {
+    defer { close(listener) }
+    while !stopped.withLock({ $0 }) {
       let connection = accept(listener, nil, nil)
       if connection < 0 {
         if stopped.withLock({ $0 }) { return }
