@@ -186,6 +186,9 @@ struct FetcherTests {
       try await fetch(origin.url("/large.gz"), Self.loopbackPolicy(), Self.limits(maxBytes: cap))
         .get()
     }
+    // At most 1 MiB read past the cap: the origin's own count once its writes fail.
+    await eventually("origin stopped writing") { origin.bytesSent(for: "/large.gz") != nil }
+    #expect((origin.bytesSent(for: "/large.gz") ?? .max) <= cap + (1 << 20))
   }
 
   @Test("two different Content-Length values are a bad response")
