@@ -76,7 +76,7 @@ struct TLSFetchTests {
       nginx.arguments = ["-c", directory + "/nginx.conf", "-g", "daemon off;"]
       try nginx.run()
       let port = self.port
-      await eventually("nginx listening") { ns_probe(port) }
+      await eventually("nginx listening") { isListening(port) }
     }
 
     /// The protocols nginx logged, one per request.
@@ -136,7 +136,7 @@ struct TLSFetchTests {
 }
 
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
-private func ns_probe(_ port: UInt16) -> Bool {
+private func isListening(_ port: UInt16) -> Bool {
   let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
   defer { close(fd) }
   var address = sockaddr_in()
