@@ -83,6 +83,7 @@ let package = Package(
       dependencies: [
         "ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CNetShim", "LoadHarness",
       ],
+      exclude: ["Fixtures"],
       swiftSettings: strictSwift
     ),
   ],

@@ -44,7 +44,8 @@ ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
   if (ic_stream_open(&stream, source, info) != IC_OK) return info->status;
   ic_decoder *decoder = NULL;
   collect_sink sink = {.base = {.begin = collect_begin, .row = collect_row}};
-  ic_status status = ic_decoder_open(&stream, limits, NULL, info, &decoder);
+  ic_control control = {.cancel_flag = NULL, .deadline_ns = 0};
+  ic_status status = ic_decoder_open(&stream, limits, &control, info, &decoder);
   if (status == IC_OK) {
     uint32_t w, h;
     info->orientation = decoder->header.orientation;

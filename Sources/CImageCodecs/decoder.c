@@ -56,7 +56,7 @@ int ic_stream_failed(const ic_stream *stream) {
 }
 
 ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
-                          const int32_t *cancel_flag, ic_result *result,
+                          const ic_control *control, ic_result *result,
                           ic_decoder **decoder) {
   if (stream->file) {
     /* Keep what sniffing reads: the decoder gets it back first. */
@@ -73,9 +73,9 @@ ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
   result->source_format = ic_sniff(magic, have);
   switch (result->source_format) {
   case IC_FORMAT_JPEG:
-    return ic_jpeg_open(stream, limits, cancel_flag, result, decoder);
+    return ic_jpeg_open(stream, limits, control, result, decoder);
   case IC_FORMAT_PNG:
-    return ic_png_open(stream, limits, cancel_flag, result, decoder);
+    return ic_png_open(stream, limits, control, result, decoder);
   default:
     if (have == 0) return ic_fail(result, IC_ERR_UNSUPPORTED, "empty input");
     return ic_fail(result, IC_ERR_UNSUPPORTED, "not a JPEG or PNG image");

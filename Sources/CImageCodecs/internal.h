@@ -15,8 +15,24 @@
 ic_status ic_fail(ic_result *result, ic_status status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* True when the caller asked us to stop. */
-int ic_cancelled(const int32_t *flag);
+/*
+ * What tells a running decode to stop: the caller's cancellation flag and the wall-clock
+ * deadline (CLOCK_MONOTONIC ns, 0 for none). Every loop that reads input or produces rows
+ * asks ic_check.
+ */
+typedef struct ic_control {
+  const int32_t *cancel_flag;
+  uint64_t deadline_ns;
+} ic_control;
+
+/* Monotonic nanoseconds. */
+uint64_t ic_now_ns(void);
+
+/* IC_OK, or IC_ERR_CANCELLED / IC_ERR_TIMEOUT recorded on the result. */
+ic_status ic_check(const ic_control *control, ic_result *result);
+
+/* The same test without touching a result (for code that reports errors its own way). */
+ic_status ic_stop_reason(const ic_control *control);
 
 /*
  * A consumer of decoded rows. Decoders call begin once with the size they
@@ -79,15 +95,15 @@ int ic_stream_failed(const ic_stream *stream);
 
 /* Sniffs the format and reads the header, checking the limits. */
 ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
-                          const int32_t *cancel_flag, ic_result *result,
+                          const ic_control *control, ic_result *result,
                           ic_decoder **decoder);
 
 ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
-                       const int32_t *cancel_flag, ic_result *result,
+                       const ic_control *control, ic_result *result,
                        ic_decoder **decoder);
 
 ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
-                      const int32_t *cancel_flag, ic_result *result,
+                      const ic_control *control, ic_result *result,
                       ic_decoder **decoder);
 
 /*
@@ -97,8 +113,13 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
  */
 ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
                            uint32_t width, uint32_t height, int channels,
-                           ic_sink *sink, const int32_t *cancel_flag,
+                           ic_sink *sink, const ic_control *control,
                            ic_result *result);
+
+/* Compressed image-data bytes a PNG may carry after its last row; past this, inflating
+ * stops (the rows are complete) instead of running zlib to the end of the stream. A real
+ * encoder leaves a few bytes (the final block and the Adler-32). */
+#define IC_PNG_TAIL_ALLOWANCE (64 * 1024)
 
 /* Checks header dimensions against the limits; IC_ERR_TOO_LARGE if over. */
 ic_status ic_check_limits(uint32_t width, uint32_t height,

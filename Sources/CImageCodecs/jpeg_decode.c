@@ -11,6 +11,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,14 @@ typedef struct jpeg_error_state {
   int accept_damaged;
   uint32_t warnings;
   uint32_t damage_warnings;
-  const int32_t *cancel_flag;
+  const ic_control *control;
+  /* Scan work, counted by the progress monitor: the scan last seen, the blocks decoded
+   * by the scans so far and what they may add up to. */
+  int scan_seen;
+  uint64_t scan_blocks;
+  uint64_t scan_block_budget;
+  uint32_t max_scans;
+  uint32_t source_width, source_height;
 } jpeg_error_state;
 
 /* Feeds libjpeg from an ic_stream (files and pipes). */
@@ -37,9 +45,16 @@ typedef struct stream_source {
   JOCTET buffer[JPEG_STREAM_BUFFER];
 } stream_source;
 
+/* Bytes of the first EXIF APP1 segment kept: the format caps a segment at 65533. */
+#define JPEG_EXIF_MAX 65533
+
 typedef struct jpeg_decoder {
   ic_decoder base;
   stream_source source;
+  /* The first EXIF APP1 segment (after "Exif\0\0"), the only APP1 kept: every other APP1
+   * is skipped unread, so a chain of thousands of them costs no memory. */
+  uint8_t *exif;
+  size_t exif_length;
   struct jpeg_decompress_struct cinfo;
   jpeg_error_state err;
   struct jpeg_progress_mgr progress;
@@ -55,6 +70,12 @@ static void on_error_exit(j_common_ptr cinfo) {
   case JERR_OUT_OF_MEMORY:
   case JERR_NO_BACKING_STORE:
     err->status = IC_ERR_NO_MEMORY;
+    break;
+  case JERR_IMAGE_TOO_BIG:
+    /* Over libjpeg's own 65500 px a side: a size limit, not damage. */
+    err->status = IC_ERR_TOO_LARGE;
+    err->source_width = ((j_decompress_ptr)cinfo)->image_width;
+    err->source_height = ((j_decompress_ptr)cinfo)->image_height;
     break;
   case JERR_INPUT_EMPTY:
   case JERR_INPUT_EOF:
@@ -98,14 +119,36 @@ static void on_emit_message(j_common_ptr cinfo, int level) {
 
 static void on_output_message(j_common_ptr cinfo) { (void)cinfo; }
 
-/* libjpeg calls this between scans and row groups: our cancellation point,
- * which also covers the long multi-scan absorb of progressive files. */
-static void on_progress(j_common_ptr cinfo) {
-  jpeg_error_state *err = (jpeg_error_state *)cinfo->err;
-  if (ic_cancelled(err->cancel_flag)) {
-    err->status = IC_ERR_CANCELLED;
-    snprintf(err->message, sizeof(err->message), "decode cancelled");
-    longjmp(err->jump, 1);
+static void stop_with(jpeg_error_state *err, ic_status status, const char *message) {
+  err->status = status;
+  snprintf(err->message, sizeof(err->message), "%s", message);
+  longjmp(err->jump, 1);
+}
+
+/* libjpeg calls this for every iMCU row, also while it absorbs the scans of a
+ * multi-scan file: the point where cancellation, the deadline and the scan limits
+ * are checked. Repeated scans raise no warning (a scan that redecodes the same
+ * coefficients is legal), so strictness alone cannot stop a file that repeats
+ * one scan thousands of times: counting scans and the blocks they cover does. */
+static void on_progress(j_common_ptr common) {
+  jpeg_error_state *err = (jpeg_error_state *)common->err;
+  ic_status reason = ic_stop_reason(err->control);
+  if (reason == IC_ERR_CANCELLED) stop_with(err, reason, "decode cancelled");
+  if (reason == IC_ERR_TIMEOUT)
+    stop_with(err, reason, "the decode took longer than its deadline");
+  if (common->is_decompressor) {
+    j_decompress_ptr cinfo = (j_decompress_ptr)common;
+    if (cinfo->input_scan_number != err->scan_seen && cinfo->comps_in_scan > 0) {
+      err->scan_seen = cinfo->input_scan_number;
+      if (err->max_scans && (uint32_t)err->scan_seen > err->max_scans)
+        stop_with(err, IC_ERR_TOO_COMPLEX, "the JPEG has more scans than allowed");
+      for (int i = 0; i < cinfo->comps_in_scan; i++) {
+        jpeg_component_info *c = cinfo->cur_comp_info[i];
+        err->scan_blocks += (uint64_t)c->width_in_blocks * c->height_in_blocks;
+      }
+      if (err->scan_block_budget && err->scan_blocks > err->scan_block_budget)
+        stop_with(err, IC_ERR_TOO_COMPLEX, "the JPEG's scans add up to more work than allowed");
+    }
   }
 }
 
@@ -158,7 +201,42 @@ static void use_stream_source(jpeg_decoder *d, ic_stream *stream) {
 static void jpeg_destroy_decoder(ic_decoder *base) {
   jpeg_decoder *d = (jpeg_decoder *)base;
   jpeg_destroy_decompress(&d->cinfo);
+  free(d->exif);
   free(d);
+}
+
+/* One byte from the source (our sources never suspend: they pretend an EOI at the end). */
+static int next_byte(j_decompress_ptr cinfo) {
+  struct jpeg_source_mgr *src = cinfo->src;
+  if (src->bytes_in_buffer == 0) (void)(*src->fill_input_buffer)(cinfo);
+  src->bytes_in_buffer--;
+  return *src->next_input_byte++;
+}
+
+/* APP1: keep the first EXIF segment, skip every other one without storing it. */
+static boolean read_app1(j_decompress_ptr cinfo) {
+  jpeg_decoder *d = (jpeg_decoder *)((char *)cinfo - offsetof(jpeg_decoder, cinfo));
+  int high = next_byte(cinfo);
+  long length = (long)(high << 8 | next_byte(cinfo)) - 2;
+  if (length <= 0) return TRUE;
+  if (d->exif || length < 6) {
+    (*cinfo->src->skip_input_data)(cinfo, length);
+    return TRUE;
+  }
+  uint8_t *buffer = malloc((size_t)length);
+  if (!buffer) {
+    (*cinfo->src->skip_input_data)(cinfo, length);
+    return TRUE;
+  }
+  for (long i = 0; i < length; i++) buffer[i] = (uint8_t)next_byte(cinfo);
+  static const uint8_t exif[6] = {'E', 'x', 'i', 'f', 0, 0};
+  if (memcmp(buffer, exif, 6) == 0 && length - 6 <= JPEG_EXIF_MAX) {
+    d->exif = buffer;
+    d->exif_length = (size_t)length;
+  } else {
+    free(buffer);
+  }
+  return TRUE;
 }
 
 static uint32_t scaled(uint32_t size, unsigned num) {
@@ -244,10 +322,8 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   for (int i = 0; i < JPEG_ROWS_PER_READ; i++) rows[i] = buffer + stride * i;
   ic_status status = sink->begin(sink, width, height, 3, result);
   while (status == IC_OK && cinfo->output_scanline < height) {
-    if (ic_cancelled(d->err.cancel_flag)) {
-      status = ic_fail(result, IC_ERR_CANCELLED, "decode cancelled");
-      break;
-    }
+    status = ic_check(d->err.control, result);
+    if (status != IC_OK) break;
     JDIMENSION got = jpeg_read_scanlines(cinfo, rows, JPEG_ROWS_PER_READ);
     if (got == 0) {
       status = ic_fail(result, IC_ERR_TRUNCATED, "decoder returned no rows");
@@ -271,19 +347,8 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   return status;
 }
 
-/* Finds the EXIF APP1 segment among the saved markers. */
-static int orientation_from_markers(struct jpeg_decompress_struct *cinfo) {
-  static const uint8_t exif[6] = {'E', 'x', 'i', 'f', 0, 0};
-  for (jpeg_saved_marker_ptr m = cinfo->marker_list; m; m = m->next) {
-    if (m->marker != JPEG_APP0 + 1 || m->data_length < 6) continue;
-    if (memcmp(m->data, exif, 6) != 0) continue;
-    return ic_exif_orientation(m->data + 6, m->data_length - 6);
-  }
-  return 1;
-}
-
 ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
-                       const int32_t *cancel_flag, ic_result *result,
+                       const ic_control *control, ic_result *result,
                        ic_decoder **out) {
   jpeg_decoder *d = calloc(1, sizeof(*d));
   if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
@@ -296,9 +361,14 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   d->err.pub.emit_message = on_emit_message;
   d->err.pub.output_message = on_output_message;
   d->err.accept_damaged = limits->accept_damaged;
-  d->err.cancel_flag = cancel_flag;
+  d->err.control = control;
+  d->err.max_scans = limits->max_scans;
   if (setjmp(d->err.jump)) {
     fail_from_libjpeg(d, result);
+    if (result->status == IC_ERR_TOO_LARGE) {
+      result->source_width = d->err.source_width;
+      result->source_height = d->err.source_height;
+    }
     jpeg_destroy_decoder(&d->base);
     return result->status;
   }
@@ -309,7 +379,7 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
     d->cinfo.mem->max_memory_to_use = (long)limits->max_decoder_memory;
   if (stream->file) use_stream_source(d, stream);
   else jpeg_mem_src(&d->cinfo, stream->data, (unsigned long)stream->size);
-  jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
+  jpeg_set_marker_processor(&d->cinfo, JPEG_APP0 + 1, read_app1);
   jpeg_read_header(&d->cinfo, TRUE);
   report_warnings(d, result);
   ic_status status = ic_check_limits(d->cinfo.image_width,
@@ -329,7 +399,16 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   }
   d->base.header.width = d->cinfo.image_width;
   d->base.header.height = d->cinfo.image_height;
-  d->base.header.orientation = orientation_from_markers(&d->cinfo);
+  d->base.header.orientation =
+      d->exif ? ic_exif_orientation(d->exif + 6, d->exif_length - 6) : 1;
+  /* The scans may decode at most max_scan_passes times every block of the image. */
+  if (limits->max_scan_passes) {
+    uint64_t blocks = 0;
+    for (int i = 0; i < d->cinfo.num_components; i++)
+      blocks += (uint64_t)d->cinfo.comp_info[i].width_in_blocks *
+                d->cinfo.comp_info[i].height_in_blocks;
+    d->err.scan_block_budget = blocks * limits->max_scan_passes;
+  }
   d->base.header.channels = 3;
   *out = &d->base;
   return IC_OK;

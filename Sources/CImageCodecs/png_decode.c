@@ -6,13 +6,29 @@
  * sink; Adam7 needs all seven passes before any row is complete, so it is
  * the one case that holds the image (bounded by the pixel limit).
  * png_read_end runs too, so a bad CRC or Adler-32 after the last row is
- * still an error.
+ * still an error, unless the image data goes on for more than
+ * IC_PNG_TAIL_ALLOWANCE bytes after the last row: then the complete rows are
+ * kept and nothing more is inflated.
+ *
+ * Bounds against hostile files, each where the bytes arrive:
+ * - ancillary chunks we do not use are skipped unread (PNG_HANDLE_CHUNK_NEVER);
+ * - no chunk may claim more than IC_PNG_CHUNK_MAX bytes (checked on its header,
+ *   before libpng allocates for it);
+ * - every allocation libpng makes counts against a per-decode budget (our own
+ *   malloc), so whatever slips past the rules above still cannot take gigabytes;
+ * - every read checks cancellation and the deadline.
  */
 #include "internal.h"
 
 #include <png.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Largest chunk libpng may read (iCCP profiles, eXIf): real ones are kilobytes. */
+#define IC_PNG_CHUNK_MAX (2u << 20)
+/* libpng's own memory per decode beyond its row buffers: structs, zlib, chunks. */
+#define IC_PNG_BUDGET_BASE (16u << 20)
 
 typedef struct png_decoder {
   ic_decoder base;
@@ -20,6 +36,17 @@ typedef struct png_decoder {
   png_infop info;
   ic_stream *stream;
   int hit_end;
+  /* libpng's allocations so far, and what they may add up to. */
+  size_t allocated;
+  size_t budget;
+  /* Set once the last row is out: bytes read since, and whether they passed the
+   * allowance (libpng is then stopped, and the rows kept). */
+  int rows_done;
+  uint64_t tail_start;
+  uint64_t tail_allowance;
+  int tail_exceeded;
+  const ic_control *control;
+  uint32_t reads;
   /* The last 8 bytes libpng read, and how many it read: after png_read_info
    * they are the first IDAT chunk's header. */
   uint8_t tail[8];
@@ -30,8 +57,31 @@ typedef struct png_decoder {
   ic_status status;
   char message[160];
   uint32_t warnings;
-  const int32_t *cancel_flag;
 } png_decoder;
+
+/* libpng's allocator: every block carries its size in front, so the budget can be kept. */
+typedef struct allocation {
+  size_t size;
+  max_align_t align;
+} allocation;
+
+static png_voidp budget_malloc(png_structp png, png_alloc_size_t size) {
+  png_decoder *d = png_get_mem_ptr(png);
+  if (size > d->budget || d->allocated > d->budget - size) return NULL;
+  allocation *block = malloc(offsetof(allocation, align) + size);
+  if (!block) return NULL;
+  block->size = size;
+  d->allocated += size;
+  return (char *)block + offsetof(allocation, align);
+}
+
+static void budget_free(png_structp png, png_voidp pointer) {
+  if (!pointer) return;
+  png_decoder *d = png_get_mem_ptr(png);
+  allocation *block = (allocation *)((char *)pointer - offsetof(allocation, align));
+  d->allocated -= block->size;
+  free(block);
+}
 
 static void on_png_error(png_structp png, png_const_charp message) {
   png_decoder *d = png_get_error_ptr(png);
@@ -53,6 +103,20 @@ static void on_png_warning(png_structp png, png_const_charp message) {
 
 static void read_bytes(png_structp png, png_bytep out, size_t length) {
   png_decoder *d = png_get_io_ptr(png);
+  if (++d->reads % IC_CANCEL_CHECK_ROWS == 0) {
+    ic_status reason = ic_stop_reason(d->control);
+    if (reason != IC_OK) {
+      d->status = reason;
+      snprintf(d->message, sizeof(d->message), "%s",
+               reason == IC_ERR_CANCELLED ? "decode cancelled"
+                                          : "the decode took longer than its deadline");
+      png_longjmp(png, 1);
+    }
+  }
+  if (d->rows_done && d->consumed - d->tail_start > d->tail_allowance) {
+    d->tail_exceeded = 1;
+    png_longjmp(png, 1);
+  }
   if (ic_stream_read(d->stream, out, length) != length) {
     if (ic_stream_failed(d->stream)) png_error(png, "read error");
     d->hit_end = 1;
@@ -96,13 +160,28 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   size_t stride = (size_t)width * channels;
   uint8_t *volatile pixels = NULL;
   if (setjmp(png_jmpbuf(d->png))) {
+    if (d->tail_exceeded) {
+      /* libpng drains the stream inside the last png_read_row, after that row is complete:
+       * what follows is only more image data. Keep the rows: the last one (still in the
+       * buffer) or, for Adam7, the whole image. */
+      ic_status status = IC_OK;
+      if (d->passes > 1) {
+        for (uint32_t y = 0; y < height && status == IC_OK; y++)
+          status = sink->row(sink, pixels + stride * y, result);
+      } else {
+        status = sink->row(sink, pixels, result);
+      }
+      result->warnings = d->warnings + 1;
+      free(pixels);
+      return status;
+    }
     free(pixels);
     return fail_from_libpng(d, result);
   }
   if (d->fast) {
     ic_status status =
         ic_png_fast_rows(d->stream, d->idat_length, width, height, channels, sink,
-                         d->cancel_flag, result);
+                         d->control, result);
     result->warnings = d->warnings;
     return status;
   }
@@ -115,11 +194,19 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     return ic_fail(result, IC_ERR_NO_MEMORY, "pixel buffer allocation failed");
   for (int pass = 0; pass < d->passes; pass++) {
     for (uint32_t y = 0; y < height; y++) {
-      if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_cancelled(d->cancel_flag)) {
+      if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
         free(pixels);
-        return ic_fail(result, IC_ERR_CANCELLED, "decode cancelled");
+        return result->status;
       }
       uint8_t *row = pixels + (rows_held > 1 ? stride * y : 0);
+      if (pass == d->passes - 1 && y == height - 1) {
+        /* libpng reads the rest of the stream inside this call, once the row is out: count
+         * from here, allowing the row's own data (at most its raw size, plus deflate's
+         * framing and libpng's 8 KiB reads) on top of IC_PNG_TAIL_ALLOWANCE. */
+        d->rows_done = 1;
+        d->tail_start = d->consumed;
+        d->tail_allowance = IC_PNG_TAIL_ALLOWANCE + 2 * (stride + 1) + (16 << 10);
+      }
       png_read_row(d->png, row, NULL);
       if (d->passes == 1) {
         status = sink->row(sink, row, result);
@@ -130,7 +217,8 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
       }
     }
   }
-  /* Reads the rest of the stream: the final CRC and Adler-32 checks. */
+  /* Reads the rest of the stream: the final CRC and Adler-32 checks (within the
+   * allowance: see read_bytes). */
   png_read_end(d->png, NULL);
   if (d->passes > 1) {
     for (uint32_t y = 0; y < height && status == IC_OK; y++)
@@ -155,7 +243,7 @@ static int orientation_from_exif_chunk(png_structp png, png_infop info) {
 }
 
 ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
-                      const int32_t *cancel_flag, ic_result *result,
+                      const ic_control *control, ic_result *result,
                       ic_decoder **out) {
   png_decoder *d = calloc(1, sizeof(*d));
   if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
@@ -163,9 +251,10 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
   d->base.run = png_run;
   d->base.destroy = png_destroy_decoder;
   d->stream = stream;
-  d->cancel_flag = cancel_flag;
-  d->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, d, on_png_error,
-                                  on_png_warning);
+  d->control = control;
+  d->budget = IC_PNG_BUDGET_BASE;
+  d->png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, d, on_png_error,
+                                    on_png_warning, d, budget_malloc, budget_free);
   if (!d->png) {
     free(d);
     return ic_fail(result, IC_ERR_NO_MEMORY, "libpng allocation failed");
@@ -184,6 +273,15 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
   /* Our own limits decide, with a typed error; libpng's default of one
    * million pixels a side would otherwise answer first. */
   png_set_user_limits(d->png, 0x7fffffffL, 0x7fffffffL);
+  /* Every chunk (known to libpng or not) is skipped unread, except those we use. */
+  static const png_byte used[] = {'t', 'R', 'N', 'S', 0, 'e', 'X', 'I', 'f', 0,
+                                  'g', 'A', 'M', 'A', 0, 'c', 'H', 'R', 'M', 0,
+                                  's', 'R', 'G', 'B', 0, 'i', 'C', 'C', 'P', 0};
+  png_set_keep_unknown_chunks(d->png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
+  png_set_keep_unknown_chunks(d->png, PNG_HANDLE_CHUNK_AS_DEFAULT, used,
+                              (int)(sizeof(used) / 5));
+  png_set_chunk_malloc_max(d->png, IC_PNG_CHUNK_MAX);
+  png_set_chunk_cache_max(d->png, 32);
   png_read_info(d->png, d->info);
   png_uint_32 width, height;
   int depth, color_type, interlace;
@@ -194,6 +292,8 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
     png_destroy_decoder(&d->base);
     return status;
   }
+  /* Row buffers (libpng keeps two, at up to 8 bytes a pixel) on top of the base. */
+  d->budget = IC_PNG_BUDGET_BASE + 4 * ((size_t)width * 8 + 16);
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(d->png);
   if (color_type == PNG_COLOR_TYPE_GRAY && depth < 8)
     png_set_expand_gray_1_2_4_to_8(d->png);

@@ -29,6 +29,8 @@ typedef struct fast_reader {
   uLong crc;
   int idat_done;
   ic_result *result;
+  const ic_control *control;
+  uint32_t reads;
   uint8_t input[FAST_INPUT_BUFFER];
 } fast_reader;
 
@@ -38,6 +40,11 @@ static uint32_t be32(const uint8_t *p) {
 }
 
 static ic_status read_exact(fast_reader *r, uint8_t *out, size_t length) {
+  /* Every loop that reads comes through here: cancellation and the deadline. */
+  if (++r->reads % IC_CANCEL_CHECK_ROWS == 0) {
+    ic_status status = ic_check(r->control, r->result);
+    if (status != IC_OK) return status;
+  }
   if (ic_stream_read(r->stream, out, length) != length) {
     if (ic_stream_failed(r->stream))
       return ic_fail(r->result, IC_ERR_IO, "read error");
@@ -214,7 +221,7 @@ static ic_status inflate_failed(z_stream *z, ic_result *result) {
 
 ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
                            uint32_t width, uint32_t height, int channels,
-                           ic_sink *sink, const int32_t *cancel_flag,
+                           ic_sink *sink, const ic_control *control,
                            ic_result *result) {
   fast_reader *r = calloc(1, sizeof(*r));
   size_t stride = (size_t)width * channels;
@@ -226,6 +233,7 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
   }
   r->stream = stream;
   r->result = result;
+  r->control = control;
   r->chunk_left = idat_length;
   r->crc = crc32(0, (const Bytef *)"IDAT", 4);
   z_stream z;
@@ -240,10 +248,7 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
   ic_status status = sink->begin(sink, width, height, channels, result);
   int stream_end = 0;
   for (uint32_t y = 0; status == IC_OK && y < height; y++) {
-    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_cancelled(cancel_flag)) {
-      status = ic_fail(result, IC_ERR_CANCELLED, "decode cancelled");
-      break;
-    }
+    if (y % IC_CANCEL_CHECK_ROWS == 0 && (status = ic_check(control, result)) != IC_OK) break;
     z.next_out = current;
     z.avail_out = (uInt)(stride + 1);
     while (status == IC_OK && z.avail_out > 0) {
@@ -268,9 +273,16 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
     current = swap;
   }
   /* Runs zlib to the end of its stream so the Adler-32 is checked, as
-   * libpng does; data beyond it is tolerated, like libpng's benign error. */
-  uint8_t drain[64];
+   * libpng does; data beyond it is tolerated, like libpng's benign error. But
+   * only within IC_PNG_TAIL_ALLOWANCE compressed bytes: a stream may go on for
+   * gigabytes of zeros after the last row, and the rows are complete. */
+  uint8_t drain[4096];
+  uLong tail_start = z.total_in;
   while (status == IC_OK && !stream_end) {
+    if (z.total_in - tail_start > IC_PNG_TAIL_ALLOWANCE) {
+      result->warnings++;
+      break;
+    }
     if (z.avail_in == 0) {
       status = refill(r, &z, "image data ends early");
       if (status != IC_OK) break;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 ic_status ic_fail(ic_result *result, ic_status status, const char *format,
                   ...) {
@@ -19,8 +20,26 @@ ic_status ic_fail(ic_result *result, ic_status status, const char *format,
   return status;
 }
 
-int ic_cancelled(const int32_t *flag) {
-  return flag && __atomic_load_n(flag, __ATOMIC_RELAXED) != 0;
+uint64_t ic_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+ic_status ic_stop_reason(const ic_control *control) {
+  if (!control) return IC_OK;
+  if (control->cancel_flag && __atomic_load_n(control->cancel_flag, __ATOMIC_RELAXED) != 0)
+    return IC_ERR_CANCELLED;
+  if (control->deadline_ns && ic_now_ns() >= control->deadline_ns) return IC_ERR_TIMEOUT;
+  return IC_OK;
+}
+
+ic_status ic_check(const ic_control *control, ic_result *result) {
+  ic_status reason = ic_stop_reason(control);
+  if (reason == IC_ERR_CANCELLED) return ic_fail(result, reason, "decode cancelled");
+  if (reason == IC_ERR_TIMEOUT)
+    return ic_fail(result, reason, "the decode took longer than its deadline");
+  return IC_OK;
 }
 
 void ic_cancel_flag_set(int32_t *flag, int32_t value) {
@@ -38,6 +57,9 @@ void ic_limits_init(ic_limits *limits) {
   limits->max_pixels = 100000000ull;
   limits->max_decoder_memory = 512ull << 20;
   limits->accept_damaged = 0;
+  limits->decode_timeout_ms = 10000;
+  limits->max_scans = 64;
+  limits->max_scan_passes = 16;
 }
 
 void ic_request_init(ic_request *request) {

@@ -10,12 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /*
  * DCT scaling at 1/2 and 1/4 keeps low frequencies a box filter would
  * remove, so a decode that lands just above the target leaves the kernel to
@@ -131,7 +125,11 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
                        const ic_limits *limits, const int32_t *cancel_flag,
                        ic_result *result) {
   memset(result, 0, sizeof(*result));
-  uint64_t started = now_ns();
+  uint64_t started = ic_now_ns();
+  ic_control control = {.cancel_flag = cancel_flag,
+                        .deadline_ns = limits->decode_timeout_ms
+                                           ? started + (uint64_t)limits->decode_timeout_ms * 1000000ull
+                                           : 0};
   if (validate(request, result) != IC_OK) return result->status;
   ic_stream stream;
   if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
@@ -139,7 +137,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   uint8_t *pixels = NULL;
   uint32_t width = 0, height = 0;
   int channels = 0;
-  ic_status status = ic_decoder_open(&stream, limits, cancel_flag, result,
+  ic_status status = ic_decoder_open(&stream, limits, &control, result,
                                      &decoder);
   if (status == IC_OK) {
     status = resample(decoder, request, limits, result, &pixels, &width,
@@ -160,7 +158,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     width = upright_w;
     height = upright_h;
   }
-  uint64_t decoded = now_ns();
+  uint64_t decoded = ic_now_ns();
   result->decode_ns = decoded - started;
   size_t count = (size_t)width * height;
   result->has_alpha = ic_has_transparency(upright, count, channels);
@@ -183,7 +181,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     result->has_alpha = 0;
   }
   free(upright);
-  result->encode_ns = now_ns() - decoded;
+  result->encode_ns = ic_now_ns() - decoded;
   result->width = width;
   result->height = height;
   return status;

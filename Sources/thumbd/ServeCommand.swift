@@ -171,7 +171,8 @@ enum ServeCommand {
     _ config: DaemonConfig, _ loader: SourceLoader
   ) throws -> ThumbnailPipeline.Configuration {
     let decodingLimits = DecodingLimits(
-      maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels)
+      maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
+      decodeTimeout: config.decodeTimeout)
     let disk =
       try config.cacheDir.isEmpty
       ? nil : DiskCache(directory: config.cacheDir, sizeLimit: config.diskLimit)

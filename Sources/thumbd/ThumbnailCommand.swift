@@ -96,6 +96,12 @@ enum ThumbnailCommand {
         options.thumbnailer.limits.acceptDamaged = true
       case "--max-pixels":
         options.thumbnailer.limits.maxPixels = try cursor.integer(for: argument, in: 1...Int.max)
+      case "--decode-timeout":
+        let value = try cursor.value(for: argument)
+        guard let seconds = Double(value), seconds.isFinite, seconds >= 0 else {
+          throw UsageError(message: "--decode-timeout expects seconds (0 for none), got '\(value)'")
+        }
+        options.thumbnailer.limits.decodeTimeout = seconds
       case "--jobs", "-j":
         options.jobs = try cursor.integer(for: argument, in: 1...1024)
       case "--output", "-o":

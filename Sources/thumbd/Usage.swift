@@ -50,6 +50,9 @@ enum Usage {
       --accept-damaged  Keep damaged or truncated JPEGs (grey-padded) instead
                         of failing them.
       --max-pixels N    Refuse sources with more pixels. Default 100000000.
+      --decode-timeout S
+                        Give up on a decode after S seconds (decode_timeout).
+                        Default 10; 0 for none.
       --jobs N          Worker threads. Default: the number of cores.
       -o, --output P    Output directory (created if missing) or, with one
                         input, an output file.
@@ -58,8 +61,8 @@ enum Usage {
     Each failed input prints one line on stderr: PATH: KIND: message.
     With --accept-damaged, a damaged input that was kept prints
     PATH: warning: damaged data accepted (N decoder warnings).
-    Kinds: unsupported_format, corrupt, truncated, too_large, out_of_memory,
-    io, invalid_spec, encoding_failed.
+    Kinds: unsupported_format, corrupt, truncated, too_large, too_complex,
+    decode_timeout, out_of_memory, io, invalid_spec, encoding_failed.
 
     Exit status: 0 all succeeded, 1 some input failed, 2 usage error.
     """

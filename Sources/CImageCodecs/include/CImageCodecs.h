@@ -36,7 +36,11 @@ typedef enum ic_status {
   /** The request itself is invalid (zero box, bad quality...). */
   IC_ERR_INVALID_ARGUMENT = 8,
   /** Encoding the thumbnail failed. */
-  IC_ERR_ENCODE = 9
+  IC_ERR_ENCODE = 9,
+  /** The decode passed its deadline (decode_timeout_ms). */
+  IC_ERR_TIMEOUT = 10,
+  /** The image would cost more work than the limits allow (too many scans). */
+  IC_ERR_TOO_COMPLEX = 11
 } ic_status;
 
 /** Container formats the codecs know. */
@@ -91,6 +95,13 @@ typedef struct ic_limits {
   int accept_damaged;
   /** When non-zero, every PNG row goes through libpng (no fast IDAT path). */
   int disable_png_fast_path;
+  /** Milliseconds a decode may take, wall clock, from header to last row; 0 for none. */
+  uint32_t decode_timeout_ms;
+  /** Most scans a JPEG may have (real encoders write about 10); 0 for none. */
+  uint32_t max_scans;
+  /** Blocks a JPEG's scans may decode in all, in whole-image passes (a progressive file
+   * from jpegtran or mozjpeg needs 5-6); 0 for none. */
+  uint32_t max_scan_passes;
 } ic_limits;
 
 /** What thumbnail to make. The box is in output pixels (scale applied). */
@@ -145,7 +156,8 @@ typedef struct ic_bitmap {
   int channels;
 } ic_bitmap;
 
-/** Fills defaults: 65535 px a side, 100 MP, 512 MiB decoder memory, strict. */
+/** Fills defaults: 65535 px a side, 100 MP, 512 MiB decoder memory, strict, 10 s a
+ * decode, 64 scans, 16 passes of scan work. */
 void ic_limits_init(ic_limits *limits);
 
 /** Fills defaults: contain, auto format, quality 80, Catmull-Rom, shrink-on-load. */

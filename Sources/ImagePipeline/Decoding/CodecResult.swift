@@ -22,6 +22,8 @@ enum CodecResult {
     case IC_ERR_IO: return .io(message)
     case IC_ERR_INVALID_ARGUMENT: return .invalidSpec(message)
     case IC_ERR_ENCODE: return .encodingFailed(message)
+    case IC_ERR_TIMEOUT: return .timedOut(message)
+    case IC_ERR_TOO_COMPLEX: return .tooComplex(message)
     default: return .corrupt(message)
     }
   }

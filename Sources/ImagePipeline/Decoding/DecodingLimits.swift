@@ -10,16 +10,30 @@ public struct DecodingLimits: Sendable, Hashable {
   public var maxDecoderMemory: Int
   /// When true, damaged or truncated JPEGs give libjpeg's grey-padded image instead of an error.
   public var acceptDamaged: Bool
+  /// Seconds a decode may take, wall clock (`timedOut` beyond); 0 for no deadline. The guard
+  /// behind the specific limits below: whatever input slips past them still ends.
+  public var decodeTimeout: Double
+  /// Most scans a JPEG may have (`tooComplex` beyond): real encoders write about 10, and a
+  /// repeated scan raises no warning, so only a count stops a file made of thousands.
+  public var maxScans: Int
+  /// Blocks a JPEG's scans may decode in all, in whole-image passes (`tooComplex` beyond): a
+  /// progressive file from jpegtran or mozjpeg needs 5-6.
+  public var maxScanPasses: Int
 
-  /// Creates limits; the defaults are 65535 px a side, 100 MP and 512 MiB, strict.
+  /// Creates limits; the defaults are 65535 px a side, 100 MP and 512 MiB, strict, 10 s a
+  /// decode, 64 scans and 16 passes of scan work.
   public init(
     maxWidth: Int = 65_535, maxHeight: Int = 65_535, maxPixels: Int = 100_000_000,
-    maxDecoderMemory: Int = 512 << 20, acceptDamaged: Bool = false
+    maxDecoderMemory: Int = 512 << 20, acceptDamaged: Bool = false, decodeTimeout: Double = 10,
+    maxScans: Int = 64, maxScanPasses: Int = 16
   ) {
     self.maxWidth = maxWidth
     self.maxHeight = maxHeight
     self.maxPixels = maxPixels
     self.maxDecoderMemory = maxDecoderMemory
     self.acceptDamaged = acceptDamaged
+    self.decodeTimeout = decodeTimeout
+    self.maxScans = maxScans
+    self.maxScanPasses = maxScanPasses
   }
 }

@@ -18,6 +18,10 @@ public enum ThumbnailError: Error, Sendable, Hashable {
   case invalidSpec(String)
   /// Encoding the result failed.
   case encodingFailed(String)
+  /// The decode passed its deadline (`DecodingLimits.decodeTimeout`).
+  case timedOut(String)
+  /// The image would cost more work than the limits allow (a JPEG with too many scans).
+  case tooComplex(String)
 
   /// A stable snake_case name, used by the CLI, logs and the daemon's JSON errors.
   public var kind: String {
@@ -31,6 +35,8 @@ public enum ThumbnailError: Error, Sendable, Hashable {
     case .io: "io"
     case .invalidSpec: "invalid_spec"
     case .encodingFailed: "encoding_failed"
+    case .timedOut: "decode_timeout"
+    case .tooComplex: "too_complex"
     }
   }
 
@@ -38,7 +44,8 @@ public enum ThumbnailError: Error, Sendable, Hashable {
   public var message: String {
     switch self {
     case .unsupportedFormat(let m), .corrupt(let m), .truncated(let m), .outOfMemory(let m),
-      .io(let m), .invalidSpec(let m), .encodingFailed(let m):
+      .io(let m), .invalidSpec(let m), .encodingFailed(let m), .timedOut(let m),
+      .tooComplex(let m):
       m
     case .tooLarge(let width, let height): "\(width)x\(height) exceeds the size limits"
     case .cancelled: "cancelled"

@@ -57,6 +57,7 @@ public struct ConfigOption: Sendable {
     bytes("max_source_bytes", minimum: 1) { $0.maxSourceBytes = $1 },
     integer("max_pixels", 1...(1 << 40)) { $0.maxPixels = $1 },
     integer("max_dimension", 1...1_000_000) { $0.maxDimension = $1 },
+    seconds("decode_timeout") { $0.decodeTimeout = $1 },
     ConfigOption(
       "allowed_schemes", flag: "--allow-scheme", expects: "a list of http, https, file",
       isList: true

@@ -22,6 +22,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var maxPixels = 100_000_000
   /// Longest source side, in pixels.
   public var maxDimension = 65_535
+  /// Seconds a decode may take (422 `decode_timeout` beyond); 0 for none.
+  public var decodeTimeout = 10.0
   /// URL schemes accepted.
   public var allowedSchemes = ["http", "https", "file"]
   /// Hosts accepted (a leading dot takes subdomains); empty accepts any public host.

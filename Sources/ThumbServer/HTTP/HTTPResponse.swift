@@ -71,6 +71,7 @@ public struct HTTPResponse: Sendable, Hashable {
     case 405: "Method Not Allowed"
     case 413: "Content Too Large"
     case 415: "Unsupported Media Type"
+    case 422: "Unprocessable Content"
     case 426: "Upgrade Required"
     case 500: "Internal Server Error"
     case 502: "Bad Gateway"

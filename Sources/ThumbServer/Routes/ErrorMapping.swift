@@ -30,6 +30,7 @@ enum ErrorMapping {
       case .tooLarge: return 413
       case .unsupportedFormat, .corrupt, .truncated: return 415
       case .outOfMemory: return 503
+      case .timedOut, .tooComplex: return 422
       case .cancelled, .io, .encodingFailed: return 500
       }
     }

@@ -12,6 +12,8 @@ enum ChildProcess {
     let standardError: String
     /// Peak resident set size in KiB, as GNU time reports it (0 unless measured).
     let maxRSSKiB: Int
+    /// User plus system CPU seconds, as GNU time reports them (0 unless measured).
+    var cpuSeconds: Double = 0
   }
 
   /// The `thumbd` executable next to the test bundle in the build folder.
@@ -38,7 +40,8 @@ enum ChildProcess {
   static func runThumbd(_ arguments: [String], measuringMemory: Bool = false) throws -> Outcome {
     let command =
       measuringMemory
-      ? ["/usr/bin/time", "-f", timeMarker + "%M", thumbd] + arguments : [thumbd] + arguments
+      ? ["/usr/bin/time", "-f", timeMarker + "%M %U %S", thumbd] + arguments
+      : [thumbd] + arguments
     let errorFile = FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbd-stderr-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: errorFile) }
@@ -57,11 +60,15 @@ enum ChildProcess {
     let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     var standardError = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
     var maxRSS = 0
+    var cpu = 0.0
     if measuringMemory, let marker = standardError.range(of: timeMarker) {
-      maxRSS = Int(standardError[marker.upperBound...].prefix { $0.isNumber }) ?? 0
+      let fields = standardError[marker.upperBound...].split(whereSeparator: \.isWhitespace)
+      maxRSS = fields.first.flatMap { Int($0) } ?? 0
+      cpu = fields.dropFirst().prefix(2).compactMap { Double($0) }.reduce(0, +)
       standardError = String(standardError[..<marker.lowerBound])
     }
-    return Outcome(status: exitStatus, standardError: standardError, maxRSSKiB: maxRSS)
+    return Outcome(
+      status: exitStatus, standardError: standardError, maxRSSKiB: maxRSS, cpuSeconds: cpu)
   }
 
   /// Starts `thumbd` without waiting; stderr goes to `standardError` (default /dev/null),

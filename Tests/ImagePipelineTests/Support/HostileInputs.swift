@@ -1,0 +1,156 @@
+import Foundation
+
+/// The outside robustness test's findings as inputs: small ones from
+/// `Tests/ImagePipelineTests/Fixtures/hostile`, big ones built here in memory.
+enum HostileInputs {
+  static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Fixtures/hostile").path
+
+  static func fixture(_ name: String) throws -> [UInt8] {
+    [UInt8](try Data(contentsOf: URL(fileURLWithPath: fixtures + "/" + name)))
+  }
+
+  /// A 1x1 PNG whose zlib stream goes on with `gib` GiB of zeros after its only row (in
+  /// byte-aligned fixed-Huffman blocks of 258-byte copies: 27 MB for 4 GiB). Gray takes
+  /// libpng's row path, RGB the fast IDAT path.
+  static func trailingZeros(gray: Bool, gib: Int = 4) -> [UInt8] {
+    let row: [UInt8] = gray ? [0, 0] : [0, 200, 100, 0]
+    var bits = BitWriter()
+    bits.put(0, count: 1)  // not the final block
+    bits.put(1, count: 2)  // fixed Huffman codes
+    let copies = 6 + 8 * 4000  // 3 + 13 * copies + 7 bits is a whole number of bytes
+    for _ in 0..<copies {
+      bits.code(0b1100_0101, length: 8)  // length 258
+      bits.code(0, length: 5)  // distance 1
+    }
+    bits.code(0, length: 7)  // end of block
+    precondition(bits.pending == 0)
+    let block = bits.bytes
+    let perBlock = 258 * copies
+    let blocks = (gib << 30) / perBlock
+    var stream: [UInt8] = [0x78, 0x01, 0x00]  // zlib header; a stored, non-final block:
+    stream += [UInt8(row.count), 0, ~UInt8(row.count), 0xFF] + row
+    stream.reserveCapacity(stream.count + block.count * blocks + 16)
+    for _ in 0..<blocks { stream += block }
+    stream += [0x01, 0x00, 0x00, 0xFF, 0xFF]  // final, empty stored block
+    stream += adler32(row, zeros: perBlock * blocks)
+    var png = pngSignature + chunk("IHDR", be32(1) + be32(1) + [8, gray ? 0 : 2, 0, 0, 0])
+    var offset = 0
+    while offset < stream.count {
+      let end = min(stream.count, offset + (1 << 20))
+      png += chunk("IDAT", Array(stream[offset..<end]))
+      offset = end
+    }
+    return png + chunk("IEND", [])
+  }
+
+  /// A JPEG with `count` extra APP1 segments of 64 KiB each before its own (256 MiB for 4096).
+  static func app1Chain(_ jpeg: [UInt8], count: Int = 4096) -> [UInt8] {
+    let segment: [UInt8] =
+      [0xFF, 0xE1, 0xFF, 0xFF] + Array("XMP\0".utf8)
+      + [UInt8](repeating: 0, count: 65_533 - 4)
+    var out = Array(jpeg.prefix(2))
+    out.reserveCapacity(jpeg.count + segment.count * count)
+    for _ in 0..<count { out += segment }
+    return out + jpeg.dropFirst(2)
+  }
+
+  /// A progressive JPEG with its second scan repeated `times` times: legal, no warning, and
+  /// each repetition decodes every block of that component again.
+  static func repeatedScan(_ jpeg: [UInt8], times: Int) -> [UInt8] {
+    let scans = scanSegments(jpeg)
+    precondition(scans.count >= 2, "needs a progressive JPEG")
+    let second = scans[1]
+    var out = Array(jpeg[..<second.upperBound])
+    let scan = Array(jpeg[second])
+    out.reserveCapacity(jpeg.count + scan.count * times)
+    for _ in 0..<times { out += scan }
+    return out + jpeg[second.upperBound...]
+  }
+
+  /// The byte ranges of each SOS segment with its entropy-coded data.
+  static func scanSegments(_ jpeg: [UInt8]) -> [Range<Int>] {
+    var ranges: [Range<Int>] = []
+    var i = 2
+    while i + 4 <= jpeg.count, jpeg[i] == 0xFF {
+      let marker = jpeg[i + 1]
+      if marker == 0xD9 { break }
+      let length = Int(jpeg[i + 2]) << 8 | Int(jpeg[i + 3])
+      var end = i + 2 + length
+      if marker == 0xDA {
+        while end + 1 < jpeg.count
+          && !(jpeg[end] == 0xFF && jpeg[end + 1] != 0 && !(0xD0...0xD7).contains(jpeg[end + 1]))
+        {
+          end += 1
+        }
+        ranges.append(i..<end)
+      }
+      i = end
+    }
+    return ranges
+  }
+
+  // MARK: - PNG and zlib pieces
+
+  static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
+  static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+    let body = Array(type.utf8) + data
+    return be32(UInt32(data.count)) + body + be32(crc32(body))
+  }
+
+  static func be32(_ value: UInt32) -> [UInt8] {
+    [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+  }
+
+  private static let crcTable: [UInt32] = (0..<256).map { n in
+    var c = UInt32(n)
+    for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+    return c
+  }
+
+  static func crc32(_ bytes: [UInt8]) -> UInt32 {
+    var c: UInt32 = 0xFFFF_FFFF
+    bytes.withUnsafeBufferPointer { buffer in
+      for byte in buffer { c = crcTable[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
+    }
+    return c ^ 0xFFFF_FFFF
+  }
+
+  /// Adler-32 of `prefix` followed by `zeros` zero bytes.
+  static func adler32(_ prefix: [UInt8], zeros: Int) -> [UInt8] {
+    var a: UInt64 = 1
+    var b: UInt64 = 0
+    for byte in prefix {
+      a = (a + UInt64(byte)) % 65_521
+      b = (b + a) % 65_521
+    }
+    b = (b + UInt64(zeros % 65_521) * a) % 65_521
+    return be32(UInt32(b << 16 | a))
+  }
+
+  /// DEFLATE's bit order: values least significant bit first, Huffman codes most first.
+  struct BitWriter {
+    var bytes: [UInt8] = []
+    private var accumulator: UInt8 = 0
+    private(set) var pending = 0
+
+    mutating func put(_ value: UInt32, count: Int) {
+      for i in 0..<count { push(UInt8((value >> UInt32(i)) & 1)) }
+    }
+
+    mutating func code(_ code: UInt32, length: Int) {
+      for i in stride(from: length - 1, through: 0, by: -1) { push(UInt8((code >> UInt32(i)) & 1)) }
+    }
+
+    private mutating func push(_ bit: UInt8) {
+      accumulator |= bit << UInt8(pending)
+      pending += 1
+      if pending == 8 {
+        bytes.append(accumulator)
+        accumulator = 0
+        pending = 0
+      }
+    }
+  }
+}
