@@ -26,7 +26,7 @@ let package = Package(
     ),
     .target(
       name: "ImagePipeline",
-      dependencies: ["CImageCodecs", "CCurl", "ThumbSystem"],
+      dependencies: ["CImageCodecs", "CCurl", "CNetShim", "ThumbSystem"],
       // Generic caches and stages are used from other modules (thumbd, benchmarks); without
       // cross-module optimisation every call there goes through runtime generic metadata.
       swiftSettings: strictSwift + [

@@ -75,6 +75,16 @@ int ns_wakeup_signal(int fd);
 int ns_wakeup_drain(int fd);
 
 /**
+ * Opens `relative` (no leading slash) below the directory `root` so that resolution cannot
+ * leave it: openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS (symlinks that stay inside
+ * are followed), or, where the kernel or a seccomp filter lacks openat2, or when `walk` is
+ * non-zero, a walk component by component with O_NOFOLLOW (every symlink refused). `..`
+ * never resolves. Returns the descriptor (opened with `flags` | O_CLOEXEC) or a negative
+ * errno: -EXDEV or -ELOOP for an escape or a symlink, -ENOENT, ...
+ */
+int ns_open_beneath(const char *root, const char *relative, int flags, int walk);
+
+/**
  * Names the calling thread for top -H, ps -L and perf (cut to the 15 characters
  * Linux keeps). Foundation on Linux does not pass Thread.name to the kernel.
  */

@@ -1,33 +1,50 @@
+import CNetShim
+
 #if canImport(Glibc)
   import Glibc
 #endif
 
 /// Reads `file://` sources confined to configured root directories.
 ///
-/// A path is refused when it has a `..` component, when resolving its symlinks leads outside
-/// every root, or when it is not a regular file. The file is then opened without following a
-/// final symlink and checked again through the open descriptor, so swapping the file between
-/// the check and the read does not escape the roots. Reads stop at `maxSourceBytes`.
+/// The path must lie lexically inside a root (which was resolved once, at start); the file is
+/// then opened relative to that root by `ns_open_beneath`, so resolution cannot leave it,
+/// whatever is swapped for a symlink between a check and the open: there is no check before
+/// the open to race with. Symlinks that stay inside the root are followed (openat2's
+/// RESOLVE_BENEATH); where openat2 is missing, every symlink is refused. The open descriptor
+/// must be a regular file (a FIFO would block; O_NONBLOCK keeps the open itself from
+/// blocking), and reads stop at `maxSourceBytes`.
 struct FileDataLoader: Sendable {
   let roots: [String]
   let maxSourceBytes: Int
+  /// Walk component by component even where openat2 exists: for tests of the fallback.
+  let walkOnly: Bool
 
-  init(roots: [String], maxSourceBytes: Int) {
+  init(roots: [String], maxSourceBytes: Int, walkOnly: Bool = false) {
     self.roots = roots.compactMap { Self.realPath($0) }
     self.maxSourceBytes = maxSourceBytes
+    self.walkOnly = walkOnly
   }
 
   func load(path: String) throws(FetchError) -> [UInt8] {
     guard path.hasPrefix("/") else { throw .invalidURL("file URLs need an absolute path") }
-    guard !path.split(separator: "/").contains("..") else {
+    let components = path.split(separator: "/", omittingEmptySubsequences: true)
+    guard !components.contains("..") else {
       throw .notAllowed("file paths may not contain '..'")
     }
-    guard let resolved = Self.realPath(path) else { throw .io("no such file") }
-    guard roots.contains(where: { resolved == $0 || resolved.hasPrefix($0 + "/") }) else {
-      throw .notAllowed("file is outside the configured roots")
+    let normal = "/" + components.joined(separator: "/")
+    guard
+      let root = roots.first(where: { normal.hasPrefix($0 == "/" ? "/" : $0 + "/") }),
+      normal.count > root.count + 1 || root == "/"
+    else { throw .notAllowed("file is outside the configured roots") }
+    let relative = String(normal.dropFirst(root == "/" ? 1 : root.count + 1))
+    let fd = ns_open_beneath(root, relative, O_RDONLY | O_NONBLOCK, walkOnly ? 1 : 0)
+    guard fd >= 0 else {
+      switch -fd {
+      case ENOENT, ENOTDIR: throw .io("no such file")
+      case EXDEV, ELOOP: throw .notAllowed("the path leaves the configured roots")
+      default: throw .io("cannot open: \(String(cString: strerror(-fd)))")
+      }
     }
-    let fd = open(resolved, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-    guard fd >= 0 else { throw .io("cannot open: \(String(cString: strerror(errno)))") }
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
