@@ -69,7 +69,9 @@ enum ServeCommand {
   ) async throws -> Int32 {
     raiseDescriptorLimit(toServe: config.maxConnections, logger: logger)
     let loader = try sourceLoader(config)
-    let pipeline = ThumbnailPipeline(configuration: try pipelineConfiguration(config, loader))
+    let storage = StorageHealth(logger: logger)
+    let pipeline = ThumbnailPipeline(
+      configuration: try pipelineConfiguration(config, loader, storage))
     let parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
       defaultQuality: config.defaultQuality)
@@ -77,7 +79,7 @@ enum ServeCommand {
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
     let server = try HTTPServer(
       router: Router(
-        thumbnails: route, fetcher: loader),
+        thumbnails: route, fetcher: loader, storage: storage),
       logger: logger, maxConnections: config.maxConnections)
     var ownedSocket: String?
     var endpoints: [String] = []
@@ -168,14 +170,16 @@ enum ServeCommand {
   }
 
   private static func pipelineConfiguration(
-    _ config: DaemonConfig, _ loader: SourceLoader
+    _ config: DaemonConfig, _ loader: SourceLoader, _ storage: StorageHealth
   ) throws -> ThumbnailPipeline.Configuration {
     let decodingLimits = DecodingLimits(
       maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
       decodeTimeout: config.decodeTimeout)
     let disk =
       try config.cacheDir.isEmpty
-      ? nil : DiskCache(directory: config.cacheDir, sizeLimit: config.diskLimit)
+      ? nil
+      : DiskCache(
+        directory: config.cacheDir, sizeLimit: config.diskLimit, onFault: storage.record)
     return ThumbnailPipeline.Configuration(
       dataLoader: loader,
       thumbnailer: Thumbnailer(limits: decodingLimits),

@@ -3,6 +3,10 @@ import Testing
 
 @testable import ImagePipeline
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Size limit, atomicity, corruption detection and persistence of the disk cache.
 @Suite("Disk cache")
 struct DiskCacheTests {
@@ -28,10 +32,13 @@ struct DiskCacheTests {
   @Test("entries round-trip and survive a restart")
   func persistence() async throws {
     let dir = directory()
-    let cache = try DiskCache(directory: dir, sizeLimit: 1 << 20)
-    await cache.store(payload: payload(1, 1000), metadata: [1, 2, 3], forKey: "https://x/a.jpg|64")
-    let first = await cache.data(forKey: "https://x/a.jpg|64")
-    #expect(first?.payload == payload(1, 1000) && first?.metadata == [1, 2, 3])
+    do {
+      let cache = try DiskCache(directory: dir, sizeLimit: 1 << 20)
+      await cache.store(
+        payload: payload(1, 1000), metadata: [1, 2, 3], forKey: "https://x/a.jpg|64")
+      let first = await cache.data(forKey: "https://x/a.jpg|64")
+      #expect(first?.payload == payload(1, 1000) && first?.metadata == [1, 2, 3])
+    }
     let reopened = try DiskCache(directory: dir, sizeLimit: 1 << 20)
     #expect(await reopened.data(forKey: "https://x/a.jpg|64")?.payload == payload(1, 1000))
     #expect(await reopened.data(forKey: "https://x/a.jpg|128") == nil)
@@ -51,9 +58,10 @@ struct DiskCacheTests {
   func sizeLimit() async throws {
     let dir = directory()
     let limit = 50_000
-    let cache = try DiskCache(directory: dir, sizeLimit: limit)
+    var cache: DiskCache? = try DiskCache(directory: dir, sizeLimit: limit)
     var generator = SeededGenerator(seed: 3)
     for step in 0..<600 {
+      guard let cache else { break }
       let key = "k\(Int.random(in: 0..<80, using: &generator))"
       if Bool.random(using: &generator) {
         await cache.store(
@@ -64,7 +72,8 @@ struct DiskCacheTests {
       #expect(bytesOnDisk(dir) <= limit)
       #expect(await cache.statistics.totalBytes <= limit)
     }
-    #expect(await cache.statistics.evictions > 0)
+    #expect(await cache!.statistics.evictions > 0)
+    cache = nil
     // A restart with a smaller budget trims too.
     _ = try DiskCache(directory: dir, sizeLimit: limit / 3)
     #expect(bytesOnDisk(dir) <= limit / 3)
@@ -74,9 +83,11 @@ struct DiskCacheTests {
   func lruAcrossRestart() async throws {
     let dir = directory()
     let entry = 10_000
-    let cache = try DiskCache(directory: dir, sizeLimit: 3 * (entry + 100))
-    for key in ["a", "b", "c"] { await cache.store(payload: payload(0, entry), forKey: key) }
-    _ = await cache.data(forKey: "a")  // b is now the least recently used
+    do {
+      let cache = try DiskCache(directory: dir, sizeLimit: 3 * (entry + 100))
+      for key in ["a", "b", "c"] { await cache.store(payload: payload(0, entry), forKey: key) }
+      _ = await cache.data(forKey: "a")  // b is now the least recently used
+    }
     let smaller = try DiskCache(directory: dir, sizeLimit: 2 * (entry + 100))
     #expect(await smaller.data(forKey: "b") == nil)
     #expect(await smaller.data(forKey: "a") != nil)
@@ -115,14 +126,16 @@ struct DiskCacheTests {
   }
 
   @Test(
-    "concurrent writers and readers, in two cache instances on one directory, see whole entries")
+    "a second cache on a directory in use is refused; concurrent writers and readers see whole entries"
+  )
   func concurrency() async throws {
     let dir = directory()
-    let first = try DiskCache(directory: dir, sizeLimit: 4 << 20)
-    let second = try DiskCache(directory: dir, sizeLimit: 4 << 20)
+    let cache = try DiskCache(directory: dir, sizeLimit: 4 << 20)
+    // Two caches would keep two indexes, break the size limit and sweep each other's
+    // temporary files: the directory is locked, in this process as in any other.
+    #expect(throws: DiskCacheError.inUse(dir)) { try DiskCache(directory: dir, sizeLimit: 4 << 20) }
     try await withThrowingTaskGroup(of: Void.self) { group in
-      for worker in 0..<8 {
-        let cache = worker.isMultiple(of: 2) ? first : second
+      for _ in 0..<8 {
         group.addTask {
           for round in 0..<50 {
             let key = "shared-\(round % 10)"
@@ -136,6 +149,44 @@ struct DiskCacheTests {
       }
       try await group.waitForAll()
     }
+  }
+
+  /// The single entry file of a cache directory.
+  private func entryFile(_ dir: String) -> String {
+    let files = (FileManager.default.enumerator(atPath: dir)?.allObjects as? [String] ?? [])
+      .filter { $0.hasSuffix(".tdc") }
+    precondition(files.count == 1)
+    return dir + "/" + files[0]
+  }
+
+  @Test("a FIFO, a symlink or a sparse 4 GiB file in place of an entry is a corrupt miss, not read")
+  func hostileEntries() async throws {
+    let dir = directory()
+    let faults = Recorder<String>()
+    let cache = try DiskCache(directory: dir, sizeLimit: 1 << 20) {
+      faults.append($0.fault.rawValue)
+    }
+    let replacements: [(String) -> Void] = [
+      { path in #expect(mkfifo(path, 0o600) == 0) },
+      { path in #expect(symlink("/etc/passwd", path) == 0) },
+      { path in
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        #expect(ftruncate(fd, 4 << 30) == 0)
+        close(fd)
+      },
+    ]
+    for (round, replace) in replacements.enumerated() {
+      await cache.store(payload: payload(round, 3000), forKey: "victim")
+      let path = entryFile(dir)
+      unlink(path)
+      replace(path)
+      // A FIFO would block an open without O_NONBLOCK for ever; a sparse file would be read
+      // whole: both are refused on what fstat says.
+      #expect(await cache.data(forKey: "victim") == nil)
+      #expect(!FileManager.default.fileExists(atPath: path))
+    }
+    #expect(await cache.statistics.corruptions == 3)
+    #expect(faults.values == ["corrupt", "corrupt", "corrupt"])
   }
 }
 

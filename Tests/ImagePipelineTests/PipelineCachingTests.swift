@@ -35,13 +35,17 @@ struct PipelineCachingTests {
   func diskAfterRestart() async throws {
     let dir = directory()
     let loader = CountingLoader(["origin/a.jpg": Self.photo])
-    let first = ThumbnailPipeline(
-      configuration: .init(
-        dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
-    let miss = try await first.response(for: request(64))
-    #expect(miss.source == .miss)
-    // Written after delivery: what a server does before it exits.
-    await first.flushDiskWrites()
+    let miss: ImageResponse
+    do {
+      let first = ThumbnailPipeline(
+        configuration: .init(
+          dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
+      miss = try await first.response(for: request(64))
+      #expect(miss.source == .miss)
+      // Written after delivery: what a server does before it exits.
+      await first.flushDiskWrites()
+    }
+    // The first pipeline is gone, and its cache's lock with it.
     let second = ThumbnailPipeline(
       configuration: .init(
         dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))

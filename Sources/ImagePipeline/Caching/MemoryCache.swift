@@ -60,6 +60,11 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     }
   }
 
+  /// The value for `key` without touching its recency.
+  public func peek(_ key: Key) -> Value? {
+    state.withLock { state in state.index[key].map { state.nodes[$0]!.value } }
+  }
+
   /// Whether `key` is present, without touching its recency.
   public func contains(_ key: Key) -> Bool {
     state.withLock { $0.index[key] != nil }

@@ -68,6 +68,8 @@ public final class ThumbnailPipeline: Sendable {
   public let memoryCache: MemoryCache<ImageRequest, Thumbnail>
   /// What the pipeline has done so far.
   public let metrics: PipelineMetrics
+  /// The disk cache of thumbnails, if there is one.
+  public var diskCache: DiskCache? { configuration.diskCache }
   let configuration: Configuration
   let fetches: CoalescingStage<String, [UInt8]>
   let thumbnails: CoalescingStage<ImageRequest, Produced>

@@ -9,6 +9,8 @@ public enum FileIO {
   public struct WriteError: Error, Sendable {
     /// What failed, e.g. "cannot create /x/y: Permission denied".
     public let message: String
+    /// The errno behind it.
+    public let code: Int32
   }
 
   /// Reads an open descriptor to its end, expecting `expected` bytes (a file can shrink while
@@ -34,25 +36,27 @@ public enum FileIO {
   ) throws(WriteError) {
     var template = Array(temporaryTemplate.utf8CString)
     let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    guard fd >= 0 else { throw WriteError(message: "cannot create \(path): \(lastError())") }
+    guard fd >= 0 else {
+      throw WriteError(message: "cannot create \(path): \(lastError())", code: errno)
+    }
     let temporary = String(cString: template.map { UInt8(bitPattern: $0) })
     var written = 0
-    var failure: String?
+    var failure: (text: String, code: Int32)?
     while written < bytes.count {
       let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
       if n < 0 && errno == EINTR { continue }
       guard n > 0 else {
-        failure = lastError()
+        failure = n == 0 ? ("no space written", ENOSPC) : (lastError(), errno)
         break
       }
       written += n
     }
     fchmod(fd, mode)
-    close(fd)
-    if failure == nil && rename(temporary, path) != 0 { failure = lastError() }
+    if close(fd) != 0 && failure == nil { failure = (lastError(), errno) }
+    if failure == nil && rename(temporary, path) != 0 { failure = (lastError(), errno) }
     if let failure {
       unlink(temporary)
-      throw WriteError(message: "cannot write \(path): \(failure)")
+      throw WriteError(message: "cannot write \(path): \(failure.text)", code: failure.code)
     }
   }
 

@@ -58,11 +58,18 @@ public final class Logger: Sendable {
         + "}"
     }
     line += "\n"
-    descriptor.withLock { fd in
+    let written = descriptor.withLock { fd in
       var bytes = Array(line.utf8)
-      bytes.withUnsafeMutableBytes { _ = write(fd, $0.baseAddress, $0.count) }
+      return bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress, $0.count) == $0.count }
     }
+    // Nowhere to say it but the metrics: a full disk under the log file, a closed stderr.
+    if !written { Self.failedWrites.add(1, ordering: .relaxed) }
   }
+
+  private static let failedWrites = Atomic<Int>(0)
+
+  /// Log lines that could not be written, in this process.
+  public static var writeFailures: Int { failedWrites.load(ordering: .relaxed) }
 
   private static func open(_ path: String?) throws -> Int32 {
     guard let path else { return dup(STDERR_FILENO) }

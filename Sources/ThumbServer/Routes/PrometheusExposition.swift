@@ -12,7 +12,8 @@ struct PrometheusExposition {
 
   static func render(
     metrics: PipelineMetrics.Snapshot, workload: ThumbnailPipeline.Workload,
-    requestsByStatus: [Int: Int], fetcher: FetcherFigures? = nil
+    requestsByStatus: [Int: Int], fetcher: FetcherFigures? = nil,
+    disk: DiskCache.Statistics? = nil, logFailures: Int = 0
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -41,6 +42,25 @@ struct PrometheusExposition {
         "thumbd_origin_connections_total", "Origin connections opened (kept alive and reused).",
         fetcher.connections)
     }
+    if let disk {
+      out.family("thumbd_disk_cache_entries", "gauge", "Entries in the disk cache.")
+      out.sample("thumbd_disk_cache_entries", disk.count)
+      out.family("thumbd_disk_cache_bytes", "gauge", "Bytes of disk cache entries.")
+      out.sample("thumbd_disk_cache_bytes", disk.totalBytes)
+      out.counter(
+        "thumbd_disk_cache_evictions_total", "Entries evicted (size limit or a full disk).",
+        disk.evictions)
+      out.family(
+        "thumbd_disk_cache_faults_total", "counter",
+        "Storage faults by kind: no_space, refused, write_failed, corrupt.")
+      for fault in DiskCache.Fault.allCases {
+        out.sample(
+          "thumbd_disk_cache_faults_total{kind=\"\(fault.rawValue)\"}",
+          disk.faults[fault.rawValue] ?? 0)
+      }
+    }
+    out.counter(
+      "thumbd_log_write_failures_total", "Log lines that could not be written.", logFailures)
     out.counter("thumbd_decodes_total", "Decodes started.", metrics.decodes)
     out.counter(
       "thumbd_cancelled_work_total", "Jobs stopped because every subscriber left.",

@@ -8,13 +8,18 @@ public final class Router: Sendable {
   public let thumbnails: ThumbnailRoute
   /// The origin fetcher, for its figures in `/metrics`; nil when the loader is another.
   public let fetcher: SourceLoader?
+  /// Storage faults, for `/healthz`.
+  public let storage: StorageHealth?
   private let statuses = Mutex<[Int: Int]>([:])
 
   /// Creates a router over a pipeline whose data loader is `fetcher` (if it is a
-  /// `SourceLoader`).
-  public init(thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil) {
+  /// `SourceLoader`), reporting `storage` in health checks.
+  public init(
+    thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil, storage: StorageHealth? = nil
+  ) {
     self.thumbnails = thumbnails
     self.fetcher = fetcher
+    self.storage = storage
   }
 
   /// Answers one request, with where the image came from for logging.
@@ -35,7 +40,7 @@ public final class Router: Sendable {
       guard let hit = thumbnails.respondFromMemory(to: request) else { return nil }
       (response, source) = (hit, .memory)
     case "/healthz":
-      (response, source) = (Self.healthy, nil)
+      (response, source) = (health, nil)
     default:
       return nil
     }
@@ -45,6 +50,16 @@ public final class Router: Sendable {
 
   private static let healthy = HTTPResponse(
     status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok\n".utf8))
+
+  /// 200 either way, since serving goes on; the body says `degraded: ...` while the disk
+  /// cache has faults (thumbnails are still made, only not all kept).
+  private var health: HTTPResponse {
+    guard let degradation = storage?.degradation else { return Self.healthy }
+    return HTTPResponse(
+      status: 200,
+      headers: [("Content-Type", "text/plain"), ("X-Thumbd-Health", "degraded")],
+      body: Array("degraded: \(degradation)\n".utf8))
+  }
 
   /// Counts a response the router did not make (a 400 for an unparsable request).
   public func count(_ status: Int) { statuses.withLock { $0[status, default: 0] += 1 } }
@@ -69,12 +84,13 @@ public final class Router: Sendable {
       response.headers.append(("Upgrade", "thumbd-session"))
       return (response, nil)
     case "/healthz":
-      return (Self.healthy, nil)
+      return (health, nil)
     case "/metrics":
       let pipeline = thumbnails.pipeline
       let text = PrometheusExposition.render(
         metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
-        requestsByStatus: statuses.withLock { $0 }, fetcher: fetcher.map(FetcherFigures.init))
+        requestsByStatus: statuses.withLock { $0 }, fetcher: fetcher.map(FetcherFigures.init),
+        disk: await pipeline.diskCache?.statistics, logFailures: Logger.writeFailures)
       return (
         HTTPResponse(
           status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

@@ -242,8 +242,20 @@ final class TestOrigin: @unchecked Sendable {
       }
       if ok && response.chunkSize != nil { ok = writeAll(connection, Array("0\r\n\r\n".utf8)) == 5 }
     } else {
-      written = writeAll(connection, response.body)
-      live.withLock { $0[path, default: 0] += written }
+      // Large bodies go out at most 64 KiB a millisecond, like the streamed ones: what the
+      // origin counts as sent then stays close to what the client read, instead of including
+      // megabytes queued in this side's own socket buffer.
+      let piece = response.body.count > 1 << 20 ? 65536 : max(1, response.body.count)
+      var offset = 0
+      while offset < response.body.count {
+        let end = min(response.body.count, offset + piece)
+        let n = writeAll(connection, Array(response.body[offset..<end]))
+        written += n
+        live.withLock { $0[path, default: 0] += n }
+        if n < end - offset { break }
+        offset = end
+        if piece == 65536 { usleep(1000) }
+      }
       ok = written == response.body.count
     }
     sent.withLock { $0[path, default: 0] += written }
