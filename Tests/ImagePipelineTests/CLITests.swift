@@ -13,9 +13,9 @@ struct CLITests {
   }
 
   @Test("many inputs land in DIR with their base names and format extensions")
-  func manyInputs() throws {
+  func manyInputs() async throws {
     let out = try temporaryDirectory()
-    let outcome = try ChildProcess.runThumbd([
+    let outcome = try await ChildProcess.runThumbd([
       "thumbnail", Corpus.path("photo/coil/normal.jpg"),
       Corpus.path("png-valid/image-png/rgba.png"), "--size", "64x64", "--output", out,
     ])
@@ -30,9 +30,9 @@ struct CLITests {
   }
 
   @Test("one input may name the output file")
-  func singleOutputFile() throws {
+  func singleOutputFile() async throws {
     let out = try temporaryDirectory() + "/nested/thumb.out"
-    let outcome = try ChildProcess.runThumbd([
+    let outcome = try await ChildProcess.runThumbd([
       "thumbnail", Corpus.path("photo/coil/normal.jpg"), "--size=32x32", "--format=png", "-o", out,
     ])
     #expect(outcome.status == 0)
@@ -40,11 +40,11 @@ struct CLITests {
   }
 
   @Test("a failed input prints PATH: KIND: message, the rest still succeed, exit 1")
-  func partialFailure() throws {
+  func partialFailure() async throws {
     let out = try temporaryDirectory()
     let bad = Corpus.path("png-corrupt/pngsuite/xd0n2c08.png")
     let missing = out + "/missing.jpg"
-    let outcome = try ChildProcess.runThumbd([
+    let outcome = try await ChildProcess.runThumbd([
       "thumbnail", bad, Corpus.path("photo/coil/normal.jpg"), missing, "--size", "32x32", "-o",
       out, "--jobs", "2",
     ])
@@ -67,24 +67,24 @@ struct CLITests {
       ["thumbnail", "a/x.jpg", "b/x.png", "--size", "10x10", "-o", "/tmp/x"],
       ["frobnicate"],
     ])
-  func usageErrors(arguments: [String]) throws {
-    let outcome = try ChildProcess.runThumbd(arguments)
+  func usageErrors(arguments: [String]) async throws {
+    let outcome = try await ChildProcess.runThumbd(arguments)
     #expect(outcome.status == 2)
     #expect(!outcome.standardError.isEmpty)
   }
 
   @Test("help exits 0", arguments: [[], ["--help"], ["thumbnail", "--help"]])
-  func help(arguments: [String]) throws {
-    #expect(try ChildProcess.runThumbd(arguments).status == 0)
+  func help(arguments: [String]) async throws {
+    #expect(try await ChildProcess.runThumbd(arguments).status == 0)
   }
 
   @Test("thread count does not change the bytes")
-  func deterministicAcrossJobs() throws {
+  func deterministicAcrossJobs() async throws {
     let inputs = Corpus.entries.filter { $0.kind == "photo" }.prefix(6).map(\.url)
     var results: [[String: Data]] = []
     for jobs in ["1", "3"] {
       let out = try temporaryDirectory()
-      let outcome = try ChildProcess.runThumbd(
+      let outcome = try await ChildProcess.runThumbd(
         ["thumbnail"] + inputs + ["--size", "96x96", "--jobs", jobs, "-o", out])
       #expect(outcome.status == 0)
       var files: [String: Data] = [:]
@@ -102,9 +102,9 @@ struct CLITests {
 @Suite("Memory")
 struct MemoryTests {
   @Test("the 4000x6000 photo to 256x256 peaks under 40 MB")
-  func largeJPEG() throws {
+  func largeJPEG() async throws {
     let out = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-rss.jpg").path
-    let outcome = try ChildProcess.runThumbd(
+    let outcome = try await ChildProcess.runThumbd(
       [
         "thumbnail", Corpus.path("photo/coil/large.jpg"), "--size", "256x256", "-o", out,
       ], measuringMemory: true)
@@ -115,9 +115,9 @@ struct MemoryTests {
   /// About 24 MB of any thumbd run is the baseline of the loaded Foundation, FoundationNetworking
   /// and libcurl libraries (`thumbd --help` alone peaks there); the decode adds a few MB.
   @Test("the 6000x3300 PNG streams: peak far below its 79 MB RGBA size")
-  func largePNG() throws {
+  func largePNG() async throws {
     let out = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-rss.png").path
-    let outcome = try ChildProcess.runThumbd(
+    let outcome = try await ChildProcess.runThumbd(
       [
         "thumbnail", Corpus.path("png-valid/large/large.png"), "--size", "256x256", "-o", out,
       ], measuringMemory: true)

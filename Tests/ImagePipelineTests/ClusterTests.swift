@@ -12,21 +12,23 @@ import Testing
 struct ClusterTests {
   static let sources = 300
 
-  /// Runs bench/cluster.sh with the test build of thumbd.
+  /// Runs bench/cluster.sh with the test build of thumbd, waiting off the cooperative pool.
   @discardableResult
-  static func cluster(_ arguments: [String]) throws -> Int32 {
-    let script = ConfigTests.repository + "/bench/cluster.sh"
-    let pid = try ChildProcess.spawn(
-      [script] + arguments, standardError: arguments[1] + "/cluster.log",
-      environment: ["THUMBD_BIN": ChildProcess.thumbd, "THUMBD_ARGS": "--allow-private"])
-    return ChildProcess.exitStatus(ChildProcess.wait(pid))
+  static func cluster(_ arguments: [String]) async throws -> Int32 {
+    await ChildProcess.exit(of: try spawnCluster(arguments))
   }
 
-  /// A port nothing listens on (the kernel's pick, released again).
-  static func freePort() -> UInt16 {
-    let listener = ns_listen_tcp("127.0.0.1", 0, 1)
-    defer { close(listener) }
-    return UInt16(ns_local_port(listener))
+  /// `cluster.sh down`, for a `defer`: it only signals processes, so waiting here is short.
+  static func clusterDown(_ directory: String) {
+    guard let pid = try? spawnCluster(["down", directory]) else { return }
+    ChildProcess.wait(pid)
+  }
+
+  private static func spawnCluster(_ arguments: [String]) throws -> pid_t {
+    let script = ConfigTests.repository + "/bench/cluster.sh"
+    return try ChildProcess.spawn(
+      [script] + arguments, standardError: arguments[1] + "/cluster.log",
+      environment: ["THUMBD_BIN": ChildProcess.thumbd, "THUMBD_ARGS": "--allow-private"])
   }
 
   /// One pass over every source at box width `width`: status, upstream and nginx cache
@@ -91,9 +93,9 @@ struct ClusterTests {
     }.start()
     defer { origin.stop() }
     let directory = TestDaemon.makeDirectory()
-    let port = Self.freePort()
-    #expect(try Self.cluster(["up", directory, "3", String(port)]) == 0)
-    defer { _ = try? Self.cluster(["down", directory]) }
+    let port = TestPorts.unused()
+    #expect(try await Self.cluster(["up", directory, "3", String(port)]) == 0)
+    defer { Self.clusterDown(directory) }
 
     let first = await Self.pass(port: port, origin: origin, width: 32)
     #expect(first.allSatisfy { $0.status == 200 })
@@ -118,7 +120,7 @@ struct ClusterTests {
     let progress = Recorder<Int>()
     let during = Task { await Self.pass(port: port, origin: origin, width: 40, progress: progress) }
     await eventually("a third of the pass done") { progress.values.count >= 100 }
-    #expect(try Self.cluster(["kill", directory, victim]) == 0)
+    #expect(try await Self.cluster(["kill", directory, victim]) == 0)
     let third = await during.value
     let failures = third.filter { $0.status >= 500 }.count
     // At most the 12 requests in flight when the instance died can fail.
@@ -138,7 +140,7 @@ struct ClusterTests {
     }
 
     // Restart the victim: once nginx retries it (fail_timeout), its sources come back.
-    #expect(try Self.cluster(["start", directory, victim]) == 0)
+    #expect(try await Self.cluster(["start", directory, victim]) == 0)
     let probeSource = home.firstIndex(of: victimSocket)!
     let probeURL = origin.url("/src/\(probeSource).png")
       .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!

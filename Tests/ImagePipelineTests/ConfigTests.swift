@@ -122,17 +122,17 @@ struct ConfigTests {
   }
 
   @Test("the binary exits 2 and names the key for a bad config file, variable or flag")
-  func binaryRefusesBadConfig() throws {
+  func binaryRefusesBadConfig() async throws {
     let file = FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbd-bad-\(UUID().uuidString).json").path
     try Data(#"{"disk_limit": "huge"}"#.utf8).write(to: URL(fileURLWithPath: file))
     defer { try? FileManager.default.removeItem(atPath: file) }
-    let bad = try ChildProcess.runThumbd(["serve", "--config", file])
+    let bad = try await ChildProcess.runThumbd(["serve", "--config", file])
     #expect(bad.status == 2)
     #expect(bad.standardError.contains("disk_limit") && bad.standardError.contains(file))
-    let flag = try ChildProcess.runThumbd(["serve", "--max-redirects", "101"])
+    let flag = try await ChildProcess.runThumbd(["serve", "--max-redirects", "101"])
     #expect(flag.status == 2 && flag.standardError.contains("max_redirects"))
-    let help = try ChildProcess.runThumbd(["serve", "--help"])
+    let help = try await ChildProcess.runThumbd(["serve", "--help"])
     #expect(help.status == 0)
   }
 }

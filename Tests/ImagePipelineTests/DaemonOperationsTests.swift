@@ -72,7 +72,7 @@ struct DaemonOperationsTests {
     origin.release()
     let response = await request.value
     #expect(SocketClient.status(of: response) == 200)
-    #expect(ChildProcess.exitStatus(ChildProcess.wait(daemon.pid)) == 0)
+    #expect(await ChildProcess.exit(of: daemon.pid) == 0)
     #expect(daemon.log.contains("event=stopped abandoned=0"))
     #expect(!FileManager.default.fileExists(atPath: daemon.socket))
   }
@@ -88,7 +88,7 @@ struct DaemonOperationsTests {
       daemon.socket, "/v1/thumbnail?url=\(Self.encoded(origin.url("/b.jpg")))&w=32")
     await eventually("request in flight") { origin.held == 1 }
     kill(daemon.pid, SIGTERM)
-    #expect(ChildProcess.exitStatus(ChildProcess.wait(daemon.pid)) == 0)
+    #expect(await ChildProcess.exit(of: daemon.pid) == 0)
     #expect(daemon.log.contains("event=stopped abandoned=1"))
     #expect(await request.value.isEmpty, "the abandoned client sees the connection close")
     origin.release()
@@ -195,7 +195,7 @@ struct DaemonOperationsTests {
       SocketClient.get(path, "/healthz").status == 200
     }
     kill(pid, SIGTERM)
-    #expect(ChildProcess.exitStatus(ChildProcess.wait(pid)) == 0)
+    #expect(await ChildProcess.exit(of: pid) == 0)
     let log = (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
     #expect(log.contains("from systemd"))
   }

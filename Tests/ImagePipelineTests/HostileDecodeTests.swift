@@ -72,15 +72,15 @@ struct HostileDecodeTests {
   @Test(
     "each hostile input costs under 5 s of CPU and 64 MiB above the baseline, at default limits",
     arguments: inputs)
-  func boundedCost(input: Input) throws {
-    let baseline = try ChildProcess.runThumbd(["--help"], measuringMemory: true)
+  func boundedCost(input: Input) async throws {
+    let baseline = try await ChildProcess.runThumbd(["--help"], measuringMemory: true)
     let directory = FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbd-hostile-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let file = directory + "/input"
     try Data(input.bytes).write(to: URL(fileURLWithPath: file))
-    let outcome = try ChildProcess.runThumbd(
+    let outcome = try await ChildProcess.runThumbd(
       ["thumbnail", file, "--size", "256x256", "-o", directory + "/out/"], measuringMemory: true)
     #expect(outcome.status == (input.kind == nil ? 0 : 1), "\(outcome.standardError)")
     if let kind = input.kind { #expect(outcome.standardError.contains(": \(kind): ")) }

@@ -67,7 +67,7 @@ struct StorageFaultTests {
     let first = try await TestDaemon.start(["--allow-private"])
     defer { first.stop() }
     let cache = first.directory + "/cache"
-    let second = try ChildProcess.runThumbd([
+    let second = try await ChildProcess.runThumbd([
       "serve", "--socket", first.directory + "/second.sock", "--cache-dir", cache,
     ])
     #expect(second.status == 1)

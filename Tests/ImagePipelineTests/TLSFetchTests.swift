@@ -42,19 +42,7 @@ struct TLSFetchTests {
             -out server.pem -days 2 -extfile san.ext 2>/dev/null
           """)
       }
-      let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-      var address = sockaddr_in()
-      address.sin_family = sa_family_t(AF_INET)
-      address.sin_addr.s_addr = inet_addr("127.0.0.1")
-      var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-      _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-          bind(listener, $0, length)
-          return getsockname(listener, $0, &length)
-        }
-      }
-      close(listener)
-      port = UInt16(bigEndian: address.sin_port)
+      port = TestPorts.unused()
       let config = """
         worker_processes 1; pid \(directory)/nginx.pid; error_log \(directory)/error.log warn;
         events { worker_connections 256; }
@@ -76,7 +64,11 @@ struct TLSFetchTests {
       nginx.arguments = ["-c", directory + "/nginx.conf", "-g", "daemon off;"]
       try nginx.run()
       let port = self.port
-      await eventually("nginx listening") { isListening(port) }
+      let nginx = self.nginx
+      await eventually("nginx listening") { isListening(port) || !nginx.isRunning }
+      // Listening, but not nginx (it exited, unable to bind): fail here, not with another
+      // server's answers.
+      guard nginx.isRunning else { throw POSIXError(.EADDRINUSE) }
     }
 
     /// The protocols nginx logged, one per request.

@@ -68,7 +68,7 @@ struct ThumbloadTests {
   @Test(
     "CI smoke: scroll and stampede against the real daemon, with JSON and HTML reports",
     arguments: ["daemon", "http"])
-  func smoke(target: String) throws {
+  func smoke(target: String) async throws {
     let directory = TestDaemon.makeDirectory()
     let thumbload = URL(fileURLWithPath: ChildProcess.thumbd).deletingLastPathComponent()
       .appendingPathComponent("thumbload").path
@@ -79,7 +79,7 @@ struct ThumbloadTests {
         thumbload, "--target", target, "--scenario", "scroll,stampede", "--duration", "8",
         "--json", json, "--html", html, "--quiet", "--latency-ms", "10", "--jitter-ms", "40",
       ], standardError: directory + "/stderr")
-    let status = ChildProcess.exitStatus(ChildProcess.wait(pid))
+    let status = await ChildProcess.exit(of: pid)
     #expect(status == 0)
     let data = try #require(FileManager.default.contents(atPath: json))
     let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])

@@ -36,8 +36,11 @@ enum ChildProcess {
 
   /// Spawns `thumbd` with the arguments and waits for it. With `measuringMemory`, it runs under
   /// GNU time: our own wait4 rusage would be useless, because on exec Linux folds the spawning
-  /// process's high-water mark (this large test process) into the child's ru_maxrss.
-  static func runThumbd(_ arguments: [String], measuringMemory: Bool = false) throws -> Outcome {
+  /// process's high-water mark (this large test process) into the child's ru_maxrss. The wait
+  /// runs on a thread of its own (see `exit(of:)`).
+  static func runThumbd(
+    _ arguments: [String], measuringMemory: Bool = false
+  ) async throws -> Outcome {
     let command =
       measuringMemory
       ? ["/usr/bin/time", "-f", timeMarker + "%M %U %S", thumbd] + arguments
@@ -55,9 +58,7 @@ enum ChildProcess {
     var pid: pid_t = 0
     let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, environ)
     guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EIO) }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    let exitStatus = await exit(of: pid)
     var standardError = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
     var maxRSS = 0
     var cpu = 0.0
@@ -116,5 +117,13 @@ enum ChildProcess {
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return status
+  }
+
+  /// Waits for a child on a thread of its own and returns its exit status: a test awaiting a
+  /// child that runs for seconds must not hold one of the few cooperative threads, or every
+  /// other test's continuations (and their deadlines) stall behind it.
+  static func exit(of pid: pid_t) async -> Int32 {
+    let status = try? await offPool { wait(pid) }
+    return exitStatus(status ?? -1)
   }
 }
