@@ -136,6 +136,9 @@ public struct SessionFrameReader: Sendable {
     self.maxBodyBytes = maxBodyBytes
   }
 
+  /// Bytes received but not yet part of a complete frame.
+  public var bufferedBytes: Int { buffer.count - start }
+
   /// Adds bytes and returns the frames they complete, in order.
   public mutating func feed(_ bytes: some Collection<UInt8>) throws(SessionFrameError)
     -> [SessionFrame]

@@ -80,7 +80,10 @@ enum ServeCommand {
     let server = try HTTPServer(
       router: Router(
         thumbnails: route, fetcher: loader, storage: storage),
-      logger: logger, maxConnections: config.maxConnections)
+      logger: logger,
+      serverLimits: ServerLimits(
+        maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
+        idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory))
     var ownedSocket: String?
     var endpoints: [String] = []
     if let inherited = try SocketActivation.listeners(environment: environment) {
@@ -94,6 +97,12 @@ enum ServeCommand {
       endpoints.append(config.socket)
     }
     if let address = ListenAddress(config.listen) {
+      if !address.host.hasPrefix("127.") {
+        // The TCP listener has no authentication: anyone who reaches it is a client.
+        logger.log(
+          .warn, "listen_unauthenticated",
+          ["address": config.listen, "advice": "keep TCP on loopback or behind a proxy"])
+      }
       let fd = ns_listen_tcp(address.host, address.port, 1024)
       guard fd >= 0 else { throw ServerError.system("listen on \(config.listen)", -fd) }
       try server.listen(on: fd)

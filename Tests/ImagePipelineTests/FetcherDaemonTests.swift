@@ -237,18 +237,3 @@ struct FetcherDaemonTests {
     #expect(served.seconds < 1)
   }
 }
-
-extension TestDaemon {
-  /// The daemon's resident memory now, KiB (VmRSS).
-  var residentKiB: Int? { status("VmRSS:") }
-
-  /// The daemon's peak resident memory so far, KiB (VmHWM).
-  var peakResidentKiB: Int? { status("VmHWM:") }
-
-  private func status(_ field: String) -> Int? {
-    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-      let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) })
-    else { return nil }
-    return Int(line.split(separator: " ").dropFirst().first ?? "")
-  }
-}

@@ -54,6 +54,7 @@ struct HTTPParserTests {
     "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
     "GET / HTTP/1.2\r\nHost: a\r\n\r\n", "GET / http/1.1\r\nHost: a\r\n\r\n",
     "GET / HTTP/1.1\r\n\r\n", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "GET / HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n",
     "GET x HTTP/1.1\r\nHost: a\r\n\r\n", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
     "GET * HTTP/1.1\r\nHost: a\r\n\r\n", "GET /a\u{7f}b HTTP/1.1\r\nHost: a\r\n\r\n",
     "GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", "GET /?url=%4 HTTP/1.1\r\nHost: a\r\n\r\n",

@@ -46,6 +46,12 @@ public struct DaemonConfig: Sendable, Hashable {
   public var prefetchConcurrency = 8
   /// Client connections at once.
   public var maxConnections = 10_000
+  /// Seconds for a request head to arrive (from the accept, or from its first byte).
+  public var headerTimeout = 10.0
+  /// Seconds a kept-alive connection may sit without a request.
+  public var idleTimeout = 60.0
+  /// `session_memory`: bytes every session's announced, unanswered prefetch items may hold.
+  public var sessionMemory = 64 << 20
   /// Seconds to wait for an origin's response headers.
   public var connectTimeout = 5.0
   /// Seconds for a whole origin transfer.

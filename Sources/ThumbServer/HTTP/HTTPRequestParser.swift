@@ -10,6 +10,8 @@ public enum HTTPParseError: Error, Sendable, Hashable {
   case obsoleteLineFolding
   case bareLineFeed
   case missingHost
+  /// More than one Host field (RFC 9112, section 3.2: answer 400).
+  case duplicateHost
   case invalidContentLength
   case unsupportedTransferEncoding
   case bodyTooLarge
@@ -161,9 +163,9 @@ public struct HTTPRequestParser: Sendable {
     for line in lines.dropFirst() {
       request.headers.append(try parseHeader(line))
     }
-    if request.minorVersion == 1 && !request.headers.contains(where: { $0.name == "host" }) {
-      throw .missingHost
-    }
+    let hosts = request.headers.count { $0.name == "host" }
+    if request.minorVersion == 1 && hosts == 0 { throw .missingHost }
+    if hosts > 1 { throw .duplicateHost }
     return request
   }
 

@@ -14,6 +14,9 @@ final class Connection {
   var nextToWrite = 0
   /// Requests being answered, by sequence number, so a hang-up can cancel them.
   var inFlight: [Int: Task<Void, Never>] = [:]
+  /// Requests parsed but not started: held while the client has too much unread output or too
+  /// many requests in flight, so pipelining cannot outrun what the client reads.
+  var queued: [HTTPRequest] = []
   /// Set when the response being written must be the last (error, `Connection: close`).
   var closeAfterWrite = false
   /// Set once no more requests are read (after a parse error or a close).
@@ -22,15 +25,31 @@ final class Connection {
   /// Set once the connection has switched to the session protocol.
   var session: Session?
   var readPaused = false
+  /// Monotonic nanoseconds of the last byte read or written.
+  var lastActivity: UInt64
+  /// When the request head (or session frame) now being received started; the connection's
+  /// accept time until its first request. Nil while no request is partly received.
+  var partialSince: UInt64?
 
-  init(fd: Int32, token: UInt64, limits: HTTPLimits) {
+  init(fd: Int32, token: UInt64, limits: HTTPLimits, now: UInt64) {
     self.fd = fd
     self.token = token
     parser = HTTPRequestParser(limits: limits)
+    lastActivity = now
+    partialSince = now
   }
 
   var hasPendingOutput: Bool { outputOffset < output.count }
 
+  /// Bytes serialised but not yet written.
+  var pendingOutput: Int { output.count - outputOffset }
+
   /// Requests and session loads not yet answered.
-  var pendingWork: Int { inFlight.count + (session?.pendingWork ?? 0) }
+  var pendingWork: Int { inFlight.count + queued.count + (session?.pendingWork ?? 0) }
+
+  /// Nothing to answer, nothing to write, nothing half-received: closing it loses nothing.
+  var isIdle: Bool {
+    session == nil && inFlight.isEmpty && queued.isEmpty && finished.isEmpty && !hasPendingOutput
+      && parser.bufferedBytes == 0
+  }
 }

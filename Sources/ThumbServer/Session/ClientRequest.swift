@@ -32,6 +32,9 @@ enum ClientRequest {
   static let maxPrefetchItems = 1024
   static let maxItemLength = 1024
   static let maxURLLength = 8192
+  /// Tokens and rounds are 0...2^53 - 1: every such integer survives a JSON client that keeps
+  /// numbers as doubles, so what the server echoes is what the client sent.
+  static let identifiers = 0...((1 << 53) - 1)
 
   static func parse(
     _ frame: SessionFrame, parameters: ThumbnailParameters
@@ -41,20 +44,20 @@ enum ClientRequest {
     case "load":
       let slot = try fields.slot()
       let item = try fields.text("item", maxLength: maxItemLength)
-      let token = try fields.integer("token", in: 0...Int.max)
+      let token = try fields.integer("token", in: identifiers)
       let url = try fields.text("url", maxLength: maxURLLength)
       let spec = try fields.spec(parameters)
       let priority = try fields.priority(default: .visible)
       return .load(
         Load(slot: slot, item: item, token: token, url: url, spec: spec, priority: priority))
     case "cancel":
-      return .cancel(slot: try fields.slot(), token: try fields.integer("token", in: 0...Int.max))
+      return .cancel(slot: try fields.slot(), token: try fields.integer("token", in: identifiers))
     case "priority":
       return .priority(
-        slot: try fields.slot(), token: try fields.integer("token", in: 0...Int.max),
+        slot: try fields.slot(), token: try fields.integer("token", in: identifiers),
         priority: try fields.priority(default: nil))
     case "prefetch":
-      let round = try fields.integer("round", in: 0...Int.max)
+      let round = try fields.integer("round", in: identifiers)
       guard case .array(let entries)? = frame.header["items"] else {
         throw SessionFrameError("prefetch needs an items array")
       }
@@ -75,7 +78,7 @@ enum ClientRequest {
       }
       return .prefetch(Prefetch(round: round, items: items, spec: try fields.spec(parameters)))
     case "release":
-      return .release(round: try fields.integer("round", in: 0...Int.max))
+      return .release(round: try fields.integer("round", in: identifiers))
     case let op?:
       throw SessionFrameError("unknown op \(JSONValue.string(op).encoded())")
     case nil:

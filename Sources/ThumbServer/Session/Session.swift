@@ -24,6 +24,8 @@ final class Session {
   private struct PrefetchEntry {
     let generation: UInt64
     let request: ImageRequest
+    /// Bytes counted against `SessionMemory`.
+    let cost: Int
     /// Nil while the item waits in `prefetchQueue`.
     var task: ImageTask?
   }
@@ -43,6 +45,9 @@ final class Session {
   private let parameters: ThumbnailParameters
   private let post: @Sendable (SessionResult) -> Void
   private let logger: Logger?
+  private let memory: SessionMemory
+  /// Bytes of this session's prefetch entries, counted in `memory`.
+  private var held = 0
   private var reader = SessionFrameReader(maxBodyBytes: 65536)
   private var slots: [Int: Binding] = [:]
   private var rounds: [Int: [String: PrefetchEntry]] = [:]
@@ -54,14 +59,19 @@ final class Session {
 
   init(
     pipeline: ThumbnailPipeline, client: ClientID, parameters: ThumbnailParameters,
-    logger: Logger?, post: @escaping @Sendable (SessionResult) -> Void
+    logger: Logger?, memory: SessionMemory = SessionMemory(),
+    post: @escaping @Sendable (SessionResult) -> Void
   ) {
+    self.memory = memory
     self.pipeline = pipeline
     self.client = client
     self.parameters = parameters
     self.logger = logger
     self.post = post
   }
+
+  /// Whether a frame is partly received (a stalled one is closed by the header timeout).
+  var hasPartialFrame: Bool { reader.bufferedBytes > 0 }
 
   /// Loads and prefetches not yet answered.
   var pendingWork: Int {
@@ -87,10 +97,17 @@ final class Session {
         // Newest first: the oldest hold the prefetch places (admission is first come, first
         // served within a session), so by the time one of them gives its place up, every
         // item of the round still waiting for one is already marked as unwanted.
-        let started = (rounds.removeValue(forKey: round)?.values ?? [:].values)
-          .filter { $0.task != nil }.sorted { $0.generation > $1.generation }
+        let entries = rounds.removeValue(forKey: round)?.values ?? [:].values
+        let started = entries.filter { $0.task != nil }.sorted { $0.generation > $1.generation }
         for entry in started { entry.task?.cancel() }
         startedPrefetches -= started.count
+        release(entries.reduce(0) { $0 + $1.cost })
+        // The round's items still waiting go at once, not when the queue reaches them.
+        if started.count < entries.count {
+          prefetchQueue.removeSubrange(0..<prefetchQueueHead)
+          prefetchQueueHead = 0
+          prefetchQueue.removeAll { $0.round == round }
+        }
         startPrefetches()
       }
     }
@@ -126,7 +143,8 @@ final class Session {
         return SessionFrame(header: header).serialized()
       }
     case .prefetch(let round, let item, let generation, let outcome):
-      guard rounds[round]?[item]?.generation == generation else { return nil }
+      guard let entry = rounds[round]?[item], entry.generation == generation else { return nil }
+      release(entry.cost)
       rounds[round]![item] = nil
       if rounds[round]!.isEmpty { rounds[round] = nil }
       startedPrefetches -= 1
@@ -152,6 +170,7 @@ final class Session {
     for binding in slots.values { binding.task?.cancel() }
     for round in rounds.values { for entry in round.values { entry.task?.cancel() } }
     slots.removeAll()
+    release(held)
     rounds.removeAll()
     prefetchQueue.removeAll()
     prefetchQueueHead = 0
@@ -216,15 +235,31 @@ final class Session {
       }
     }
     var entries: [String: PrefetchEntry] = [:]
+    var refused: [UInt8] = []
     for (item, url) in prefetch.items where entries[item] == nil {
+      let cost = SessionMemory.cost(item: item, url: url)
+      guard memory.take(cost, holding: held) else {
+        // Over this session's or every session's bound: told, not queued.
+        refused += SessionFrame(header: [
+          "op": .string("prefetch_error"), "round": .integer(prefetch.round),
+          "item": .string(item), "code": .string("busy"),
+        ]).serialized()
+        continue
+      }
+      held += cost
       nextGeneration += 1
       entries[item] = PrefetchEntry(
-        generation: nextGeneration, request: ImageRequest(url: url, spec: spec))
+        generation: nextGeneration, request: ImageRequest(url: url, spec: spec), cost: cost)
       prefetchQueue.append((prefetch.round, item, nextGeneration))
     }
     if !entries.isEmpty { rounds[prefetch.round] = entries }
     startPrefetches()
-    return []
+    return refused
+  }
+
+  private func release(_ bytes: Int) {
+    held -= bytes
+    memory.give(bytes)
   }
 
   /// Starts queued prefetch items, oldest first, while fewer than `maxStartedPrefetches` run.

@@ -22,16 +22,22 @@ struct TestDaemon {
   }
 
   /// Starts the daemon with `arguments` after its socket and (unless given) cache directory;
-  /// waits until /healthz answers.
+  /// waits until /healthz answers. With `descriptorLimit`, it runs under that RLIMIT_NOFILE
+  /// (soft and hard, so it cannot raise it).
   static func start(
     _ arguments: [String] = [], directory: String = makeDirectory(),
-    environment: [String: String] = [:], inside namespace: NetworkNamespace? = nil
+    environment: [String: String] = [:], inside namespace: NetworkNamespace? = nil,
+    descriptorLimit: Int? = nil
   ) async throws -> TestDaemon {
     let socket = directory + "/thumbd.sock"
     var all = ["serve", "--socket", socket]
     if !arguments.contains("--cache-dir") { all += ["--cache-dir", directory + "/cache"] }
     let logPath = directory + "/thumbd.log"
-    let argv = [ChildProcess.thumbd] + all + arguments
+    var argv = [ChildProcess.thumbd] + all + arguments
+    if let limit = descriptorLimit {
+      // exec keeps the pid: the test still signals and measures the daemon itself.
+      argv = ["/bin/sh", "-c", "ulimit -n \(limit) && exec \"$0\" \"$@\""] + argv
+    }
     let pid = try ChildProcess.spawn(
       namespace?.command(argv) ?? argv, standardError: logPath, environment: environment)
     let daemon = TestDaemon(pid: pid, socket: socket, directory: directory, logPath: logPath)
@@ -62,5 +68,32 @@ struct TestDaemon {
       return Double(line.split(separator: " ").last ?? "")
     }
     return nil
+  }
+}
+
+extension TestDaemon {
+  /// The daemon's resident memory now, KiB (VmRSS).
+  var residentKiB: Int? { status("VmRSS:") }
+
+  /// The daemon's peak resident memory so far, KiB (VmHWM).
+  var peakResidentKiB: Int? { status("VmHWM:") }
+
+  /// CPU seconds the daemon has used (user and system), from /proc/PID/stat.
+  var cpuSeconds: Double? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let close = text.lastIndex(of: ")")
+    else { return nil }
+    // Fields after the command name: state is field 3, utime 14 and stime 15.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12])
+    else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+  }
+
+  private func status(_ field: String) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+      let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) })
+    else { return nil }
+    return Int(line.split(separator: " ").dropFirst().first ?? "")
   }
 }

@@ -1,0 +1,30 @@
+/// What every session's announced prefetch items cost together, bounded: a session queues
+/// the items it has not started yet, up to 256 open rounds of a 16 KiB frame each (about 4 MiB
+/// of strings, 10 MiB with the bookkeeping), so a thousand sessions would otherwise hold
+/// gigabytes. One session may hold 2 MiB (some 7,000 items with 100-byte URLs: look-ahead
+/// enough for any list). Lives on the event loop thread, like the sessions it counts, so it
+/// needs no lock.
+final class SessionMemory {
+  /// Bytes all sessions' prefetch items may hold.
+  let limit: Int
+  /// Bytes one session's prefetch items may hold.
+  let perSession: Int
+  private(set) var used = 0
+
+  init(limit: Int = 64 << 20, perSession: Int = 2 << 20) {
+    self.limit = limit
+    self.perSession = min(perSession, limit)
+  }
+
+  /// What one announced item costs: its strings and the bookkeeping around them.
+  static func cost(item: String, url: String) -> Int { item.utf8.count + url.utf8.count + 160 }
+
+  /// Takes `bytes` for a session already holding `held`, unless a bound would be passed.
+  func take(_ bytes: Int, holding held: Int) -> Bool {
+    guard used + bytes <= limit, held + bytes <= perSession else { return false }
+    used += bytes
+    return true
+  }
+
+  func give(_ bytes: Int) { used -= bytes }
+}
