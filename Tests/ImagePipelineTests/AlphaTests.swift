@@ -2,7 +2,7 @@ import ImagePipeline
 import Testing
 
 /// Transparency is resampled premultiplied: no dark fringes, and alpha picks PNG.
-@Suite("Alpha")
+@Suite("Alpha", .serialized)
 struct AlphaTests {
   static let transparentPngSuite = Corpus.entries.filter {
     $0.path.hasPrefix("png-valid/pngsuite/")

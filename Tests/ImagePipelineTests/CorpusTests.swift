@@ -1,8 +1,11 @@
 import ImagePipeline
 import Testing
 
-/// Every file of the shared corpus does what MANIFEST.tsv says it must.
-@Suite("Corpus manifest")
+/// Every file of the shared corpus does what MANIFEST.tsv says it must. Serialized, like the
+/// other suites of synchronous decoding: hundreds of decode cases queued at once on a 2-core
+/// machine's two cooperative threads would delay every other test's continuations for tens of
+/// seconds, past the deadlines those tests check.
+@Suite("Corpus manifest", .serialized)
 struct CorpusTests {
   let thumbnailer = Thumbnailer()
   let spec = ThumbnailSpec(width: 256, height: 256)

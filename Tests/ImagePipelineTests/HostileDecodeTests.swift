@@ -4,7 +4,7 @@ import Testing
 
 /// The decoders against the outside robustness test's findings: each input gets its typed
 /// answer, and none costs more than 5 s of CPU or 64 MiB above the process baseline.
-@Suite("Hostile images")
+@Suite("Hostile images", .serialized)
 struct HostileDecodeTests {
   struct Input: Sendable, CustomTestStringConvertible {
     let name: String

@@ -7,7 +7,7 @@ import Testing
 /// separately, so block artefacts differ between them; downsampling averages most of that away.
 /// Correctly oriented thumbnails of one set agree to well above 35 dB, while a mirrored or
 /// rotated one scores near 10-15 dB. 30 dB separates the two with a wide margin on both sides.
-@Suite("EXIF orientation")
+@Suite("EXIF orientation", .serialized)
 struct OrientationTests {
   static let threshold = 30.0
   static let label = ImageMetrics.Exclusion(x: 0.40...0.60, y: 0.30...0.65)

@@ -3,7 +3,7 @@ import Testing
 @testable import ImagePipeline
 
 /// The fast IDAT path (png_fast.c) must be indistinguishable from libpng's own rows.
-@Suite("PNG fast path")
+@Suite("PNG fast path", .serialized)
 struct PNGFastPathTests {
   static let pngs = Corpus.entries.filter {
     $0.path.lowercased().hasSuffix(".png") || $0.note.contains("PNG data")

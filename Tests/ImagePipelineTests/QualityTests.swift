@@ -2,7 +2,7 @@ import ImagePipeline
 import Testing
 
 /// The fast path (shrink-on-load, block averaging, kernel) against an exact reference.
-@Suite("Resampling quality")
+@Suite("Resampling quality", .serialized)
 struct QualityTests {
   static let photos = Corpus.entries.filter { $0.kind == "photo" }.map(\.path)
 
