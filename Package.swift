@@ -72,6 +72,16 @@ let package = Package(
       dependencies: ["LoadHarness"],
       swiftSettings: strictSwift
     ),
+    .target(
+      name: "FuzzTargets",
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient"],
+      swiftSettings: strictSwift
+    ),
+    .executableTarget(
+      name: "thumbfuzz",
+      dependencies: ["FuzzTargets", "ThumbSystem"],
+      swiftSettings: strictSwift
+    ),
     .executableTarget(
       name: "pipeline-bench",
       dependencies: ["ImagePipeline"],
@@ -82,6 +92,7 @@ let package = Package(
       name: "ImagePipelineTests",
       dependencies: [
         "ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CNetShim", "LoadHarness",
+        "FuzzTargets",
       ],
       exclude: ["Fixtures"],
       swiftSettings: strictSwift

@@ -55,6 +55,9 @@ typedef struct jpeg_decoder {
    * is skipped unread, so a chain of thousands of them costs no memory. */
   uint8_t *exif;
   size_t exif_length;
+  /* An APP1 segment being read: libjpeg may longjmp out of the reads (a strict
+   * warning at a truncated end), so it is the decoder's to free until kept. */
+  uint8_t *app1_reading;
   struct jpeg_decompress_struct cinfo;
   jpeg_error_state err;
   struct jpeg_progress_mgr progress;
@@ -202,6 +205,7 @@ static void jpeg_destroy_decoder(ic_decoder *base) {
   jpeg_decoder *d = (jpeg_decoder *)base;
   jpeg_destroy_decompress(&d->cinfo);
   free(d->exif);
+  free(d->app1_reading);
   free(d);
 }
 
@@ -228,7 +232,10 @@ static boolean read_app1(j_decompress_ptr cinfo) {
     (*cinfo->src->skip_input_data)(cinfo, length);
     return TRUE;
   }
+  /* Found by fuzzing: a longjmp out of next_byte leaked the buffer. */
+  d->app1_reading = buffer;
   for (long i = 0; i < length; i++) buffer[i] = (uint8_t)next_byte(cinfo);
+  d->app1_reading = NULL;
   static const uint8_t exif[6] = {'E', 'x', 'i', 'f', 0, 0};
   if (memcmp(buffer, exif, 6) == 0 && length - 6 <= JPEG_EXIF_MAX) {
     d->exif = buffer;

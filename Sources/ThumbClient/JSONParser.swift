@@ -207,6 +207,9 @@ struct JSONParser {
     }
     let text = String(decoding: bytes[start..<index], as: UTF8.self)
     if whole, let integer = Int(text) { return .integer(integer) }
-    return Double(text).map(JSONValue.number)
+    // 1e999 is valid JSON text but no double: refused, not read as infinity (which no JSON
+    // text can say back; found by fuzzing).
+    guard let number = Double(text), number.isFinite else { return nil }
+    return .number(number)
   }
 }

@@ -135,7 +135,7 @@ public final class ThumbClient: Sendable {
     var header: [String: JSONValue] = [
       "op": .string("load"), "slot": .integer(slot), "item": .string(item),
       "token": .integer(token), "url": .string(url), "w": .integer(width), "h": .integer(height),
-      "scale": scale == scale.rounded() ? .integer(Int(scale)) : .number(scale),
+      "scale": Self.jsonNumber(scale),
       "fit": .string(fit), "priority": .string(priority.rawValue),
     ]
     if let format { header["format"] = .string(format) }
@@ -171,7 +171,7 @@ public final class ThumbClient: Sendable {
     var header: [String: JSONValue] = [
       "op": .string("prefetch"), "round": .integer(round), "w": .integer(width),
       "h": .integer(height),
-      "scale": scale == scale.rounded() ? .integer(Int(scale)) : .number(scale),
+      "scale": Self.jsonNumber(scale),
       "fit": .string(fit),
       "items": .array(
         items.map { .object(["item": .string($0.item), "url": .string($0.url)]) }),
@@ -324,5 +324,11 @@ public final class ThumbClient: Sendable {
       guard n > 0 else { throw .closed }
       received += chunk[0..<n]
     }
+  }
+
+  /// A scale as JSON: a whole number as an integer (`2`, not `2.0`), anything else (1e300,
+  /// NaN, which the server refuses) as a number, never trapping in the conversion.
+  private static func jsonNumber(_ value: Double) -> JSONValue {
+    value == value.rounded() && abs(value) < 0x1p53 ? .integer(Int(value)) : .number(value)
   }
 }

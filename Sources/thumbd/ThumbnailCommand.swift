@@ -98,7 +98,7 @@ enum ThumbnailCommand {
         options.thumbnailer.limits.maxPixels = try cursor.integer(for: argument, in: 1...Int.max)
       case "--decode-timeout":
         let value = try cursor.value(for: argument)
-        guard let seconds = Double(value), seconds.isFinite, seconds >= 0 else {
+        guard let seconds = Double(value), seconds >= 0, seconds <= 31_536_000 else {
           throw UsageError(message: "--decode-timeout expects seconds (0 for none), got '\(value)'")
         }
         options.thumbnailer.limits.decodeTimeout = seconds

@@ -95,6 +95,9 @@ struct ConfigTests {
       ([], ["THUMBD_LOG_LEVEL": "loud"], "log_level"),
       ([], ["THUMBD_CONNECT_TIMEOUT": "soon"], "connect_timeout"),
       (["--decode-threads"], [:], "decode_threads"),
+      // Converted to milliseconds or nanoseconds, 1e300 s would trap: a year at most.
+      (["--header-timeout", "1e300"], [:], "header_timeout"),
+      ([], ["THUMBD_REQUEST_TIMEOUT": "31536001"], "request_timeout"),
     ]
     for (arguments, environment, key) in cases {
       #expect(throws: ConfigError.self) { try load(arguments, environment) }
@@ -119,6 +122,20 @@ struct ConfigTests {
       try ConfigLoader.apply(file: Array("[1]".utf8), origin: "f", to: &config)
     }
     #expect(throws: ConfigError.self) { try load(["--no-such-flag"]) }
+  }
+
+  /// Found by fuzzing: the config file was looked for in every argument, so a flag's value
+  /// that looked like `--config=...` was read as a config path.
+  @Test("the command line is read once, left to right: a flag's value is never a flag")
+  func flagValuesAreValues() throws {
+    let config = try load(["--socket", "--config=/nonexistent", "--cache-dir", "-h"])
+    #expect(config.socket == "--config=/nonexistent")
+    #expect(config.cacheDir == "-h")
+    guard case .help = try ConfigLoader.load(arguments: ["--bogus", "--help"], environment: [:])
+    else {
+      Issue.record("--help after a bad flag did not ask for help")
+      return
+    }
   }
 
   @Test("the binary exits 2 and names the key for a bad config file, variable or flag")

@@ -89,6 +89,8 @@ struct GeometryTests {
       ThumbnailSpec(width: 10, height: 10, quality: 0),
       ThumbnailSpec(width: 10, height: 10, quality: 101),
       ThumbnailSpec(width: 20_000, height: 10),
+      ThumbnailSpec(width: 10, height: 4_777_777_777_777_777_772, scale: 2),
+      ThumbnailSpec(width: .max, height: .max, scale: 8),
     ])
   func invalidSpec(spec: ThumbnailSpec) throws {
     #expect {

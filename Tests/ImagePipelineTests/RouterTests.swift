@@ -51,6 +51,9 @@ struct RouterTests {
       ("/v1/thumbnail?url=x&w=10&quality=0", 400), ("/v1/thumbnail?url=missing&w=10", 404),
       ("/v1/thumbnail?url=garbage&w=10", 415), ("/nope", 404),
       ("/v1/thumbnail?url=x&w=10&priority=urgent", 400),
+      // Found by fuzzing: a box this size times the scale trapped converting to Int.
+      ("/v1/thumbnail?url=x&h=4777777777777777772&scale=2", 400),
+      ("/v1/thumbnail?url=x&w=-9223372036854775807&scale=8", 400),
     ])
   func errors(target: String, status: Int) async throws {
     let router = router(["garbage": Array("not an image".utf8)])

@@ -9,7 +9,7 @@ import ThumbClient
 /// The daemon against clients that try to hold it: pipelining without reading, slow-loris
 /// heads, a full connection table, no descriptors left, sessions announcing without end, and
 /// hostile images beside a visible one. Each test fails on a server without the bound.
-@Suite("Server bounds")
+@Suite("Server bounds", .serialized)
 struct ServerBoundsTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 
@@ -133,7 +133,6 @@ struct ServerBoundsTests {
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
       "--cache-dir", "", "--allow-private", "--header-timeout", "1", "--idle-timeout", "2",
-      "--connect-timeout", "60", "--request-timeout", "60",
     ])
     defer { daemon.stop() }
     // A slow origin: the answer takes longer than both timeouts, and must still arrive.

@@ -123,4 +123,26 @@ struct URLParsingTests {
     #expect(HTTPDate.format(now) == "Sun, 06 Nov 1994 08:49:37 GMT")
     #expect(HTTPDate.parse(HTTPDate.format(1_798_761_600)) == 1_798_761_600)
   }
+
+  /// Found by fuzzing: a lenient reader took "0026" for the year 26, and a long digit run for
+  /// a year would overflow the day count.
+  @Test(
+    "dates not in one of the three exact forms are refused",
+    arguments: [
+      "$d, 2\u{0e}1 Oct 2026 0026 07:28:0000 GMT 6 07:28:00",
+      "Tue, 06 Oct 26 07:28:00 GMT", "Tue, 6 Oct 2026 07:28:00 GMT", "Tue, 06 Oct 2026 7:28:00 GMT",
+      "Tue, 06 Oct 2026 07:28:00 UTC", "Tue 06 Oct 2026 07:28:00 GMT",
+      "Tue, 06 Oct 99999999999999999999 07:28:00 GMT", "Tue, 32 Oct 2026 07:28:00 GMT",
+      "Tuesday, 06-Oct-2026 07:28:00 GMT", "Tue Oct  6 07:28:00 26", "",
+    ])
+  func strictDates(text: String) {
+    #expect(HTTPDate.parse(text) == nil)
+  }
+
+  @Test("a date of any four-digit year formats back to itself")
+  func fourDigitYears() throws {
+    let early = try #require(HTTPDate.parse("Tue, 06 Oct 0026 07:28:00 GMT"))
+    #expect(HTTPDate.format(early) == "Tue, 06 Oct 0026 07:28:00 GMT")
+    #expect(HTTPDate.parse(HTTPDate.format(early)) == early)
+  }
 }

@@ -56,7 +56,10 @@ public struct ThumbnailSpec: Sendable, Hashable {
 
   private static func pixels(_ points: Int, _ scale: Double) -> Int {
     guard scale.isFinite, points > 0 else { return 0 }
-    return max(1, Int((Double(points) * scale).rounded()))
+    // Saturates: a client's h=4777777777777777772&scale=2 must fail validate(), not trap in
+    // the conversion (found by fuzzing).
+    let value = (Double(points) * scale).rounded()
+    return value >= 0x1p62 ? 1 << 62 : max(1, Int(max(value, 0)))
   }
 
   /// Throws `invalidSpec` when a field is out of range.

@@ -112,7 +112,7 @@ public struct Thumbnailer: Sendable {
     limits.disable_png_fast_path = pngFastPath ? 0 : 1
     let timeout = self.limits.decodeTimeout
     limits.decode_timeout_ms =
-      timeout.isFinite && timeout > 0 ? UInt32(clamping: Int((timeout * 1000).rounded(.up))) : 0
+      timeout.isFinite && timeout > 0 ? UInt32(min(timeout * 1000, 4e9).rounded(.up)) : 0
     limits.max_scans = UInt32(clamping: self.limits.maxScans)
     limits.max_scan_passes = UInt32(clamping: self.limits.maxScanPasses)
     return limits

@@ -136,35 +136,65 @@ public enum HTTPDate {
     "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
   ]
 
-  /// Parses a date; nil when it is none of the three forms.
+  /// Parses a date in one of the three forms of RFC 9110, section 5.6.7, exactly: digit
+  /// counts, names and separators as written there (names in any case); nil otherwise. Strict
+  /// because whatever an origin sends becomes a wait: a lenient reader took "0026" for a year
+  /// and could overflow on a long one (found by fuzzing).
   public static func parse(_ text: String) -> Double? {
-    let words = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" })
-      .map { $0.lowercased() }
-    // IMF: Sun, 06 Nov 1994 08:49:37 GMT   RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
-    // asctime: Sun Nov  6 08:49:37 1994
-    var day: Int?
-    var month: Int?
-    var year: Int?
-    var clock: [Int]?
-    for word in words.dropFirst() {
-      if let index = months.firstIndex(of: String(word.prefix(3))), word.count == 3 {
-        month = index + 1
-      } else if word.contains(":") {
-        let parts = word.split(separator: ":").compactMap { Int($0) }
-        if parts.count == 3 { clock = parts }
-      } else if let number = Int(word) {
-        if day == nil && number <= 31 && word.count <= 2 {
-          day = number
-        } else {
-          year = word.count == 2 ? (number < 70 ? 2000 + number : 1900 + number) : number
-        }
-      }
+    let words = text.split(separator: " ").map { $0.lowercased() }
+    let weekdays = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+    let longWeekdays = [
+      "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    ]
+    switch words.count {
+    case 6:
+      // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+      guard words[0].hasSuffix(","), weekdays.contains(String(words[0].dropLast())),
+        words[5] == "gmt", let day = digits(words[1], 2), let month = month(words[2]),
+        let year = digits(words[3], 4)
+      else { return nil }
+      return seconds(year: year, month: month, day: day, time: words[4])
+    case 4:
+      // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT (two-digit years up to 69 are 20xx)
+      let date = words[1].split(separator: "-", omittingEmptySubsequences: false)
+      guard words[0].hasSuffix(","), longWeekdays.contains(String(words[0].dropLast())),
+        words[3] == "gmt", date.count == 3, let day = digits(date[0], 2),
+        let month = month(date[1]), let short = digits(date[2], 2)
+      else { return nil }
+      return seconds(
+        year: short < 70 ? 2000 + short : 1900 + short, month: month, day: day, time: words[2])
+    case 5:
+      // asctime: Sun Nov  6 08:49:37 1994
+      guard weekdays.contains(words[0]), let month = month(words[1]),
+        let day = digits(words[2], 1) ?? digits(words[2], 2), let year = digits(words[4], 4)
+      else { return nil }
+      return seconds(year: year, month: month, day: day, time: words[3])
+    default:
+      return nil
     }
-    guard let day, let month, let year, let clock, (1...31).contains(day),
-      clock[0] < 24, clock[1] < 60, clock[2] < 61
+  }
+
+  /// `count` ASCII digits exactly, as a number.
+  private static func digits(_ word: some StringProtocol, _ count: Int) -> Int? {
+    guard word.utf8.count == count, word.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+      return nil
+    }
+    return Int(word)
+  }
+
+  private static func month(_ word: some StringProtocol) -> Int? {
+    months.firstIndex(of: String(word)).map { $0 + 1 }
+  }
+
+  /// Seconds since 1970 of a checked date and an `hh:mm:ss` time.
+  private static func seconds(year: Int, month: Int, day: Int, time: String) -> Double? {
+    let clock = time.split(separator: ":", omittingEmptySubsequences: false)
+    guard (1...31).contains(day), clock.count == 3, let hour = digits(clock[0], 2),
+      let minute = digits(clock[1], 2), let second = digits(clock[2], 2), hour < 24, minute < 60,
+      second < 61
     else { return nil }
     let days = daysFromCivil(year: year, month: month, day: day)
-    return Double(days * 86_400 + clock[0] * 3600 + clock[1] * 60 + clock[2])
+    return Double(days * 86_400 + hour * 3600 + minute * 60 + second)
   }
 
   /// The IMF-fixdate form of `seconds` since 1970.
@@ -175,7 +205,9 @@ public enum HTTPDate {
     let (year, month, day) = civil(fromDays: days)
     let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][((days % 7) + 7) % 7]
     func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(weekday), \(two(day)) \(months[month - 1].capitalized) \(year) "
+    let digits = String(year)
+    let fourDigits = String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    return "\(weekday), \(two(day)) \(months[month - 1].capitalized) \(fourDigits) "
       + "\(two(rest / 3600)):\(two(rest / 60 % 60)):\(two(rest % 60)) GMT"
   }
 

@@ -33,8 +33,10 @@ public enum ConfigLoader {
     arguments: [String], environment: [String: String]
   ) throws(ConfigError) -> Outcome {
     var config = DaemonConfig()
-    if arguments.contains(where: { $0 == "-h" || $0 == "--help" }) { return .help }
-    let file = try configPath(arguments: arguments) ?? environment["THUMBD_CONFIG"]
+    let flags = FlagScan(arguments)
+    if flags.help { return .help }
+    if let error = flags.error { throw error }
+    let file = flags.configFile ?? environment["THUMBD_CONFIG"]
     if let file {
       guard let data = SystemFiles.read(file, limit: 1 << 20) else {
         throw ConfigError(key: nil, origin: file, message: "cannot read the config file")
@@ -45,7 +47,7 @@ public enum ConfigLoader {
       guard let text = environment[option.environmentName] else { continue }
       try set(option, .text(text), origin: option.environmentName, on: &config)
     }
-    try apply(flags: arguments, to: &config)
+    try apply(flags.settings, to: &config)
     config.expandPaths(environment: environment)
     return .serve(config, file: file)
   }
@@ -71,66 +73,76 @@ public enum ConfigLoader {
     }
   }
 
-  private static func configPath(arguments: [String]) throws(ConfigError) -> String? {
-    var path: String?
-    var index = 0
-    while index < arguments.count {
-      let argument = arguments[index]
-      if argument == "--config" {
-        guard index + 1 < arguments.count else {
-          throw ConfigError(key: nil, origin: "--config", message: "needs a file path")
-        }
-        path = arguments[index + 1]
+  /// The command line read once, left to right, so a flag's value is never taken for a flag
+  /// (`--socket --config=x` names a socket, not a config file; found by fuzzing).
+  private struct FlagScan {
+    var configFile: String?
+    var help = false
+    /// Each setting flag with its value and the flag as written, in order.
+    var settings: [(option: ConfigOption, text: String, origin: String)] = []
+    /// The first thing wrong, reported unless help was asked for anywhere.
+    var error: ConfigError?
+
+    init(_ arguments: [String]) {
+      var index = 0
+      while index < arguments.count {
+        let argument = arguments[index]
         index += 1
-      } else if argument.hasPrefix("--config=") {
-        path = String(argument.dropFirst("--config=".count))
+        if argument == "-h" || argument == "--help" {
+          help = true
+          continue
+        }
+        var name = argument
+        var inline: String?
+        if let equals = argument.firstIndex(of: "=") {
+          name = String(argument[..<equals])
+          inline = String(argument[argument.index(after: equals)...])
+        }
+        let option = ConfigOption.all.first { $0.flag == name }
+        guard name == "--config" || option != nil else {
+          error = error ?? ConfigError(key: nil, origin: argument, message: "unknown option")
+          continue
+        }
+        let text: String
+        if let inline {
+          text = inline
+        } else if option?.isSwitch == true {
+          text = "true"
+        } else {
+          guard index < arguments.count else {
+            error =
+              error
+              ?? ConfigError(
+                key: option?.key, origin: name,
+                message: name == "--config" ? "needs a file path" : "needs a value")
+            break
+          }
+          text = arguments[index]
+          index += 1
+        }
+        if let option {
+          settings.append((option, text, name))
+        } else {
+          configFile = text
+        }
       }
-      index += 1
     }
-    return path
   }
 
-  private static func apply(flags arguments: [String], to config: inout DaemonConfig)
-    throws(ConfigError)
-  {
+  private static func apply(
+    _ settings: [(option: ConfigOption, text: String, origin: String)],
+    to config: inout DaemonConfig
+  ) throws(ConfigError) {
     var listsSeen: Set<String> = []
-    var index = 0
-    while index < arguments.count {
-      let argument = arguments[index]
-      index += 1
-      var name = argument
-      var inline: String?
-      if let equals = argument.firstIndex(of: "=") {
-        name = String(argument[..<equals])
-        inline = String(argument[argument.index(after: equals)...])
-      }
-      if name == "--config" {
-        if inline == nil { index += 1 }
-        continue
-      }
-      guard let option = ConfigOption.all.first(where: { $0.flag == name }) else {
-        throw ConfigError(key: nil, origin: argument, message: "unknown option")
-      }
-      let text: String
-      if let inline {
-        text = inline
-      } else if option.isSwitch {
-        text = "true"
-      } else {
-        guard index < arguments.count else {
-          throw ConfigError(key: option.key, origin: name, message: "needs a value")
-        }
-        text = arguments[index]
-        index += 1
-      }
+    for (option, text, origin) in settings {
       if option.isList && listsSeen.contains(option.key) {
         // A repeated list flag adds to what the earlier ones gave.
         var merged = config
-        try set(option, .text(text), origin: name, on: &merged)
+        try set(option, .text(text), origin: origin, on: &merged)
         config = merged.appendingList(option.key, from: config)
       } else {
         listsSeen.insert(option.key)
-        try set(option, .text(text), origin: name, on: &config)
+        try set(option, .text(text), origin: origin, on: &config)
       }
     }
   }

@@ -171,7 +171,7 @@ public struct ConfigOption: Sendable {
   private static func seconds(
     _ key: String, _ set: @escaping @Sendable (inout DaemonConfig, Double) -> Void
   ) -> ConfigOption {
-    ConfigOption(key, expects: "a number of seconds (0 or more)") { config, value in
+    ConfigOption(key, expects: "a number of seconds (0 to 31536000)") { config, value in
       guard let seconds = value.seconds() else { return false }
       set(&config, seconds)
       return true

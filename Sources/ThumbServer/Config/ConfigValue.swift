@@ -84,8 +84,12 @@ public enum ConfigValue: Sendable, Hashable {
     case .text(let text): value = Double(text.trimmingWhitespace())
     default: value = nil
     }
-    return value.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
+    return value.flatMap { $0.isFinite && $0 >= 0 && $0 <= Self.maxSeconds ? $0 : nil }
   }
+
+  /// The longest duration a setting may name, a year: every timeout and cache lifetime is
+  /// converted to whole milliseconds or nanoseconds, where 1e300 seconds would trap.
+  static let maxSeconds: Double = 31_536_000
 
   /// true/false, also as text (`1`, `yes`, `on`...).
   func boolean() -> Bool? {

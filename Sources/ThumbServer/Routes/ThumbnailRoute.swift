@@ -41,7 +41,7 @@ public struct ThumbnailRoute: Sendable {
   public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
     let imageRequest: ImageRequest
     let priority: ImagePriority
-    switch parse(request) {
+    switch Self.parse(request, parameters: parameters) {
     case .request(let parsed, let asked): (imageRequest, priority) = (parsed, asked)
     case .rejected(let response): return (response, nil)
     }
@@ -60,7 +60,8 @@ public struct ThumbnailRoute: Sendable {
   /// The answer for a memory-cache hit, computed without suspending, or nil when the request
   /// needs real work (or is malformed: `respond` explains that).
   public func respondFromMemory(to request: HTTPRequest) -> HTTPResponse? {
-    guard case .request(let imageRequest, let priority) = parse(request),
+    guard
+      case .request(let imageRequest, let priority) = Self.parse(request, parameters: parameters),
       let response = pipeline.cachedResponse(
         for: imageRequest, priority: priority,
         client: Self.client(of: request, priority: priority))
@@ -102,12 +103,14 @@ public struct ThumbnailRoute: Sendable {
     return false
   }
 
-  private enum Parsed {
+  /// A request's query read: the image asked for and its priority, or the 400 to answer.
+  enum Parsed {
     case request(ImageRequest, ImagePriority)
     case rejected(HTTPResponse)
   }
 
-  private func parse(_ request: HTTPRequest) -> Parsed {
+  /// Reads the query of `request`, with `parameters`' defaults. Pure, so fuzzed alone.
+  static func parse(_ request: HTTPRequest, parameters: ThumbnailParameters) -> Parsed {
     func bad(_ message: String) -> Parsed {
       .rejected(.error(400, kind: "bad_request", message: message))
     }

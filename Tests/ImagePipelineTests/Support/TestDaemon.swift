@@ -32,6 +32,11 @@ struct TestDaemon {
     let socket = directory + "/thumbd.sock"
     var all = ["serve", "--socket", socket]
     if !arguments.contains("--cache-dir") { all += ["--cache-dir", directory + "/cache"] }
+    // Origins in tests hold downloads for as long as a test needs; on a loaded machine that
+    // can pass the 5 s default, and a 504 would end them first. Tests of the timeouts set
+    // their own.
+    if !arguments.contains("--connect-timeout") { all += ["--connect-timeout", "120"] }
+    if !arguments.contains("--request-timeout") { all += ["--request-timeout", "120"] }
     let logPath = directory + "/thumbd.log"
     var argv = [ChildProcess.thumbd] + all + arguments
     if let limit = descriptorLimit {

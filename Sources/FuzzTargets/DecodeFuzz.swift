@@ -1,0 +1,44 @@
+import ImagePipeline
+
+extension FuzzTarget {
+  /// The JPEG decoder (libjpeg-turbo, our EXIF reader, the scan limits).
+  static let decodeJPEG = decoder(
+    "decode-jpeg", .jpeg, "libjpeg-turbo with DCT scaling, the EXIF reader and the scan limits")
+
+  /// The PNG decoders (the libpng streaming path and the fast path).
+  static let decodePNG = decoder(
+    "decode-png", .png, "libpng streaming and the fast inflate path, chunk limits and budgets")
+
+  /// A target for one decoder, through the thumbnailer at its default limits and two output
+  /// boxes (one resized and JPEG-encoded, one cropped and PNG-encoded). The decode deadline is
+  /// off: what bounds the work must be the decoder's own limits, and libFuzzer's `-timeout`
+  /// catches an input those miss (as the repeated-scan and trailing-zlib findings would have
+  /// been).
+  private static func decoder(_ name: String, _ format: ImageFormat, _ what: String) -> FuzzTarget {
+    FuzzTarget(
+      name: name,
+      covers:
+        "Thumbnailer over \(format.rawValue.uppercased()) (\(what)): a thumbnail inside the box, or a typed ThumbnailError other than a timeout; no crash, leak or out-of-bounds access",
+      maxLength: 262_144
+    ) { bytes in
+      guard ImageFormat.sniff(bytes) == format else { return }
+      var thumbnailer = Thumbnailer()
+      thumbnailer.limits.decodeTimeout = 0
+      for spec in [
+        ThumbnailSpec(width: 48, height: 48),
+        ThumbnailSpec(width: 31, height: 17, fit: .cover, format: .png),
+      ] {
+        do throws(ThumbnailError) {
+          let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: spec)
+          require(
+            thumbnail.width >= 1 && thumbnail.width <= spec.pixelWidth && thumbnail.height >= 1
+              && thumbnail.height <= spec.pixelHeight,
+            "\(thumbnail.width)x\(thumbnail.height) outside \(spec.pixelWidth)x\(spec.pixelHeight)")
+          require(ImageFormat.sniff(thumbnail.data) != nil, "output is not an image")
+        } catch {
+          require(error.kind != "decode_timeout", "a decode ran into the deadline")
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,24 @@
+/// Entry points for the fuzz targets (`Sources/FuzzTargets`) into parsers that are internal
+/// here. Behind the `Fuzzing` SPI, so no other client sees them.
+@_spi(Fuzzing) public enum PipelineFuzzing {
+  /// What a disk cache file decodes to, under `key`: the entry's parts, or nil when it is
+  /// refused (corrupt, or another key's).
+  public static func diskEntry(
+    _ bytes: [UInt8], key: String
+  ) -> (metadata: [UInt8], payload: [UInt8])? {
+    guard case .entry(let metadata, let payload) = DiskCacheEntry.decode(bytes, key: key) else {
+      return nil
+    }
+    return (metadata, payload)
+  }
+
+  /// A disk cache file for the parts.
+  public static func encodeDiskEntry(key: String, metadata: [UInt8], payload: [UInt8]) -> [UInt8] {
+    DiskCacheEntry.encode(key: key, metadata: metadata, payload: payload)
+  }
+
+  /// The thumbnail a disk entry's parts describe, if they describe one.
+  public static func thumbnail(metadata: [UInt8], payload: [UInt8]) -> Thumbnail? {
+    ThumbnailDiskFormat.thumbnail(metadata: metadata, payload: payload)
+  }
+}
