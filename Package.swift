@@ -8,7 +8,9 @@ let package = Package(
   name: "thumbd",
   platforms: [.macOS(.v15)],
   products: [
-    .library(name: "ImagePipeline", targets: ["ImagePipeline", "ThumbClient"]),
+    .library(name: "ImagePipeline", targets: ["ImagePipeline"]),
+    .library(name: "ThumbProtocol", targets: ["ThumbProtocol"]),
+    .library(name: "ThumbClient", targets: ["ThumbClient"]),
     .executable(name: "thumbd", targets: ["thumbd"]),
     .executable(name: "thumbload", targets: ["thumbload"]),
   ],
@@ -48,13 +50,17 @@ let package = Package(
       swiftSettings: strictSwift
     ),
     .target(
+      name: "ThumbProtocol",
+      swiftSettings: strictSwift
+    ),
+    .target(
       name: "ThumbClient",
-      dependencies: ["CNetShim", "ThumbSystem"],
+      dependencies: ["ThumbProtocol", "CNetShim", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "ThumbClient", "CNetShim", "ThumbSystem"],
+      dependencies: ["ImagePipeline", "ThumbProtocol", "CNetShim", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .executableTarget(

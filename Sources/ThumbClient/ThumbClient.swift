@@ -1,5 +1,6 @@
 import CNetShim
 import Synchronization
+@_exported import ThumbProtocol
 import ThumbSystem
 
 #if canImport(Glibc)
@@ -20,44 +21,14 @@ public final class ThumbClient: Sendable {
     case tcp(host: String, port: UInt16)
   }
 
-  /// How urgently a load is wanted; the daemon runs shared work at its most urgent
-  /// subscriber's priority.
-  public enum Priority: String, Sendable, Hashable, CaseIterable {
-    case visible, normal, prefetch
-  }
+  /// How urgently a load is wanted (the protocol's `Priority`).
+  public typealias Priority = ThumbProtocol.Priority
 
   /// A delivered thumbnail.
-  public struct Image: Sendable, Hashable {
-    /// The slot it was loaded into.
-    public var slot: Int
-    /// The item the slot held.
-    public var item: String
-    /// The token of the load.
-    public var token: Int
-    /// `png` or `jpeg`.
-    public var format: String
-    /// Width in pixels.
-    public var width: Int
-    /// Height in pixels.
-    public var height: Int
-    /// `memory`, `disk`, `miss` or `coalesced`.
-    public var cache: String
-    /// The encoded image.
-    public var data: [UInt8]
-  }
+  public typealias Image = ServerMessage.Image
 
-  /// What the daemon sent.
-  public enum Event: Sendable, Hashable {
-    /// A thumbnail for a slot's current load.
-    case image(Image)
-    /// A load failed; `slot`, `item` and `token` are nil for a connection-level error such as
-    /// `bad_frame` (after which the daemon closes the connection).
-    case error(slot: Int?, item: String?, token: Int?, code: String, message: String)
-    /// A prefetched item is now cached.
-    case prefetched(round: Int, item: String)
-    /// A prefetched item failed.
-    case prefetchError(round: Int, item: String, code: String)
-  }
+  /// What the daemon sent: the protocol's server messages, checked against the slots.
+  public typealias Event = ServerMessage
 
   /// Why the client could not connect or send.
   public enum ClientError: Error, Sendable, Hashable {
@@ -96,10 +67,7 @@ public final class ThumbClient: Sendable {
     case .tcp(let host, let port): fd = ns_connect_tcp(host, port)
     }
     guard fd >= 0 else { throw .connect(-fd) }
-    let request = Array(
-      ("GET /v1/session HTTP/1.1\r\nHost: thumbd\r\nConnection: Upgrade\r\n"
-        + "Upgrade: thumbd-session\r\n\r\n").utf8)
-    guard Self.sendAll(fd, request) else {
+    guard Self.sendAll(fd, Wire.upgradeRequest) else {
       Glibc.close(fd)
       throw .closed
     }
@@ -128,19 +96,16 @@ public final class ThumbClient: Sendable {
   /// slot is superseded (the daemon drops its interest in it).
   public func load(
     slot: Int, item: String, token: Int, url: String, width: Int, height: Int, scale: Double = 1,
-    fit: String = "contain", format: String? = nil, quality: Int? = nil,
+    fit: Fit = .contain, format: Format? = nil, quality: Int? = nil,
     priority: Priority = .visible
   ) throws(ClientError) {
     current.withLock { $0[slot] = SlotBinding(item: item, token: token) }
-    var header: [String: JSONValue] = [
-      "op": .string("load"), "slot": .integer(slot), "item": .string(item),
-      "token": .integer(token), "url": .string(url), "w": .integer(width), "h": .integer(height),
-      "scale": Self.jsonNumber(scale),
-      "fit": .string(fit), "priority": .string(priority.rawValue),
-    ]
-    if let format { header["format"] = .string(format) }
-    if let quality { header["quality"] = .integer(quality) }
-    try send(SessionFrame(header: header))
+    let box = ClientMessage.Box(
+      width: width, height: height, scale: scale, fit: fit, format: format, quality: quality)
+    try send(
+      .load(
+        ClientMessage.Load(
+          slot: slot, item: item, token: token, url: url, box: box, priority: priority)))
   }
 
   /// Gives up the slot's load with `token`; its result will not be delivered.
@@ -148,41 +113,30 @@ public final class ThumbClient: Sendable {
     current.withLock { bindings in
       if bindings[slot]?.token == token { bindings[slot] = nil }
     }
-    try send(
-      SessionFrame(header: [
-        "op": .string("cancel"), "slot": .integer(slot), "token": .integer(token),
-      ]))
+    try send(.cancel(slot: slot, token: token))
   }
 
   /// Changes the priority of the slot's load with `token`.
   public func setPriority(slot: Int, token: Int, priority: Priority) throws(ClientError) {
-    try send(
-      SessionFrame(header: [
-        "op": .string("priority"), "slot": .integer(slot), "token": .integer(token),
-        "priority": .string(priority.rawValue),
-      ]))
+    try send(.priority(slot: slot, token: token, priority: priority))
   }
 
   /// Asks for items that are about to be shown, at prefetch priority, as round `round`.
   public func prefetch(
     round: Int, items: [(item: String, url: String)], width: Int, height: Int, scale: Double = 1,
-    fit: String = "contain", format: String? = nil
+    fit: Fit = .contain, format: Format? = nil
   ) throws(ClientError) {
-    var header: [String: JSONValue] = [
-      "op": .string("prefetch"), "round": .integer(round), "w": .integer(width),
-      "h": .integer(height),
-      "scale": Self.jsonNumber(scale),
-      "fit": .string(fit),
-      "items": .array(
-        items.map { .object(["item": .string($0.item), "url": .string($0.url)]) }),
-    ]
-    if let format { header["format"] = .string(format) }
-    try send(SessionFrame(header: header))
+    try send(
+      .prefetch(
+        ClientMessage.Prefetch(
+          round: round, items: items.map { ClientMessage.PrefetchItem(item: $0.item, url: $0.url) },
+          box: ClientMessage.Box(
+            width: width, height: height, scale: scale, fit: fit, format: format))))
   }
 
   /// Withdraws a prefetch round: work nobody else wants stops.
   public func release(round: Int) throws(ClientError) {
-    try send(SessionFrame(header: ["op": .string("release"), "round": .integer(round)]))
+    try send(.release(round: round))
   }
 
   /// Sends bytes as they are (for protocol tests and tools).
@@ -203,10 +157,10 @@ public final class ThumbClient: Sendable {
 
   deinit { close() }
 
-  private func send(_ frame: SessionFrame) throws(ClientError) {
-    let bytes = frame.serialized()
+  private func send(_ message: ClientMessage) throws(ClientError) {
+    let bytes = message.frame.serialized()
     let headerLength = (bytes.firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count) + 1
-    guard headerLength <= SessionFrameReader.headerLimit else {
+    guard headerLength <= Wire.headerLimit else {
       throw .frameTooLarge(headerLength)
     }
     try sendRaw(bytes)
@@ -243,41 +197,16 @@ public final class ThumbClient: Sendable {
     }
   }
 
+  /// The message a frame carries, if the slot it names still holds its item and token.
   private func event(from frame: SessionFrame) -> Event? {
-    let header = frame.header
-    switch frame.op {
-    case "image":
-      guard let slot = header["slot"]?.integer, let item = header["item"]?.string,
-        let token = header["token"]?.integer
-      else { return nil }
-      guard isCurrent(slot: slot, item: item, token: token) else { return nil }
-      return .image(
-        Image(
-          slot: slot, item: item, token: token, format: header["format"]?.string ?? "",
-          width: header["width"]?.integer ?? 0, height: header["height"]?.integer ?? 0,
-          cache: header["cache"]?.string ?? "", data: frame.body))
-    case "error":
-      let slot = header["slot"]?.integer
-      let item = header["item"]?.string
-      let token = header["token"]?.integer
-      if let slot, let item, let token, !isCurrent(slot: slot, item: item, token: token) {
-        return nil
-      }
-      return .error(
-        slot: slot, item: item, token: token, code: header["code"]?.string ?? "",
-        message: header["message"]?.string ?? "")
-    case "prefetched":
-      guard let round = header["round"]?.integer, let item = header["item"]?.string else {
-        return nil
-      }
-      return .prefetched(round: round, item: item)
-    case "prefetch_error":
-      guard let round = header["round"]?.integer, let item = header["item"]?.string else {
-        return nil
-      }
-      return .prefetchError(round: round, item: item, code: header["code"]?.string ?? "")
+    let message = ServerMessage(frame: frame)
+    switch message {
+    case .image(let image):
+      return isCurrent(slot: image.slot, item: image.item, token: image.token) ? message : nil
+    case .error(let slot?, let item?, let token?, _, _):
+      return isCurrent(slot: slot, item: item, token: token) ? message : nil
     default:
-      return nil
+      return message
     }
   }
 
@@ -326,9 +255,4 @@ public final class ThumbClient: Sendable {
     }
   }
 
-  /// A scale as JSON: a whole number as an integer (`2`, not `2.0`), anything else (1e300,
-  /// NaN, which the server refuses) as a number, never trapping in the conversion.
-  private static func jsonNumber(_ value: Double) -> JSONValue {
-    value == value.rounded() && abs(value) < 0x1p53 ? .integer(Int(value)) : .number(value)
-  }
 }

@@ -79,8 +79,9 @@ enum ServeCommand {
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
     let server = try HTTPServer(
       router: Router(
-        thumbnails: route, fetcher: loader, storage: storage),
-      logger: logger,
+        thumbnails: route, fetcher: loader, storage: storage,
+        extra: [SessionConfiguration.refusalRoute]),
+      sessions: SessionConfiguration(parameters: parameters), logger: logger,
       serverLimits: ServerLimits(
         maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
         idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory))

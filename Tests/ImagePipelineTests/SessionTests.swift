@@ -108,7 +108,7 @@ struct SessionTests {
         let size = [16, 20][Int.random(in: 0..<2, using: &generator)]
         try client.load(
           slot: wire, item: "item-\(item)", token: tokens[slot],
-          url: origin.url("/item/\(item).png"), width: size, height: size, format: "png",
+          url: origin.url("/item/\(item).png"), width: size, height: size, format: .png,
           priority: roll % 3 == 0 ? .prefetch : .visible)
         live[wire] = ("item-\(item)", tokens[slot])
       } else if roll < 88, let current = live[wire] {

@@ -1,23 +1,42 @@
 import ImagePipeline
-import ThumbClient
+import ThumbProtocol
 
 /// Entry points for the fuzz targets (`Sources/FuzzTargets`) into the server's internal
 /// parsers. Behind the `Fuzzing` SPI, so no other client sees them.
 @_spi(Fuzzing) public enum ServerFuzzing {
-  /// What a client frame asks for, checked as a session checks it: a short description
-  /// (`load`, `prefetch 3 items`, ...) or the `bad_frame` message.
-  public static func clientRequest(_ frame: SessionFrame) -> Result<String, SessionFrameError> {
-    do throws(SessionFrameError) {
-      switch try ClientRequest.parse(frame, parameters: ThumbnailParameters()) {
-      case .load(let load): return .success("load \(load.slot) \(load.token)")
-      case .cancel(let slot, let token): return .success("cancel \(slot) \(token)")
-      case .prefetch(let prefetch): return .success("prefetch \(prefetch.items.count) items")
-      case .release(let round): return .success("release \(round)")
-      case .priority(let slot, _, _): return .success("priority \(slot)")
+  /// Applies `messages` to a fresh session state (as a session would, finishing each started
+  /// piece of work at once, alternately with success and failure), then closes it. Returns
+  /// the messages it would have sent, and whether every byte of session memory came back.
+  public static func session(
+    _ messages: [ClientMessage]
+  ) -> (sent: [ServerMessage], memoryReturned: Bool) {
+    let memory = SessionMemory(limit: 1 << 20, perSession: 256 << 10)
+    var state = SessionState(parameters: ThumbnailParameters(), memory: memory)
+    var sent: [ServerMessage] = []
+    var started: [(SessionState.WorkID, SessionState.Purpose)] = []
+    func collect(_ effects: [SessionState.Effect]) {
+      for effect in effects {
+        switch effect {
+        case .send(let message): sent.append(message)
+        case .start(let work, _, _, let purpose): started.append((work, purpose))
+        default: break
+        }
       }
-    } catch {
-      return .failure(error)
     }
+    for (index, message) in messages.enumerated() {
+      do throws(SessionFrameError) {
+        collect(try state.apply(message))
+      } catch {
+        break  // a bad_frame ends the session
+      }
+      // Every other step, the oldest started work comes back.
+      if index % 2 == 1, !started.isEmpty {
+        let (work, purpose) = started.removeFirst()
+        collect(state.finished(work, purpose, .failure(.queueFull)))
+      }
+    }
+    collect(state.close())
+    return (sent, memory.used == 0)
   }
 
   /// The image and priority a `/v1/thumbnail` request asks for, or the status refusing it.

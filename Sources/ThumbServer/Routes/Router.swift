@@ -1,8 +1,10 @@
 import ImagePipeline
 import Synchronization
 
-/// Maps requests to responses: `/healthz`, `/metrics`, `/v1/thumbnail`; counts responses by
-/// status for `/metrics`. Socket handling lives elsewhere: this type only sees parsed requests.
+/// Maps requests to answers through one table of routes (`/v1/thumbnail`, `/healthz`,
+/// `/metrics`, and whatever the composition adds, such as the session path's 426), and counts
+/// responses by status for `/metrics`. Socket handling lives elsewhere: this type only sees
+/// parsed requests.
 public final class Router: Sendable {
   /// The thumbnail endpoint.
   public let thumbnails: ThumbnailRoute
@@ -10,94 +12,110 @@ public final class Router: Sendable {
   public let fetcher: SourceLoader?
   /// Storage faults, for `/healthz`.
   public let storage: StorageHealth?
-  private let statuses = Mutex<[Int: Int]>([:])
+  private let statuses = StatusCounts()
+  /// The route table: every route by path, the built-in ones and `extra`.
+  private let routes: [String: Route]
 
   /// Creates a router over a pipeline whose data loader is `fetcher` (if it is a
-  /// `SourceLoader`), reporting `storage` in health checks.
+  /// `SourceLoader`), reporting `storage` in health checks, with `extra` routes besides the
+  /// built-in ones.
   public init(
-    thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil, storage: StorageHealth? = nil
+    thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil, storage: StorageHealth? = nil,
+    extra: [Route] = []
   ) {
     self.thumbnails = thumbnails
     self.fetcher = fetcher
     self.storage = storage
+    let builtIn = [
+      thumbnails.route, Self.healthRoute(storage),
+      Self.metricsRoute(thumbnails.pipeline, fetcher, statuses),
+    ]
+    routes = Dictionary((builtIn + extra).map { ($0.path, $0) }) { _, later in later }
   }
 
-  /// Answers one request, with where the image came from for logging.
-  public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
-    let (response, source) = await route(request)
-    count(response.status)
-    return (response, source)
-  }
+  /// Methods every route answers.
+  static let methods: Set<String> = ["GET"]
 
-  /// The answer, if it needs no waiting: memory-cache hits and health checks, which the server
-  /// then writes from its I/O thread without starting a task.
-  public func respondImmediately(to request: HTTPRequest) -> (HTTPResponse, ResponseSource?)? {
-    guard request.method == "GET" else { return nil }
-    let response: HTTPResponse
-    let source: ResponseSource?
-    switch request.path {
-    case "/v1/thumbnail":
-      guard let hit = thumbnails.respondFromMemory(to: request) else { return nil }
-      (response, source) = (hit, .memory)
-    case "/healthz":
-      (response, source) = (health, nil)
-    default:
-      return nil
+  /// Reads the request once and answers it: at once when no waiting is needed, else with the
+  /// work to wait for. Counted by status when the response is known.
+  public func answer(_ request: HTTPRequest) -> RouteAnswer {
+    switch route(request) {
+    case .now(let response, let source):
+      count(response.status)
+      return .now(response, source)
+    case .later(let work):
+      return .later { [self] in
+        let (response, source) = await work()
+        count(response.status)
+        return (response, source)
+      }
     }
-    count(response.status)
-    return (response, source)
+  }
+
+  /// Answers one request, waiting for it if needed.
+  public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
+    switch answer(request) {
+    case .now(let response, let source): return (response, source)
+    case .later(let work): return await work()
+    }
+  }
+
+  /// Counts a response the router did not make (a 400 for an unparsable request).
+  public func count(_ status: Int) { statuses.count(status) }
+
+  private func route(_ request: HTTPRequest) -> RouteAnswer {
+    guard let handler = routes[request.path]?.answer else {
+      return .now(.error(404, kind: "not_found", message: "no such endpoint"), nil)
+    }
+    guard Self.methods.contains(request.method) else {
+      var response = HTTPResponse.error(405, kind: "method_not_allowed", message: "use GET")
+      response.headers.append(("Allow", Self.methods.sorted().joined(separator: ", ")))
+      return .now(response, nil)
+    }
+    return handler(request)
   }
 
   private static let healthy = HTTPResponse(
     status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok\n".utf8))
 
-  /// 200 either way, since serving goes on; the body says `degraded: ...` while the disk
-  /// cache has faults (thumbnails are still made, only not all kept).
-  private var health: HTTPResponse {
-    guard let degradation = storage?.degradation else { return Self.healthy }
-    return HTTPResponse(
-      status: 200,
-      headers: [("Content-Type", "text/plain"), ("X-Thumbd-Health", "degraded")],
-      body: Array("degraded: \(degradation)\n".utf8))
-  }
-
-  /// Counts a response the router did not make (a 400 for an unparsable request).
-  public func count(_ status: Int) { statuses.withLock { $0[status, default: 0] += 1 } }
-
-  private func route(_ request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
-    let known = ["/healthz", "/metrics", "/v1/thumbnail", "/v1/session"]
-    guard known.contains(request.path) else {
-      return (.error(404, kind: "not_found", message: "no such endpoint"), nil)
-    }
-    guard request.method == "GET" else {
-      var response = HTTPResponse.error(405, kind: "method_not_allowed", message: "use GET")
-      response.headers.append(("Allow", "GET"))
-      return (response, nil)
-    }
-    switch request.path {
-    case "/v1/session":
-      // Reached only when the upgrade headers were missing: the server switches protocols
-      // before routing otherwise.
-      var response = HTTPResponse.error(
-        426, kind: "upgrade_required",
-        message: "send Connection: Upgrade and Upgrade: thumbd-session")
-      response.headers.append(("Upgrade", "thumbd-session"))
-      return (response, nil)
-    case "/healthz":
-      return (health, nil)
-    case "/metrics":
-      let pipeline = thumbnails.pipeline
-      let text = PrometheusExposition.render(
-        metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
-        requestsByStatus: statuses.withLock { $0 }, fetcher: fetcher.map(FetcherFigures.init),
-        disk: await pipeline.diskCache?.statistics, logFailures: Logger.writeFailures)
-      return (
+  /// `/healthz`: 200 either way, since serving goes on; the body says `degraded: ...` while
+  /// the disk cache has faults (thumbnails are still made, only not all kept).
+  private static func healthRoute(_ storage: StorageHealth?) -> Route {
+    Route(path: "/healthz") { _ in
+      guard let degradation = storage?.degradation else { return .now(healthy, nil) }
+      return .now(
         HTTPResponse(
-          status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-          body: Array(text.utf8)), nil
-      )
-    default:
-      return await thumbnails.respond(to: request)
+          status: 200,
+          headers: [("Content-Type", "text/plain"), ("X-Thumbd-Health", "degraded")],
+          body: Array("degraded: \(degradation)\n".utf8)), nil)
     }
   }
+
+  /// `/metrics`: the Prometheus text format.
+  private static func metricsRoute(
+    _ pipeline: ThumbnailPipeline, _ fetcher: SourceLoader?, _ statuses: StatusCounts
+  ) -> Route {
+    Route(path: "/metrics") { _ in
+      .later {
+        let text = PrometheusExposition.render(
+          metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
+          requestsByStatus: statuses.snapshot, fetcher: fetcher.map(FetcherFigures.init),
+          disk: await pipeline.diskCache?.statistics, logFailures: Logger.writeFailures)
+        return (
+          HTTPResponse(
+            status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+            body: Array(text.utf8)), nil
+        )
+      }
+    }
+  }
+}
+
+/// Responses by status, for `/metrics`.
+final class StatusCounts: Sendable {
+  private let counts = Mutex<[Int: Int]>([:])
+
+  func count(_ status: Int) { counts.withLock { $0[status, default: 0] += 1 } }
+
+  var snapshot: [Int: Int] { counts.withLock { $0 } }
 }

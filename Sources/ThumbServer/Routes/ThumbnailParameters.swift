@@ -1,4 +1,5 @@
 import ImagePipeline
+import ThumbProtocol
 
 /// The thumbnail parameters both front ends accept (`/v1/thumbnail` query and session
 /// `load`/`prefetch` frames), checked the same way, with the daemon's defaults filled in.
@@ -12,6 +13,13 @@ public struct ThumbnailParameters: Sendable, Hashable {
   public init(defaultFormat: OutputFormat = .auto, defaultQuality: Int = 80) {
     self.defaultFormat = defaultFormat
     self.defaultQuality = defaultQuality
+  }
+
+  /// The spec a protocol box asks for, checked.
+  func spec(_ box: ClientMessage.Box) -> Result<ThumbnailSpec, ParameterError> {
+    spec(
+      width: box.width, height: box.height, scale: box.scale, fit: box.fit, format: box.format,
+      quality: box.quality)
   }
 
   /// A validated spec, or the message explaining what is wrong.

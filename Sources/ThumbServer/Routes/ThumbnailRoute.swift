@@ -36,37 +36,34 @@ public struct ThumbnailRoute: Sendable {
     self.parameters = parameters
   }
 
-  /// Answers one request. The subscription lasts as long as the calling task: cancelling it
-  /// (the client went away) leaves only this request's interest.
-  public func respond(to request: HTTPRequest) async -> (HTTPResponse, ResponseSource?) {
+  /// The route for `/v1/thumbnail`.
+  public var route: Route { Route(path: "/v1/thumbnail") { [self] request in answer(request) } }
+
+  /// Reads the request once: a memory hit is answered at once, on the calling thread; a
+  /// miss becomes work whose subscription lasts as long as the task waiting for it (the client
+  /// going away cancels it and leaves only this request's interest); a bad query is a 400.
+  public func answer(_ request: HTTPRequest) -> RouteAnswer {
     let imageRequest: ImageRequest
     let priority: ImagePriority
     switch Self.parse(request, parameters: parameters) {
     case .request(let parsed, let asked): (imageRequest, priority) = (parsed, asked)
-    case .rejected(let response): return (response, nil)
+    case .rejected(let response): return .now(response, nil)
     }
-    do {
-      let response = try await pipeline.response(
-        for: imageRequest, priority: priority,
-        client: Self.client(of: request, priority: priority))
-      return (answer(request, with: response), response.source)
-    } catch let error as PipelineError {
-      return (ErrorMapping.response(for: error), nil)
-    } catch {
-      return (.error(499, kind: "cancelled", message: "client went away"), nil)
+    let client = Self.client(of: request, priority: priority)
+    if let hit = pipeline.cachedResponse(for: imageRequest, priority: priority, client: client) {
+      return .now(answer(request, with: hit), .memory)
     }
-  }
-
-  /// The answer for a memory-cache hit, computed without suspending, or nil when the request
-  /// needs real work (or is malformed: `respond` explains that).
-  public func respondFromMemory(to request: HTTPRequest) -> HTTPResponse? {
-    guard
-      case .request(let imageRequest, let priority) = Self.parse(request, parameters: parameters),
-      let response = pipeline.cachedResponse(
-        for: imageRequest, priority: priority,
-        client: Self.client(of: request, priority: priority))
-    else { return nil }
-    return answer(request, with: response)
+    return .later { [self] in
+      do {
+        let response = try await pipeline.response(
+          for: imageRequest, priority: priority, client: client)
+        return (answer(request, with: response), response.source)
+      } catch let error as PipelineError {
+        return (ErrorMapping.response(for: error), nil)
+      } catch {
+        return (.error(499, kind: "cancelled", message: "client went away"), nil)
+      }
+    }
   }
 
   private func answer(_ request: HTTPRequest, with response: ImageResponse) -> HTTPResponse {

@@ -4,14 +4,16 @@
 /// gigabytes. One session may hold 2 MiB (some 7,000 items with 100-byte URLs: look-ahead
 /// enough for any list). Lives on the event loop thread, like the sessions it counts, so it
 /// needs no lock.
-final class SessionMemory {
+public final class SessionMemory: @unchecked Sendable {
+  // @unchecked: used on the event loop thread only (one per server), or by one owner.
   /// Bytes all sessions' prefetch items may hold.
-  let limit: Int
+  public let limit: Int
   /// Bytes one session's prefetch items may hold.
   let perSession: Int
   private(set) var used = 0
 
-  init(limit: Int = 64 << 20, perSession: Int = 2 << 20) {
+  /// Bounds of `limit` bytes for all sessions and `perSession` (at most `limit`) for one.
+  public init(limit: Int = 64 << 20, perSession: Int = 2 << 20) {
     self.limit = limit
     self.perSession = min(perSession, limit)
   }

@@ -25,84 +25,6 @@ public struct SessionFrame: Sendable, Hashable {
   }
 }
 
-/// A JSON value, enough for protocol headers: no floating-point surprises for integers, keys
-/// written in a stable order.
-public enum JSONValue: Sendable, Hashable {
-  case string(String)
-  case integer(Int)
-  case number(Double)
-  case bool(Bool)
-  case null
-  case array([JSONValue])
-  case object([String: JSONValue])
-
-  /// The string, if this is one.
-  public var string: String? {
-    if case .string(let value) = self { return value }
-    return nil
-  }
-
-  /// The integer, if this is a whole number.
-  public var integer: Int? {
-    switch self {
-    case .integer(let value): return value
-    default: return nil
-    }
-  }
-
-  /// The number, integer or not.
-  public var number: Double? {
-    switch self {
-    case .integer(let value): return Double(value)
-    case .number(let value): return value
-    default: return nil
-    }
-  }
-
-  /// Compact JSON text; object keys sorted, with `op` first so frames read well in traces.
-  public func encoded() -> String {
-    switch self {
-    case .string(let value): return Self.quote(value)
-    case .integer(let value): return String(value)
-    case .number(let value): return value.isFinite ? "\(value)" : "null"
-    case .bool(let value): return value ? "true" : "false"
-    case .null: return "null"
-    case .array(let values): return "[" + values.map { $0.encoded() }.joined(separator: ",") + "]"
-    case .object(let fields):
-      let keys = fields.keys.sorted { ($0 == "op" ? 0 : 1, $0) < ($1 == "op" ? 0 : 1, $1) }
-      return "{" + keys.map { Self.quote($0) + ":" + fields[$0]!.encoded() }.joined(separator: ",")
-        + "}"
-    }
-  }
-
-  /// Parses JSON text; nil unless it is valid JSON (see `JSONParser`).
-  public static func parse(_ bytes: some Collection<UInt8>) -> JSONValue? {
-    JSONParser.parse(bytes)
-  }
-
-  /// `text` as a JSON string literal, quotes included.
-  public static func quote(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\r": out += "\\r"
-      case "\t": out += "\\t"
-      default:
-        if scalar.value < 0x20 {
-          let hex = String(scalar.value, radix: 16)
-          out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        } else {
-          out.unicodeScalars.append(scalar)
-        }
-      }
-    }
-    return out + "\""
-  }
-}
-
 /// Why bytes are not a valid frame. The receiver answers `bad_frame` and closes.
 public struct SessionFrameError: Error, Sendable, Hashable, CustomStringConvertible {
   /// What is wrong, for the `message` of the `bad_frame` error.
@@ -127,7 +49,7 @@ public struct SessionFrameReader: Sendable {
   private var pendingBody = 0
 
   /// The longest header line the protocol allows (docs/PROTOCOL.md), newline included.
-  public static let headerLimit = 16384
+  public static let headerLimit = Wire.headerLimit
 
   /// Creates a reader. Headers are at most `headerLimit` by the protocol; `maxBodyBytes`
   /// depends on the side (a server takes no large bodies; a client takes thumbnails).

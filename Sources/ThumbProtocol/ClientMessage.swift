@@ -1,0 +1,264 @@
+/// A frame a client sends (docs/PROTOCOL.md, "Client frames"), checked: every required field
+/// present with its type and within its bounds. A frame that fails here is a `bad_frame`.
+/// Box values are carried as sent: a well-formed frame with a negative width or an unknown
+/// `fit` is answered `invalid_spec` for its slot by the server, and the session goes on.
+public enum ClientMessage: Sendable, Hashable {
+  /// Bind `slot` to `item` and `token`, and ask for the thumbnail.
+  case load(Load)
+  /// Drop the slot's load if it still has `token`.
+  case cancel(slot: Int, token: Int)
+  /// Change the priority of the slot's load if it still has `token`.
+  case priority(slot: Int, token: Int, priority: Priority)
+  /// Ask for items about to be shown, as round `round`.
+  case prefetch(Prefetch)
+  /// Withdraw a prefetch round.
+  case release(round: Int)
+
+  /// The thumbnail asked for, as sent: `w`, `h` and the optional `scale`, `fit`, `format`,
+  /// `quality`.
+  public struct Box: Sendable, Hashable {
+    /// Box width in points (0 leaves it open).
+    public var width: Int
+    /// Box height in points (0 leaves it open).
+    public var height: Int
+    /// Device pixel ratio.
+    public var scale: Double?
+    /// `contain`, `cover` or `fill` (another value is the server's to refuse).
+    public var fit: String?
+    /// `auto`, `png` or `jpeg`.
+    public var format: String?
+    /// JPEG quality.
+    public var quality: Int?
+
+    /// A box with raw values, as a frame carries them (nil: not sent).
+    public init(
+      width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?
+    ) {
+      (self.width, self.height, self.scale) = (width, height, scale)
+      (self.fit, self.format, self.quality) = (fit, format, quality)
+    }
+
+    /// A box from the protocol's own vocabulary.
+    public init(
+      width: Int, height: Int, scale: Double = 1, fit: Fit = .contain, format: Format? = nil,
+      quality: Int? = nil
+    ) {
+      self.init(
+        width: width, height: height, scale: Optional(scale), fit: Optional(fit.rawValue),
+        format: format?.rawValue, quality: quality)
+    }
+  }
+
+  /// A `load` frame.
+  public struct Load: Sendable, Hashable {
+    /// 0...`Wire.maxSlot`.
+    public var slot: Int
+    /// Opaque to the server, echoed back.
+    public var item: String
+    /// The client's: differs between successive loads of a slot.
+    public var token: Int
+    /// The source.
+    public var url: String
+    /// The thumbnail.
+    public var box: Box
+    /// Default `visible`.
+    public var priority: Priority
+
+    /// A load.
+    public init(
+      slot: Int, item: String, token: Int, url: String, box: Box, priority: Priority = .visible
+    ) {
+      (self.slot, self.item, self.token, self.url) = (slot, item, token, url)
+      (self.box, self.priority) = (box, priority)
+    }
+  }
+
+  /// One announced item of a `prefetch` frame.
+  public struct PrefetchItem: Sendable, Hashable {
+    /// Opaque, echoed back.
+    public var item: String
+    /// The source.
+    public var url: String
+
+    /// An item.
+    public init(item: String, url: String) { (self.item, self.url) = (item, url) }
+  }
+
+  /// A `prefetch` frame.
+  public struct Prefetch: Sendable, Hashable {
+    /// The round's number.
+    public var round: Int
+    /// At most `Wire.maxPrefetchItems`, nearest first.
+    public var items: [PrefetchItem]
+    /// One box for all of them.
+    public var box: Box
+
+    /// A prefetch round.
+    public init(round: Int, items: [PrefetchItem], box: Box) {
+      (self.round, self.items, self.box) = (round, items, box)
+    }
+  }
+
+  /// Reads a client frame; throws the `bad_frame` message for one that breaks a rule.
+  public init(frame: SessionFrame) throws(SessionFrameError) {
+    let fields = FrameFields(frame.header)
+    switch frame.op.flatMap(Wire.Op.init(rawValue:)) {
+    case .load:
+      self = .load(
+        Load(
+          slot: try fields.slot(), item: try fields.text("item", maxLength: Wire.maxItemLength),
+          token: try fields.integer("token", in: Wire.identifiers),
+          url: try fields.text("url", maxLength: Wire.maxURLLength), box: try fields.box(),
+          priority: try fields.priority() ?? .visible))
+    case .cancel:
+      self = .cancel(
+        slot: try fields.slot(), token: try fields.integer("token", in: Wire.identifiers))
+    case .priority:
+      let (slot, token) = (try fields.slot(), try fields.integer("token", in: Wire.identifiers))
+      guard let priority = try fields.priority() else {
+        throw SessionFrameError("missing field priority")
+      }
+      self = .priority(slot: slot, token: token, priority: priority)
+    case .prefetch:
+      let round = try fields.integer("round", in: Wire.identifiers)
+      self = .prefetch(Prefetch(round: round, items: try fields.items(), box: try fields.box()))
+    case .release:
+      self = .release(round: try fields.integer("round", in: Wire.identifiers))
+    case .image, .error, .prefetched, .prefetchError, nil:
+      guard let op = frame.op else { throw SessionFrameError("the header needs a string op") }
+      throw SessionFrameError("unknown op \(JSONValue.string(op).encoded())")
+    }
+  }
+
+  /// The frame to send.
+  public var frame: SessionFrame {
+    var header: [String: JSONValue]
+    switch self {
+    case .load(let load):
+      header = [
+        "slot": .integer(load.slot), "item": .string(load.item), "token": .integer(load.token),
+        "url": .string(load.url), "priority": .string(load.priority.rawValue),
+      ]
+      load.box.write(into: &header)
+    case .cancel(let slot, let token):
+      header = ["slot": .integer(slot), "token": .integer(token)]
+    case .priority(let slot, let token, let priority):
+      header = [
+        "slot": .integer(slot), "token": .integer(token), "priority": .string(priority.rawValue),
+      ]
+    case .prefetch(let prefetch):
+      header = [
+        "round": .integer(prefetch.round),
+        "items": .array(
+          prefetch.items.map { .object(["item": .string($0.item), "url": .string($0.url)]) }),
+      ]
+      prefetch.box.write(into: &header)
+    case .release(let round):
+      header = ["round": .integer(round)]
+    }
+    header["op"] = .string(op.rawValue)
+    return SessionFrame(header: header)
+  }
+
+  /// This message's `op`.
+  public var op: Wire.Op {
+    switch self {
+    case .load: .load
+    case .cancel: .cancel
+    case .priority: .priority
+    case .prefetch: .prefetch
+    case .release: .release
+    }
+  }
+}
+
+extension ClientMessage.Box {
+  fileprivate func write(into header: inout [String: JSONValue]) {
+    header["w"] = .integer(width)
+    header["h"] = .integer(height)
+    if let scale { header["scale"] = .wholeOrNumber(scale) }
+    if let fit { header["fit"] = .string(fit) }
+    if let format { header["format"] = .string(format) }
+    if let quality { header["quality"] = .integer(quality) }
+  }
+}
+
+/// Typed access to a client frame's fields, throwing `bad_frame` messages that name the field.
+private struct FrameFields {
+  let values: [String: JSONValue]
+
+  init(_ values: [String: JSONValue]) { self.values = values }
+
+  func integer(_ name: String, in range: ClosedRange<Int>) throws(SessionFrameError) -> Int {
+    guard let value = values[name] else { throw SessionFrameError("missing field \(name)") }
+    guard let number = value.integer, range.contains(number) else {
+      throw SessionFrameError(
+        "\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
+    }
+    return number
+  }
+
+  func optionalInteger(_ name: String) throws(SessionFrameError) -> Int? {
+    guard let value = values[name], value != .null else { return nil }
+    guard let number = value.integer else { throw SessionFrameError("\(name) must be an integer") }
+    return number
+  }
+
+  func text(_ name: String, maxLength: Int) throws(SessionFrameError) -> String {
+    guard let value = values[name] else { throw SessionFrameError("missing field \(name)") }
+    guard let text = value.string, !text.isEmpty, text.utf8.count <= maxLength else {
+      throw SessionFrameError("\(name) must be a string of 1...\(maxLength) bytes")
+    }
+    return text
+  }
+
+  func optionalText(_ name: String) throws(SessionFrameError) -> String? {
+    guard let value = values[name], value != .null else { return nil }
+    guard let text = value.string else { throw SessionFrameError("\(name) must be a string") }
+    return text
+  }
+
+  func slot() throws(SessionFrameError) -> Int { try integer("slot", in: 0...Wire.maxSlot) }
+
+  func priority() throws(SessionFrameError) -> Priority? {
+    guard let text = try optionalText("priority") else { return nil }
+    guard let priority = Priority(rawValue: text) else {
+      throw SessionFrameError("priority must be visible, normal or prefetch")
+    }
+    return priority
+  }
+
+  func box() throws(SessionFrameError) -> ClientMessage.Box {
+    let width = try integer("w", in: Int.min...Int.max)
+    let height = try integer("h", in: Int.min...Int.max)
+    var scale: Double?
+    if let value = values["scale"], value != .null {
+      guard let number = value.number else { throw SessionFrameError("scale must be a number") }
+      scale = number
+    }
+    return ClientMessage.Box(
+      width: width, height: height, scale: scale, fit: try optionalText("fit"),
+      format: try optionalText("format"), quality: try optionalInteger("quality"))
+  }
+
+  func items() throws(SessionFrameError) -> [ClientMessage.PrefetchItem] {
+    guard case .array(let entries)? = values["items"] else {
+      throw SessionFrameError("prefetch needs an items array")
+    }
+    guard entries.count <= Wire.maxPrefetchItems else {
+      throw SessionFrameError("at most \(Wire.maxPrefetchItems) items per prefetch frame")
+    }
+    var items: [ClientMessage.PrefetchItem] = []
+    for entry in entries {
+      guard case .object(let object) = entry else {
+        throw SessionFrameError("each prefetch item must be an object with item and url")
+      }
+      let fields = FrameFields(object)
+      items.append(
+        ClientMessage.PrefetchItem(
+          item: try fields.text("item", maxLength: Wire.maxItemLength),
+          url: try fields.text("url", maxLength: Wire.maxURLLength)))
+    }
+    return items
+  }
+}

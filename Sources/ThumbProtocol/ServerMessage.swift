@@ -1,0 +1,113 @@
+/// A frame the server sends (docs/PROTOCOL.md, "Server frames").
+public enum ServerMessage: Sendable, Hashable {
+  /// A thumbnail for a slot's current load.
+  case image(Image)
+  /// A load failed; `slot`, `item` and `token` are nil for a connection-level error such as
+  /// `bad_frame` (after which the server closes the connection).
+  case error(slot: Int?, item: String?, token: Int?, code: String, message: String)
+  /// A prefetched item is now cached.
+  case prefetched(round: Int, item: String)
+  /// A prefetched item failed.
+  case prefetchError(round: Int, item: String, code: String)
+
+  /// A delivered thumbnail.
+  public struct Image: Sendable, Hashable {
+    /// The slot it was loaded into.
+    public var slot: Int
+    /// The item the slot held.
+    public var item: String
+    /// The token of the load.
+    public var token: Int
+    /// `png` or `jpeg`.
+    public var format: String
+    /// Width in pixels.
+    public var width: Int
+    /// Height in pixels.
+    public var height: Int
+    /// `memory`, `disk`, `miss` or `coalesced`.
+    public var cache: String
+    /// The encoded image.
+    public var data: [UInt8]
+
+    /// An image frame's contents.
+    public init(
+      slot: Int, item: String, token: Int, format: String, width: Int, height: Int,
+      cache: String, data: [UInt8]
+    ) {
+      (self.slot, self.item, self.token, self.format) = (slot, item, token, format)
+      (self.width, self.height, self.cache, self.data) = (width, height, cache, data)
+    }
+  }
+
+  /// Reads a server frame; nil for an op this side does not know (later versions may add
+  /// some) or an image without its slot, item and token.
+  public init?(frame: SessionFrame) {
+    let header = frame.header
+    switch frame.op.flatMap(Wire.Op.init(rawValue:)) {
+    case .image:
+      guard let slot = header["slot"]?.integer, let item = header["item"]?.string,
+        let token = header["token"]?.integer
+      else { return nil }
+      self = .image(
+        Image(
+          slot: slot, item: item, token: token, format: header["format"]?.string ?? "",
+          width: header["width"]?.integer ?? 0, height: header["height"]?.integer ?? 0,
+          cache: header["cache"]?.string ?? "", data: frame.body))
+    case .error:
+      self = .error(
+        slot: header["slot"]?.integer, item: header["item"]?.string,
+        token: header["token"]?.integer, code: header["code"]?.string ?? "",
+        message: header["message"]?.string ?? "")
+    case .prefetched:
+      guard let round = header["round"]?.integer, let item = header["item"]?.string else {
+        return nil
+      }
+      self = .prefetched(round: round, item: item)
+    case .prefetchError:
+      guard let round = header["round"]?.integer, let item = header["item"]?.string else {
+        return nil
+      }
+      self = .prefetchError(round: round, item: item, code: header["code"]?.string ?? "")
+    case .load, .cancel, .priority, .prefetch, .release, nil:
+      return nil
+    }
+  }
+
+  /// The frame to send.
+  public var frame: SessionFrame {
+    switch self {
+    case .image(let image):
+      return SessionFrame(
+        header: [
+          "op": .string(Wire.Op.image.rawValue), "slot": .integer(image.slot),
+          "item": .string(image.item), "token": .integer(image.token),
+          "format": .string(image.format), "width": .integer(image.width),
+          "height": .integer(image.height), "cache": .string(image.cache),
+        ], body: image.data)
+    case .error(let slot, let item, let token, let code, let message):
+      var header: [String: JSONValue] = [
+        "op": .string(Wire.Op.error.rawValue), "code": .string(code),
+        "message": .string(message),
+      ]
+      if let slot { header["slot"] = .integer(slot) }
+      if let item { header["item"] = .string(item) }
+      if let token { header["token"] = .integer(token) }
+      return SessionFrame(header: header)
+    case .prefetched(let round, let item):
+      return SessionFrame(header: [
+        "op": .string(Wire.Op.prefetched.rawValue), "round": .integer(round),
+        "item": .string(item),
+      ])
+    case .prefetchError(let round, let item, let code):
+      return SessionFrame(header: [
+        "op": .string(Wire.Op.prefetchError.rawValue), "round": .integer(round),
+        "item": .string(item), "code": .string(code),
+      ])
+    }
+  }
+
+  /// The connection-level `bad_frame` error the server sends before it closes.
+  public static func badFrame(_ error: SessionFrameError) -> ServerMessage {
+    .error(slot: nil, item: nil, token: nil, code: Wire.Code.badFrame, message: error.message)
+  }
+}

@@ -1,0 +1,211 @@
+import ImagePipeline
+
+/// HTTP/1.1 on one connection: the strict parser, pipelining in order, the router's answers,
+/// the access log, and protocol upgrades. Answers that need no waiting (memory hits, health)
+/// are written at once on the loop thread; the others come back from their tasks through
+/// `EventLoop.execute` and are written in request order.
+///
+/// Parsed requests wait in `queued` and start only while fewer than `maxPipelined` are in
+/// flight and the connection's unwritten output is under its bound; while either holds,
+/// reading pauses, so a client that pipelines without reading holds at most that much memory.
+final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
+  // @unchecked: loop-thread state only; tasks hop back with EventLoop.execute.
+  private let router: Router
+  private let upgraders: [any ProtocolUpgrader]
+  private let logger: Logger?
+  private let loop: EventLoop
+  private let maxPipelined = 16
+  let outputLimit: Int
+  private var parser: HTTPRequestParser
+  /// Requests parsed but not started.
+  private var queued: [HTTPRequest] = []
+  /// Requests being answered, by sequence number, so a hang-up can cancel them.
+  private var inFlight: [Int: Task<Void, Never>] = [:]
+  /// Responses finished out of order, by request sequence number.
+  private var finished: [Int: (bytes: [UInt8], close: Bool)] = [:]
+  private var nextSequence = 0
+  private var nextToWrite = 0
+  /// No answer goes out after the one that closes the connection.
+  private var closing = false
+  /// The first request has not come yet: its head is due from the accept on.
+  private var awaitingFirstRequest = true
+
+  init(
+    router: Router, upgraders: [any ProtocolUpgrader], logger: Logger?, loop: EventLoop,
+    limits: HTTPLimits, outputLimit: Int
+  ) {
+    self.router = router
+    self.upgraders = upgraders
+    self.logger = logger
+    self.loop = loop
+    self.outputLimit = outputLimit
+    parser = HTTPRequestParser(limits: limits)
+  }
+
+  var hasPartialInput: Bool { awaitingFirstRequest || parser.bufferedBytes > 0 }
+
+  var isIdle: Bool {
+    inFlight.isEmpty && queued.isEmpty && finished.isEmpty && parser.bufferedBytes == 0
+  }
+
+  var pendingWork: Int { inFlight.count + queued.count }
+
+  func received(_ bytes: ArraySlice<UInt8>, on connection: LoopConnection) -> Bool {
+    let complete: [HTTPRequest]
+    do {
+      complete = try parser.feed(bytes)
+    } catch {
+      refuse(status: error == .bodyTooLarge ? 413 : 400, "\(error)", on: connection)
+      return true
+    }
+    if !complete.isEmpty { awaitingFirstRequest = false }
+    queued += complete
+    dispatchQueued(connection)
+    return !complete.isEmpty
+  }
+
+  func drained(_ connection: LoopConnection) {
+    if connection.readPaused { dispatchQueued(connection) }
+  }
+
+  func closed(_ connection: LoopConnection) {
+    for task in inFlight.values { task.cancel() }
+    inFlight.removeAll()
+    queued.removeAll()
+  }
+
+  /// Starts queued requests in order while the client keeps up; pauses reading otherwise.
+  private func dispatchQueued(_ connection: LoopConnection) {
+    while !queued.isEmpty && !closing && connection.isOpen {
+      guard inFlight.count < maxPipelined, !connection.isOverOutputBound else {
+        connection.pauseReading()
+        return
+      }
+      let request = queued.removeFirst()
+      if queued.isEmpty && parser.awaitingUpgradeDecision {
+        // The parser stopped after this request: the bytes behind it may be another protocol.
+        if upgrade(request, on: connection) { return }
+        dispatch(request, on: connection)
+        do {
+          queued += try parser.resume()
+        } catch {
+          refuse(status: error == .bodyTooLarge ? 413 : 400, "\(error)", on: connection)
+          return
+        }
+        continue
+      }
+      dispatch(request, on: connection)
+    }
+    if connection.readPaused && queued.isEmpty && inFlight.count < maxPipelined / 2
+      && !connection.isOverOutputBound
+    {
+      connection.resumeReading()
+    }
+  }
+
+  /// Switches protocols if an upgrader takes `request`. False to serve it as an ordinary
+  /// request (which answers the upgrade path with its refusal, such as 426).
+  private func upgrade(_ request: HTTPRequest, on connection: LoopConnection) -> Bool {
+    guard let upgrader = upgraders.first(where: { $0.accepts(request) }) else { return false }
+    guard inFlight.isEmpty && finished.isEmpty else {
+      // Earlier pipelined responses would interleave with the new protocol's bytes.
+      refuse(status: 400, "an upgrade must not follow unanswered requests", on: connection)
+      return true
+    }
+    router.count(101)
+    let (handler, response) = upgrader.upgrade(connection, request: request)
+    write(response, close: false, on: connection)
+    connection.switchHandler(to: handler, leftover: parser.takeRemainder())
+    return true
+  }
+
+  private func refuse(status: Int, _ reason: String, on connection: LoopConnection) {
+    connection.stopReading()
+    queued.removeAll()
+    router.count(status)
+    logger?.log(.info, "bad_request", ["status": String(status), "reason": reason])
+    let response = HTTPResponse.error(status, kind: "bad_request", message: reason)
+    write(response.serialized(keepAlive: false), close: true, on: connection)
+  }
+
+  /// Queues a response in sequence order for the next request number.
+  private func write(_ bytes: [UInt8], close: Bool, on connection: LoopConnection) {
+    let sequence = nextSequence
+    nextSequence += 1
+    deliver(bytes, close: close, sequence: sequence, on: connection)
+  }
+
+  private func dispatch(_ request: HTTPRequest, on connection: LoopConnection) {
+    let sequence = nextSequence
+    nextSequence += 1
+    let keepAlive = request.keepAlive
+    if !keepAlive { connection.stopReading() }
+    switch router.answer(request) {
+    case .now(let response, let source):
+      // Memory hits and health checks: no task, no hand-off between threads.
+      if let logger { Self.logAccess(logger, request, response, source, since: .now) }
+      deliver(
+        response.serialized(keepAlive: keepAlive), close: !keepAlive, sequence: sequence,
+        on: connection)
+    case .later(let work):
+      let (loop, logger, id) = (loop, logger, connection.id)
+      inFlight[sequence] = Task {
+        let started = ContinuousClock.now
+        let (response, source) = await work()
+        if let logger { Self.logAccess(logger, request, response, source, since: started) }
+        guard !Task.isCancelled else { return }
+        let bytes = response.serialized(keepAlive: keepAlive)
+        loop.execute(on: id) { [self] connection in
+          inFlight[sequence] = nil
+          deliver(bytes, close: !keepAlive, sequence: sequence, on: connection)
+          if connection.isOpen { dispatchQueued(connection) }
+        }
+      }
+    }
+  }
+
+  /// Writes finished responses in request order.
+  private func deliver(
+    _ bytes: [UInt8], close: Bool, sequence: Int, on connection: LoopConnection
+  ) {
+    finished[sequence] = (bytes, close)
+    while let next = finished.removeValue(forKey: nextToWrite) {
+      nextToWrite += 1
+      if closing { break }
+      connection.write(next.bytes)
+      if next.close {
+        closing = true
+        connection.closeAfterWrite()
+      }
+    }
+  }
+
+  /// One line per request. The source URL is reduced to scheme, host and a hash: paths and
+  /// queries can carry credentials.
+  private static func logAccess(
+    _ logger: Logger, _ request: HTTPRequest, _ response: HTTPResponse, _ source: ResponseSource?,
+    since started: ContinuousClock.Instant
+  ) {
+    guard logger.isEnabled(.info) else { return }
+    var fields: [(String, String)] = [
+      ("method", request.method), ("path", request.path), ("status", String(response.status)),
+      ("bytes", String(response.body.count)),
+      ("ms", Logger.milliseconds(ContinuousClock.now - started)),
+    ]
+    if let source { fields.append(("cache", source.rawValue)) }
+    if let url = request.queryValue("url") { fields.append(("src", LogRedaction.source(url))) }
+    logger.log(.info, "request", fields: fields)
+  }
+}
+
+/// Takes a connection over from HTTP when a request asks for another protocol (the session
+/// upgrade), as SwiftNIO hands upgraders to its upgrade handler. Built where the daemon is
+/// composed and given to the server.
+protocol ProtocolUpgrader: Sendable {
+  /// Whether `request` asks for this protocol, headers and all.
+  func accepts(_ request: HTTPRequest) -> Bool
+  /// The new protocol's handler for `connection`, and the response that switches to it.
+  func upgrade(
+    _ connection: LoopConnection, request: HTTPRequest
+  ) -> (any ConnectionHandler, [UInt8])
+}

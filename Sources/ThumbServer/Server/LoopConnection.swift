@@ -1,0 +1,94 @@
+/// Numbers a connection in the event loop (its epoll registration). Not the session
+/// protocol's tokens, which belong to clients.
+public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+  let value: UInt64
+
+  /// The number, for logs.
+  public var description: String { String(value) }
+}
+
+/// One client connection as the event loop sees it: a descriptor, unwritten output, whether
+/// it is read, and the handler of its protocol. Loop-thread state only.
+final class LoopConnection: @unchecked Sendable {
+  // @unchecked: touched only on the loop thread (checked by EventLoop.assertInLoop in debug
+  // builds); other threads reach it through EventLoop.execute.
+  let id: ConnectionID
+  let fd: Int32
+  unowned let loop: EventLoop
+  var handler: any ConnectionHandler
+  /// Bytes serialised but not yet written, from `outputOffset` on.
+  var output: [UInt8] = []
+  var outputOffset = 0
+  /// Set when what is queued now is the last output: close once it is written.
+  private(set) var closesAfterWrite = false
+  /// No more input is read (after a final answer); a hang-up then closes at once.
+  private(set) var stopsReading = false
+  /// Reading waits while the handler cannot take more work.
+  private(set) var readPaused = false
+  var watchingWritable = false
+  var isOpen = true
+  /// Monotonic nanoseconds of the last byte read or written.
+  var lastActivity: UInt64
+  /// When the partial input now buffered started arriving (the accept time until the first
+  /// request); nil while nothing is half-received.
+  var partialSince: UInt64?
+
+  init(id: ConnectionID, fd: Int32, loop: EventLoop, handler: any ConnectionHandler, now: UInt64) {
+    self.id = id
+    self.fd = fd
+    self.loop = loop
+    self.handler = handler
+    lastActivity = now
+    partialSince = now
+  }
+
+  var hasPendingOutput: Bool { outputOffset < output.count }
+
+  /// Bytes serialised but not yet written.
+  var pendingOutput: Int { output.count - outputOffset }
+
+  /// Queues bytes after everything queued before and starts writing them.
+  func write(_ bytes: [UInt8]) {
+    guard isOpen, !bytes.isEmpty else { return }
+    loop.queueOutput(bytes, on: self)
+    loop.flush(self)
+  }
+
+  /// Closes the connection once everything queued so far is written; nothing more is read.
+  func closeAfterWrite() {
+    closesAfterWrite = true
+    stopsReading = true
+    if isOpen && !hasPendingOutput { loop.flush(self) }
+  }
+
+  /// Reads no more input; the connection stays open until written out or hung up.
+  func stopReading() { stopsReading = true }
+
+  /// Whether unwritten output is over the handler's limit or the loop's total.
+  var isOverOutputBound: Bool { loop.isOverOutputBound(self) }
+
+  /// Stops reading until `resumeReading`.
+  func pauseReading() {
+    guard !readPaused else { return }
+    readPaused = true
+    loop.updateInterest(self)
+  }
+
+  /// Reads again, starting with what arrived meanwhile.
+  func resumeReading() {
+    guard readPaused else { return }
+    readPaused = false
+    loop.updateInterest(self)
+    loop.readAvailable(self)
+  }
+
+  /// Hands the connection to another protocol's handler (an upgrade), with the bytes that
+  /// arrived after the upgrade request.
+  func switchHandler(to next: any ConnectionHandler, leftover: [UInt8]) {
+    handler = next
+    if !leftover.isEmpty { next.received(leftover[...], on: self) }
+  }
+
+  /// Closes now.
+  func close() { loop.closeConnection(self) }
+}

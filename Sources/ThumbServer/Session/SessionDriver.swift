@@ -1,0 +1,69 @@
+import ImagePipeline
+import ThumbProtocol
+
+/// Runs a `SessionState`'s effects against a `SessionWork` and hands back the messages to
+/// send. The daemon's session handler and thumbload's library target both drive sessions
+/// through this, on one serial context each (the event loop; a lock).
+public final class SessionDriver {
+  private var state: SessionState
+  private let work: any SessionWork
+
+  init(state: SessionState, work: any SessionWork) {
+    self.state = state
+    self.work = work
+  }
+
+  /// A session over `pipeline` for `client`, with `parameters`' defaults and announced items
+  /// counted in `memory`. `report` carries each finished piece of work back to the owner's
+  /// serial context, where the owner calls `finished`.
+  public convenience init(
+    pipeline: ThumbnailPipeline, client: ClientID, parameters: ThumbnailParameters,
+    memory: SessionMemory, report: @escaping @Sendable (FinishedWork) -> Void
+  ) {
+    self.init(
+      state: SessionState(parameters: parameters, memory: memory),
+      work: PipelineSessionWork(pipeline: pipeline, client: client) { work, purpose, outcome in
+        report(FinishedWork(work: work, purpose: purpose, outcome: outcome))
+      })
+  }
+
+  /// Loads and prefetch items not answered yet.
+  public var pendingWork: Int { state.pendingWork }
+
+  /// Applies a client message; returns the messages to send at once. Throws the `bad_frame`
+  /// message for a message that breaks a session bound.
+  public func apply(_ message: ClientMessage) throws(SessionFrameError) -> [ServerMessage] {
+    run(try state.apply(message))
+  }
+
+  /// A piece of work came back: the message to send, if its binding still wants it.
+  public func finished(_ done: FinishedWork) -> [ServerMessage] {
+    work.forget(done.work)
+    return run(state.finished(done.work, done.purpose, done.outcome))
+  }
+
+  /// The connection closed: every piece of work is given up.
+  public func close() { _ = run(state.close()) }
+
+  private func run(_ effects: [SessionState.Effect]) -> [ServerMessage] {
+    var messages: [ServerMessage] = []
+    for effect in effects {
+      switch effect {
+      case .start(let id, let request, let priority, let purpose):
+        work.start(id, request, priority, purpose)
+      case .cancel(let id): work.cancel(id)
+      case .setPriority(let id, let priority): work.setPriority(id, priority)
+      case .send(let message): messages.append(message)
+      case .staleDrop: work.countStaleDrop()
+      }
+    }
+    return messages
+  }
+}
+
+/// A session's finished piece of work on its way back to the session's serial context.
+public struct FinishedWork: Sendable {
+  let work: SessionState.WorkID
+  let purpose: SessionState.Purpose
+  let outcome: SessionState.Outcome
+}

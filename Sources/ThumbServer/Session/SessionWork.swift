@@ -1,0 +1,70 @@
+import ImagePipeline
+
+/// Where a session's work runs: the seam between `SessionDriver` and the pipeline, so the
+/// state machine can be driven against a scripted runner in tests.
+protocol SessionWork: AnyObject {
+  /// Starts `request`; its outcome must come back through the owner's `finished` call on the
+  /// owner's own serial context (the event loop, a lock).
+  func start(
+    _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
+    _ purpose: SessionState.Purpose)
+  /// Gives up the work's subscription; a result may still come (shared work finishing).
+  func cancel(_ work: SessionState.WorkID)
+  /// Changes the work's priority.
+  func setPriority(_ work: SessionState.WorkID, _ priority: ImagePriority)
+  /// The work's outcome has been taken: forget it.
+  func forget(_ work: SessionState.WorkID)
+  /// A result for a binding that moved on was dropped.
+  func countStaleDrop()
+}
+
+/// `SessionWork` over a `ThumbnailPipeline`: one `ImageTask` per piece of work, at the
+/// session's share of prefetch capacity. Used on one serial context (the loop, a lock).
+final class PipelineSessionWork: SessionWork {
+  private let pipeline: ThumbnailPipeline
+  private let client: ClientID
+  private let report:
+    @Sendable (SessionState.WorkID, SessionState.Purpose, SessionState.Outcome) -> Void
+  private var tasks: [SessionState.WorkID: ImageTask] = [:]
+
+  /// Work for `client` on `pipeline`; `report` hands each outcome back to the owner, from any
+  /// thread (cancelled work reports nothing).
+  init(
+    pipeline: ThumbnailPipeline, client: ClientID,
+    report:
+      @escaping @Sendable (SessionState.WorkID, SessionState.Purpose, SessionState.Outcome)
+      -> Void
+  ) {
+    self.pipeline = pipeline
+    self.client = client
+    self.report = report
+  }
+
+  func start(
+    _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
+    _ purpose: SessionState.Purpose
+  ) {
+    let task = pipeline.task(for: request, priority: priority, client: client)
+    tasks[work] = task
+    let report = report
+    Task {
+      do {
+        report(work, purpose, .success(try await task.response))
+      } catch let error as PipelineError {
+        report(work, purpose, .failure(error))
+      } catch {
+        // Cancelled: the state has already let go of it.
+      }
+    }
+  }
+
+  func cancel(_ work: SessionState.WorkID) { tasks.removeValue(forKey: work)?.cancel() }
+
+  func setPriority(_ work: SessionState.WorkID, _ priority: ImagePriority) {
+    tasks[work]?.setPriority(priority)
+  }
+
+  func forget(_ work: SessionState.WorkID) { tasks[work] = nil }
+
+  func countStaleDrop() { pipeline.metrics.countStaleDrop() }
+}
