@@ -80,7 +80,7 @@ let package = Package(
     ),
     .target(
       name: "FuzzTargets",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient"],
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbProtocol"],
       swiftSettings: strictSwift
     ),
     .executableTarget(

@@ -1,4 +1,4 @@
-import ThumbClient
+import ThumbProtocol
 
 extension FuzzTarget {
   /// The JSON parser of session frames and config files.

@@ -1,4 +1,4 @@
-import ThumbClient
+import ThumbProtocol
 @_spi(Fuzzing) import ThumbServer
 
 extension FuzzTarget {

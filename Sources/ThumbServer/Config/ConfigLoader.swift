@@ -1,4 +1,4 @@
-import ThumbClient
+import ThumbProtocol
 import ThumbSystem
 
 /// A setting that could not be used: which key, where it came from, and why.

@@ -1,4 +1,4 @@
-import ThumbClient
+import ThumbProtocol
 import ThumbSystem
 
 /// One option's value as it arrived: typed from the JSON file, or text from a flag or an

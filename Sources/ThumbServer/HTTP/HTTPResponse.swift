@@ -1,4 +1,4 @@
-import ThumbClient
+import ThumbProtocol
 
 /// An HTTP/1.1 response ready to be written.
 public struct HTTPResponse: Sendable, Hashable {

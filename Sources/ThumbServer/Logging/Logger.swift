@@ -1,5 +1,5 @@
 import Synchronization
-import ThumbClient
+import ThumbProtocol
 
 #if canImport(Glibc)
   import Glibc
