@@ -70,7 +70,9 @@ let package = Package(
     ),
     .target(
       name: "LoadHarness",
-      dependencies: ["ImagePipeline", "ThumbClient", "CNetShim"],
+      dependencies: [
+        "ImagePipeline", "ThumbProtocol", "ThumbServer", "ThumbClient", "CNetShim", "ThumbSystem",
+      ],
       swiftSettings: strictSwift
     ),
     .executableTarget(
@@ -98,7 +100,7 @@ let package = Package(
       name: "ImagePipelineTests",
       dependencies: [
         "ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CNetShim", "LoadHarness",
-        "FuzzTargets",
+        "FuzzTargets", "ThumbSystem", "ThumbProtocol",
       ],
       exclude: ["Fixtures"],
       swiftSettings: strictSwift

@@ -65,12 +65,13 @@ int ns_listen_unix(const char *path, uint32_t mode, int backlog) {
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail();
-  /* Bind under a umask that yields at most `mode`, then set it exactly, so
-   * the socket is never briefly wider than asked. umask is process-wide:
-   * call this at start-up, before other threads create files. */
-  mode_t previous = umask((mode_t)(~mode & 0777));
-  status = bind(fd, (struct sockaddr *)&address, sizeof(address));
-  umask(previous);
+  /* Linux creates the socket file with the socket inode's mode, less the umask:
+   * set that mode first, so the file is never briefly wider than asked, then set
+   * it exactly. Not umask(): it is process-wide, and changing it around bind
+   * made files that other threads created meanwhile (a test's nginx root, a
+   * library user's) unreadable. */
+  status = fchmod(fd, (mode_t)mode);
+  if (status == 0) status = bind(fd, (struct sockaddr *)&address, sizeof(address));
   if (status != 0 || chmod(path, (mode_t)mode) != 0 || listen(fd, backlog) != 0) {
     int error = errno;
     close(fd);

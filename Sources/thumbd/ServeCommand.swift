@@ -14,7 +14,8 @@ enum ServeCommand {
   static var usage: String {
     let options = ConfigOption.all.map { option in
       let flag = option.isSwitch ? option.flag : "\(option.flag) VALUE"
-      return "  " + flag.padded(to: 30) + option.expects
+      // At least one space between a long flag and what it expects.
+      return "  " + flag.padded(to: 29) + " " + option.expects
     }
     return """
       thumbd serve: serve thumbnails over a Unix socket (and optionally TCP).
@@ -68,52 +69,21 @@ enum ServeCommand {
     _ config: DaemonConfig, logger: Logger, environment: [String: String]
   ) async throws -> Int32 {
     raiseDescriptorLimit(toServe: config.maxConnections, logger: logger)
-    let loader = try sourceLoader(config)
-    let storage = StorageHealth(logger: logger)
-    let pipeline = ThumbnailPipeline(
-      configuration: try pipelineConfiguration(config, loader, storage))
-    let parameters = ThumbnailParameters(
-      defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
-      defaultQuality: config.defaultQuality)
-    let route = ThumbnailRoute(
-      pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
-    let server = try HTTPServer(
-      router: Router(
-        thumbnails: route, fetcher: loader, storage: storage,
-        extra: [SessionConfiguration.refusalRoute]),
-      sessions: SessionConfiguration(parameters: parameters), logger: logger,
-      serverLimits: ServerLimits(
-        maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
-        idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory))
+    let daemon = try Daemon(config: config, logger: logger, version: Usage.version)
     var ownedSocket: String?
     var endpoints: [String] = []
     if let inherited = try SocketActivation.listeners(environment: environment) {
-      for fd in inherited { try server.listen(on: fd) }
-      endpoints.append("\(inherited.count) socket(s) from systemd")
+      for fd in inherited { try daemon.server.listen(on: fd) }
+      endpoints = ["\(inherited.count) socket(s) from systemd"] + (try daemon.listenOnTCP())
     } else {
-      let fd = ns_listen_unix(config.socket, config.socketMode, 1024)
-      guard fd >= 0 else { throw ServerError.system("listen on \(config.socket)", -fd) }
-      try server.listen(on: fd)
+      endpoints = try daemon.listenOnConfiguredEndpoints()
       ownedSocket = config.socket
-      endpoints.append(config.socket)
-    }
-    if let address = ListenAddress(config.listen) {
-      if !address.host.hasPrefix("127.") {
-        // The TCP listener has no authentication: anyone who reaches it is a client.
-        logger.log(
-          .warn, "listen_unauthenticated",
-          ["address": config.listen, "advice": "keep TCP on loopback or behind a proxy"])
-      }
-      let fd = ns_listen_tcp(address.host, address.port, 1024)
-      guard fd >= 0 else { throw ServerError.system("listen on \(config.listen)", -fd) }
-      try server.listen(on: fd)
-      endpoints.append("\(address.host):\(ns_local_port(fd))")
     }
     let drainTimeout = config.drainTimeout
     var signals = [SIGTERM, SIGINT].map { number in
       onSignal(number) {
         logger.log(.info, "draining", ["signal": number == SIGTERM ? "TERM" : "INT"])
-        server.stop(drainTimeout: drainTimeout)
+        daemon.stop(drainTimeout: drainTimeout)
       }
     }
     signals.append(
@@ -125,7 +95,7 @@ enum ServeCommand {
           printError("thumbd: cannot reopen the log file: \(error)")
         }
       })
-    server.start()
+    daemon.start()
     logger.log(
       .info, "listening",
       [
@@ -135,70 +105,16 @@ enum ServeCommand {
       ])
     await withCheckedContinuation { continuation in
       SystemThread.detach(name: "thumbd-wait") {
-        server.wait()
+        daemon.server.wait()
         continuation.resume()
       }
     }
     if let ownedSocket { unlink(ownedSocket) }
-    // Thumbnails are written to disk after they are delivered: let the last ones land, within
-    // the drain time, so a restart finds them.
-    await withTaskGroup(of: Void.self) { group in
-      group.addTask { await pipeline.flushDiskWrites() }
-      group.addTask { try? await Task.sleep(for: .seconds(min(drainTimeout, 3600))) }
-      await group.next()
-      group.cancelAll()
-    }
+    // Thumbnails are written to disk after they are delivered: let the last ones land.
+    await daemon.flushDiskWrites()
     withExtendedLifetime(signals) {}
-    logger.log(.info, "stopped", ["abandoned": String(server.abandonedAtExit)])
+    logger.log(.info, "stopped", ["abandoned": String(daemon.server.abandonedAtExit)])
     return 0
-  }
-
-  private static func sourceLoader(_ config: DaemonConfig) throws -> SourceLoader {
-    let policy = SourcePolicy(
-      allowedSchemes: Set(config.allowedSchemes),
-      allowedHosts: config.allowedHosts.isEmpty ? nil : Set(config.allowedHosts),
-      allowPrivateAddresses: config.allowPrivate,
-      allowedNetworks: config.allowedNetworks.compactMap(IPNetwork.init),
-      fileRoots: config.fileRoots)
-    let limits = FetchLimits(
-      maxSourceBytes: config.maxSourceBytes, connectTimeout: config.connectTimeout,
-      totalTimeout: config.requestTimeout, maxRedirects: config.maxRedirects,
-      retries: config.fetchRetries)
-    // Made at start, so a missing libcurl stops start-up instead of failing every fetch.
-    var transport: (any HTTPTransport)?
-    if !policy.allowedSchemes.isDisjoint(with: ["http", "https"]) {
-      transport = try CurlTransport(
-        options: .init(
-          connectionsPerHost: config.originConnections,
-          caFile: config.caFile.isEmpty ? nil : config.caFile,
-          caPath: config.caPath.isEmpty ? nil : config.caPath,
-          userAgent: "thumbd/\(Usage.version)"))
-    }
-    return SourceLoader(
-      policy: policy, limits: limits, transport: transport,
-      resolver: SystemResolver(cacheSeconds: config.dnsCacheSeconds))
-  }
-
-  private static func pipelineConfiguration(
-    _ config: DaemonConfig, _ loader: SourceLoader, _ storage: StorageHealth
-  ) throws -> ThumbnailPipeline.Configuration {
-    let decodingLimits = DecodingLimits(
-      maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
-      decodeTimeout: config.decodeTimeout)
-    let disk =
-      try config.cacheDir.isEmpty
-      ? nil
-      : DiskCache(
-        directory: config.cacheDir, sizeLimit: config.diskLimit, onFault: storage.record)
-    return ThumbnailPipeline.Configuration(
-      dataLoader: loader,
-      thumbnailer: Thumbnailer(limits: decodingLimits),
-      memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
-      maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,
-      decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
-      maxQueuedDecodes: config.maxQueuedDecodes,
-      maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,
-      negativeCacheSeconds: config.negativeCacheSeconds)
   }
 
   /// Each connection is a descriptor: lift the soft limit (often 1024) to the hard one, so

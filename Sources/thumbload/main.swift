@@ -18,7 +18,8 @@ let usage = """
     daemon               that daemon, each client a session (default)
     http                 that daemon, each client plain HTTP requests (GET /v1/thumbnail)
     socket:PATH          a running daemon's socket, sessions   http:PATH  the same over HTTP
-    library              the ImagePipeline library in this process
+    library              the ImagePipeline library in this process, as a session
+    library-slots        the library as an app uses it: ImageSlot cells, PrefetchCoordinator
 
   Scenario options:
     --lists N            virtual lists, one client each (default 4)
@@ -201,12 +202,14 @@ do {
       ? HTTPTarget(socket: daemon!.socket) : DaemonTarget(socket: daemon!.socket)
   case "library":
     target = LibraryTarget()
+  case "library-slots":
+    target = SlotsTarget()
   case let spec where spec.hasPrefix("socket:"):
     target = DaemonTarget(socket: String(spec.dropFirst("socket:".count)))
   case let spec where spec.hasPrefix("http:"):
     target = HTTPTarget(socket: String(spec.dropFirst("http:".count)))
   default:
-    fail("--target is daemon, http, socket:PATH, http:PATH or library")
+    fail("--target is daemon, http, socket:PATH, http:PATH, library or library-slots")
   }
   defer { daemon?.stop() }
   let runner = Runner(

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ThumbSystem
 
 @testable import ImagePipeline
 
@@ -59,7 +60,7 @@ struct DiskCacheTests {
     let dir = directory()
     let limit = 50_000
     var cache: DiskCache? = try DiskCache(directory: dir, sizeLimit: limit)
-    var generator = SeededGenerator(seed: 3)
+    var generator = SeededRandom(seed: 3)
     for step in 0..<600 {
       guard let cache else { break }
       let key = "k\(Int.random(in: 0..<80, using: &generator))"

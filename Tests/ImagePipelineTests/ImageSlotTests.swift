@@ -1,6 +1,7 @@
 import ImagePipeline
 import Synchronization
 import Testing
+import ThumbSystem
 
 /// A loader whose calls complete only when the test says, in any order, and which ignores
 /// cancellation: a result can still arrive after its slot moved on, as late network replies do.
@@ -47,7 +48,7 @@ final class Recorder<Element: Sendable>: Sendable {
 struct ImageSlotTests {
   @Test("10,000 randomised slot histories never show a superseded item")
   func randomisedHistories() async throws {
-    var generator = SeededGenerator(seed: 7)
+    var generator = SeededRandom(seed: 7)
     for history in 0..<10_000 {
       let loader = ManualLoader()
       let shown = Recorder<(item: Int, value: String)>()

@@ -1,5 +1,6 @@
 import ImagePipeline
 import Testing
+import ThumbSystem
 
 /// LRU order, cost and count limits, against a simple reference model.
 @Suite("Memory cache")
@@ -47,7 +48,7 @@ struct MemoryCacheTests {
 
   @Test("random operations match a reference model and never break the limits")
   func randomised() {
-    var generator = SeededGenerator(seed: 42)
+    var generator = SeededRandom(seed: 42)
     let cache = MemoryCache<Int, Int>(costLimit: 500, countLimit: 20, maxEntryFraction: 0.2)
     var model: [(key: Int, value: Int, cost: Int)] = []  // most recent first
     for step in 0..<20_000 {
@@ -73,18 +74,5 @@ struct MemoryCacheTests {
       #expect(stats.count <= 20 && stats.totalCost <= 500)
     }
     #expect(cache.keysByRecency == model.map(\.key))
-  }
-}
-
-/// A small deterministic generator (SplitMix64) so randomised tests replay exactly.
-struct SeededGenerator: RandomNumberGenerator {
-  private var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }

@@ -3,6 +3,7 @@ import ImagePipeline
 import Synchronization
 import Testing
 import ThumbClient
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -90,7 +91,7 @@ struct SessionTests {
     let verified = try ThumbClient(endpoint: .unix(daemon.socket))
     let rawLog = EventLog(raw)
     let verifiedLog = EventLog(verified)
-    var generator = SeededGenerator(seed: 20_261_130)
+    var generator = SeededRandom(seed: 20_261_130)
     let slots = 8
     var tokens = [Int](repeating: 0, count: slots)
     var live: [Int: (item: String, token: Int)] = [:]

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -40,14 +41,14 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   private let images = Mutex<(bytes: [Int: [UInt8]], total: Int, order: [Int])>(([:], 0, []))
   private let stopped = Atomic<Bool>(false)
   private let filler: [UInt8]?
-  private let randomState = Mutex<UInt64>(0x5EED)
+  private let randomState = Mutex(SeededRandom(seed: 1))
 
   /// Binds a loopback port (0 picks one).
   public init(behaviour: OriginBehaviour, port: UInt16 = 0, seed: UInt64 = 1) throws {
     self.behaviour = behaviour
     filler = try? ItemImage.encoded(
       item: ItemImage.maxItem, width: behaviour.width, height: behaviour.height, png: behaviour.png)
-    randomState.withLock { $0 = seed | 1 }
+    randomState.withLock { $0 = SeededRandom(seed: seed) }
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     var yes: Int32 = 1
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
@@ -106,12 +107,7 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   }
 
   private func random() -> Double {
-    randomState.withLock { state in
-      state ^= state << 13
-      state ^= state >> 7
-      state ^= state << 17
-      return Double(state >> 11) / Double(1 << 53)
-    }
+    randomState.withLock { $0.unit() }
   }
 
   private func serve(_ connection: Int32) {

@@ -1,3 +1,5 @@
+import ThumbSystem
+
 /// How a simulated user scrolls: flings that decay, slow drags, pauses, and reversals, drawn
 /// from a seeded generator so a run can be repeated exactly.
 struct ScrollProfile {
@@ -11,12 +13,12 @@ struct ScrollProfile {
   private(set) var velocity = 0.0
   private var direction = 1.0
   private var phase = Phase.pause(until: 0)
-  private var random: SplitMix
+  private var random: SeededRandom
   /// Steady scrolling at `steadySpeed` items per second instead of flings (soak).
   let steadySpeed: Double?
 
   init(seed: UInt64, steadySpeed: Double? = nil) {
-    random = SplitMix(seed: seed)
+    random = SeededRandom(seed: seed)
     self.steadySpeed = steadySpeed
   }
 
@@ -56,24 +58,6 @@ struct ScrollProfile {
       velocity = 0
     }
   }
-}
-
-/// A small seeded generator (SplitMix64).
-struct SplitMix {
-  private var state: UInt64
-
-  init(seed: UInt64) { state = seed }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-
-  /// A double in [0, 1).
-  mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 #if canImport(Glibc)

@@ -56,9 +56,8 @@ public struct DaemonTarget: LoadTarget {
 final class SessionClient: LoadClient {
   let client: ThumbClient
   let events: AsyncStream<TargetEvent>
-  /// A session frame's header line may hold 16 KiB: a large round is sent as several protocol
-  /// rounds (`round * chunkRounds + n`), each under this many bytes of items.
-  static let chunkBytes = 12 << 10
+  /// A session frame's header line may hold `Wire.headerLimit` bytes: a large round is sent as
+  /// up to this many protocol rounds (`round * chunkRounds + n`).
   static let chunkRounds = 64
   /// Protocol rounds per round, for release.
   private let chunks = Mutex<[Int: Int]>([:])
@@ -70,20 +69,7 @@ final class SessionClient: LoadClient {
     let source = client.events
     Task {
       for await event in source {
-        switch event {
-        case .image(let image):
-          continuation.yield(
-            .image(
-              slot: image.slot, item: image.item, token: image.token, cache: image.cache,
-              data: image.data))
-        case .error(let slot, let item, let token, let code, _):
-          continuation.yield(.error(slot: slot, item: item, token: token, code: code))
-        case .prefetched(let round, let item):
-          continuation.yield(.prefetched(round: round / Self.chunkRounds, item: item))
-        case .prefetchError(let round, let item, let code):
-          continuation.yield(
-            .prefetchError(round: round / Self.chunkRounds, item: item, code: code))
-        }
+        continuation.yield(TargetEvent(event, roundDivisor: Self.chunkRounds))
       }
       continuation.finish()
     }
@@ -98,24 +84,28 @@ final class SessionClient: LoadClient {
   func cancel(slot: Int, token: Int) throws { try client.cancel(slot: slot, token: token) }
 
   func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
-    var batches: [[(item: String, url: String)]] = [[]]
-    var bytes = 0
-    for entry in items {
-      let cost = entry.item.utf8.count + entry.url.utf8.count + 24
-      if bytes + cost > Self.chunkBytes && !batches[batches.count - 1].isEmpty {
-        batches.append([])
-        bytes = 0
+    // Sent whole if its frame fits; a batch whose frame the client refuses as too large is
+    // split in two, so the sizes are the encoder's own, not a guess.
+    var batches = [items[...]]
+    var index = 0
+    // Recorded even when a batch fails, so release withdraws what was sent.
+    defer { chunks.withLock { $0[round] = index } }
+    while index < batches.count {
+      guard index < Self.chunkRounds else {
+        throw HarnessError.setup("a prefetch round of \(items.count) items is too large")
       }
-      batches[batches.count - 1].append(entry)
-      bytes += cost
-    }
-    guard batches.count <= Self.chunkRounds else {
-      throw HarnessError.setup("a prefetch round of \(items.count) items is too large")
-    }
-    chunks.withLock { $0[round] = batches.count }
-    for (index, batch) in batches.enumerated() where !batch.isEmpty {
-      try client.prefetch(
-        round: round * Self.chunkRounds + index, items: batch, width: size, height: size)
+      let batch = batches[index]
+      let sent = Result { () throws(ThumbClient.ClientError) in
+        try client.prefetch(
+          round: round * Self.chunkRounds + index, items: Array(batch), width: size, height: size)
+      }
+      switch sent {
+      case .success: index += 1
+      case .failure(.frameTooLarge) where batch.count > 1:
+        let middle = batch.startIndex + batch.count / 2
+        batches.replaceSubrange(index...index, with: [batch[..<middle], batch[middle...]])
+      case .failure(let error): throw error
+      }
     }
   }
 

@@ -1,10 +1,13 @@
 import Foundation
 import ImagePipeline
 import Synchronization
+import ThumbProtocol
+import ThumbServer
 
-/// The ImagePipeline library in this process, with the same slot rules as the daemon's
-/// sessions: a load replaces the slot's binding and gives up the old task; a result is passed
-/// on only if its binding is still the slot's.
+/// The ImagePipeline library in this process, driven by the daemon's own session rules: each
+/// client is a `SessionDriver` (the `SessionState` the daemon's sessions run) over the
+/// pipeline, called directly instead of through frames on a socket. What differs from the
+/// daemon target is the transport, never the delivery decisions.
 public final class LibraryTarget: LoadTarget {
   /// The pipeline under test.
   public let pipeline: ThumbnailPipeline
@@ -22,13 +25,25 @@ public final class LibraryTarget: LoadTarget {
 
   private let clients = Atomic<UInt64>(0)
 
-  /// A client with its own slot table and its own share of prefetch capacity.
+  /// A client with its own session (slot table, rounds) and its own share of prefetch
+  /// capacity.
   public func connect() throws -> any LoadClient {
-    LibraryClient(pipeline: pipeline, client: ClientID(clients.add(1, ordering: .relaxed).newValue))
+    let client = ClientID(clients.add(1, ordering: .relaxed).newValue)
+    let pipeline = pipeline
+    return LibraryClient { report in
+      // Each client's own bound on its announced items: SessionMemory is used from one
+      // serial context, and here each client is one (its lock).
+      SessionDriver(
+        pipeline: pipeline, client: client, parameters: ThumbnailParameters(),
+        memory: SessionMemory(), report: report)
+    }
   }
 
   /// The pipeline's counters and this process's RSS.
-  public func serverFigures() -> ServerFigures {
+  public func serverFigures() -> ServerFigures { Self.figures(of: pipeline) }
+
+  /// An in-process pipeline's counters and this process's RSS.
+  static func figures(of pipeline: ThumbnailPipeline) -> ServerFigures {
     let snapshot = pipeline.metrics.snapshot()
     var figures = ServerFigures()
     figures.cancelledWork = snapshot.cancelledWork
@@ -39,108 +54,63 @@ public final class LibraryTarget: LoadTarget {
   }
 }
 
-/// One client's slots and rounds over an in-process pipeline.
+/// One client's session over an in-process pipeline: the `LoadClient` operations become
+/// `ClientMessage`s for the client's `SessionDriver`, and its messages become events. A lock
+/// is the session's serial context, as the event loop is the daemon's.
 final class LibraryClient: LoadClient {
-  private struct Binding {
-    let item: String
-    let token: Int
-    let generation: UInt64
-    let task: ImageTask?
-  }
-
-  private struct State {
-    var slots: [Int: Binding] = [:]
-    var rounds: [Int: [ImageTask]] = [:]
-    var generation: UInt64 = 0
-    var closed = false
-  }
-
   let events: AsyncStream<TargetEvent>
   private let continuation: AsyncStream<TargetEvent>.Continuation
-  private let pipeline: ThumbnailPipeline
-  private let client: ClientID
-  private let state = Mutex(State())
+  private let session: Mutex<SessionDriver?>
+  /// What each slot shows, as the client sees it (its display-time check).
+  private let shown = Mutex<[Int: ShownItem]>([:])
   private let stale = Atomic<Int>(0)
 
-  init(pipeline: ThumbnailPipeline, client: ClientID) {
-    self.pipeline = pipeline
-    self.client = client
+  private struct ShownItem: Hashable {
+    let item: String
+    let token: Int
+  }
+
+  /// Carries finished work back to the client, which does not exist yet when its driver is
+  /// made.
+  private final class Relay: @unchecked Sendable {
+    // @unchecked: set once in init, before any work can start.
+    weak var client: LibraryClient?
+  }
+
+  /// A client whose session `makeDriver` builds around the report callback it is given.
+  init(makeDriver: (@escaping @Sendable (FinishedWork) -> Void) -> SessionDriver) {
     (events, continuation) = AsyncStream.makeStream(of: TargetEvent.self)
+    let relay = Relay()
+    session = Mutex(makeDriver { done in relay.client?.finished(done) })
+    relay.client = self
   }
 
   func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
-    let request = ImageRequest(url: url, spec: ThumbnailSpec(width: size, height: size))
-    let task = pipeline.task(for: request, priority: visible ? .visible : .normal, client: client)
-    let generation = state.withLock { state -> UInt64 in
-      state.generation += 1
-      state.slots[slot]?.task?.cancel()
-      state.slots[slot] = Binding(
-        item: item, token: token, generation: state.generation, task: task)
-      return state.generation
-    }
-    Task { [self] in
-      let outcome: Result<ImageResponse, PipelineError>
-      do {
-        outcome = .success(try await task.response)
-      } catch let error as PipelineError {
-        outcome = .failure(error)
-      } catch {
-        return
-      }
-      // The same check the daemon makes before writing a frame.
-      let current = state.withLock { $0.slots[slot]?.generation == generation }
-      guard current else {
-        pipeline.metrics.countStaleDrop()
-        return
-      }
-      switch outcome {
-      case .success(let response):
-        continuation.yield(
-          .image(
-            slot: slot, item: item, token: token, cache: response.source.rawValue,
-            data: response.thumbnail.data))
-      case .failure(let error):
-        continuation.yield(.error(slot: slot, item: item, token: token, code: error.kind))
-      }
-    }
+    shown.withLock { $0[slot] = ShownItem(item: item, token: token) }
+    try apply(
+      .load(
+        .init(
+          slot: slot, item: item, token: token, url: url,
+          box: .init(width: size, height: size), priority: visible ? .visible : .normal)))
   }
 
   func cancel(slot: Int, token: Int) throws {
-    state.withLock { state in
-      guard let binding = state.slots[slot], binding.token == token else { return }
-      binding.task?.cancel()
-      state.slots[slot] = nil
-    }
+    shown.withLock { if $0[slot]?.token == token { $0[slot] = nil } }
+    try apply(.cancel(slot: slot, token: token))
   }
 
   func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
-    let spec = ThumbnailSpec(width: size, height: size)
-    let tasks = items.map { entry in
-      let task = pipeline.task(
-        for: ImageRequest(url: entry.url, spec: spec), priority: .prefetch, client: client)
-      let continuation = continuation
-      Task {
-        do {
-          _ = try await task.response
-          continuation.yield(.prefetched(round: round, item: entry.item))
-        } catch let error as PipelineError {
-          continuation.yield(.prefetchError(round: round, item: entry.item, code: error.kind))
-        } catch {}
-      }
-      return task
-    }
-    state.withLock { $0.rounds[round, default: []] += tasks }
+    try apply(
+      .prefetch(
+        .init(
+          round: round, items: items.map { .init(item: $0.item, url: $0.url) },
+          box: .init(width: size, height: size))))
   }
 
-  func release(round: Int) throws {
-    let tasks = state.withLock { $0.rounds.removeValue(forKey: round) } ?? []
-    for task in tasks { task.cancel() }
-  }
+  func release(round: Int) throws { try apply(.release(round: round)) }
 
   func isCurrent(slot: Int, item: String, token: Int) -> Bool {
-    let current = state.withLock { state in
-      state.slots[slot].map { $0.item == item && $0.token == token } ?? false
-    }
+    let current = shown.withLock { $0[slot] == ShownItem(item: item, token: token) }
     if !current { stale.add(1, ordering: .relaxed) }
     return current
   }
@@ -148,16 +118,27 @@ final class LibraryClient: LoadClient {
   var staleDropped: Int { stale.load(ordering: .relaxed) }
 
   func close() {
-    let tasks = state.withLock { state -> [ImageTask] in
-      defer {
-        state.slots.removeAll()
-        state.rounds.removeAll()
-        state.closed = true
-      }
-      return state.slots.values.compactMap(\.task) + state.rounds.values.flatMap { $0 }
+    session.withLock { driver in
+      driver?.close()
+      driver = nil
     }
-    for task in tasks { task.cancel() }
     continuation.finish()
+  }
+
+  private func apply(_ message: ClientMessage) throws {
+    try session.withLock { driver throws(SessionFrameError) in
+      for message in try driver?.apply(message) ?? [] {
+        continuation.yield(TargetEvent(message))
+      }
+    }
+  }
+
+  private func finished(_ done: FinishedWork) {
+    // Checked and yielded under the session's lock, as the daemon checks and writes on its
+    // loop: no newer load can come between the check and the event.
+    session.withLock { driver in
+      for message in driver?.finished(done) ?? [] { continuation.yield(TargetEvent(message)) }
+    }
   }
 }
 

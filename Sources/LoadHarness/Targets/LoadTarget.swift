@@ -2,7 +2,7 @@ import ImagePipeline
 import ThumbClient
 
 /// What a target delivers to one simulated client.
-public enum TargetEvent: Sendable {
+public enum TargetEvent: Sendable, Hashable {
   /// A thumbnail for a slot's load.
   case image(slot: Int, item: String, token: Int, cache: String, data: [UInt8])
   /// A load failed.
@@ -11,6 +11,25 @@ public enum TargetEvent: Sendable {
   case prefetched(round: Int, item: String)
   /// A prefetched item failed.
   case prefetchError(round: Int, item: String, code: String)
+}
+
+extension TargetEvent {
+  /// The event a session message gives a client (a `bad_frame` error is an `.error` with no
+  /// slot).
+  public init(_ message: ServerMessage, roundDivisor: Int = 1) {
+    switch message {
+    case .image(let image):
+      self = .image(
+        slot: image.slot, item: image.item, token: image.token, cache: image.cache,
+        data: image.data)
+    case .error(let slot, let item, let token, let code, _):
+      self = .error(slot: slot, item: item, token: token, code: code)
+    case .prefetched(let round, let item):
+      self = .prefetched(round: round / roundDivisor, item: item)
+    case .prefetchError(let round, let item, let code):
+      self = .prefetchError(round: round / roundDivisor, item: item, code: code)
+    }
+  }
 }
 
 /// One simulated client's connection to the system under test: the session protocol's

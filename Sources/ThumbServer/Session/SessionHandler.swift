@@ -8,8 +8,7 @@ import ThumbProtocol
 /// write.
 final class SessionHandler: ConnectionHandler, @unchecked Sendable {
   // @unchecked: loop-thread state only; results hop back with EventLoop.execute.
-  private var reader = SessionFrameReader(maxBodyBytes: Wire.clientBodyLimit)
-  private var driver: SessionDriver!
+  private var stream: SessionStream!
   private let logger: Logger?
   private let id: ConnectionID
   /// After a `bad_frame`: nothing more is read or sent.
@@ -23,37 +22,31 @@ final class SessionHandler: ConnectionHandler, @unchecked Sendable {
   ) {
     self.id = id
     self.logger = logger
-    driver = SessionDriver(
+    let driver = SessionDriver(
       pipeline: pipeline, client: ClientID(id.value), parameters: parameters, memory: memory
     ) { [weak loop] done in
       loop?.execute(on: id) { connection in
         (connection.handler as? SessionHandler)?.deliver(done, on: connection)
       }
     }
+    stream = SessionStream(driver: driver)
     logger?.log(.info, "session_open", ["connection": id.description])
   }
 
-  var hasPartialInput: Bool { reader.bufferedBytes > 0 }
+  var hasPartialInput: Bool { stream.bufferedBytes > 0 }
   var isIdle: Bool { false }
-  var pendingWork: Int { driver.pendingWork }
+  var pendingWork: Int { stream.driver.pendingWork }
 
   func received(_ bytes: ArraySlice<UInt8>, on connection: LoopConnection) -> Bool {
     guard !failed else { return false }
-    do {
-      let frames = try reader.feed(bytes)
-      var output: [UInt8] = []
-      for frame in frames {
-        for message in try driver.apply(ClientMessage(frame: frame)) {
-          output += message.frame.serialized()
-        }
-      }
+    switch stream.receive(bytes) {
+    case .frames(let count, let output):
       send(output, on: connection)
-      return !frames.isEmpty
-    } catch {
+      return count > 0
+    case .failed(let error, let output):
       failed = true
       logger?.log(.info, "bad_frame", ["connection": id.description, "reason": error.message])
-      driver.close()
-      connection.write(ServerMessage.badFrame(error).frame.serialized())
+      connection.write(output)
       connection.closeAfterWrite()
       return true
     }
@@ -63,13 +56,13 @@ final class SessionHandler: ConnectionHandler, @unchecked Sendable {
 
   func closed(_ connection: LoopConnection) {
     guard !failed else { return }
-    driver.close()
+    stream.driver.close()
     logger?.log(.info, "session_close", ["connection": id.description])
   }
 
   private func deliver(_ done: FinishedWork, on connection: LoopConnection) {
     guard !failed else { return }
-    send(driver.finished(done).flatMap { $0.frame.serialized() }, on: connection)
+    send(stream.finished(done), on: connection)
   }
 
   private func send(_ bytes: [UInt8], on connection: LoopConnection) {

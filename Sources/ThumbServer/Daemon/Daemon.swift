@@ -1,0 +1,135 @@
+import CNetShim
+import ImagePipeline
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The daemon composed from its configuration: the source loader and its policy, the
+/// pipeline and its caches, the routes, the session upgrader and the server. `thumbd serve`
+/// adds signals, socket activation and logging around it; tests start one in-process.
+public final class Daemon: Sendable {
+  /// The pipeline every route and session uses.
+  public let pipeline: ThumbnailPipeline
+  /// The event loop and its listeners.
+  public let server: HTTPServer
+  /// The settings it was built from.
+  public let config: DaemonConfig
+  private let logger: Logger
+
+  /// Builds everything `config` describes; nothing listens yet. `version` names the daemon
+  /// to origins (`User-Agent: thumbd/VERSION`). Throws when a part cannot be made (libcurl
+  /// missing, a cache directory that cannot be opened).
+  public init(config: DaemonConfig, logger: Logger, version: String) throws {
+    self.config = config
+    self.logger = logger
+    let loader = try Self.sourceLoader(config, version: version)
+    let storage = StorageHealth(logger: logger)
+    pipeline = ThumbnailPipeline(
+      configuration: try Self.pipelineConfiguration(config, loader, storage))
+    let parameters = ThumbnailParameters(
+      defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
+      defaultQuality: config.defaultQuality)
+    let route = ThumbnailRoute(
+      pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
+    server = try HTTPServer(
+      router: Router(
+        thumbnails: route, fetcher: loader, storage: storage,
+        extra: [SessionConfiguration.refusalRoute]),
+      sessions: SessionConfiguration(parameters: parameters), logger: logger,
+      serverLimits: ServerLimits(
+        maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
+        idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory))
+  }
+
+  /// Listens on the configured Unix socket (mode `socket_mode`) and, when `listen` is set,
+  /// on TCP. Returns the endpoints, for the `listening` log line.
+  public func listenOnConfiguredEndpoints() throws -> [String] {
+    let fd = ns_listen_unix(config.socket, config.socketMode, 1024)
+    guard fd >= 0 else { throw ServerError.system("listen on \(config.socket)", -fd) }
+    try server.listen(on: fd)
+    return [config.socket] + (try listenOnTCP())
+  }
+
+  /// Listens on TCP when `listen` is set (with a warning off loopback: the listener has no
+  /// authentication); returns the bound endpoint.
+  public func listenOnTCP() throws -> [String] {
+    guard let address = ListenAddress(config.listen) else { return [] }
+    if !address.host.hasPrefix("127.") {
+      logger.log(
+        .warn, "listen_unauthenticated",
+        ["address": config.listen, "advice": "keep TCP on loopback or behind a proxy"])
+    }
+    let fd = ns_listen_tcp(address.host, address.port, 1024)
+    guard fd >= 0 else { throw ServerError.system("listen on \(config.listen)", -fd) }
+    try server.listen(on: fd)
+    return ["\(address.host):\(ns_local_port(fd))"]
+  }
+
+  /// Starts the event loop.
+  public func start() { server.start() }
+
+  /// Stops accepting and lets work in flight finish for up to `drainTimeout` seconds.
+  public func stop(drainTimeout: Double) { server.stop(drainTimeout: drainTimeout) }
+
+  /// After the loop has stopped: lets the last disk-cache writes land, within
+  /// `drain_timeout`, so a restart finds them.
+  public func flushDiskWrites() async {
+    let pipeline = pipeline
+    let drainTimeout = config.drainTimeout
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await pipeline.flushDiskWrites() }
+      group.addTask { try? await Task.sleep(for: .seconds(min(drainTimeout, 3600))) }
+      await group.next()
+      group.cancelAll()
+    }
+  }
+
+  private static func sourceLoader(_ config: DaemonConfig, version: String) throws -> SourceLoader {
+    let policy = SourcePolicy(
+      allowedSchemes: Set(config.allowedSchemes),
+      allowedHosts: config.allowedHosts.isEmpty ? nil : Set(config.allowedHosts),
+      allowPrivateAddresses: config.allowPrivate,
+      allowedNetworks: config.allowedNetworks.compactMap(IPNetwork.init),
+      fileRoots: config.fileRoots)
+    let limits = FetchLimits(
+      maxSourceBytes: config.maxSourceBytes, connectTimeout: config.connectTimeout,
+      totalTimeout: config.requestTimeout, maxRedirects: config.maxRedirects,
+      retries: config.fetchRetries)
+    // Made at start, so a missing libcurl stops start-up instead of failing every fetch.
+    var transport: (any HTTPTransport)?
+    if !policy.allowedSchemes.isDisjoint(with: ["http", "https"]) {
+      transport = try CurlTransport(
+        options: .init(
+          connectionsPerHost: config.originConnections,
+          caFile: config.caFile.isEmpty ? nil : config.caFile,
+          caPath: config.caPath.isEmpty ? nil : config.caPath,
+          userAgent: "thumbd/\(version)"))
+    }
+    return SourceLoader(
+      policy: policy, limits: limits, transport: transport,
+      resolver: SystemResolver(cacheSeconds: config.dnsCacheSeconds))
+  }
+
+  private static func pipelineConfiguration(
+    _ config: DaemonConfig, _ loader: SourceLoader, _ storage: StorageHealth
+  ) throws -> ThumbnailPipeline.Configuration {
+    let decodingLimits = DecodingLimits(
+      maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
+      decodeTimeout: config.decodeTimeout)
+    let disk =
+      try config.cacheDir.isEmpty
+      ? nil
+      : DiskCache(
+        directory: config.cacheDir, sizeLimit: config.diskLimit, onFault: storage.record)
+    return ThumbnailPipeline.Configuration(
+      dataLoader: loader,
+      thumbnailer: Thumbnailer(limits: decodingLimits),
+      memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
+      maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,
+      decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
+      maxQueuedDecodes: config.maxQueuedDecodes,
+      maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,
+      negativeCacheSeconds: config.negativeCacheSeconds)
+  }
+}
