@@ -28,7 +28,7 @@ let package = Package(
     ),
     .target(
       name: "ImagePipeline",
-      dependencies: ["CImageCodecs", "CCurl", "CNetShim", "ThumbSystem"],
+      dependencies: ["CImageCodecs", "CCurl", "CSystem", "ThumbSystem"],
       // Generic caches and stages are used from other modules (thumbd, benchmarks); without
       // cross-module optimisation every call there goes through runtime generic metadata.
       swiftSettings: strictSwift + [
@@ -41,12 +41,12 @@ let package = Package(
       cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
     ),
     .target(
-      name: "CNetShim",
+      name: "CSystem",
       cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
     ),
     .target(
       name: "ThumbSystem",
-      dependencies: ["CNetShim"],
+      dependencies: ["CSystem"],
       swiftSettings: strictSwift
     ),
     .target(
@@ -55,12 +55,12 @@ let package = Package(
     ),
     .target(
       name: "ThumbClient",
-      dependencies: ["ThumbProtocol", "CNetShim", "ThumbSystem"],
+      dependencies: ["ThumbProtocol", "CSystem", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "ThumbProtocol", "CNetShim", "ThumbSystem"],
+      dependencies: ["ImagePipeline", "ThumbProtocol", "CSystem", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .executableTarget(
@@ -71,7 +71,7 @@ let package = Package(
     .target(
       name: "LoadHarness",
       dependencies: [
-        "ImagePipeline", "ThumbProtocol", "ThumbServer", "ThumbClient", "CNetShim", "ThumbSystem",
+        "ImagePipeline", "ThumbProtocol", "ThumbServer", "ThumbClient", "CSystem", "ThumbSystem",
       ],
       swiftSettings: strictSwift
     ),
@@ -99,7 +99,7 @@ let package = Package(
     .testTarget(
       name: "ImagePipelineTests",
       dependencies: [
-        "ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CNetShim", "LoadHarness",
+        "ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CSystem", "LoadHarness",
         "FuzzTargets", "ThumbSystem", "ThumbProtocol",
       ],
       exclude: ["Fixtures"],

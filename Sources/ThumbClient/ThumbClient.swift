@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Synchronization
 @_exported import ThumbProtocol
 import ThumbSystem
@@ -63,8 +63,8 @@ public final class ThumbClient: Sendable {
   {
     let fd: Int32
     switch endpoint {
-    case .unix(let path): fd = ns_connect_unix(path)
-    case .tcp(let host, let port): fd = ns_connect_tcp(host, port)
+    case .unix(let path): fd = ts_connect_unix(path)
+    case .tcp(let host, let port): fd = ts_connect_tcp(host, port)
     }
     guard fd >= 0 else { throw .connect(-fd) }
     guard Self.sendAll(fd, Wire.upgradeRequest) else {

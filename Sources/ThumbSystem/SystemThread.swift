@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -47,7 +47,7 @@ public final class SystemThread: @unchecked Sendable {
       { context in
         let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
         // Named from inside: the name must be set on the thread itself to be reliable.
-        ns_name_thread(body.name)
+        ts_name_thread(body.name)
         body.run()
         return nil
       }, context)

@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Dispatch
 import ImagePipeline
 import ThumbServer
@@ -95,7 +95,8 @@ enum ServeCommand {
           printError("thumbd: cannot reopen the log file: \(error)")
         }
       })
-    daemon.start()
+    // Logged before the loop starts: the sockets already listen (connections wait in the
+    // backlog), and whoever sees the first answer (/healthz) can rely on the line being there.
     logger.log(
       .info, "listening",
       [
@@ -103,6 +104,7 @@ enum ServeCommand {
         "cache_dir": config.cacheDir.isEmpty ? "none" : config.cacheDir,
         "version": Usage.version,
       ])
+    daemon.start()
     await withCheckedContinuation { continuation in
       SystemThread.detach(name: "thumbd-wait") {
         daemon.server.wait()

@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import ThumbServer
 
 #if canImport(Glibc)
@@ -17,7 +17,7 @@ enum SocketActivation {
     for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(name) }
     return try (0..<count).map { offset in
       let fd = 3 + offset
-      let status = ns_adopt_listener(fd)
+      let status = ts_adopt_listener(fd)
       guard status == 0 else { throw ServerError.system("adopt systemd socket \(fd)", -status) }
       return fd
     }

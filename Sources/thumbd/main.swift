@@ -8,7 +8,7 @@ let status: Int32
 switch arguments.first {
 case nil, "-h", "--help", "help":
   print(Usage.main)
-  status = arguments.isEmpty ? 0 : 0
+  status = 0
 case "thumbnail":
   status = ThumbnailCommand.run(Array(arguments.dropFirst()))
 case "warm":

@@ -88,7 +88,12 @@ func parse(_ list: [String]) -> Settings {
       print(usage)
       exit(0)
     case "--scenario":
-      settings.options.scenarios = value(argument).split(separator: ",").map(String.init)
+      settings.options.scenarios = value(argument).split(separator: ",").map { name in
+        guard let scenario = Scenario(rawValue: String(name)) else {
+          fail("unknown scenario '\(name)'")
+        }
+        return scenario
+      }
     case "--duration": settings.options.duration = number(argument)
     case "--json": settings.jsonPath = value(argument)
     case "--html": settings.htmlPath = value(argument)
@@ -127,10 +132,6 @@ func parse(_ list: [String]) -> Settings {
       settings.originTemplate = template
     default: fail("unknown option '\(argument)'")
     }
-  }
-  for scenario in settings.options.scenarios
-  where !["scroll", "stampede", "grid-sizes", "soak"].contains(scenario) {
-    fail("unknown scenario '\(scenario)'")
   }
   return settings
 }

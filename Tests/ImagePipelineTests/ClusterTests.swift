@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Foundation
 import Testing
 

@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Foundation
 import Testing
 
@@ -184,7 +184,7 @@ struct DaemonOperationsTests {
   func socketActivation() async throws {
     let directory = TestDaemon.makeDirectory()
     let path = directory + "/activated.sock"
-    let listener = ns_listen_unix(path, 0o660, 16)
+    let listener = ts_listen_unix(path, 0o660, 16)
     try #require(listener >= 0)
     let script = "export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" serve --cache-dir ''"
     let pid = try ChildProcess.spawn(

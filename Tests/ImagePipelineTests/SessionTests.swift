@@ -397,7 +397,8 @@ struct SessionTests {
     client.close()
   }
 
-  /// The TCP port from the daemon's `listening` log line.
+  /// The TCP port from the daemon's `listening` log line, which the daemon writes before it
+  /// answers anything (so before `TestDaemon.start` returns).
   static func tcpPort(in log: String) -> UInt16? {
     guard let range = log.range(of: "127.0.0.1:") else { return nil }
     return UInt16(log[range.upperBound...].prefix { $0.isNumber })

@@ -105,8 +105,9 @@ struct ThumbloadTests {
   }
 }
 
-/// A deliberately broken target for the test above: it never cancels superseded loads and
-/// hands every result to whoever asks, and its display-time check always says yes. The shipped
+/// A deliberately broken target for the test above: it never cancels superseded loads, hands
+/// each slot's previous result over when the slot is loaded again, and its display-time check
+/// always says yes. The shipped
 /// daemon and library do neither.
 final class TokenIgnoringTarget: LoadTarget {
   let pipeline = LibraryTarget().pipeline
@@ -119,7 +120,8 @@ final class TokenIgnoringClient: LoadClient {
   let events: AsyncStream<TargetEvent>
   private let continuation: AsyncStream<TargetEvent>.Continuation
   private let pipeline: ThumbnailPipeline
-  private let tasks = Mutex<[ImageTask]>([])
+  /// Each slot's latest load, not answered yet.
+  private let tasks = Mutex<[Int: (ImageTask, String, Int)]>([:])
 
   init(pipeline: ThumbnailPipeline) {
     self.pipeline = pipeline
@@ -129,13 +131,20 @@ final class TokenIgnoringClient: LoadClient {
   func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
     let task = pipeline.task(
       for: ImageRequest(url: url, spec: ThumbnailSpec(width: size, height: size)))
-    tasks.withLock { $0.append(task) }
+    // The slot's previous load is answered now, after the slot was bound to this one: the
+    // late result a target without token checks shows, made certain instead of left to the
+    // origin's timing.
+    let previous = tasks.withLock { tasks -> (ImageTask, String, Int)? in
+      defer { tasks[slot] = (task, item, token) }
+      return tasks[slot]
+    }
+    guard let (late, lateItem, lateToken) = previous else { return }
     let continuation = continuation
     Task {
-      guard let response = try? await task.response else { return }
+      guard let response = try? await late.response else { return }
       continuation.yield(
         .image(
-          slot: slot, item: item, token: token, cache: response.source.rawValue,
+          slot: slot, item: lateItem, token: lateToken, cache: response.source.rawValue,
           data: response.thumbnail.data))
     }
   }
@@ -147,7 +156,7 @@ final class TokenIgnoringClient: LoadClient {
   var staleDropped: Int { 0 }
 
   func close() {
-    for task in tasks.withLock({ $0 }) { task.cancel() }
+    for (task, _, _) in tasks.withLock({ $0.values }) { task.cancel() }
     continuation.finish()
   }
 }

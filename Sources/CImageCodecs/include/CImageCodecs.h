@@ -199,14 +199,6 @@ void ic_bitmap_free(ic_bitmap *bitmap);
 /** Sets a cancellation flag (atomically) so a running decode stops. */
 void ic_cancel_flag_set(int32_t *flag, int32_t value);
 
-/**
- * Moves the calling thread to the lowest CPU priority (nice 19), for threads
- * that do speculative (prefetch) work. Needs no privilege; affects only the
- * calling thread, and cannot be undone without privilege. Returns 0 or a
- * negative errno.
- */
-int ic_thread_background(void);
-
 /** Reads a cancellation flag atomically. */
 int32_t ic_cancel_flag_get(const int32_t *flag);
 

@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -7,7 +7,7 @@ import CNetShim
 /// Reads `file://` sources confined to configured root directories.
 ///
 /// The path must lie lexically inside a root (which was resolved once, at start); the file is
-/// then opened relative to that root by `ns_open_beneath`, so resolution cannot leave it,
+/// then opened relative to that root by `ts_open_beneath`, so resolution cannot leave it,
 /// whatever is swapped for a symlink between a check and the open: there is no check before
 /// the open to race with. Symlinks that stay inside the root are followed (openat2's
 /// RESOLVE_BENEATH); where openat2 is missing, every symlink is refused. The open descriptor
@@ -37,7 +37,7 @@ struct FileDataLoader: Sendable {
       normal.count > root.count + 1 || root == "/"
     else { throw .notAllowed("file is outside the configured roots") }
     let relative = String(normal.dropFirst(root == "/" ? 1 : root.count + 1))
-    let fd = ns_open_beneath(root, relative, O_RDONLY | O_NONBLOCK, walkOnly ? 1 : 0)
+    let fd = ts_open_beneath(root, relative, O_RDONLY | O_NONBLOCK, walkOnly ? 1 : 0)
     guard fd >= 0 else {
       switch -fd {
       case ENOENT, ENOTDIR: throw .io("no such file")

@@ -1,4 +1,5 @@
 import CImageCodecs
+import CSystem
 import Synchronization
 import ThumbSystem
 
@@ -187,7 +188,7 @@ final class DecodeWorkers: @unchecked Sendable {
 
   private func workLoop(background: Bool) {
     if background {
-      ic_thread_background()
+      ts_thread_background()
     }
     while true {
       condition.lock()

@@ -146,7 +146,8 @@ public struct Report: Sendable, Codable {
     if let stampede { unique += stampede.uniqueSources }
     let all = state.latencies.filter { $0.key != "cancelled" }.values.flatMap { $0 }
     return Report(
-      scenario: options.scenarios.joined(separator: "+"), target: target, seed: options.seed,
+      scenario: options.scenarios.map(\.rawValue).joined(separator: "+"), target: target,
+      seed: options.seed,
       durationS: elapsed, lists: options.lists, itemsPerList: options.items, slots: options.slots,
       prefetchWindow: options.prefetchWindow, prefetchFlood: options.prefetchFlood,
       cache: options.cache, wrongDeliveries: state.wrongDeliveries,

@@ -1,9 +1,21 @@
 import Foundation
 
+/// A kind of run; `--scenario` takes the raw values.
+public enum Scenario: String, CaseIterable, Sendable {
+  /// Lists scrolling with pauses, flings and reversals.
+  case scroll
+  /// Many clients asking for one cold item at once.
+  case stampede
+  /// Lists scrolling alike over the same items at 64, 128 and 256 px.
+  case gridSizes = "grid-sizes"
+  /// Steady scrolling, for long runs.
+  case soak
+}
+
 /// What to run.
 public struct RunOptions: Sendable {
-  /// Scenario names: `scroll`, `stampede`, `grid-sizes`, `soak`; combined in order.
-  public var scenarios: [String] = ["scroll"]
+  /// Scenarios, combined in order.
+  public var scenarios: [Scenario] = [.scroll]
   /// Seconds of scrolling (scroll, grid-sizes, soak).
   public var duration = 30.0
   /// Virtual lists (one client each).
@@ -59,12 +71,10 @@ public final class Runner: Sendable {
     var scrolled = 0.0
     for scenario in options.scenarios {
       switch scenario {
-      case "scroll", "soak", "grid-sizes":
+      case .scroll, .soak, .gridSizes:
         scrolled += try await scroll(scenario)
-      case "stampede":
+      case .stampede:
         stampede = try await runStampede()
-      default:
-        throw HarnessError.setup("unknown scenario '\(scenario)'")
       }
     }
     let after = target.serverFigures()
@@ -80,19 +90,19 @@ public final class Runner: Sendable {
   }
 
   /// Scrolling lists for `duration` seconds, then up to 10 s for the last visible loads.
-  private func scroll(_ scenario: String) async throws -> Double {
+  private func scroll(_ scenario: Scenario) async throws -> Double {
     var configurations: [ListDriver.Configuration] = []
-    let sizes = scenario == "grid-sizes" ? [64, 128, 256] : [options.size]
-    let lists = scenario == "grid-sizes" ? max(3, options.lists) : options.lists
+    let sizes = scenario == .gridSizes ? [64, 128, 256] : [options.size]
+    let lists = scenario == .gridSizes ? max(3, options.lists) : options.lists
     for index in 0..<lists {
       configurations.append(
         .init(
           items: options.items, slots: options.slots, size: sizes[index % sizes.count],
           prefetchWindow: options.prefetchWindow,
           // grid-sizes: lists scroll alike over the same items at different sizes.
-          seed: scenario == "grid-sizes" ? options.seed : options.seed &+ UInt64(index) &* 7919,
-          steadySpeed: scenario == "soak" ? 6 : nil,
-          itemOffset: scenario == "grid-sizes" ? 0 : index * options.items))
+          seed: scenario == .gridSizes ? options.seed : options.seed &+ UInt64(index) &* 7919,
+          steadySpeed: scenario == .soak ? 6 : nil,
+          itemOffset: scenario == .gridSizes ? 0 : index * options.items))
     }
     if options.cache == "warm" { try await warm(configurations) }
     // The first screens are asked for all at once: have the origin make them beforehand, so

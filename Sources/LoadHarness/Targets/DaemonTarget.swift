@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Foundation
 import Synchronization
 import ThumbClient
@@ -43,7 +43,7 @@ public struct DaemonTarget: LoadTarget {
 
   /// A blocking GET over the socket; the body, or "" on failure.
   static func get(socket: String, _ target: String) -> String {
-    let fd = ns_connect_unix(socket)
+    let fd = ts_connect_unix(socket)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
     guard case .reply(let reply, _) = HTTPLoadClient.exchange(fd: fd, target: target, client: nil)

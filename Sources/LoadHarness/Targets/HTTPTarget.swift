@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Foundation
 import Synchronization
 import ThumbClient
@@ -258,7 +258,7 @@ final class HTTPLoadClient: LoadClient {
   private func perform(_ target: String, _ exchange: HTTPExchange) -> HTTPReply? {
     for attempt in 0..<2 {
       let reused = attempt == 0 ? state.withLock { $0.idle.popLast() } : nil
-      let fd = reused ?? ns_connect_unix(socket)
+      let fd = reused ?? ts_connect_unix(socket)
       guard fd >= 0 else { return nil }
       guard exchange.attach(fd) else {
         Glibc.close(fd)

@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import ImagePipeline
 
 #if canImport(Glibc)
@@ -45,7 +45,7 @@ public final class Daemon: Sendable {
   /// Listens on the configured Unix socket (mode `socket_mode`) and, when `listen` is set,
   /// on TCP. Returns the endpoints, for the `listening` log line.
   public func listenOnConfiguredEndpoints() throws -> [String] {
-    let fd = ns_listen_unix(config.socket, config.socketMode, 1024)
+    let fd = ts_listen_unix(config.socket, config.socketMode, 1024)
     guard fd >= 0 else { throw ServerError.system("listen on \(config.socket)", -fd) }
     try server.listen(on: fd)
     return [config.socket] + (try listenOnTCP())
@@ -60,10 +60,10 @@ public final class Daemon: Sendable {
         .warn, "listen_unauthenticated",
         ["address": config.listen, "advice": "keep TCP on loopback or behind a proxy"])
     }
-    let fd = ns_listen_tcp(address.host, address.port, 1024)
+    let fd = ts_listen_tcp(address.host, address.port, 1024)
     guard fd >= 0 else { throw ServerError.system("listen on \(config.listen)", -fd) }
     try server.listen(on: fd)
-    return ["\(address.host):\(ns_local_port(fd))"]
+    return ["\(address.host):\(ts_local_port(fd))"]
   }
 
   /// Starts the event loop.

@@ -133,12 +133,15 @@ public struct ThumbnailRoute: Sendable {
     case "prefetch": priority = .prefetch
     default: return bad("priority must be visible, normal or prefetch")
     }
-    let quality = request.queryValue("quality")
-    guard quality == nil || Int(quality!) != nil else { return bad("quality must be an integer") }
+    var quality: Int?
+    if let text = request.queryValue("quality") {
+      guard let value = Int(text) else { return bad("quality must be an integer") }
+      quality = value
+    }
     let spec: ThumbnailSpec
     switch parameters.spec(
       width: width, height: height, scale: scale, fit: request.queryValue("fit"),
-      format: request.queryValue("format"), quality: quality.flatMap { Int($0) })
+      format: request.queryValue("format"), quality: quality)
     {
     case .success(let checked): spec = checked
     case .failure(let error): return bad(error.message)

@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Dispatch
 import Synchronization
 import ThumbSystem
@@ -95,17 +95,17 @@ final class EventLoop: @unchecked Sendable {
     self.logger = logger
     self.accept = accept
     reserveDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
-    poller = ns_poll_create()
-    wakeup = ns_wakeup_create()
+    poller = ts_poll_create()
+    wakeup = ts_wakeup_create()
     guard poller >= 0, wakeup >= 0 else { throw ServerError.system("epoll", -poller) }
-    _ = ns_poll_watch(poller, wakeup, UInt32(NS_READABLE), 1, 0)
+    _ = ts_poll_watch(poller, wakeup, UInt32(TS_READABLE), 1, 0)
   }
 
   /// Adds an already listening socket.
   func listen(on fd: Int32) throws {
     nextNumber += 1
     listeners[nextNumber] = fd
-    let status = ns_poll_watch(poller, fd, UInt32(NS_READABLE), nextNumber, 0)
+    let status = ts_poll_watch(poller, fd, UInt32(TS_READABLE), nextNumber, 0)
     guard status == 0 else { throw ServerError.system("watch listener", -status) }
   }
 
@@ -123,7 +123,7 @@ final class EventLoop: @unchecked Sendable {
   func stop(drainTimeout: Double) {
     drainSeconds.store(drainTimeout.bitPattern, ordering: .relaxed)
     stopping.store(true, ordering: .relaxed)
-    _ = ns_wakeup_signal(wakeup)
+    _ = ts_wakeup_signal(wakeup)
   }
 
   /// Waits until the loop has ended.
@@ -132,7 +132,7 @@ final class EventLoop: @unchecked Sendable {
   /// From any thread: runs `work` on the loop thread, soon.
   func execute(_ work: @escaping @Sendable () -> Void) {
     pending.withLock { $0.append(work) }
-    _ = ns_wakeup_signal(wakeup)
+    _ = ts_wakeup_signal(wakeup)
   }
 
   /// From any thread: runs `work` on the loop thread with connection `id`, if it is still
@@ -154,7 +154,7 @@ final class EventLoop: @unchecked Sendable {
   var connectionCount: Int { connections.count }
 
   private func run() {
-    var events = [ns_event](repeating: ns_event(), count: 256)
+    var events = [ts_event](repeating: ts_event(), count: 256)
     var stopped = false
     var deadline = ContinuousClock.now
     while true {
@@ -164,7 +164,7 @@ final class EventLoop: @unchecked Sendable {
         deadline =
           .now + (seconds.isFinite ? .milliseconds(Int64(seconds * 1000)) : .seconds(1 << 40))
         for (_, fd) in listeners {
-          _ = ns_poll_forget(poller, fd)
+          _ = ts_poll_forget(poller, fd)
           close(fd)
         }
         listeners.removeAll()
@@ -186,25 +186,25 @@ final class EventLoop: @unchecked Sendable {
       wakeRestingListeners(now)
       // Wakes at least once a second while there are connections, for the timeouts.
       let timeout: Int32 = stopped ? 100 : (connections.isEmpty && resting.isEmpty ? -1 : 1000)
-      let count = ns_poll_wait(
+      let count = ts_poll_wait(
         poller, &events, Int32(events.count), resting.isEmpty ? timeout : min(timeout, 100))
       guard count >= 0 else { continue }
       for event in events.prefix(Int(count)) {
         if event.token == 1 {
-          _ = ns_wakeup_drain(wakeup)
+          _ = ts_wakeup_drain(wakeup)
           runPending()
         } else if let listener = listeners[event.token] {
           acceptAll(event.token, listener)
         } else if let connection = connections[ConnectionID(value: event.token)] {
-          let hungUp = event.events & UInt32(NS_ERROR | NS_HANGUP | NS_READ_HANGUP) != 0
+          let hungUp = event.events & UInt32(TS_ERROR | TS_HANGUP | TS_READ_HANGUP) != 0
           if hungUp && (connection.stopsReading || connection.readPaused) {
             // No more input is read from it, so its hang-up is noticed here: its handler's
             // unanswered work loses its subscriber.
             closeConnection(connection)
-          } else if hungUp || event.events & UInt32(NS_READABLE) != 0 {
+          } else if hungUp || event.events & UInt32(TS_READABLE) != 0 {
             readAvailable(connection)
           }
-          if connection.isOpen && event.events & UInt32(NS_WRITABLE) != 0 { flush(connection) }
+          if connection.isOpen && event.events & UInt32(TS_WRITABLE) != 0 { flush(connection) }
         }
       }
     }
@@ -222,7 +222,7 @@ final class EventLoop: @unchecked Sendable {
 
   private func acceptAll(_ token: UInt64, _ listener: Int32) {
     while true {
-      let fd = ns_accept(listener)
+      let fd = ts_accept(listener)
       if fd == -EMFILE || fd == -ENFILE {
         shedWithoutDescriptors(token, listener)
         return
@@ -236,7 +236,7 @@ final class EventLoop: @unchecked Sendable {
       let id = ConnectionID(value: nextNumber)
       connections[id] = LoopConnection(
         id: id, fd: fd, loop: self, handler: accept(id), now: Self.now())
-      _ = ns_poll_watch(poller, fd, UInt32(NS_READABLE | NS_READ_HANGUP), id.value, 0)
+      _ = ts_poll_watch(poller, fd, UInt32(TS_READABLE | TS_READ_HANGUP), id.value, 0)
     }
   }
 
@@ -256,11 +256,11 @@ final class EventLoop: @unchecked Sendable {
     if reserveDescriptor >= 0 {
       close(reserveDescriptor)
       reserveDescriptor = -1
-      let shed = ns_accept(listener)
+      let shed = ts_accept(listener)
       if shed >= 0 { close(shed) }
       reserveDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
-    _ = ns_poll_forget(poller, listener)
+    _ = ts_poll_forget(poller, listener)
     let now = Self.now()
     resting[token] = now + 100_000_000
     if now &- lastExhaustionLog > 10_000_000_000 {
@@ -274,7 +274,7 @@ final class EventLoop: @unchecked Sendable {
   private func wakeRestingListeners(_ now: UInt64) {
     for (token, until) in resting where now >= until {
       resting[token] = nil
-      if let fd = listeners[token] { _ = ns_poll_watch(poller, fd, UInt32(NS_READABLE), token, 0) }
+      if let fd = listeners[token] { _ = ts_poll_watch(poller, fd, UInt32(TS_READABLE), token, 0) }
     }
   }
 
@@ -409,10 +409,10 @@ final class EventLoop: @unchecked Sendable {
   }
 
   func updateInterest(_ connection: LoopConnection) {
-    var events: UInt32 = UInt32(NS_READ_HANGUP)
-    if !connection.readPaused { events |= UInt32(NS_READABLE) }
-    if connection.watchingWritable { events |= UInt32(NS_WRITABLE) }
-    _ = ns_poll_watch(poller, connection.fd, events, connection.id.value, 1)
+    var events: UInt32 = UInt32(TS_READ_HANGUP)
+    if !connection.readPaused { events |= UInt32(TS_READABLE) }
+    if connection.watchingWritable { events |= UInt32(TS_WRITABLE) }
+    _ = ts_poll_watch(poller, connection.fd, events, connection.id.value, 1)
   }
 
   func closeConnection(_ connection: LoopConnection) {
@@ -423,7 +423,7 @@ final class EventLoop: @unchecked Sendable {
     totalPendingOutput -= connection.pendingOutput
     connection.output = []
     connection.outputOffset = 0
-    _ = ns_poll_forget(poller, connection.fd)
+    _ = ts_poll_forget(poller, connection.fd)
     close(connection.fd)
   }
 }

@@ -31,7 +31,7 @@ public final class HTTPServer: Sendable {
     self.loop = loop
   }
 
-  /// Adds an already listening socket (from `ns_listen_unix`, `ns_listen_tcp` or systemd).
+  /// Adds an already listening socket (from `ts_listen_unix`, `ts_listen_tcp` or systemd).
   public func listen(on fd: Int32) throws { try loop.listen(on: fd) }
 
   /// Runs the loop on a thread of its own.

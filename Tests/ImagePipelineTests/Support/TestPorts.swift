@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -14,7 +14,7 @@ enum TestPorts {
   static func unused() -> UInt16 {
     while true {
       let port = UInt16.random(in: 20000..<32768)
-      let listener = ns_listen_tcp("127.0.0.1", port, 1)
+      let listener = ts_listen_tcp("127.0.0.1", port, 1)
       if listener >= 0 {
         close(listener)
         return port

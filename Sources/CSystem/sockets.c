@@ -3,35 +3,20 @@
  * loop owns the policy; this file only hides the C structures.
  */
 #define _GNU_SOURCE
-#include "CNetShim.h"
+#include "CSystem.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-/* From linux/openat2.h, which not every libc's headers carry. */
-struct ns_open_how {
-  uint64_t flags;
-  uint64_t mode;
-  uint64_t resolve;
-};
-#define NS_RESOLVE_NO_MAGICLINKS 0x02
-#define NS_RESOLVE_BENEATH 0x08
 
 static int fail(void) { return -errno; }
 
@@ -53,7 +38,7 @@ static int socket_is_live(const struct sockaddr_un *address) {
   return live;
 }
 
-int ns_listen_unix(const char *path, uint32_t mode, int backlog) {
+int ts_listen_unix(const char *path, uint32_t mode, int backlog) {
   struct sockaddr_un address;
   int status = fill_unix_address(&address, path);
   if (status < 0) return status;
@@ -80,7 +65,7 @@ int ns_listen_unix(const char *path, uint32_t mode, int backlog) {
   return fd;
 }
 
-int ns_listen_tcp(const char *address, uint16_t port, int backlog) {
+int ts_listen_tcp(const char *address, uint16_t port, int backlog) {
   struct sockaddr_in in;
   memset(&in, 0, sizeof(in));
   in.sin_family = AF_INET;
@@ -98,14 +83,14 @@ int ns_listen_tcp(const char *address, uint16_t port, int backlog) {
   return fd;
 }
 
-int ns_local_port(int fd) {
+int ts_local_port(int fd) {
   struct sockaddr_in in;
   socklen_t length = sizeof(in);
   if (getsockname(fd, (struct sockaddr *)&in, &length) != 0) return fail();
   return ntohs(in.sin_port);
 }
 
-int ns_accept(int listener) {
+int ts_accept(int listener) {
   int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) return fail();
   /* Responses leave in one send; Nagle would only hold back the tail of a
@@ -115,7 +100,7 @@ int ns_accept(int listener) {
   return fd;
 }
 
-int ns_connect_unix(const char *path) {
+int ts_connect_unix(const char *path) {
   struct sockaddr_un address;
   int status = fill_unix_address(&address, path);
   if (status < 0) return status;
@@ -129,7 +114,7 @@ int ns_connect_unix(const char *path) {
   return fd;
 }
 
-int ns_connect_tcp(const char *address, uint16_t port) {
+int ts_connect_tcp(const char *address, uint16_t port) {
   struct sockaddr_in in;
   memset(&in, 0, sizeof(in));
   in.sin_family = AF_INET;
@@ -147,7 +132,7 @@ int ns_connect_tcp(const char *address, uint16_t port) {
   return fd;
 }
 
-int ns_adopt_listener(int fd) {
+int ts_adopt_listener(int fd) {
   int listening = 0;
   socklen_t length = sizeof(listening);
   if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0) return fail();
@@ -158,12 +143,12 @@ int ns_adopt_listener(int fd) {
   return 0;
 }
 
-int ns_poll_create(void) {
+int ts_poll_create(void) {
   int fd = epoll_create1(EPOLL_CLOEXEC);
   return fd >= 0 ? fd : fail();
 }
 
-int ns_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modify) {
+int ts_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modify) {
   struct epoll_event event;
   memset(&event, 0, sizeof(event));
   event.events = events;
@@ -171,11 +156,11 @@ int ns_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modif
   return epoll_ctl(poller, modify ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) == 0 ? 0 : fail();
 }
 
-int ns_poll_forget(int poller, int fd) {
+int ts_poll_forget(int poller, int fd) {
   return epoll_ctl(poller, EPOLL_CTL_DEL, fd, NULL) == 0 ? 0 : fail();
 }
 
-int ns_poll_wait(int poller, ns_event *events, int capacity, int timeout_ms) {
+int ts_poll_wait(int poller, ts_event *events, int capacity, int timeout_ms) {
   struct epoll_event raw[256];
   if (capacity > 256) capacity = 256;
   int n;
@@ -190,67 +175,18 @@ int ns_poll_wait(int poller, ns_event *events, int capacity, int timeout_ms) {
   return n;
 }
 
-int ns_wakeup_create(void) {
+int ts_wakeup_create(void) {
   int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   return fd >= 0 ? fd : fail();
 }
 
-int ns_wakeup_signal(int fd) {
+int ts_wakeup_signal(int fd) {
   uint64_t one = 1;
   return write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 : fail();
 }
 
-int ns_wakeup_drain(int fd) {
+int ts_wakeup_drain(int fd) {
   uint64_t value;
   return read(fd, &value, sizeof(value)) == sizeof(value) || errno == EAGAIN ? 0 : fail();
 }
 
-/* The fallback: each directory opened with O_NOFOLLOW relative to the last. */
-static int open_walking(int directory, const char *relative, int flags) {
-  char path[4096];
-  size_t length = strlen(relative);
-  if (length == 0 || length >= sizeof(path)) return -ENAMETOOLONG;
-  memcpy(path, relative, length + 1);
-  int current = dup(directory);
-  if (current < 0) return fail();
-  char *cursor = path;
-  for (;;) {
-    char *slash = strchr(cursor, '/');
-    if (slash) *slash = 0;
-    if (*cursor == 0 || strcmp(cursor, ".") == 0 || strcmp(cursor, "..") == 0) {
-      close(current);
-      return -EXDEV;
-    }
-    int next = slash ? openat(current, cursor, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                     : openat(current, cursor, flags | O_NOFOLLOW | O_CLOEXEC);
-    int error = errno;
-    close(current);
-    if (next < 0) return -error;
-    if (!slash) return next;
-    current = next;
-    cursor = slash + 1;
-  }
-}
-
-int ns_open_beneath(const char *root, const char *relative, int flags, int walk) {
-  int directory = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (directory < 0) return fail();
-  int fd = -ENOSYS;
-  if (!walk) {
-    struct ns_open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
-                              .mode = 0,
-                              .resolve = NS_RESOLVE_BENEATH | NS_RESOLVE_NO_MAGICLINKS};
-    long result = syscall(SYS_openat2, directory, relative, &how, sizeof(how));
-    fd = result >= 0 ? (int)result : -errno;
-  }
-  /* No openat2 (before Linux 5.6), or a syscall filter that refuses it. */
-  if (fd == -ENOSYS || fd == -EPERM) fd = open_walking(directory, relative, flags);
-  close(directory);
-  return fd;
-}
-
-void ns_name_thread(const char *name) {
-  char shortened[16];
-  snprintf(shortened, sizeof shortened, "%s", name);
-  pthread_setname_np(pthread_self(), shortened);
-}

@@ -1,4 +1,4 @@
-import CNetShim
+import CSystem
 import Foundation
 import Testing
 
@@ -7,8 +7,8 @@ import Testing
 #endif
 
 /// The socket shim the daemon's event loop will stand on.
-@Suite("Socket shim")
-struct NetShimTests {
+@Suite("System shim")
+struct SystemShimTests {
   private func socketPath() -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent(
       "thumbd-\(UUID().uuidString.prefix(8)).sock"
@@ -19,7 +19,7 @@ struct NetShimTests {
   func socketMode() throws {
     let path = socketPath()
     defer { unlink(path) }
-    let fd = ns_listen_unix(path, 0o660, 16)
+    let fd = ts_listen_unix(path, 0o660, 16)
     #expect(fd >= 0)
     defer { close(fd) }
     var info = stat()
@@ -32,16 +32,16 @@ struct NetShimTests {
   func staleSockets() throws {
     let path = socketPath()
     defer { unlink(path) }
-    let first = ns_listen_unix(path, 0o660, 16)
+    let first = ts_listen_unix(path, 0o660, 16)
     #expect(first >= 0)
-    #expect(ns_listen_unix(path, 0o660, 16) == -EADDRINUSE, "a live server keeps its socket")
+    #expect(ts_listen_unix(path, 0o660, 16) == -EADDRINUSE, "a live server keeps its socket")
     close(first)  // the file stays behind, and nothing answers on it now
-    let second = ns_listen_unix(path, 0o660, 16)
+    let second = ts_listen_unix(path, 0o660, 16)
     #expect(second >= 0, "a stale socket is replaced")
     close(second)
     unlink(path)
     #expect(FileManager.default.createFile(atPath: path, contents: Data("keep me".utf8)))
-    #expect(ns_listen_unix(path, 0o660, 16) == -EEXIST)
+    #expect(ts_listen_unix(path, 0o660, 16) == -EEXIST)
     #expect(FileManager.default.contents(atPath: path) == Data("keep me".utf8))
   }
 
@@ -49,40 +49,40 @@ struct NetShimTests {
   func pollRoundTrip() throws {
     let path = socketPath()
     defer { unlink(path) }
-    let listener = ns_listen_unix(path, 0o600, 16)
-    let poller = ns_poll_create()
-    let wakeup = ns_wakeup_create()
+    let listener = ts_listen_unix(path, 0o600, 16)
+    let poller = ts_poll_create()
+    let wakeup = ts_wakeup_create()
     defer {
       close(listener)
       close(poller)
       close(wakeup)
     }
-    #expect(ns_poll_watch(poller, listener, UInt32(NS_READABLE), 1, 0) == 0)
-    #expect(ns_poll_watch(poller, wakeup, UInt32(NS_READABLE), 2, 0) == 0)
-    #expect(ns_accept(listener) == -EAGAIN)
+    #expect(ts_poll_watch(poller, listener, UInt32(TS_READABLE), 1, 0) == 0)
+    #expect(ts_poll_watch(poller, wakeup, UInt32(TS_READABLE), 2, 0) == 0)
+    #expect(ts_accept(listener) == -EAGAIN)
     let client = SocketClient.connect(path)
     #expect(client >= 0)
     defer { close(client) }
-    var events = [ns_event](repeating: ns_event(), count: 8)
-    #expect(ns_poll_wait(poller, &events, 8, 5000) == 1 && events[0].token == 1)
-    let connection = ns_accept(listener)
+    var events = [ts_event](repeating: ts_event(), count: 8)
+    #expect(ts_poll_wait(poller, &events, 8, 5000) == 1 && events[0].token == 1)
+    let connection = ts_accept(listener)
     #expect(connection >= 0)
     defer { close(connection) }
-    #expect(ns_poll_watch(poller, connection, UInt32(NS_READABLE), 3, 0) == 0)
+    #expect(ts_poll_watch(poller, connection, UInt32(TS_READABLE), 3, 0) == 0)
     _ = "GET / HTTP/1.1\r\n".withCString { write(client, $0, 16) }
-    #expect(ns_poll_wait(poller, &events, 8, 5000) == 1 && events[0].token == 3)
-    #expect(ns_wakeup_signal(wakeup) == 0)
-    #expect(ns_poll_wait(poller, &events, 8, 5000) >= 1)
+    #expect(ts_poll_wait(poller, &events, 8, 5000) == 1 && events[0].token == 3)
+    #expect(ts_wakeup_signal(wakeup) == 0)
+    #expect(ts_poll_wait(poller, &events, 8, 5000) >= 1)
     #expect(events.prefix(2).contains { $0.token == 2 })
-    #expect(ns_wakeup_drain(wakeup) == 0)
+    #expect(ts_wakeup_drain(wakeup) == 0)
   }
 
   @Test("TCP listeners bind loopback and report their port")
   func tcp() {
-    let fd = ns_listen_tcp("127.0.0.1", 0, 16)
+    let fd = ts_listen_tcp("127.0.0.1", 0, 16)
     #expect(fd >= 0)
-    #expect(ns_local_port(fd) > 0)
+    #expect(ts_local_port(fd) > 0)
     close(fd)
-    #expect(ns_listen_tcp("not-an-address", 0, 16) == -EINVAL)
+    #expect(ts_listen_tcp("not-an-address", 0, 16) == -EINVAL)
   }
 }

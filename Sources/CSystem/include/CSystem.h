@@ -1,10 +1,11 @@
 /*
- * CNetShim: the socket and epoll calls the daemon's event loop needs, with
- * errno-style results (negative errno on failure) that Swift can read
- * without touching sockaddr layouts.
+ * CSystem: the operating-system calls Swift cannot make cleanly by itself:
+ * sockets, epoll and eventfd for the event loop (sockets.c), opening beneath a
+ * root (files.c), and a thread's name and priority (threads.c). Results are
+ * errno-style (negative errno on failure), and no sockaddr layout reaches Swift.
  */
-#ifndef CNETSHIM_H
-#define CNETSHIM_H
+#ifndef CSYSTEM_H
+#define CSYSTEM_H
 
 #include <stdint.h>
 
@@ -14,18 +15,18 @@ extern "C" {
 
 /** Readiness bits, as in epoll. */
 enum {
-  NS_READABLE = 0x001,
-  NS_WRITABLE = 0x004,
-  NS_ERROR = 0x008,
-  NS_HANGUP = 0x010,
-  NS_READ_HANGUP = 0x2000
+  TS_READABLE = 0x001,
+  TS_WRITABLE = 0x004,
+  TS_ERROR = 0x008,
+  TS_HANGUP = 0x010,
+  TS_READ_HANGUP = 0x2000
 };
 
-/** One ready descriptor from ns_poll_wait. */
-typedef struct ns_event {
+/** One ready descriptor from ts_poll_wait. */
+typedef struct ts_event {
   uint32_t events;
   uint64_t token;
-} ns_event;
+} ts_event;
 
 /**
  * Listens on a Unix socket at `path` with permissions `mode`, non-blocking.
@@ -33,46 +34,46 @@ typedef struct ns_event {
  * (returns -EADDRINUSE when a live server owns it); any other existing file
  * is left alone (-EEXIST). Returns the descriptor or a negative errno.
  */
-int ns_listen_unix(const char *path, uint32_t mode, int backlog);
+int ts_listen_unix(const char *path, uint32_t mode, int backlog);
 
 /** Listens on an IPv4 address and port (0 picks one), non-blocking. */
-int ns_listen_tcp(const char *address, uint16_t port, int backlog);
+int ts_listen_tcp(const char *address, uint16_t port, int backlog);
 
 /** The port a TCP listener is bound to, or a negative errno. */
-int ns_local_port(int fd);
+int ts_local_port(int fd);
 
 /** Accepts one connection, non-blocking and close-on-exec; -EAGAIN if none. */
-int ns_accept(int listener);
+int ts_accept(int listener);
 
 /** Connects (blocking, close-on-exec) to a Unix socket; fd or negative errno. */
-int ns_connect_unix(const char *path);
+int ts_connect_unix(const char *path);
 
 /** Connects (blocking, close-on-exec, no Nagle) to an IPv4 address and port. */
-int ns_connect_tcp(const char *address, uint16_t port);
+int ts_connect_tcp(const char *address, uint16_t port);
 
 /**
  * Prepares an inherited descriptor (systemd socket activation) for the
  * event loop: checks it is a listening socket, makes it non-blocking and
  * close-on-exec. Returns 0 or a negative errno (-ENOTSOCK if not listening).
  */
-int ns_adopt_listener(int fd);
+int ts_adopt_listener(int fd);
 
 /** A new epoll instance, or a negative errno. */
-int ns_poll_create(void);
+int ts_poll_create(void);
 
 /** Adds (or, with `modify`, changes) interest in `fd` for `events`, edge-free. */
-int ns_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modify);
+int ts_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modify);
 
 /** Stops watching `fd`. */
-int ns_poll_forget(int poller, int fd);
+int ts_poll_forget(int poller, int fd);
 
 /** Waits up to `timeout_ms` (-1 forever) for events; returns how many. */
-int ns_poll_wait(int poller, ns_event *events, int capacity, int timeout_ms);
+int ts_poll_wait(int poller, ts_event *events, int capacity, int timeout_ms);
 
 /** A pipe-like eventfd to wake a poller from another thread. */
-int ns_wakeup_create(void);
-int ns_wakeup_signal(int fd);
-int ns_wakeup_drain(int fd);
+int ts_wakeup_create(void);
+int ts_wakeup_signal(int fd);
+int ts_wakeup_drain(int fd);
 
 /**
  * Opens `relative` (no leading slash) below the directory `root` so that resolution cannot
@@ -82,13 +83,21 @@ int ns_wakeup_drain(int fd);
  * never resolves. Returns the descriptor (opened with `flags` | O_CLOEXEC) or a negative
  * errno: -EXDEV or -ELOOP for an escape or a symlink, -ENOENT, ...
  */
-int ns_open_beneath(const char *root, const char *relative, int flags, int walk);
+int ts_open_beneath(const char *root, const char *relative, int flags, int walk);
 
 /**
  * Names the calling thread for top -H, ps -L and perf (cut to the 15 characters
  * Linux keeps). Foundation on Linux does not pass Thread.name to the kernel.
  */
-void ns_name_thread(const char *name);
+void ts_name_thread(const char *name);
+
+/**
+ * Moves the calling thread to the lowest CPU priority (nice 19), for threads
+ * that do speculative (prefetch) work. Needs no privilege; affects only the
+ * calling thread, and cannot be undone without privilege. Returns 0 or a
+ * negative errno.
+ */
+int ts_thread_background(void);
 
 #ifdef __cplusplus
 }

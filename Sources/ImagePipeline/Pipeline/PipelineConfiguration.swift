@@ -1,0 +1,55 @@
+extension ThumbnailPipeline {
+  /// Knobs for a pipeline.
+  public struct Configuration: Sendable {
+    /// Where source bytes come from.
+    public var dataLoader: any DataLoading
+    /// Decoding limits and resampling choices.
+    public var thumbnailer: Thumbnailer
+    /// Memory cache budget in bytes of encoded thumbnails.
+    public var memoryCacheCostLimit: Int
+    /// Memory cache entry limit.
+    public var memoryCacheCountLimit: Int
+    /// Downloads running at once; more wait in priority order.
+    public var maxConcurrentFetches: Int
+    /// Downloads from one origin (host and port) at once, so an origin that never answers
+    /// cannot hold the slots others need.
+    public var maxFetchesPerOrigin: Int
+    /// Decode threads (default: the number of cores).
+    public var decodeThreads: Int
+    /// Decodes allowed to wait; past that, requests fail with `PipelineError.queueFull`.
+    public var maxQueuedDecodes: Int
+    /// Prefetch jobs in progress at once (downloading, waiting for a decode or decoding),
+    /// shared fairly between clients; more wait. See `PrefetchAdmission`.
+    public var maxPrefetchInProgress: Int
+    /// Encoded thumbnails on disk, consulted after the memory cache.
+    public var diskCache: DiskCache?
+    /// Source bytes on disk under their own budget, so another size of a URL needs no new
+    /// download.
+    public var sourceCache: DiskCache?
+    /// Seconds a failure is remembered and answered without new work; 0 caches no failure.
+    public var negativeCacheSeconds: Double
+
+    /// Creates a configuration with defaults for everything but the loader.
+    public init(
+      dataLoader: any DataLoading, thumbnailer: Thumbnailer = Thumbnailer(),
+      memoryCacheCostLimit: Int = 64 << 20, memoryCacheCountLimit: Int = 4096,
+      maxConcurrentFetches: Int = 16, maxFetchesPerOrigin: Int = 8,
+      decodeThreads: Int = ThumbnailPipeline.coreCount,
+      maxQueuedDecodes: Int = 1024, maxPrefetchInProgress: Int = 8, diskCache: DiskCache? = nil,
+      sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0
+    ) {
+      self.dataLoader = dataLoader
+      self.thumbnailer = thumbnailer
+      self.memoryCacheCostLimit = memoryCacheCostLimit
+      self.memoryCacheCountLimit = memoryCacheCountLimit
+      self.maxConcurrentFetches = maxConcurrentFetches
+      self.maxFetchesPerOrigin = maxFetchesPerOrigin
+      self.decodeThreads = decodeThreads
+      self.maxQueuedDecodes = maxQueuedDecodes
+      self.maxPrefetchInProgress = maxPrefetchInProgress
+      self.diskCache = diskCache
+      self.sourceCache = sourceCache
+      self.negativeCacheSeconds = negativeCacheSeconds
+    }
+  }
+}
