@@ -52,7 +52,7 @@ public struct ResponseHead: Sendable, Hashable {
         throw ParseError(message: "obsolete line folding")
       }
       guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-        line[..<colon].allSatisfy(Self.isTokenByte)
+        line[..<colon].allSatisfy(HTTPSyntax.isTokenByte)
       else { throw ParseError(message: "malformed header line") }
       var value = line[(colon + 1)...]
       while let b = value.first, b == 32 || b == 9 { value = value.dropFirst() }
@@ -117,16 +117,6 @@ public struct ResponseHead: Sendable, Hashable {
     return lines
   }
 
-  /// RFC 9110 tchar.
-  private static func isTokenByte(_ b: UInt8) -> Bool {
-    switch b {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-      UInt8(ascii: "0")...UInt8(ascii: "9"):
-      return true
-    default:
-      return "!#$%&'*+-.^_`|~".utf8.contains(b)
-    }
-  }
 }
 
 /// HTTP dates (RFC 9110, section 5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime

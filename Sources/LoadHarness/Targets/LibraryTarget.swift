@@ -14,8 +14,13 @@ public final class LibraryTarget: LoadTarget {
 
   /// A pipeline that may fetch from loopback origins, with a memory cache of `memoryLimit`.
   public init(memoryLimit: Int = 64 << 20) {
+    pipeline = Self.loopbackPipeline(memoryLimit: memoryLimit)
+  }
+
+  /// An in-process pipeline for thumbload's origins on loopback.
+  static func loopbackPipeline(memoryLimit: Int) -> ThumbnailPipeline {
     let policy = SourcePolicy(allowedNetworks: IPNetwork.loopback)
-    pipeline = ThumbnailPipeline(
+    return ThumbnailPipeline(
       configuration: .init(
         dataLoader: SourceLoader(policy: policy), memoryCacheCostLimit: memoryLimit))
   }

@@ -11,10 +11,7 @@ public final class SlotsTarget: LoadTarget {
 
   /// A pipeline that may fetch from loopback origins, with a memory cache of `memoryLimit`.
   public init(memoryLimit: Int = 64 << 20) {
-    let policy = SourcePolicy(allowedNetworks: IPNetwork.loopback)
-    pipeline = ThumbnailPipeline(
-      configuration: .init(
-        dataLoader: SourceLoader(policy: policy), memoryCacheCostLimit: memoryLimit))
+    pipeline = LibraryTarget.loopbackPipeline(memoryLimit: memoryLimit)
   }
 
   /// `library-slots`.

@@ -1,3 +1,5 @@
+import ThumbSystem
+
 /// Why a request was refused. Every case means "400 Bad Request, then close", except
 /// `bodyTooLarge` (413).
 public enum HTTPParseError: Error, Sendable, Hashable {
@@ -180,7 +182,7 @@ public struct HTTPRequestParser: Sendable {
     let parts = [
       line[..<firstSpace], line[(firstSpace + 1)..<secondSpace], line[(secondSpace + 1)...],
     ]
-    guard !parts[0].isEmpty, parts[0].allSatisfy(isTokenByte) else {
+    guard !parts[0].isEmpty, parts[0].allSatisfy(HTTPSyntax.isTokenByte) else {
       throw .malformedRequestLine
     }
     let version = String(decoding: parts[2], as: UTF8.self)
@@ -226,7 +228,7 @@ public struct HTTPRequestParser: Sendable {
     if first == 32 || first == 9 { throw .obsoleteLineFolding }
     guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw .malformedHeader }
     let name = line[line.startIndex..<colon]
-    guard !name.isEmpty, name.allSatisfy(isTokenByte) else { throw .malformedHeader }
+    guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTokenByte) else { throw .malformedHeader }
     var value = line[(colon + 1)...]
     while let b = value.first, b == 32 || b == 9 { value = value.dropFirst() }
     while let b = value.last, b == 32 || b == 9 { value = value.dropLast() }
@@ -247,17 +249,6 @@ public struct HTTPRequestParser: Sendable {
       first.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let length = Int(first)
     else { throw .invalidContentLength }
     return length
-  }
-
-  /// RFC 9110 tchar.
-  private static func isTokenByte(_ b: UInt8) -> Bool {
-    switch b {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-      UInt8(ascii: "0")...UInt8(ascii: "9"):
-      return true
-    default:
-      return "!#$%&'*+-.^_`|~".utf8.contains(b)
-    }
   }
 
   /// Decodes %XX escapes (and '+' as space in queries); nil on a broken escape or bad UTF-8.
