@@ -96,13 +96,38 @@ let package = Package(
       path: "bench/PipelineBench",
       swiftSettings: strictSwift
     ),
+    .target(
+      name: "TestSupport",
+      dependencies: ["ImagePipeline", "CSystem", "ThumbSystem"],
+      path: "Tests/TestSupport",
+      swiftSettings: strictSwift
+    ),
+    .testTarget(
+      name: "ThumbProtocolTests",
+      dependencies: ["ThumbProtocol", "TestSupport"],
+      swiftSettings: strictSwift
+    ),
     .testTarget(
       name: "ImagePipelineTests",
-      dependencies: [
-        "ImagePipeline", "CImageCodecs", "ThumbServer", "ThumbClient", "CSystem", "LoadHarness",
-        "FuzzTargets", "ThumbSystem", "ThumbProtocol",
-      ],
+      dependencies: ["ImagePipeline", "CImageCodecs", "CSystem", "ThumbSystem", "TestSupport"],
       exclude: ["Fixtures"],
+      swiftSettings: strictSwift
+    ),
+    .testTarget(
+      name: "ThumbServerTests",
+      dependencies: [
+        "ThumbServer", "ThumbProtocol", "ImagePipeline", "LoadHarness", "CSystem", "ThumbSystem",
+        "TestSupport",
+      ],
+      swiftSettings: strictSwift
+    ),
+    .testTarget(
+      // Suites that start the daemon, thumbload, the CLI or nginx as processes.
+      name: "IntegrationTests",
+      dependencies: [
+        "ImagePipeline", "ThumbServer", "ThumbClient", "LoadHarness", "FuzzTargets", "CSystem",
+        "ThumbSystem", "TestSupport",
+      ],
       swiftSettings: strictSwift
     ),
   ],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the big hostile inputs of issue 17 into a directory, for bench/hostile_inputs.sh.
 
-They mirror Tests/ImagePipelineTests/Support/HostileInputs.swift, which builds the same
+They mirror Tests/TestSupport/HostileInputs.swift, which builds the same
 inputs in memory for the tests (too big to commit: 27 MB and 256 MB).
 Usage: make_hostile_inputs.py OUT_DIR PROGRESSIVE_JPEG ARITHMETIC_PROGRESSIVE_JPEG PHOTO_JPEG
 """

@@ -1,6 +1,8 @@
 import ImagePipeline
 import Testing
 
+@testable import TestSupport
+
 /// Transparency is resampled premultiplied: no dark fringes, and alpha picks PNG.
 @Suite("Alpha", .serialized)
 struct AlphaTests {

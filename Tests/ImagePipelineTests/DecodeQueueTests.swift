@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 /// The decode queue serves the most urgent job first, reading priorities when a thread frees.
 @Suite("Decode queue")

@@ -3,6 +3,7 @@ import Testing
 import ThumbSystem
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 #if canImport(Glibc)
   import Glibc

@@ -2,6 +2,8 @@ import Foundation
 import ImagePipeline
 import Testing
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif

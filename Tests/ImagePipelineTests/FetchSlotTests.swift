@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 /// Download slots shared between clients and origins, without sockets: the limiter alone.
 @Suite("Fetch slots")

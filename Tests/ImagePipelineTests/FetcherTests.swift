@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 /// Real HTTP through libcurl against a real origin on loopback: caps, deadlines, redirects,
 /// retries, keep-alive, cancellation and the address rules, each finding of the outside test
@@ -150,31 +151,10 @@ struct FetcherTests {
     #expect((origin.bytesSent(for: "/redirect-endless") ?? .max) <= 1 << 20)
   }
 
-  /// A gzip stream of `members` x 64 MiB of zeros (concatenated gzip members are one valid
-  /// stream; each is 64 KB), made with the system's gzip on a thread of its own.
-  static func gzipBomb(members: Int) async throws -> [UInt8] {
-    let member: [UInt8] = try await offPool {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: "/bin/sh")
-      process.arguments = ["-c", "head -c 67108864 /dev/zero | gzip -9 -c"]
-      let pipe = Pipe()
-      process.standardOutput = pipe
-      try process.run()
-      let bytes = [UInt8](pipe.fileHandleForReading.readDataToEndOfFile())
-      process.waitUntilExit()
-      return bytes
-    }
-    precondition(member.count > 0 && member.count < 1 << 20)
-    var bomb: [UInt8] = []
-    bomb.reserveCapacity(member.count * members)
-    for _ in 0..<members { bomb.append(contentsOf: member) }
-    return bomb
-  }
-
   @Test("gzip bombs are never decompressed: the cap counts wire bytes")
   func gzipBombs() async throws {
-    let small = try await Self.gzipBomb(members: 16)  // 1 GiB of zeros in 1 MB
-    let large = try await Self.gzipBomb(members: 160)  // 10 GiB in 10 MB
+    let small = try await HostileInputs.gzipBomb(members: 16)  // 1 GiB of zeros in 1 MB
+    let large = try await HostileInputs.gzipBomb(members: 160)  // 10 GiB in 10 MB
     let origin = try TestOrigin { path in
       .init(headers: ["Content-Encoding": "gzip"], body: path == "/small.gz" ? small : large)
     }.start()

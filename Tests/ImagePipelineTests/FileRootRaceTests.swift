@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 #if canImport(Glibc)
   import Glibc

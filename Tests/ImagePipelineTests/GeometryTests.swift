@@ -1,6 +1,8 @@
 import ImagePipeline
 import Testing
 
+@testable import TestSupport
+
 /// Fit modes, device scale, upscaling and the box semantics.
 @Suite("Geometry")
 struct GeometryTests {

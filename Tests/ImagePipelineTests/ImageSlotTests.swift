@@ -3,6 +3,8 @@ import Synchronization
 import Testing
 import ThumbSystem
 
+@testable import TestSupport
+
 /// A loader whose calls complete only when the test says, in any order, and which ignores
 /// cancellation: a result can still arrive after its slot moved on, as late network replies do.
 final class ManualLoader: Sendable {
@@ -35,13 +37,6 @@ final class ManualLoader: Sendable {
     call.continuation.resume(returning: "image of \(call.item) from call \(call.sequence)")
     return call.sequence
   }
-}
-
-/// Collects values from any thread.
-final class Recorder<Element: Sendable>: Sendable {
-  private let storage = Mutex<[Element]>([])
-  func append(_ element: Element) { storage.withLock { $0.append(element) } }
-  var values: [Element] { storage.withLock { $0 } }
 }
 
 @Suite("Image slots")

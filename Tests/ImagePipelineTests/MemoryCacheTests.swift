@@ -2,6 +2,8 @@ import ImagePipeline
 import Testing
 import ThumbSystem
 
+@testable import TestSupport
+
 /// LRU order, cost and count limits, against a simple reference model.
 @Suite("Memory cache")
 struct MemoryCacheTests {

@@ -1,6 +1,8 @@
 import ImagePipeline
 import Testing
 
+@testable import TestSupport
+
 /// Every EXIF orientation comes out upright.
 ///
 /// Each file of a set stores the same picture transformed its own way and was JPEG-encoded

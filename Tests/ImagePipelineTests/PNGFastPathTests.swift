@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 /// The fast IDAT path (png_fast.c) must be indistinguishable from libpng's own rows.
 @Suite("PNG fast path", .serialized)

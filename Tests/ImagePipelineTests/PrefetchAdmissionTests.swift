@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 /// Prefetch work is capped and shared fairly between clients; visible work never waits for it.
 @Suite("Prefetch admission")

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 /// Prefetch interest: counted per item, released by round token, shared with visible loads.
 @Suite("Prefetching")

@@ -1,6 +1,8 @@
 import ImagePipeline
 import Testing
 
+@testable import TestSupport
+
 /// The fast path (shrink-on-load, block averaging, kernel) against an exact reference.
 @Suite("Resampling quality", .serialized)
 struct QualityTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -112,6 +113,8 @@ struct TLSFetchTests {
     let trusted = try Self.loader(caFile: origin.caFile)
     #expect(try await trusted.loadData(for: url) == Self.photo)
     #expect(try await trusted.loadData(for: url) == Self.photo)
+    // nginx logs a request after it has sent the answer: wait for the lines, then read them.
+    await eventually("nginx logged both requests") { origin.protocols.count >= 2 }
     #expect(origin.protocols == ["HTTP/2.0", "HTTP/2.0"])
     // Two requests, one connection: multiplexed and kept alive.
     #expect(trusted.connectionsOpened == 1)

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ImagePipeline
+@testable import TestSupport
 
 /// The pure parsers of the fetcher: source URLs, redirect targets, response heads, HTTP dates.
 @Suite("URL and response parsing")

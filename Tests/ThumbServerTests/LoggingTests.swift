@@ -1,6 +1,8 @@
 import Testing
 import ThumbServer
 
+@testable import TestSupport
+
 /// What reaches the logs of a source URL.
 @Suite("Logging")
 struct LoggingTests {

@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import ThumbServer
 
+@testable import TestSupport
+
 /// Settings: the shipped file, precedence, parsing, and errors that name the key.
 @Suite("Config")
 struct ConfigTests {
-  static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-    .deletingLastPathComponent().deletingLastPathComponent().path
+  static let repository = Repository.root
 
   private func load(
     _ arguments: [String], _ environment: [String: String] = [:]

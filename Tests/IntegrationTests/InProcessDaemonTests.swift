@@ -3,6 +3,8 @@ import ImagePipeline
 import Testing
 import ThumbServer
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif

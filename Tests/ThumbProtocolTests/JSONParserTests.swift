@@ -1,6 +1,7 @@
 import Testing
 
-@testable import ThumbClient
+@testable import TestSupport
+@testable import ThumbProtocol
 
 /// The session frame, error body and config parser: strict RFC 8259.
 @Suite("JSON parser")

@@ -1,10 +1,10 @@
 import Foundation
+import Testing
 
 /// The outside robustness test's findings as inputs: small ones from
 /// `Tests/ImagePipelineTests/Fixtures/hostile`, big ones built here in memory.
 enum HostileInputs {
-  static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-    .deletingLastPathComponent().appendingPathComponent("Fixtures/hostile").path
+  static let fixtures = Repository.hostileFixtures
 
   static func fixture(_ name: String) throws -> [UInt8] {
     [UInt8](try Data(contentsOf: URL(fileURLWithPath: fixtures + "/" + name)))
@@ -153,4 +153,78 @@ enum HostileInputs {
       }
     }
   }
+
+  /// A gzip stream of `members` x 64 MiB of zeros (concatenated gzip members are one valid
+  /// stream; each is 64 KB), made with the system's gzip on a thread of its own.
+  static func gzipBomb(members: Int) async throws -> [UInt8] {
+    let member: [UInt8] = try await offPool {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = ["-c", "head -c 67108864 /dev/zero | gzip -9 -c"]
+      let pipe = Pipe()
+      process.standardOutput = pipe
+      try process.run()
+      let bytes = [UInt8](pipe.fileHandleForReading.readDataToEndOfFile())
+      process.waitUntilExit()
+      return bytes
+    }
+    precondition(member.count > 0 && member.count < 1 << 20)
+    var bomb: [UInt8] = []
+    bomb.reserveCapacity(member.count * members)
+    for _ in 0..<members { bomb.append(contentsOf: member) }
+    return bomb
+  }
+
+  /// A hostile input and the answer it must get.
+  struct Input: Sendable, CustomTestStringConvertible {
+    let name: String
+    let bytes: [UInt8]
+    /// The error kind expected, or nil for a thumbnail.
+    let kind: String?
+    var testDescription: String { name }
+  }
+
+  /// One of each finding's inputs, with its expected answer.
+  static let all: [Input] = {
+    let photo = try! Corpus.bytes("photo/coil/normal.jpg")
+    var list: [Input] = []
+    for name in ["huge_tEXt.png", "huge_zTXt.png", "huge_eXIf.png"] {
+      // A chunk claiming 2 GiB in a 44-byte file: libpng used to allocate it all first.
+      list.append(Input(name: name, bytes: try! HostileInputs.fixture(name), kind: "truncated"))
+    }
+    for name in [
+      "huge_tEXt_chunk.png", "huge_zTXt_chunk.png", "huge_pCAL_chunk.png", "huge_sCAL_chunk.png",
+    ] {
+      list.append(
+        Input(
+          name: name, bytes: try! Corpus.bytes("adversarial/libpng-crashers/" + name),
+          kind: "truncated"))
+    }
+    // 4 GiB of zeros after the last row, in 27 MB: both PNG paths used to inflate it all.
+    list.append(
+      Input(name: "trailing-zeros-rgb", bytes: HostileInputs.trailingZeros(gray: false), kind: nil))
+    list.append(
+      Input(name: "trailing-zeros-gray", bytes: HostileInputs.trailingZeros(gray: true), kind: nil))
+    // 256 MiB of APP1 segments: every one used to be kept.
+    list.append(Input(name: "app1-chain", bytes: HostileInputs.app1Chain(photo), kind: nil))
+    // One legal scan repeated 5000 times: no warning, each repetition a full decode.
+    for name in ["flat_arith.jpg", "flat_huff.jpg"] {
+      list.append(
+        Input(
+          name: name + " x5000",
+          bytes: HostileInputs.repeatedScan(try! HostileInputs.fixture(name), times: 5000),
+          kind: "too_complex"))
+    }
+    // A valid file of 99 scans, one coefficient each.
+    list.append(
+      Input(
+        name: "many_scans.jpg", bytes: try! HostileInputs.fixture("many_scans.jpg"),
+        kind: "too_complex"))
+    // 65535 px a side: over libjpeg's own 65500, a size limit, not damage.
+    list.append(
+      Input(
+        name: "max_size.jpg", bytes: try! Corpus.bytes("adversarial/jpeg-decoder/max_size.jpg"),
+        kind: "too_large"))
+    return list
+  }()
 }

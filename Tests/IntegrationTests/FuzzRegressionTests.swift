@@ -2,12 +2,14 @@ import Foundation
 import FuzzTargets
 import Testing
 
+@testable import TestSupport
+
 /// Every input kept in `Tests/Fuzz/<target>/` (hand-made seeds and every finding of
 /// scripts/fuzz) still keeps its target's invariants. Replayed through the `thumbfuzz run`
 /// binary, so an input that traps is reported here as a failure, not a crash of the tests.
 @Suite("Fuzz regressions")
 struct FuzzRegressionTests {
-  static let inputs = ConfigTests.repository + "/Tests/Fuzz"
+  static let inputs = Repository.root + "/Tests/Fuzz"
 
   @Test("each target's kept inputs replay cleanly", arguments: FuzzTarget.all.map(\.name))
   func replay(target: String) async throws {

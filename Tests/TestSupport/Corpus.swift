@@ -40,10 +40,8 @@ enum Corpus {
 
   static let root: String = {
     if let override = ProcessInfo.processInfo.environment["THUMBD_CORPUS"] { return override }
-    let repository = URL(fileURLWithPath: #filePath)
-      .deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent().deletingLastPathComponent()
-    return repository.deletingLastPathComponent().appendingPathComponent("shared/corpus").path
+    return URL(fileURLWithPath: Repository.root).deletingLastPathComponent()
+      .appendingPathComponent("shared/corpus").path
   }()
 
   /// Every manifest entry. Fails loudly when the corpus is missing: these tests are the proof.

@@ -2,6 +2,8 @@ import ImagePipeline
 import Testing
 import ThumbServer
 
+@testable import TestSupport
+
 /// The daemon's endpoints, driven with parsed requests (no socket yet).
 @Suite("Router")
 struct RouterTests {

@@ -2,6 +2,8 @@ import Foundation
 import ImagePipeline
 import Testing
 
+@testable import TestSupport
+
 /// `thumbd thumbnail`, run as the real binary.
 @Suite("CLI")
 struct CLITests {

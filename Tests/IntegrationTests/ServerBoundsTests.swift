@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import ThumbClient
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -350,7 +352,7 @@ struct ServerBoundsTests {
     "8 clients sending hostile images leave a visible photo answered within 1 s each time, in bounded memory"
   )
   func hostileBesideVisible() async throws {
-    let inputs = HostileDecodeTests.inputs
+    let inputs = HostileInputs.all
     let photo = Self.photo
     let origin = try TestOrigin { path in
       if path == "/photo.jpg" { return .init(body: photo) }

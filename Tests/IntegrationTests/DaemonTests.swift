@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -68,7 +70,7 @@ struct DaemonTests {
   func malformedAndPipelined() async throws {
     let (pid, socket) = try await startDaemon()
     defer { stop(pid) }
-    for text in HTTPParserTests.malformed.prefix(30) {
+    for text in MalformedRequests.all.prefix(30) {
       let response = SocketClient.exchange(socket, Array(text.utf8))
       #expect([400, 413].contains(SocketClient.status(of: response)), "\(text.debugDescription)")
     }

@@ -5,6 +5,7 @@ import ThumbProtocol
 import ThumbSystem
 
 @testable import LoadHarness
+@testable import TestSupport
 @testable import ThumbServer
 
 /// `SessionState` without sockets or a pipeline: messages in, effects out; outcomes in,

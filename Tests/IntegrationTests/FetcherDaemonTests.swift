@@ -3,6 +3,8 @@ import Synchronization
 import Testing
 import ThumbClient
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -35,7 +37,7 @@ struct FetcherDaemonTests {
     "hostile origins (endless bodies, 1-byte chunks, a lying 10 GiB length, a 302 with an endless body, gzip bombs) are each answered in time, in bounded memory, while other origins are served"
   )
   func hostileOrigins() async throws {
-    let bomb = try await FetcherTests.gzipBomb(members: 160)  // 10 MB of gzip, 10 GiB inflated
+    let bomb = try await HostileInputs.gzipBomb(members: 160)  // 10 MB of gzip, 10 GiB inflated
     let hostile = try TestOrigin { target in
       switch target.split(separator: "?").first.map(String.init) {
       case "/endless": return .init(endless: true, omitLength: true)

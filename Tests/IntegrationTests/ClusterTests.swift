@@ -2,6 +2,8 @@ import CSystem
 import Foundation
 import Testing
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -25,7 +27,7 @@ struct ClusterTests {
   }
 
   private static func spawnCluster(_ arguments: [String]) throws -> pid_t {
-    let script = ConfigTests.repository + "/bench/cluster.sh"
+    let script = Repository.root + "/bench/cluster.sh"
     return try ChildProcess.spawn(
       [script] + arguments, standardError: arguments[1] + "/cluster.log",
       environment: ["THUMBD_BIN": ChildProcess.thumbd, "THUMBD_ARGS": "--allow-private"])

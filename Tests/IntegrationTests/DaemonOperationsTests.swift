@@ -2,6 +2,8 @@ import CSystem
 import Foundation
 import Testing
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif

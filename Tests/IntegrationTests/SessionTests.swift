@@ -5,6 +5,8 @@ import Testing
 import ThumbClient
 import ThumbSystem
 
+@testable import TestSupport
+
 #if canImport(Glibc)
   import Glibc
 #endif

@@ -1,0 +1,37 @@
+/// Request heads the HTTP parser must refuse (400 or 413): the parser's tests and the
+/// daemon's both send them.
+enum MalformedRequests {
+  static let all: [String] = [
+    "\r\n\r\n", "GET\r\n\r\n", "GET /\r\n\r\n", "GET / HTTP/1.1 extra\r\nHost: a\r\n\r\n",
+    "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.2\r\nHost: a\r\n\r\n", "GET / http/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\n\r\n", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "GET / HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n",
+    "GET x HTTP/1.1\r\nHost: a\r\n\r\n", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET * HTTP/1.1\r\nHost: a\r\n\r\n", "GET /a\u{7f}b HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", "GET /?url=%4 HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /%ff%fe HTTP/1.1\r\nHost: a\r\n\r\n", "GET / HTTP/1.1\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\n\r\n\r\n", "GET / HTTP/1.1\r\nHost a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost : a\r\n\r\n", "GET / HTTP/1.1\r\n: a\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHo st: a\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\n\tfolded\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\u{1}b\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nX: \u{0}\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: \r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\n\u{1}: b\r\n\r\n", "GET /\u{0} HTTP/1.1\r\nHost: a\r\n\r\n",
+    "\u{16}\u{3}\u{1}\u{0}\u{a5}\u{1}\u{0}\u{0}\r\n\r\n", "GET / HTTP/1.1\r\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nX\r\n\r\n", "GET /é HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", " GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1 \r\nHost: a\r\n\r\n", "GET / HTTP/1.\r\nHost: a\r\n\r\n",
+    "GET / HTTP/\r\nHost: a\r\n\r\n", "GET / 1.1\r\nHost: a\r\n\r\n",
+    "GET /? HTTP/1.1\r\nHost: a\r\nContent-Length: 0x10\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: a\r\nX:\u{7f}\r\n\r\n",
+  ]
+}
