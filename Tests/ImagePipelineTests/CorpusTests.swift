@@ -3,82 +3,84 @@ import Testing
 
 @testable import TestSupport
 
-/// Every file of the shared corpus does what MANIFEST.tsv says it must. Serialized, like the
-/// other suites of synchronous decoding: hundreds of decode cases queued at once on a 2-core
-/// machine's two cooperative threads would delay every other test's continuations for tens of
-/// seconds, past the deadlines those tests check.
-@Suite("Corpus manifest", .serialized)
-struct CorpusTests {
-  let thumbnailer = Thumbnailer()
-  let spec = ThumbnailSpec(width: 256, height: 256)
+extension DecodeSuites {
+  /// Every file of the shared corpus does what MANIFEST.tsv says it must. Serialized, like the
+  /// other suites of synchronous decoding: hundreds of decode cases queued at once on a 2-core
+  /// machine's two cooperative threads would delay every other test's continuations for tens of
+  /// seconds, past the deadlines those tests check.
+  @Suite("Corpus manifest", .serialized)
+  struct CorpusTests {
+    let thumbnailer = Thumbnailer()
+    let spec = ThumbnailSpec(width: 256, height: 256)
 
-  @Test(
-    "decode-ok files give a thumbnail of the right upright size",
-    arguments: Corpus.entries(expected: "decode-ok"))
-  func decodesValidFile(entry: Corpus.Entry) throws {
-    let thumbnail = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
-    let shown = try #require(entry.displayedSize, "manifest has no dimensions")
-    let expected = ImageMetrics.containSize(width: shown.width, height: shown.height, box: 256)
-    #expect(thumbnail.width == expected.width && thumbnail.height == expected.height)
-    // The bytes really are an image of that size, in the format they claim.
-    #expect(ImageFormat.sniff(thumbnail.data) == thumbnail.format)
-    let decoded = try thumbnailer.decodeFullResolution(of: thumbnail.data)
-    #expect(decoded.width == expected.width && decoded.height == expected.height)
-  }
-
-  @Test(
-    "decode-ok files stream from disk the same as from memory",
-    arguments: Corpus.entries(expected: "decode-ok").filter {
-      $0.kind == "photo" || $0.kind == "exif-orientation"
-    })
-  func streamsFromDisk(entry: Corpus.Entry) throws {
-    let fromFile = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-    let fromMemory = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
-    #expect(fromFile == fromMemory)
-  }
-
-  @Test(
-    "must-reject files give a typed error", .timeLimit(.minutes(1)),
-    arguments: Corpus.entries(expected: "must-reject"))
-  func rejectsBadFile(entry: Corpus.Entry) throws {
-    #expect(throws: ThumbnailError.self) {
-      _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+    @Test(
+      "decode-ok files give a thumbnail of the right upright size",
+      arguments: Corpus.entries(expected: "decode-ok"))
+    func decodesValidFile(entry: Corpus.Entry) throws {
+      let thumbnail = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+      let shown = try #require(entry.displayedSize, "manifest has no dimensions")
+      let expected = ImageMetrics.containSize(width: shown.width, height: shown.height, box: 256)
+      #expect(thumbnail.width == expected.width && thumbnail.height == expected.height)
+      // The bytes really are an image of that size, in the format they claim.
+      #expect(ImageFormat.sniff(thumbnail.data) == thumbnail.format)
+      let decoded = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+      #expect(decoded.width == expected.width && decoded.height == expected.height)
     }
-    // The streaming file path must agree.
-    #expect(throws: ThumbnailError.self) {
-      _ = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-    }
-  }
 
-  @Test(
-    "either files decode or fail cleanly, in bounded time", .timeLimit(.minutes(1)),
-    arguments: Corpus.entries(expected: "either"))
-  func handlesPolicyFile(entry: Corpus.Entry) throws {
-    let bytes = try Corpus.bytes(entry.path)
-    for limits in [DecodingLimits(), DecodingLimits(acceptDamaged: true)] {
-      do {
-        let thumbnail = try Thumbnailer(limits: limits).thumbnail(of: bytes, spec: spec)
-        #expect(thumbnail.width > 0 && thumbnail.width <= 256)
-        #expect(thumbnail.height > 0 && thumbnail.height <= 256)
-      } catch {
-        #expect(!error.kind.isEmpty)
+    @Test(
+      "decode-ok files stream from disk the same as from memory",
+      arguments: Corpus.entries(expected: "decode-ok").filter {
+        $0.kind == "photo" || $0.kind == "exif-orientation"
+      })
+    func streamsFromDisk(entry: Corpus.Entry) throws {
+      let fromFile = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+      let fromMemory = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+      #expect(fromFile == fromMemory)
+    }
+
+    @Test(
+      "must-reject files give a typed error", .timeLimit(.minutes(1)),
+      arguments: Corpus.entries(expected: "must-reject"))
+    func rejectsBadFile(entry: Corpus.Entry) throws {
+      #expect(throws: ThumbnailError.self) {
+        _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+      }
+      // The streaming file path must agree.
+      #expect(throws: ThumbnailError.self) {
+        _ = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
       }
     }
-  }
 
-  @Test("the 613-byte progressive bomb is refused from its header")
-  func refusesDecompressionBomb() throws {
-    let bomb = try #require(
-      Corpus.entries.first { $0.dimensions == "49157x27397" }, "bomb missing from the corpus")
-    #expect(throws: ThumbnailError.tooLarge(width: 49157, height: 27397)) {
-      _ = try thumbnailer.thumbnail(of: Corpus.bytes(bomb.path), spec: spec)
+    @Test(
+      "either files decode or fail cleanly, in bounded time", .timeLimit(.minutes(1)),
+      arguments: Corpus.entries(expected: "either"))
+    func handlesPolicyFile(entry: Corpus.Entry) throws {
+      let bytes = try Corpus.bytes(entry.path)
+      for limits in [DecodingLimits(), DecodingLimits(acceptDamaged: true)] {
+        do {
+          let thumbnail = try Thumbnailer(limits: limits).thumbnail(of: bytes, spec: spec)
+          #expect(thumbnail.width > 0 && thumbnail.width <= 256)
+          #expect(thumbnail.height > 0 && thumbnail.height <= 256)
+        } catch {
+          #expect(!error.kind.isEmpty)
+        }
+      }
     }
-  }
 
-  @Test("PNG bytes behind a .jpg name are recognised by their signature")
-  func sniffsContentNotName() throws {
-    let thumbnail = try thumbnailer.thumbnail(
-      contentsOf: Corpus.path("adversarial/thumbor/feature_detection.jpg"), spec: spec)
-    #expect(thumbnail.sourceWidth == 300 && thumbnail.sourceHeight == 225)
+    @Test("the 613-byte progressive bomb is refused from its header")
+    func refusesDecompressionBomb() throws {
+      let bomb = try #require(
+        Corpus.entries.first { $0.dimensions == "49157x27397" }, "bomb missing from the corpus")
+      #expect(throws: ThumbnailError.tooLarge(width: 49157, height: 27397)) {
+        _ = try thumbnailer.thumbnail(of: Corpus.bytes(bomb.path), spec: spec)
+      }
+    }
+
+    @Test("PNG bytes behind a .jpg name are recognised by their signature")
+    func sniffsContentNotName() throws {
+      let thumbnail = try thumbnailer.thumbnail(
+        contentsOf: Corpus.path("adversarial/thumbor/feature_detection.jpg"), spec: spec)
+      #expect(thumbnail.sourceWidth == 300 && thumbnail.sourceHeight == 225)
+    }
   }
 }
