@@ -1,5 +1,4 @@
 import CSystem
-import Dispatch
 import ImagePipeline
 import ThumbServer
 import ThumbSystem
@@ -80,21 +79,19 @@ enum ServeCommand {
       ownedSocket = config.socket
     }
     let drainTimeout = config.drainTimeout
-    var signals = [SIGTERM, SIGINT].map { number in
-      onSignal(number) {
-        logger.log(.info, "draining", ["signal": number == SIGTERM ? "TERM" : "INT"])
-        daemon.stop(drainTimeout: drainTimeout)
-      }
-    }
-    signals.append(
-      onSignal(SIGHUP) {
+    SignalWaiter.start { number in
+      if number == SIGHUP {
         do {
           try logger.reopen()
           logger.log(.info, "log_reopened")
         } catch {
           printError("thumbd: cannot reopen the log file: \(error)")
         }
-      })
+      } else {
+        logger.log(.info, "draining", ["signal": number == SIGTERM ? "TERM" : "INT"])
+        daemon.stop(drainTimeout: drainTimeout)
+      }
+    }
     // Logged before the loop starts: the sockets already listen (connections wait in the
     // backlog), and whoever sees the first answer (/healthz) can rely on the line being there.
     logger.log(
@@ -114,7 +111,6 @@ enum ServeCommand {
     if let ownedSocket { unlink(ownedSocket) }
     // Thumbnails are written to disk after they are delivered: let the last ones land.
     await daemon.flushDiskWrites()
-    withExtendedLifetime(signals) {}
     logger.log(.info, "stopped", ["abandoned": String(daemon.server.abandonedAtExit)])
     return 0
   }
@@ -134,15 +130,5 @@ enum ServeCommand {
         .warn, "descriptor_limit",
         ["limit": String(limit.rlim_cur), "max_connections": String(connections)])
     }
-  }
-
-  private static func onSignal(
-    _ number: Int32, _ handler: @escaping @Sendable () -> Void
-  ) -> any DispatchSourceSignal {
-    signal(number, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: number)
-    source.setEventHandler(handler: handler)
-    source.resume()
-    return source
   }
 }

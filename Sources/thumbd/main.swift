@@ -4,6 +4,8 @@
 
 /// Entry point: dispatches to a subcommand. Each command returns its exit status.
 let arguments = Array(CommandLine.arguments.dropFirst())
+// First of all: from here on, the daemon's signals are queued for its signal thread.
+if arguments.first == "serve" { SignalWaiter.install() }
 let status: Int32
 switch arguments.first {
 case nil, "-h", "--help", "help":

@@ -79,6 +79,15 @@ struct DaemonOperationsTests {
     #expect(!FileManager.default.fileExists(atPath: daemon.socket))
   }
 
+  /// The first answer and the SIGTERM right after it: with a dispatch signal source the
+  /// signal was ignored until dispatch had installed its handler, and the daemon ran on.
+  @Test("a SIGTERM right after the daemon's first answer stops it, every time", arguments: 0..<10)
+  func sigtermAtStart(attempt: Int) async throws {
+    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    kill(daemon.pid, SIGTERM)
+    #expect(await ChildProcess.exit(of: daemon.pid, within: 20) == 0)
+  }
+
   @Test("the drain deadline ends a shutdown that in-flight work would hold up")
   func drainDeadline() async throws {
     let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }.start()

@@ -126,4 +126,23 @@ enum ChildProcess {
     let status = try? await offPool { wait(pid) }
     return exitStatus(status ?? -1)
   }
+
+  /// The exit status if the child ends within `seconds`; otherwise nil, and the child is
+  /// killed (so a test of "it stops" fails instead of hanging the suite).
+  static func exit(of pid: pid_t, within seconds: Double) async -> Int32? {
+    let status = try? await offPool { () -> Int32? in
+      let deadline = ContinuousClock.now + .seconds(seconds)
+      var status: Int32 = 0
+      while ContinuousClock.now < deadline {
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid { return status }
+        if result < 0 && errno != EINTR { return nil }
+        usleep(10_000)
+      }
+      kill(pid, SIGKILL)
+      wait(pid)
+      return nil
+    }
+    return status.flatMap { $0 }.map(exitStatus)
+  }
 }

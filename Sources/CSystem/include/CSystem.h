@@ -99,6 +99,15 @@ void ts_name_thread(const char *name);
  */
 int ts_thread_background(void);
 
+/**
+ * Installs a handler for each of `numbers` (count of them) that writes the
+ * signal's number as one byte to a pipe, and returns the pipe's read end
+ * (blocking), or a negative errno. A handler is in place on every thread when
+ * this returns, so no later signal is lost; the caller reads the bytes on a
+ * thread of its own. Calling it again adds signals to the same pipe.
+ */
+int ts_signals_install(const int *numbers, int count);
+
 #ifdef __cplusplus
 }
 #endif
