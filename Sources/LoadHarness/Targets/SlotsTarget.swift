@@ -100,7 +100,7 @@ final class SlotsClient: LoadClient {
     }
     let coordinator = PrefetchCoordinator<HintItem>(
       pipeline: pipeline, client: client,
-      request: { ImageRequest(url: $0.url, spec: ThumbnailSpec(width: $0.size, height: $0.size)) },
+      request: { Self.request($0.url, $0.size) },
       observer: observer)
     Task {
       var slots: [Int: ImageSlot<CellItem, ImageResponse>] = [:]
@@ -111,9 +111,7 @@ final class SlotsClient: LoadClient {
             slots[number]
             ?? ImageSlot(
               pipeline: pipeline, priority: visible ? .visible : .normal,
-              request: {
-                ImageRequest(url: $0.url, spec: ThumbnailSpec(width: $0.size, height: $0.size))
-              }
+              request: { Self.request($0.url, $0.size) }
             ) { cell, result in
               switch result {
               case .success(let response):
@@ -158,6 +156,11 @@ final class SlotsClient: LoadClient {
       }
       continuation.finish()
     }
+  }
+
+  /// What a cell or a hint asks the pipeline for: a square box of `size`.
+  private static func request(_ url: String, _ size: Int) -> ImageRequest {
+    ImageRequest(url: url, spec: ThumbnailSpec(width: size, height: size))
   }
 
   private static func prefetchEvent(_ round: Int, _ item: String, _ failure: String?) -> TargetEvent
