@@ -107,8 +107,9 @@ struct ThumbloadTests {
   }
 }
 
-/// A deliberately broken target for the test above: it hands each slot the previous item's
-/// picture when the slot is loaded again, and its display-time check always says yes. The shipped
+/// A deliberately broken target for the test above: each load gets another item's picture
+/// first (the slot's previous item, or a neighbour), and its display-time check always says
+/// yes. The shipped
 /// daemon and library do neither.
 final class TokenIgnoringTarget: LoadTarget {
   var name: String { "token-ignoring fake" }
@@ -125,22 +126,20 @@ final class TokenIgnoringClient: LoadClient {
   init() { (events, continuation) = AsyncStream.makeStream(of: TargetEvent.self) }
 
   func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
-    // When a slot is loaded again, the previous item's picture arrives for it: the late
-    // result a target without token checks shows. Made here from the harness's own item
-    // code, so the failure does not depend on how fast an origin or a pipeline answers.
+    // A wrong picture for the slot: the previous item's when the slot is loaded again (the
+    // late result a target without token checks shows), else a neighbour's (another cell's
+    // result landing here). Made from the harness's own item code and given on every load,
+    // so the failure does not depend on an origin's speed or on how far the lists scroll
+    // in their few seconds on a loaded machine.
     let previous = last.withLock { last -> (item: String, token: Int)? in
       defer { last[slot] = (item, token) }
       return last[slot]
     }
-    if let previous, previous.item != item, let number = Int(previous.item) {
-      let picture = try ItemImage.encoded(item: number, width: size, height: size, png: false)
-      continuation.yield(
-        .image(
-          slot: slot, item: previous.item, token: previous.token, cache: "miss", data: picture))
-    }
-    // And the slot's own picture, so the run does not wait for loads nobody answers.
-    if let number = Int(item) {
-      let picture = try ItemImage.encoded(item: number, width: size, height: size, png: false)
+    guard let number = Int(item) else { return }
+    let wrong = previous.flatMap { Int($0.item) }.flatMap { $0 == number ? nil : $0 } ?? number + 1
+    // Then the slot's own picture, so the run does not wait for loads nobody answers.
+    for shown in [wrong, number] {
+      let picture = try ItemImage.encoded(item: shown, width: size, height: size, png: false)
       continuation.yield(.image(slot: slot, item: item, token: token, cache: "miss", data: picture))
     }
   }
