@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -53,6 +54,7 @@ enum ChildProcess {
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    _ = ts_spawn_close_from(&actions, 3)
     let argv = command.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var pid: pid_t = 0
@@ -94,6 +96,10 @@ enum ChildProcess {
     posix_spawn_file_actions_addopen(
       &actions, 2, standardError, O_WRONLY | O_CREAT | O_APPEND, 0o600)
     if let inherit { posix_spawn_file_actions_adddup2(&actions, inherit, 3) }
+    // Nothing else of the test process: the suites run in parallel, and a descriptor another
+    // test holds open at this moment would count against a child's RLIMIT_NOFILE (a daemon
+    // started under `ulimit -n 48` then never became healthy) or keep its sockets alive.
+    _ = ts_spawn_close_from(&actions, inherit == nil ? 3 : 4)
     let argv = command.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var merged = ProcessInfo.processInfo.environment

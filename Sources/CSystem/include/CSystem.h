@@ -7,6 +7,7 @@
 #ifndef CSYSTEM_H
 #define CSYSTEM_H
 
+#include <spawn.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -107,6 +108,12 @@ int ts_thread_background(void);
  * thread of its own. Calling it again adds signals to the same pipe.
  */
 int ts_signals_install(const int *numbers, int count);
+
+/* Spawning. */
+
+/* Closes every descriptor from `lowest` up in the child (glibc's addclosefrom_np, 2.34 and
+ * later); 0, or ENOSYS where the libc lacks it. */
+int ts_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -31,6 +32,8 @@ public final class DaemonProcess: Sendable {
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     posix_spawn_file_actions_addopen(
       &actions, 2, directory + "/thumbd.log", O_WRONLY | O_CREAT | O_APPEND, 0o600)
+    // Only the three standard descriptors: the harness's own sockets stay its own.
+    _ = ts_spawn_close_from(&actions, 3)
     let argv = arguments.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var pid: pid_t = 0
