@@ -245,10 +245,10 @@ struct DiskCacheCrashTests {
     #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/tmp").isEmpty)
     var served = 0
     for path in inputs {
-      let key = ThumbnailDiskFormat.key(
-        for: ImageRequest(
-          url: "file://" + URL(fileURLWithPath: path).standardizedFileURL.path, spec: spec))
-      guard let entry = await cache.data(forKey: key) else { continue }
+      let url = "file://" + URL(fileURLWithPath: path).standardizedFileURL.path
+      let key = ThumbnailDiskFormat.key(for: ImageRequest(url: url, spec: spec))
+      guard let entry = await cache.data(forKey: key, group: ThumbnailDiskFormat.group(for: url))
+      else { continue }
       let thumbnail = try #require(
         ThumbnailDiskFormat.thumbnail(metadata: entry.metadata, payload: entry.payload))
       let decoded = try Thumbnailer().decodeFullResolution(of: thumbnail.data)

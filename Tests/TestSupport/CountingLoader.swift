@@ -6,10 +6,10 @@ final class CountingLoader: DataLoading {
   private let bodies: [String: [UInt8]]
   private let calls = Mutex<[String]>([])
   init(_ bodies: [String: [UInt8]]) { self.bodies = bodies }
-  func loadData(for url: String) async throws -> [UInt8] {
-    calls.withLock { $0.append(url) }
-    guard let body = bodies[url] else { throw FetchError.httpStatus(404) }
-    return body
+  func load(_ request: SourceRequest) async throws -> SourceResponse {
+    calls.withLock { $0.append(request.url) }
+    guard let body = bodies[request.url] else { throw FetchError.httpStatus(404) }
+    return .modified(body, .unversioned())
   }
   var urls: [String] { calls.withLock { $0 } }
 }

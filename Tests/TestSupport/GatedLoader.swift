@@ -24,7 +24,8 @@ final class GatedLoader: DataLoading {
 
   init(bodies: @escaping @Sendable (String) -> [UInt8]) { self.bodies = bodies }
 
-  func loadData(for url: String) async throws -> [UInt8] {
+  func load(_ request: SourceRequest) async throws -> SourceResponse {
+    let url = request.url
     let id = state.withLock { state -> UInt64 in
       state.starts.append(url)
       state.nextID += 1
@@ -47,7 +48,7 @@ final class GatedLoader: DataLoading {
       }
       waiter?.continuation.resume(throwing: CancellationError())
     }
-    return bodies(url)
+    return .modified(bodies(url), .unversioned())
   }
 
   /// Lets every present and future fetch of `url` complete.

@@ -11,7 +11,9 @@ struct PipelineBench {
   /// Answers every URL with the same photo, instantly.
   struct InstantLoader: DataLoading {
     let bytes: [UInt8]
-    func loadData(for url: String) async throws -> [UInt8] { bytes }
+    func load(_ request: SourceRequest) async throws -> SourceResponse {
+      .modified(bytes, .unversioned())
+    }
   }
 
   static func seconds(

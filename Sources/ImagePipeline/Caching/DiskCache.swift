@@ -139,9 +139,12 @@ public actor DiskCache {
 
   deinit { close(lockDescriptor) }
 
-  /// The metadata and payload stored under `key`, if present and intact.
-  public func data(forKey key: String) -> (metadata: [UInt8], payload: [UInt8])? {
-    let name = DiskCacheEntry.fileName(for: key)
+  /// The metadata and payload stored under `key` (in `group`, if it was stored in one), if
+  /// present and intact.
+  public func data(forKey key: String, group: String? = nil) -> (
+    metadata: [UInt8], payload: [UInt8]
+  )? {
+    let name = DiskCacheEntry.fileName(for: key, group: group)
     guard let size = index.peek(name) else {
       stats.misses += 1
       return nil
@@ -197,8 +200,10 @@ public actor DiskCache {
   /// Failures are counted, reported to `onFault` and otherwise ignored: a cache may always
   /// forget. On a full disk the least recently used entries make room and the write is tried
   /// once more, so a limit above the free space does not freeze the cache.
-  public func store(payload: [UInt8], metadata: [UInt8] = [], forKey key: String) {
-    let name = DiskCacheEntry.fileName(for: key)
+  public func store(
+    payload: [UInt8], metadata: [UInt8] = [], forKey key: String, group: String? = nil
+  ) {
+    let name = DiskCacheEntry.fileName(for: key, group: group)
     let bytes = DiskCacheEntry.encode(key: key, metadata: metadata, payload: payload)
     guard bytes.count <= sizeLimit else { return }
     let shard = directory + "/" + String(name.prefix(2))
@@ -229,6 +234,30 @@ public actor DiskCache {
       unlink(path(for: old))
       stats.evictions += 1
     }
+  }
+
+  /// Deletes the entry stored under `key` (in `group`), if any; whether there was one.
+  @discardableResult
+  public func removeValue(forKey key: String, group: String? = nil) -> Bool {
+    let name = DiskCacheEntry.fileName(for: key, group: group)
+    guard index.peek(name) != nil else { return false }
+    index.removeValue(forKey: name)
+    unlink(path(for: name))
+    return true
+  }
+
+  /// Deletes every entry stored in `group` and returns how many went. The names say which:
+  /// no file is read.
+  @discardableResult
+  public func removeGroup(_ group: String) -> Int {
+    let prefix = DiskCacheEntry.groupPrefix(group)
+    var removed = 0
+    for name in index.keysByRecency where name.hasPrefix(prefix) {
+      index.removeValue(forKey: name)
+      unlink(path(for: name))
+      removed += 1
+    }
+    return removed
   }
 
   /// Deletes every entry.

@@ -8,10 +8,17 @@ enum DiskCacheEntry {
   static let fileExtension = "tdc"
 
   /// A 128-bit file name for `key`: two FNV-1a variants, hex. Never derived from the raw URL.
-  static func fileName(for key: String) -> String {
+  /// With a `group`, the name starts with the group's own 64-bit hash and a dash, so every
+  /// entry of a group (all thumbnails of one source) is found by its name alone.
+  static func fileName(for key: String, group: String? = nil) -> String {
     let bytes = Array(key.utf8)
-    return hex(fnv1a(bytes, seed: 0xCBF2_9CE4_8422_2325))
+    return (group.map(groupPrefix) ?? "") + hex(fnv1a(bytes, seed: 0xCBF2_9CE4_8422_2325))
       + hex(fnv1a(bytes, seed: 0x84222325_CBF29CE4)) + "." + fileExtension
+  }
+
+  /// What the names of a group's entries start with.
+  static func groupPrefix(_ group: String) -> String {
+    hex(fnv1a(Array(group.utf8), seed: 0x9E37_79B9_7F4A_7C15)) + "-"
   }
 
   static func encode(key: String, metadata: [UInt8], payload: [UInt8]) -> [UInt8] {

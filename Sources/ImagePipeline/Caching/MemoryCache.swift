@@ -116,6 +116,17 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     state.withLock { Self.trim(&$0, cost: cost, count: count ?? countLimit) }
   }
 
+  /// Removes every entry whose key satisfies `predicate` and returns how many went. O(n),
+  /// under the lock: for rare events (a source changed or purged), not for every request.
+  @discardableResult
+  public func removeAll(where predicate: (Key) -> Bool) -> Int {
+    state.withLock { state in
+      let slots = state.index.filter { predicate($0.key) }.map(\.value)
+      for slot in slots { Self.remove(slot, in: &state) }
+      return slots.count
+    }
+  }
+
   /// Removes everything.
   public func removeAll() {
     state.withLock { state in

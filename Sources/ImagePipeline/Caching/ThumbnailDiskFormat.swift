@@ -1,16 +1,35 @@
 /// How a thumbnail is keyed and described in the disk cache.
 enum ThumbnailDiskFormat {
-  /// The disk key: every field that changes the output bytes, versioned.
+  /// The disk key: every field that changes the output bytes, versioned. The revision is
+  /// length-prefixed, so no URL or revision can make another request's key.
   static func key(for request: ImageRequest) -> String {
     let s = request.spec
+    let rev = request.rev.map { "r\($0.utf8.count):\($0)" } ?? "-"
     return
-      "thumb-v1|\(request.url)|\(s.pixelWidth)x\(s.pixelHeight)|\(s.scale)|\(s.fit.rawValue)"
-      + "|\(s.format.rawValue)|q\(s.quality)|\(s.allowUpscale ? "up" : "noup")"
+      "thumb-v2|\(rev)|\(s.pixelWidth)x\(s.pixelHeight)|\(s.scale)|\(s.fit.rawValue)"
+      + "|\(s.format.rawValue)|q\(s.quality)|\(s.allowUpscale ? "up" : "noup")|\(request.url)"
   }
 
-  /// The disk key of a source's bytes.
-  static func sourceKey(for url: String) -> String { "source-v1|" + url }
+  /// The disk group of every thumbnail of a source (all sizes, formats and revisions).
+  static func group(for url: String) -> String { "source|" + url }
 
+  /// The disk key of a source's bytes.
+  static func sourceKey(for url: String) -> String { "source-v2|" + url }
+
+  /// The metadata of a source's bytes: its version.
+  static func sourceMetadata(_ version: SourceVersion) -> [UInt8] {
+    SourceVersionCoding.encode(version)
+  }
+
+  /// The version stored with a source's bytes, or nil when it does not decode.
+  static func sourceVersion(metadata: [UInt8]) -> SourceVersion? {
+    guard let (version, length) = SourceVersionCoding.decode(metadata[...]),
+      length == metadata.count
+    else { return nil }
+    return version
+  }
+
+  /// The fixed fields, then the source's version.
   static func metadata(of thumbnail: Thumbnail) -> [UInt8] {
     var out: [UInt8] = [thumbnail.format == .png ? 1 : 0, thumbnail.hasAlpha ? 1 : 0]
     for value in [
@@ -19,11 +38,14 @@ enum ThumbnailDiskFormat {
     ] {
       withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { out += $0 }
     }
-    return out
+    return out + SourceVersionCoding.encode(thumbnail.source)
   }
 
   static func thumbnail(metadata: [UInt8], payload: [UInt8]) -> Thumbnail? {
-    guard metadata.count == 22, ImageFormat.sniff(payload) != nil else { return nil }
+    guard metadata.count > 22, ImageFormat.sniff(payload) != nil,
+      let (version, length) = SourceVersionCoding.decode(metadata[22...]),
+      length == metadata.count - 22
+    else { return nil }
     func field(_ i: Int) -> Int {
       let base = 2 + i * 4
       return (0..<4).reduce(0) { $0 | Int(metadata[base + $1]) << (8 * $1) }
@@ -31,6 +53,6 @@ enum ThumbnailDiskFormat {
     return Thumbnail(
       data: payload, format: metadata[0] == 1 ? .png : .jpeg, width: field(0), height: field(1),
       hasAlpha: metadata[1] == 1, sourceWidth: field(2), sourceHeight: field(3),
-      orientation: field(4))
+      orientation: field(4), source: version)
   }
 }

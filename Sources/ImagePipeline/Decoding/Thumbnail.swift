@@ -22,11 +22,14 @@ public struct Thumbnail: Sendable, Hashable {
   /// Decoder warnings that mean damaged pixels. Non-zero only when damage was accepted
   /// (`DecodingLimits.acceptDamaged`): the thumbnail then shows libjpeg's grey padding.
   public var damageWarnings: Int
+  /// The version of the source it was made from; a cache hit carries the current freshness.
+  public var source: SourceVersion
 
   /// Creates a thumbnail value.
   public init(
     data: [UInt8], format: ImageFormat, width: Int, height: Int, hasAlpha: Bool,
-    sourceWidth: Int, sourceHeight: Int, orientation: Int, damageWarnings: Int = 0
+    sourceWidth: Int, sourceHeight: Int, orientation: Int, damageWarnings: Int = 0,
+    source: SourceVersion = .unversioned()
   ) {
     self.data = data
     self.digest = ContentDigest.of(data)
@@ -38,6 +41,7 @@ public struct Thumbnail: Sendable, Hashable {
     self.sourceHeight = sourceHeight
     self.orientation = orientation
     self.damageWarnings = damageWarnings
+    self.source = source
   }
 }
 

@@ -1,6 +1,50 @@
-/// Fetches the encoded bytes of a source. Implementations must honour task cancellation: the
+/// Fetches the encoded bytes of a source with their version, or learns that the version the
+/// caller holds is still current. Implementations must honour task cancellation: the
 /// pipeline cancels a fetch when its last subscriber leaves.
 public protocol DataLoading: Sendable {
+  /// The source's bytes and version; `.notModified` only when `request.cached` is given and
+  /// still names the current content.
+  func load(_ request: SourceRequest) async throws -> SourceResponse
+
+  /// The validator of what `url` holds right now, if the loader can tell without loading it
+  /// (a `stat` for files), or nil. Called on every request, memory hits included, so it must
+  /// be cheap and must not block on the network.
+  func currentValidator(of url: String) -> SourceValidator?
+}
+
+extension DataLoading {
+  /// Loaders that cannot check cheaply check nothing.
+  public func currentValidator(of url: String) -> SourceValidator? { nil }
+
   /// The whole body of `url`, or a `FetchError`.
-  func loadData(for url: String) async throws -> [UInt8]
+  public func loadData(for url: String) async throws -> [UInt8] {
+    switch try await load(SourceRequest(url: url)) {
+    case .modified(let bytes, _): return bytes
+    case .notModified: throw FetchError.badResponse("not modified, though nothing was cached")
+    }
+  }
+}
+
+/// One load: a URL and, for a revalidation, the validator of the copy the caller holds.
+public struct SourceRequest: Sendable, Hashable {
+  /// The source URL.
+  public var url: String
+  /// The validator of the cached copy: http sources send it as `If-None-Match` and
+  /// `If-Modified-Since`, files compare it with their `fstat`.
+  public var cached: SourceValidator?
+
+  /// Creates a request.
+  public init(url: String, cached: SourceValidator? = nil) {
+    self.url = url
+    self.cached = cached
+  }
+}
+
+/// What a load found.
+public enum SourceResponse: Sendable {
+  /// New bytes, and their version.
+  case modified([UInt8], SourceVersion)
+  /// The cached copy is current; the version carries the renewed freshness (and any
+  /// validator the answer updated).
+  case notModified(SourceVersion)
 }

@@ -25,18 +25,20 @@ struct FileDataLoader: Sendable {
     self.walkOnly = walkOnly
   }
 
+  /// The bytes of `path`.
   func load(path: String) throws(FetchError) -> [UInt8] {
-    guard path.hasPrefix("/") else { throw .invalidURL("file URLs need an absolute path") }
-    let components = path.split(separator: "/", omittingEmptySubsequences: true)
-    guard !components.contains("..") else {
-      throw .notAllowed("file paths may not contain '..'")
+    switch try load(path: path, unlessStamped: nil, freshness: .forever) {
+    case .modified(let bytes, _): return bytes
+    case .notModified: return []
     }
-    let normal = "/" + components.joined(separator: "/")
-    guard
-      let root = roots.first(where: { normal.hasPrefix($0 == "/" ? "/" : $0 + "/") }),
-      normal.count > root.count + 1 || root == "/"
-    else { throw .notAllowed("file is outside the configured roots") }
-    let relative = String(normal.dropFirst(root == "/" ? 1 : root.count + 1))
+  }
+
+  /// The bytes and version of `path`, stamped by the `fstat` of the descriptor they are read
+  /// from; `.notModified` without reading when that stamp equals `cached`.
+  func load(path: String, unlessStamped cached: SourceValidator?, freshness: Freshness)
+    throws(FetchError) -> SourceResponse
+  {
+    let (root, relative) = try confine(path)
     let fd = ts_open_beneath(root, relative, O_RDONLY | O_NONBLOCK, walkOnly ? 1 : 0)
     guard fd >= 0 else {
       switch -fd {
@@ -50,11 +52,55 @@ struct FileDataLoader: Sendable {
     guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
       throw .notAllowed("not a regular file")
     }
+    let stamp = Self.stamp(of: info)
+    let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+    if cached == .file(stamp) {
+      return .notModified(
+        SourceVersion(
+          validator: .file(stamp), digest: 0, freshness: freshness, lastModified: modified))
+    }
     guard Int(info.st_size) <= maxSourceBytes else { throw .tooLarge(limit: maxSourceBytes) }
     guard let bytes = FileIO.readAll(fd, expected: Int(info.st_size)) else {
       throw .io("cannot read: \(String(cString: strerror(errno)))")
     }
-    return bytes
+    let version = SourceVersion(
+      validator: .file(stamp), digest: ContentDigest.of(bytes), freshness: freshness,
+      lastModified: modified)
+    return .modified(bytes, version)
+  }
+
+  /// The stamp of what `path` names now, by one `stat`, or nil. Not opened beneath the root
+  /// as loads are: a stamp only decides whether to load again, and a path swapped for a
+  /// symlink out of the root stamps differently (another inode), so the load that follows
+  /// refuses it.
+  func stamp(path: String) -> FileStamp? {
+    guard let (root, relative) = try? confine(path) else { return nil }
+    var info = stat()
+    let full = root == "/" ? "/" + relative : root + "/" + relative
+    guard stat(full, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+    return Self.stamp(of: info)
+  }
+
+  /// The root `path` lies in and the path relative to it, by the lexical rules.
+  private func confine(_ path: String) throws(FetchError) -> (root: String, relative: String) {
+    guard path.hasPrefix("/") else { throw .invalidURL("file URLs need an absolute path") }
+    let components = path.split(separator: "/", omittingEmptySubsequences: true)
+    guard !components.contains("..") else {
+      throw .notAllowed("file paths may not contain '..'")
+    }
+    let normal = "/" + components.joined(separator: "/")
+    guard
+      let root = roots.first(where: { normal.hasPrefix($0 == "/" ? "/" : $0 + "/") }),
+      normal.count > root.count + 1 || root == "/"
+    else { throw .notAllowed("file is outside the configured roots") }
+    return (root, String(normal.dropFirst(root == "/" ? 1 : root.count + 1)))
+  }
+
+  private static func stamp(of info: stat) -> FileStamp {
+    FileStamp(
+      device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+      modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+      changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
   }
 
   private static func realPath(_ path: String) -> String? {

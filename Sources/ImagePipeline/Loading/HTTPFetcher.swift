@@ -12,16 +12,18 @@ import Synchronization
 final class HTTPFetcher: Sendable {
   let policy: SourcePolicy
   let limits: FetchLimits
+  let freshness: FreshnessRules
   let transport: any HTTPTransport
   let resolver: any NameResolving
   let counters: FetchCounters
 
   init(
-    policy: SourcePolicy, limits: FetchLimits, transport: any HTTPTransport,
-    resolver: any NameResolving, counters: FetchCounters
+    policy: SourcePolicy, limits: FetchLimits, freshness: FreshnessRules,
+    transport: any HTTPTransport, resolver: any NameResolving, counters: FetchCounters
   ) {
     self.policy = policy
     self.limits = limits
+    self.freshness = freshness
     self.transport = transport
     self.resolver = resolver
     self.counters = counters
@@ -29,20 +31,32 @@ final class HTTPFetcher: Sendable {
 
   /// What one attempt came back with.
   private enum Answer {
-    case body([UInt8])
+    case body([UInt8], Received)
+    case notModified(Received)
     case redirect(String)
   }
 
-  /// The body of `url`, following redirects.
-  func fetch(_ url: SourceURL) async throws -> [UInt8] {
+  /// A final response head and when it came.
+  struct Received {
+    let head: ResponseHead
+    let requestTime: Double
+    let responseTime: Double
+  }
+
+  /// The body and version of `url`, following redirects; with `cached` validators, a
+  /// conditional request (on every hop), which a 304 answers without a body.
+  func fetch(_ url: SourceURL, cached: SourceValidator? = nil) async throws -> SourceResponse {
     let deadline = ContinuousClock.now + .milliseconds(Int64(limits.totalTimeout * 1000))
     var current = url
     var redirects = 0
+    let conditions = Self.conditions(cached)
     while true {
       try policy.check(current)
-      switch try await fetchRetrying(current, deadline: deadline) {
-      case .body(let bytes):
-        return bytes
+      switch try await fetchRetrying(current, conditions, deadline: deadline) {
+      case .body(let bytes, let received):
+        return .modified(bytes, version(of: received, digest: ContentDigest.of(bytes)))
+      case .notModified(let received):
+        return .notModified(version(of: received, digest: 0))
       case .redirect(let location):
         redirects += 1
         guard redirects <= limits.maxRedirects else {
@@ -54,16 +68,43 @@ final class HTTPFetcher: Sendable {
     }
   }
 
+  /// The version a response head describes: its validators, freshness by the rules.
+  private func version(of received: Received, digest: UInt64) -> SourceVersion {
+    func kept(_ name: String) -> String? {
+      received.head.value(name).flatMap {
+        $0.utf8.count <= SourceVersionCoding.maxValidatorBytes ? $0 : nil
+      }
+    }
+    let modified = kept("last-modified")
+    return SourceVersion(
+      validator: .http(etag: kept("etag"), lastModified: modified), digest: digest,
+      freshness: freshness.freshness(
+        of: received.head, requestTime: received.requestTime,
+        responseTime: received.responseTime),
+      lastModified: modified.flatMap(HTTPDate.parse))
+  }
+
+  /// `If-None-Match` and `If-Modified-Since` for a cached copy's validators (RFC 9110,
+  /// section 13.1: a recipient uses the entity tag first, so both may be sent).
+  static func conditions(_ cached: SourceValidator?) -> [(name: String, value: String)] {
+    guard case .http(let etag, let modified) = cached else { return [] }
+    var headers: [(name: String, value: String)] = []
+    if let etag { headers.append(("If-None-Match", etag)) }
+    if let modified { headers.append(("If-Modified-Since", modified)) }
+    return headers
+  }
+
   /// One hop, tried again after failures the origin may recover from, with exponential
   /// backoff and full jitter (or its `Retry-After`), all inside `deadline`.
   private func fetchRetrying(
-    _ url: SourceURL, deadline: ContinuousClock.Instant
+    _ url: SourceURL, _ conditions: [(name: String, value: String)],
+    deadline: ContinuousClock.Instant
   ) async throws -> Answer {
     var attempt = 0
     while true {
       let failure: Failure
       do {
-        return try await self.attempt(url, deadline: deadline)
+        return try await self.attempt(url, conditions, deadline: deadline)
       } catch let caught as Failure {
         failure = caught
       }
@@ -87,7 +128,10 @@ final class HTTPFetcher: Sendable {
     var retryAfter: Double?
   }
 
-  private func attempt(_ url: SourceURL, deadline: ContinuousClock.Instant) async throws -> Answer {
+  private func attempt(
+    _ url: SourceURL, _ conditions: [(name: String, value: String)],
+    deadline: ContinuousClock.Instant
+  ) async throws -> Answer {
     func remaining() -> Double { ContinuousClock.now.duration(to: deadline).seconds }
     guard remaining() > 0 else {
       throw Failure(error: .timedOut("the fetch took longer than \(limits.totalTimeout) s"))
@@ -117,21 +161,31 @@ final class HTTPFetcher: Sendable {
     }
     let collector = BodyCollector(limit: limits.maxSourceBytes)
     let policy = self.policy
+    let requestTime = WallClock.now()
     let request = TransportRequest(
-      url: url, headers: [("Accept", Self.accept)], addresses: addresses,
+      url: url, headers: [("Accept", Self.accept)] + conditions, addresses: addresses,
       allowAddress: { policy.allows($0) },
       headTimeout: max(0.001, ContinuousClock.now.duration(to: headDeadline).seconds),
       totalTimeout: max(0.001, remaining()), maxBodyBytes: limits.maxSourceBytes)
     let end = await exchange(request, collector)
     switch end {
     case .complete:
-      return .body(collector.takeBytes())
+      guard let head = collector.head else { throw Failure(error: .badResponse("no head")) }
+      return .body(
+        collector.takeBytes(),
+        Received(head: head, requestTime: requestTime, responseTime: collector.headTime))
     case .cancelled:
       throw CancellationError()
     case .stopped:
       switch collector.stopReason {
       case .redirect(let location):
         return .redirect(location)
+      case .notModified:
+        guard let head = collector.head, !conditions.isEmpty else {
+          throw Failure(error: .httpStatus(304))
+        }
+        return .notModified(
+          Received(head: head, requestTime: requestTime, responseTime: collector.headTime))
       case .status(let code, let retryAfter):
         let retryable = [429, 502, 503, 504].contains(code)
         throw Failure(error: .httpStatus(code), retryable: retryable, retryAfter: retryAfter)
@@ -220,6 +274,7 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
   // `finish`, and read only after the continuation it resumes.
   enum StopReason {
     case redirect(String)
+    case notModified
     case status(Int, retryAfter: Double?)
     case tooLarge
   }
@@ -227,6 +282,9 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
   let limit: Int
   private var bytes: [UInt8] = []
   private(set) var stopReason: StopReason?
+  /// The final head, and when it arrived (seconds since 1970).
+  private(set) var head: ResponseHead?
+  private(set) var headTime: Double = 0
   private let continuation = Mutex<CheckedContinuation<TransportEnd, Never>?>(nil)
 
   init(limit: Int) { self.limit = limit }
@@ -241,6 +299,8 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
   }
 
   func receive(head: ResponseHead) -> Bool {
+    self.head = head
+    headTime = WallClock.now()
     switch head.status {
     case 200..<300:
       let declared = (try? head.declaredLength()) ?? nil
@@ -260,10 +320,11 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
       }
       stopReason = .status(head.status, retryAfter: nil)
       return false
+    case 304:
+      stopReason = .notModified
+      return false
     default:
-      var now = timespec()
-      clock_gettime(CLOCK_REALTIME, &now)
-      stopReason = .status(head.status, retryAfter: head.retryAfter(now: Double(now.tv_sec)))
+      stopReason = .status(head.status, retryAfter: head.retryAfter(now: headTime))
       return false
     }
   }

@@ -9,45 +9,68 @@ public final class SourceLoader: DataLoading {
   public let policy: SourcePolicy
   /// Bytes, time and hops a fetch may take.
   public let limits: FetchLimits
+  /// How long what it loads stays fresh.
+  public let freshness: FreshnessRules
   /// What the fetcher did, for metrics.
   public let counters = FetchCounters()
   private let files: FileDataLoader
   private let resolver: any NameResolving
   private let transport: Mutex<(any HTTPTransport)?>
 
-  /// Creates a loader enforcing `policy` and `limits`. Without a `transport`, a
-  /// `CurlTransport` with default options is made on the first http(s) fetch, so a loader used
-  /// for files alone never loads libcurl.
+  /// Creates a loader enforcing `policy` and `limits`, versions judged by `freshness`. Without
+  /// a `transport`, a `CurlTransport` with default options is made on the first http(s)
+  /// fetch, so a loader used for files alone never loads libcurl.
   public init(
     policy: SourcePolicy, limits: FetchLimits = FetchLimits(),
-    transport: (any HTTPTransport)? = nil, resolver: any NameResolving = SystemResolver()
+    freshness: FreshnessRules = FreshnessRules(), transport: (any HTTPTransport)? = nil,
+    resolver: any NameResolving = SystemResolver()
   ) {
     self.policy = policy
     self.limits = limits
+    self.freshness = freshness
     self.resolver = resolver
     self.transport = Mutex(transport)
     files = FileDataLoader(roots: policy.fileRoots, maxSourceBytes: limits.maxSourceBytes)
   }
 
-  /// Loads `url` or throws a `FetchError` (`CancellationError` when the task is cancelled).
-  public func loadData(for url: String) async throws -> [UInt8] {
-    let source = try SourceURL(url)
+  /// Loads `request.url` or throws a `FetchError` (`CancellationError` when the task is
+  /// cancelled); a file whose stamp still equals `request.cached`, or an origin answering
+  /// 304, gives `.notModified`.
+  public func load(_ request: SourceRequest) async throws -> SourceResponse {
+    let source = try SourceURL(request.url)
     try policy.check(source)
     switch source.scheme {
     case "file":
-      guard let path = source.filePath else {
-        throw FetchError.invalidURL("the file path is not valid UTF-8 or holds a NUL")
-      }
+      let path = try Self.filePath(of: source)
       let files = self.files
-      return try await Self.offPool { () throws(FetchError) in try files.load(path: path) }
+      let freshness = self.freshness.fileFreshness
+      return try await Self.offPool { () throws(FetchError) in
+        try files.load(path: path, unlessStamped: request.cached, freshness: freshness)
+      }
     case "http", "https":
       let fetcher = HTTPFetcher(
-        policy: policy, limits: limits, transport: try httpTransport(), resolver: resolver,
-        counters: counters)
-      return try await fetcher.fetch(source)
+        policy: policy, limits: limits, freshness: freshness, transport: try httpTransport(),
+        resolver: resolver, counters: counters)
+      return try await fetcher.fetch(source, cached: request.cached)
     default:
       throw FetchError.notAllowed("scheme '\(source.scheme)' is not supported")
     }
+  }
+
+  /// A `stat` of a `file://` source, confined like its loads; nil for other schemes and for
+  /// a file that cannot be stamped (which then counts as changed and is loaded, or refused).
+  public func currentValidator(of url: String) -> SourceValidator? {
+    guard url.hasPrefix("file:"), let source = try? SourceURL(url), source.scheme == "file",
+      let path = try? Self.filePath(of: source), let stamp = files.stamp(path: path)
+    else { return nil }
+    return .file(stamp)
+  }
+
+  private static func filePath(of source: SourceURL) throws(FetchError) -> String {
+    guard let path = source.filePath else {
+      throw FetchError.invalidURL("the file path is not valid UTF-8 or holds a NUL")
+    }
+    return path
   }
 
   /// Origin connections the transport opened so far (0 before the first http(s) fetch).
@@ -64,9 +87,9 @@ public final class SourceLoader: DataLoading {
 
   /// Runs blocking file I/O on a thread of its own.
   private static func offPool(
-    _ body: @escaping @Sendable () throws(FetchError) -> [UInt8]
-  ) async throws(FetchError) -> [UInt8] {
-    let result: Result<[UInt8], FetchError> = await withCheckedContinuation { continuation in
+    _ body: @escaping @Sendable () throws(FetchError) -> SourceResponse
+  ) async throws(FetchError) -> SourceResponse {
+    let result: Result<SourceResponse, FetchError> = await withCheckedContinuation { continuation in
       SystemThread.detach(name: "thumbd-file") {
         continuation.resume(returning: Result { () throws(FetchError) in try body() })
       }

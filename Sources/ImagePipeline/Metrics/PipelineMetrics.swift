@@ -26,6 +26,15 @@ public final class PipelineMetrics: Sendable {
     public var staleDrops: Int
     /// Thumbnails not written to the disk cache because too many writes were pending.
     public var diskWritesSkipped: Int
+    /// Revalidations of stale sources by result: "unchanged" (a 304, or the same bytes),
+    /// "changed" (new content, old thumbnails dropped), "error" (the origin failed).
+    public var revalidations: [String: Int]
+    /// Stale entries served (`stale_if_error`, `stale_while_revalidate`).
+    public var staleServed: Int
+    /// Sources found changed (a file's stamp moved, an origin's validators changed).
+    public var sourceChanges: Int
+    /// Purges asked for.
+    public var purges: Int
     /// Failed requests by error kind.
     public var errors: [String: Int]
     /// Latency per stage: "queue" (waiting for a decode thread), "fetch", "decode", "encode",
@@ -50,6 +59,10 @@ public final class PipelineMetrics: Sendable {
   private let staleDrops = Atomic<Int>(0)
   private let diskWritesSkipped = Atomic<Int>(0)
   private let errors = Mutex<[String: Int]>([:])
+  private let revalidations = Mutex<[String: Int]>([:])
+  private let staleServed = Atomic<Int>(0)
+  private let sourceChanges = Atomic<Int>(0)
+  private let purges = Atomic<Int>(0)
 
   /// Creates zeroed counters.
   public init() {}
@@ -68,6 +81,14 @@ public final class PipelineMetrics: Sendable {
   /// Counts a result dropped because its slot no longer shows that item and token.
   public func countStaleDrop() { staleDrops.add(1, ordering: .relaxed) }
   func countDiskWriteSkipped() { diskWritesSkipped.add(1, ordering: .relaxed) }
+  /// Results a revalidation can have, as `revalidations` names them.
+  enum Revalidation: String { case unchanged, changed, error }
+  func countRevalidation(_ result: Revalidation) {
+    revalidations.withLock { $0[result.rawValue, default: 0] += 1 }
+  }
+  func countStaleServed() { staleServed.add(1, ordering: .relaxed) }
+  func countSourceChange() { sourceChanges.add(1, ordering: .relaxed) }
+  func countPurge() { purges.add(1, ordering: .relaxed) }
   func countError(_ kind: String) { errors.withLock { $0[kind, default: 0] += 1 } }
   func observe(_ stage: String, _ seconds: Double) { histograms[stage]?.observe(seconds) }
 
@@ -81,7 +102,10 @@ public final class PipelineMetrics: Sendable {
       originBytes: originBytes.load(ordering: .relaxed), decodes: decodes.load(ordering: .relaxed),
       cancelledWork: cancelledWork.load(ordering: .relaxed),
       staleDrops: staleDrops.load(ordering: .relaxed),
-      diskWritesSkipped: diskWritesSkipped.load(ordering: .relaxed), errors: errors.withLock { $0 },
+      diskWritesSkipped: diskWritesSkipped.load(ordering: .relaxed),
+      revalidations: revalidations.withLock { $0 }, staleServed: staleServed.load(ordering: .relaxed),
+      sourceChanges: sourceChanges.load(ordering: .relaxed), purges: purges.load(ordering: .relaxed),
+      errors: errors.withLock { $0 },
       latencies: histograms.mapValues { $0.snapshot() })
   }
 }

@@ -1,23 +1,50 @@
+/// What the fetch stage shares: one answer per URL and cached validator. A revalidation and a
+/// plain download of the same URL are different questions, so they do not share.
+struct FetchKey: Hashable, Sendable {
+  /// The source.
+  let url: String
+  /// The validator of the thumbnail's source version, for a revalidation.
+  let cached: SourceValidator?
+  /// Ask the source even when its cached bytes are fresh (a request with a new revision).
+  let revalidate: Bool
+}
+
 extension ThumbnailPipeline {
-  /// The fetch stage's job: wait for a download slot in priority order, then load.
-  func fetch(_ url: String, _ context: JobContext) async throws -> [UInt8] {
-    let sourceKey = ThumbnailDiskFormat.sourceKey(for: url)
-    if let sources = configuration.sourceCache, let entry = await sources.data(forKey: sourceKey) {
-      return entry.payload
+  /// The fetch stage's job: the source cache, judged like every cached entry, else a load
+  /// (conditional when a cached copy has validators) once a download slot is free, in
+  /// priority order.
+  func fetch(_ key: FetchKey, _ context: JobContext) async throws -> SourceResponse {
+    let sourceKey = ThumbnailDiskFormat.sourceKey(for: key.url)
+    var conditional = key.cached
+    var cachedSource: (bytes: [UInt8], version: SourceVersion)?
+    if let store = configuration.sourceCache, let entry = await store.data(forKey: sourceKey),
+      let stored = ThumbnailDiskFormat.sourceVersion(metadata: entry.metadata)
+    {
+      switch verdict(for: key.url, stored: stored, now: WallClock.now()) {
+      case .fresh(let current) where !key.revalidate:
+        return .modified(entry.payload, current)
+      case .fresh(let current), .stale(let current):
+        conditional = current.validator
+        cachedSource = (entry.payload, current)
+      case .changed:
+        await store.removeValue(forKey: sourceKey)
+      }
+    }
+    if let validator = conditional, !validator.canRevalidate, !Self.isFile(validator) {
+      conditional = nil
     }
     let limiter = fetchLimiter
     context.onPriorityChange { Task { await limiter.reconsider() } }
-    let origin = (try? SourceURL(url)).map { "\($0.host):\($0.port)" } ?? ""
+    let origin = (try? SourceURL(key.url)).map { "\($0.host):\($0.port)" } ?? ""
     let slot = try await fetchLimiter.acquire(
       id: nextID(), priority: context.priority, client: context.client, origin: origin)
+    let response: SourceResponse
     do {
       let started = ContinuousClock.now
-      let bytes = try await configuration.dataLoader.loadData(for: url)
+      response = try await configuration.dataLoader.load(
+        SourceRequest(url: key.url, cached: conditional))
       metrics.observe("fetch", started.duration(to: .now).seconds)
       await fetchLimiter.release(slot)
-      metrics.countFetch(bytes: bytes.count)
-      await configuration.sourceCache?.store(payload: bytes, forKey: sourceKey)
-      return bytes
     } catch let error as FetchError {
       await fetchLimiter.release(slot)
       throw PipelineError.fetch(error)
@@ -25,5 +52,30 @@ extension ThumbnailPipeline {
       await fetchLimiter.release(slot)
       throw error
     }
+    switch response {
+    case .notModified(let renewal):
+      // The source cache's bytes are current: hand them on, renewed.
+      guard let cachedSource, conditional == cachedSource.version.validator else {
+        return response
+      }
+      return .modified(cachedSource.bytes, cachedSource.version.renewed(by: renewal))
+    case .modified(let bytes, let version):
+      metrics.countFetch(bytes: bytes.count)
+      if let store = configuration.sourceCache {
+        if version.freshness.mayStore {
+          await store.store(
+            payload: bytes, metadata: ThumbnailDiskFormat.sourceMetadata(version),
+            forKey: sourceKey)
+        } else {
+          await store.removeValue(forKey: sourceKey)
+        }
+      }
+      return response
+    }
+  }
+
+  private static func isFile(_ validator: SourceValidator) -> Bool {
+    if case .file = validator { return true }
+    return false
   }
 }

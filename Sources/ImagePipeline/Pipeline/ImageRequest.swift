@@ -5,11 +5,16 @@ public struct ImageRequest: Hashable, Sendable {
   public var url: String
   /// Size, scale, fit and format of the thumbnail.
   public var spec: ThumbnailSpec
+  /// The content revision the consumer's model holds, if it knows one. Part of the cache key:
+  /// a new revision is a new entry, rendered from the source as it is now (asked again even
+  /// when the cached source is fresh), never from what an older revision saw.
+  public var rev: String?
 
   /// Creates a request.
-  public init(url: String, spec: ThumbnailSpec) {
+  public init(url: String, spec: ThumbnailSpec, rev: String? = nil) {
     self.url = url
     self.spec = spec
+    self.rev = rev
   }
 }
 
@@ -23,6 +28,11 @@ public enum ResponseSource: String, Sendable, Hashable {
   case miss
   /// Work another request had started, joined in flight.
   case coalesced
+  /// A cached entry the origin confirmed unchanged (a 304, or the same bytes again).
+  case revalidated
+  /// A stale entry, served because the origin failed (`stale_if_error`) or while it is asked
+  /// again (`stale_while_revalidate`).
+  case stale
 }
 
 /// A thumbnail and where it came from.

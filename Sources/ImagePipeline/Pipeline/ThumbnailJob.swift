@@ -1,14 +1,38 @@
 extension ThumbnailPipeline {
-  /// The thumbnail stage's job: disk cache, else fetch (shared per URL) and decode on a
-  /// worker; prefetch jobs first wait for a place (see `PrefetchAdmission`).
+  /// The thumbnail stage's job. A cached copy (a stale one from memory, else the disk's) is
+  /// judged first: fresh, it is served; stale, the source is asked once whether it changed
+  /// (a 304 keeps the copy, with no download and no decode); changed, every copy of the
+  /// source goes. Otherwise the source is fetched (shared per URL) and decoded on a worker;
+  /// prefetch jobs first wait for a place (see `PrefetchAdmission`).
   func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Produced {
     let diskKey = ThumbnailDiskFormat.key(for: request)
-    if let disk = configuration.diskCache, let entry = await disk.data(forKey: diskKey),
-      let thumbnail = ThumbnailDiskFormat.thumbnail(
-        metadata: entry.metadata, payload: entry.payload)
+    let group = ThumbnailDiskFormat.group(for: request.url)
+    var candidate = memoryCache.peek(request)
+    var fromDisk = false
+    if candidate == nil, let disk = configuration.diskCache,
+      let entry = await disk.data(forKey: diskKey, group: group)
     {
-      memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
-      return Produced(thumbnail: thumbnail, fromDisk: true)
+      candidate = ThumbnailDiskFormat.thumbnail(metadata: entry.metadata, payload: entry.payload)
+      fromDisk = candidate != nil
+    }
+    var known: SourceVersion?
+    if var cached = candidate {
+      switch verdict(for: request.url, stored: cached.source, now: WallClock.now()) {
+      case .fresh(let current):
+        cached.source = current
+        if fromDisk {
+          if sources.version(of: request.url) == nil { sources.record(current, for: request.url) }
+          memoryCache.setValue(cached, forKey: request, cost: cached.data.count)
+        }
+        return Produced(thumbnail: cached, source: fromDisk ? .disk : .memory)
+      case .stale(let current):
+        cached.source = current
+        candidate = cached
+        known = current
+      case .changed:
+        sourceChanged(request.url)
+        candidate = nil
+      }
     }
     let admission = prefetchAdmission
     let placeID = nextID()
@@ -17,27 +41,91 @@ extension ThumbnailPipeline {
       id: placeID, client: context.client, priority: context.priority,
       isWanted: { [weak context] in context?.isWanted ?? false })
     do {
-      let thumbnail = try await fetchAndDecode(request, context)
+      let produced = try await revalidateOrRender(
+        request, candidate: candidate, known: known, diskKey: diskKey, group: group, context)
       if hasPlace { await admission.leave(client: context.client) }
-      memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
-      if let disk = configuration.diskCache {
-        // Delivered first, written after: a reply never waits for the disk.
-        let dropped = !diskWrites.schedule {
-          await disk.store(
-            payload: thumbnail.data, metadata: ThumbnailDiskFormat.metadata(of: thumbnail),
-            forKey: diskKey)
-        }
-        if dropped { metrics.countDiskWriteSkipped() }
-      }
-      return Produced(thumbnail: thumbnail, fromDisk: false)
+      return produced
     } catch {
       if hasPlace { await admission.leave(client: context.client) }
       throw error
     }
   }
 
-  private func fetchAndDecode(_ request: ImageRequest, _ context: JobContext) async throws
-    -> Thumbnail
+  /// Asks the source about a stale `candidate` (made from `known`), or fetches it anew, and
+  /// renders what changed.
+  private func revalidateOrRender(
+    _ request: ImageRequest, candidate: Thumbnail?, known: SourceVersion?, diskKey: String,
+    group: String, _ context: JobContext
+  ) async throws -> Produced {
+    let answer: SourceResponse
+    do {
+      answer = try await fetchSource(
+        FetchKey(url: request.url, cached: known?.validator, revalidate: request.rev != nil),
+        context)
+    } catch let error as PipelineError {
+      guard let stale = candidate, let known, case .fetch = error else { throw error }
+      metrics.countRevalidation(.error)
+      // A stale copy may stand in for a failing origin only inside its allowance.
+      guard WallClock.now() < known.freshness.freshUntil + known.freshness.staleIfError else {
+        throw error
+      }
+      metrics.countStaleServed()
+      return Produced(thumbnail: stale, source: .stale)
+    }
+    switch answer {
+    case .notModified(let renewal):
+      guard var cached = candidate, let known else {
+        throw PipelineError.fetch(.badResponse("not modified, though nothing was cached"))
+      }
+      cached.source = known.renewed(by: renewal)
+      return keep(cached, for: request)
+    case .modified(let bytes, let version):
+      if var cached = candidate, let known, version.sameContent(as: known) {
+        // The same bytes again (an origin without validators): nothing to decode.
+        cached.source = version
+        return keep(cached, for: request)
+      }
+      if known != nil {
+        metrics.countRevalidation(.changed)
+        sourceChanged(request.url)
+      }
+      sources.record(version, for: request.url)
+      var thumbnail = try await decode(bytes, request, context)
+      thumbnail.source = version
+      store(thumbnail, for: request, diskKey: diskKey, group: group)
+      return Produced(thumbnail: thumbnail, source: .miss)
+    }
+  }
+
+  /// A cached copy the source confirmed: its renewed version becomes the source's newest, so
+  /// every size of it is fresh again.
+  private func keep(_ thumbnail: Thumbnail, for request: ImageRequest) -> Produced {
+    metrics.countRevalidation(.unchanged)
+    sources.record(thumbnail.source, for: request.url)
+    if thumbnail.source.freshness.mayStore {
+      memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+    }
+    return Produced(thumbnail: thumbnail, source: .revalidated)
+  }
+
+  /// Keeps a new thumbnail in memory and (after delivery) on disk, unless its source forbids.
+  private func store(
+    _ thumbnail: Thumbnail, for request: ImageRequest, diskKey: String, group: String
+  ) {
+    guard thumbnail.source.freshness.mayStore else { return }
+    memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+    guard let disk = configuration.diskCache else { return }
+    // Delivered first, written after: a reply never waits for the disk.
+    let dropped = !diskWrites.schedule {
+      await disk.store(
+        payload: thumbnail.data, metadata: ThumbnailDiskFormat.metadata(of: thumbnail),
+        forKey: diskKey, group: group)
+    }
+    if dropped { metrics.countDiskWriteSkipped() }
+  }
+
+  /// The source's answer to `key`, shared by every thumbnail job that asks the same.
+  private func fetchSource(_ key: FetchKey, _ context: JobContext) async throws -> SourceResponse
   {
     let upstream = PriorityBox(context.priority.value)
     // Holding the box, not the context: a listener that held its own context would keep it
@@ -45,13 +133,18 @@ extension ThumbnailPipeline {
     let priority = context.priority
     context.onPriorityChange { [fetches] in
       upstream.value = priority.value
-      Task { await fetches.priorityChanged(for: request.url) }
+      Task { await fetches.priorityChanged(for: key) }
     }
-    let bytes = try await fetches.value(
-      for: request.url, subscriber: nextID(), priority: upstream, client: context.client
-    ) { url, fetchContext in
-      try await self.fetch(url, fetchContext)
+    return try await fetches.value(
+      for: key, subscriber: nextID(), priority: upstream, client: context.client
+    ) { key, fetchContext in
+      try await self.fetch(key, fetchContext)
     }.value
+  }
+
+  private func decode(_ bytes: [UInt8], _ request: ImageRequest, _ context: JobContext)
+    async throws -> Thumbnail
+  {
     let thumbnailer = configuration.thumbnailer
     let enqueued = ContinuousClock.now
     return try await decoders.run(id: nextID(), context: context) { [metrics] cancellation in

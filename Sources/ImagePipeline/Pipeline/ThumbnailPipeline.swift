@@ -17,7 +17,8 @@ public final class ThumbnailPipeline: Sendable {
   /// The disk cache of thumbnails, if there is one.
   public var diskCache: DiskCache? { configuration.diskCache }
   let configuration: Configuration
-  let fetches: CoalescingStage<String, [UInt8]>
+  let sources: SourceCatalog
+  let fetches: CoalescingStage<FetchKey, SourceResponse>
   let thumbnails: CoalescingStage<ImageRequest, Produced>
   let failures: NegativeCache<ImageRequest>
   let fetchLimiter: PriorityLimiter
@@ -32,6 +33,7 @@ public final class ThumbnailPipeline: Sendable {
     let metrics = PipelineMetrics()
     self.configuration = configuration
     self.metrics = metrics
+    sources = SourceCatalog(capacity: max(1024, 2 * configuration.memoryCacheCountLimit))
     memoryCache = MemoryCache(
       costLimit: configuration.memoryCacheCostLimit,
       countLimit: configuration.memoryCacheCountLimit)
@@ -49,10 +51,11 @@ public final class ThumbnailPipeline: Sendable {
     failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
   }
 
-  /// What the thumbnail stage produces: the thumbnail and whether the disk cache had it.
+  /// What the thumbnail stage produces: the thumbnail and where it came from (`.miss` for a
+  /// new render).
   struct Produced: Sendable {
     let thumbnail: Thumbnail
-    let fromDisk: Bool
+    let source: ResponseSource
   }
 
   deinit { decoders.shutdown() }
@@ -87,11 +90,13 @@ public final class ThumbnailPipeline: Sendable {
   ) -> ImageResponse? {
     let started = ContinuousClock.now
     if priority == .visible { visibleActivity.note(client) }
-    guard let thumbnail = memoryCache.value(forKey: request) else { return nil }
+    guard let response = memoryHit(request, priority: priority, client: client) else {
+      return nil
+    }
     metrics.countRequest()
-    metrics.countMemoryHit()
+    if response.source == .memory { metrics.countMemoryHit() }
     metrics.observe("total", started.duration(to: .now).seconds)
-    return ImageResponse(thumbnail: thumbnail, source: .memory)
+    return response
   }
 
   func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
@@ -109,9 +114,9 @@ public final class ThumbnailPipeline: Sendable {
       metrics.countError(error.kind)
       throw PipelineError.thumbnail(error)
     }
-    if let thumbnail = memoryCache.value(forKey: request) {
-      metrics.countMemoryHit()
-      return ImageResponse(thumbnail: thumbnail, source: .memory)
+    if let response = memoryHit(request, priority: priority.value, client: client) {
+      if response.source == .memory { metrics.countMemoryHit() }
+      return response
     }
     if let remembered = failures.failure(for: request) {
       metrics.countError(remembered.kind)
@@ -123,15 +128,17 @@ public final class ThumbnailPipeline: Sendable {
       ) { request, context in
         try await self.produce(request, context)
       }
-      if delivery.joined {
-        return ImageResponse(thumbnail: delivery.value.thumbnail, source: .coalesced)
+      let produced = delivery.value
+      if delivery.joined && produced.source != .stale {
+        return ImageResponse(thumbnail: produced.thumbnail, source: .coalesced)
       }
-      if delivery.value.fromDisk {
-        metrics.countDiskHit()
-        return ImageResponse(thumbnail: delivery.value.thumbnail, source: .disk)
+      switch produced.source {
+      case .disk: metrics.countDiskHit()
+      case .miss: metrics.countMiss()
+      case .memory: metrics.countMemoryHit()
+      default: break
       }
-      metrics.countMiss()
-      return ImageResponse(thumbnail: delivery.value.thumbnail, source: .miss)
+      return ImageResponse(thumbnail: produced.thumbnail, source: produced.source)
     } catch let error as PipelineError {
       metrics.countError(error.kind)
       if error != .queueFull { failures.remember(error, for: request) }

@@ -110,6 +110,16 @@ public struct ConfigOption: Sendable {
     },
     integer("default_quality", 1...100) { $0.defaultQuality = $1 },
     integer("cache_max_age", 0...(10 * 365 * 86_400)) { $0.cacheMaxAge = $1 },
+    seconds("source_default_ttl") { $0.sourceDefaultTTL = $1 },
+    seconds("source_min_ttl") { $0.sourceMinTTL = $1 },
+    seconds("source_max_ttl") { $0.sourceMaxTTL = $1 },
+    seconds("stale_while_revalidate") { $0.staleWhileRevalidate = $1 },
+    seconds("stale_if_error") { $0.staleIfError = $1 },
+    ConfigOption("network_purge", expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config.networkPurge = flag
+      return true
+    },
     seconds("negative_cache_seconds") { $0.negativeCacheSeconds = $1 },
     ConfigOption("log_level", expects: "debug, info, warn or error") { config, value in
       guard let level = value.string().flatMap(LogLevel.init(rawValue:)) else { return false }

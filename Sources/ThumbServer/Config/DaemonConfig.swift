@@ -70,8 +70,22 @@ public struct DaemonConfig: Sendable, Hashable {
   public var defaultFormat = "auto"
   /// JPEG quality when a request gives none.
   public var defaultQuality = 80
-  /// `Cache-Control: max-age` of thumbnails, in seconds.
+  /// Longest `Cache-Control: max-age` of thumbnails, in seconds; a source's remaining
+  /// freshness is shorter when it is.
   public var cacheMaxAge = 86_400
+  /// Freshness of sources whose origin sends none, and what `file://` thumbnails advertise.
+  public var sourceDefaultTTL = 300.0
+  /// Lifetimes an origin gives are raised to at least this (not with no-cache or
+  /// must-revalidate).
+  public var sourceMinTTL = 0.0
+  /// No source stays fresh longer than this.
+  public var sourceMaxTTL = 604_800.0
+  /// Seconds a stale source may be served while it is revalidated.
+  public var staleWhileRevalidate = 0.0
+  /// Seconds a stale source may be served when its origin fails.
+  public var staleIfError = 0.0
+  /// Whether `DELETE /v1/source` is accepted on the TCP listener (always on the socket).
+  public var networkPurge = false
   /// Seconds a failed source is answered from memory without new work; 0 remembers none.
   public var negativeCacheSeconds = 0.0
   /// Least severe log level written.

@@ -35,7 +35,10 @@ public final class Daemon: Sendable {
     server = try HTTPServer(
       router: Router(
         thumbnails: route, fetcher: loader, storage: storage,
-        extra: [SessionConfiguration.refusalRoute]),
+        extra: [
+          SessionConfiguration.refusalRoute,
+          PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,
+        ]),
       sessions: SessionConfiguration(parameters: parameters), logger: logger,
       serverLimits: ServerLimits(
         maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
@@ -106,8 +109,12 @@ public final class Daemon: Sendable {
           caPath: config.caPath.isEmpty ? nil : config.caPath,
           userAgent: "thumbd/\(version)"))
     }
+    let freshness = FreshnessRules(
+      defaultTTL: config.sourceDefaultTTL, minTTL: config.sourceMinTTL,
+      maxTTL: config.sourceMaxTTL, staleWhileRevalidate: config.staleWhileRevalidate,
+      staleIfError: config.staleIfError)
     return SourceLoader(
-      policy: policy, limits: limits, transport: transport,
+      policy: policy, limits: limits, freshness: freshness, transport: transport,
       resolver: SystemResolver(cacheSeconds: config.dnsCacheSeconds))
   }
 

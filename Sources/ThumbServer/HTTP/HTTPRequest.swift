@@ -16,6 +16,9 @@ public struct HTTPRequest: Sendable, Hashable {
   public var headers: [HeaderField]
   /// The body (Content-Length bytes).
   public var body: [UInt8]
+  /// Whether it came over a network listener (TCP) rather than the Unix socket, for routes
+  /// that only local clients may use.
+  public var overNetwork = false
 
   /// One `name=value` pair of the query.
   public struct QueryItem: Sendable, Hashable {

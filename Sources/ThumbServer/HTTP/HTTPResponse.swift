@@ -28,13 +28,15 @@ public struct HTTPResponse: Sendable, Hashable {
       status: status, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
   }
 
-  /// Status line, headers (with Content-Length and, when closing, `Connection: close`) and
-  /// body, as bytes.
-  public func serialized(keepAlive: Bool) -> [UInt8] {
+  /// Status line, headers (with `Date`, `Content-Length` and, when closing,
+  /// `Connection: close`) and body, as bytes. `headOnly` (an answer to HEAD) keeps every
+  /// header GET would send, `Content-Length` included, and leaves the body out.
+  public func serialized(keepAlive: Bool, headOnly: Bool = false) -> [UInt8] {
     var bytes: [UInt8] = []
     bytes.reserveCapacity(256 + body.count)
     func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
     append("HTTP/1.1 \(status) \(Self.reason(status))\r\n")
+    append("Date: \(ResponseDate.now)\r\n")
     for (name, value) in headers {
       append(name)
       append(": ")
@@ -44,7 +46,7 @@ public struct HTTPResponse: Sendable, Hashable {
     append("Content-Length: \(body.count)\r\n")
     if !keepAlive { append("Connection: close\r\n") }
     append("\r\n")
-    bytes.append(contentsOf: body)
+    if !headOnly { bytes.append(contentsOf: body) }
     return bytes
   }
 

@@ -72,6 +72,21 @@ struct PrometheusExposition {
       "thumbd_disk_writes_skipped_total",
       "Thumbnails not written to the disk cache because too many writes were pending.",
       metrics.diskWritesSkipped)
+    out.family(
+      "thumbd_revalidations_total", "counter",
+      "Stale sources asked again, by result (unchanged, changed, error).")
+    for result in ["unchanged", "changed", "error"] {
+      out.sample(
+        "thumbd_revalidations_total{result=\"\(result)\"}", metrics.revalidations[result] ?? 0)
+    }
+    out.counter(
+      "thumbd_stale_served_total",
+      "Stale thumbnails served (stale_if_error, stale_while_revalidate).", metrics.staleServed)
+    out.counter(
+      "thumbd_source_changes_total",
+      "Sources found changed (a file's stamp, an origin's new content); their entries dropped.",
+      metrics.sourceChanges)
+    out.counter("thumbd_purges_total", "Purges asked for (DELETE /v1/source).", metrics.purges)
     out.family("thumbd_errors_total", "counter", "Failed requests by error kind.")
     for (kind, count) in metrics.errors.sorted(by: { $0.key < $1.key }) {
       out.sample("thumbd_errors_total{kind=\"\(kind)\"}", count)

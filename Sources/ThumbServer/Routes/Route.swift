@@ -1,16 +1,25 @@
 import ImagePipeline
 
-/// One endpoint: its path and how it answers a GET. The router's table is a list of these, so
-/// a new endpoint is one entry (docs/ARCHITECTURE.md, "Where things go").
+/// One endpoint: its path, the methods it takes and how it answers them. The router's table
+/// is a list of these, so a new endpoint is one entry (docs/ARCHITECTURE.md, "Where things
+/// go").
 public struct Route: Sendable {
   /// The exact path, e.g. `/healthz`.
   public let path: String
-  /// Answers a request for `path` with a method the router has already allowed.
+  /// The methods answered; others get 405 with `Allow`. A route that takes GET takes HEAD
+  /// too, answered as GET without the body.
+  public let methods: Set<String>
+  /// Answers a request for `path` with a method the router has already allowed (a HEAD
+  /// arrives as it was sent; the connection leaves the body out).
   public let answer: @Sendable (HTTPRequest) -> RouteAnswer
 
-  /// A route for `path`.
-  public init(path: String, answer: @escaping @Sendable (HTTPRequest) -> RouteAnswer) {
+  /// A route for `path` taking `methods` (GET, and so HEAD, by default).
+  public init(
+    path: String, methods: Set<String> = ["GET"],
+    answer: @escaping @Sendable (HTTPRequest) -> RouteAnswer
+  ) {
     self.path = path
+    self.methods = methods.contains("GET") ? methods.union(["HEAD"]) : methods
     self.answer = answer
   }
 }

@@ -33,9 +33,6 @@ public final class Router: Sendable {
     routes = Dictionary((builtIn + extra).map { ($0.path, $0) }) { _, later in later }
   }
 
-  /// Methods every route answers.
-  static let methods: Set<String> = ["GET"]
-
   /// Reads the request once and answers it: at once when no waiting is needed, else with the
   /// work to wait for. Counted by status when the response is known.
   public func answer(_ request: HTTPRequest) -> RouteAnswer {
@@ -64,15 +61,17 @@ public final class Router: Sendable {
   public func count(_ status: Int) { statuses.count(status) }
 
   private func route(_ request: HTTPRequest) -> RouteAnswer {
-    guard let handler = routes[request.path]?.answer else {
+    guard let route = routes[request.path] else {
       return .now(.error(404, kind: "not_found", message: "no such endpoint"), nil)
     }
-    guard Self.methods.contains(request.method) else {
-      var response = HTTPResponse.error(405, kind: "method_not_allowed", message: "use GET")
-      response.headers.append(("Allow", Self.methods.sorted().joined(separator: ", ")))
+    guard route.methods.contains(request.method) else {
+      let allowed = route.methods.sorted().joined(separator: ", ")
+      var response = HTTPResponse.error(
+        405, kind: "method_not_allowed", message: "use \(allowed)")
+      response.headers.append(("Allow", allowed))
       return .now(response, nil)
     }
-    return handler(request)
+    return route.answer(request)
   }
 
   private static let healthy = HTTPResponse(

@@ -1,11 +1,12 @@
 import ImagePipeline
 import ThumbSystem
 
-/// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=&priority=`.
+/// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=&priority=&rev=` (and HEAD).
 public struct ThumbnailRoute: Sendable {
   /// The pipeline that does the work.
   public let pipeline: ThumbnailPipeline
-  /// `Cache-Control: public, max-age=` this many seconds.
+  /// The longest `Cache-Control: max-age`, in seconds; a source's remaining freshness is
+  /// shorter when it is.
   public let maxAge: Int
   /// Defaults for parameters a request leaves out.
   public let parameters: ThumbnailParameters
@@ -51,7 +52,7 @@ public struct ThumbnailRoute: Sendable {
     }
     let client = Self.client(of: request, priority: priority)
     if let hit = pipeline.cachedResponse(for: imageRequest, priority: priority, client: client) {
-      return .now(answer(request, with: hit), .memory)
+      return .now(answer(request, with: hit), hit.source)
     }
     return .later { [self] in
       do {
@@ -70,9 +71,12 @@ public struct ThumbnailRoute: Sendable {
     let thumbnail = response.thumbnail
     let etag = Self.etag(of: thumbnail)
     var headers: [(name: String, value: String)] = [
-      ("ETag", etag), ("Cache-Control", cacheControl),
-      ("X-Thumbd-Cache", response.source.rawValue),
+      ("ETag", etag), ("Cache-Control", Self.cacheControl(thumbnail.source, maxAge: maxAge)),
     ]
+    if let modified = thumbnail.source.lastModified {
+      headers.append(("Last-Modified", HTTPDate.format(modified)))
+    }
+    headers.append(("X-Thumbd-Cache", response.source.rawValue))
     if Self.matches(request.header("if-none-match"), etag: etag) {
       return HTTPResponse(status: 304, headers: headers)
     }
@@ -80,7 +84,20 @@ public struct ThumbnailRoute: Sendable {
     return HTTPResponse(status: 200, headers: headers, body: thumbnail.data)
   }
 
-  private var cacheControl: String { "public, max-age=\(maxAge)" }
+  /// `Cache-Control` for a thumbnail of `source`: its remaining freshness, never more than
+  /// `maxAge` nor than the origin allows; `no-store` and `private` passed on.
+  static func cacheControl(
+    _ source: SourceVersion, maxAge: Int, now: Double = WallClock.now()
+  ) -> String {
+    let freshness = source.freshness
+    if freshness.noStore { return "no-store" }
+    let remaining = freshness.remaining(now: now)
+    let seconds = remaining >= Double(maxAge) ? maxAge : Int(remaining.rounded(.down))
+    return (freshness.isPrivate ? "private" : "public") + ", max-age=\(seconds)"
+  }
+
+  /// Longest `rev` accepted, in bytes: a revision is an opaque token, not a document.
+  static let maxRevisionBytes = 256
 
   /// A strong validator: the digest of the thumbnail's bytes.
   static func etag(of thumbnail: Thumbnail) -> String {
@@ -146,6 +163,10 @@ public struct ThumbnailRoute: Sendable {
     case .success(let checked): spec = checked
     case .failure(let error): return bad(error.message)
     }
-    return .request(ImageRequest(url: url, spec: spec), priority)
+    let rev = request.queryValue("rev")
+    if let rev, rev.isEmpty || rev.utf8.count > maxRevisionBytes {
+      return bad("rev must be 1 to \(maxRevisionBytes) bytes")
+    }
+    return .request(ImageRequest(url: url, spec: spec, rev: rev), priority)
   }
 }

@@ -1,5 +1,9 @@
 import ImagePipeline
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// HTTP/1.1 on one connection: the strict parser, pipelining in order, the router's answers,
 /// the access log, and protocol upgrades. Answers that need no waiting (memory hits, health)
 /// are written at once on the loop thread; the others come back from their tasks through
@@ -29,6 +33,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
   private var closing = false
   /// The first request has not come yet: its head is due from the accept on.
   private var awaitingFirstRequest = true
+  /// Whether the connection came through a TCP listener; read once, on the first request.
+  private var overNetwork: Bool?
 
   init(
     router: Router, upgraders: [any ProtocolUpgrader], logger: Logger?, loop: EventLoop,
@@ -135,7 +141,11 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     deliver(bytes, close: close, sequence: sequence, on: connection)
   }
 
-  private func dispatch(_ request: HTTPRequest, on connection: LoopConnection) {
+  private func dispatch(_ incoming: HTTPRequest, on connection: LoopConnection) {
+    var request = incoming
+    if overNetwork == nil { overNetwork = Self.isNetworkSocket(connection.fd) }
+    request.overNetwork = overNetwork ?? true
+    let headOnly = request.method == "HEAD"
     let sequence = nextSequence
     nextSequence += 1
     let keepAlive = request.keepAlive
@@ -145,7 +155,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
       // Memory hits and health checks: no task, no hand-off between threads.
       if let logger { Self.logAccess(logger, request, response, source, since: .now) }
       deliver(
-        response.serialized(keepAlive: keepAlive), close: !keepAlive, sequence: sequence,
+        response.serialized(keepAlive: keepAlive, headOnly: headOnly), close: !keepAlive,
+        sequence: sequence,
         on: connection)
     case .later(let work):
       let (loop, logger, id) = (loop, logger, connection.id)
@@ -154,7 +165,7 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
         let (response, source) = await work()
         if let logger { Self.logAccess(logger, request, response, source, since: started) }
         guard !Task.isCancelled else { return }
-        let bytes = response.serialized(keepAlive: keepAlive)
+        let bytes = response.serialized(keepAlive: keepAlive, headOnly: headOnly)
         loop.execute(on: id) { [self] connection in
           inFlight[sequence] = nil
           deliver(bytes, close: !keepAlive, sequence: sequence, on: connection)
@@ -162,6 +173,17 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
         }
       }
     }
+  }
+
+  /// Whether `fd` is anything but a Unix-domain socket (unknown counts as network: the
+  /// stricter answer).
+  private static func isNetworkSocket(_ fd: Int32) -> Bool {
+    var address = sockaddr_storage()
+    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    let read = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return read != 0 || address.ss_family != sa_family_t(AF_UNIX)
   }
 
   /// Writes finished responses in request order.

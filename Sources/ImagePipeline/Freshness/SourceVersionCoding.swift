@@ -1,0 +1,112 @@
+/// The bytes of a `SourceVersion` in a disk cache entry's metadata. Decoding is total: any
+/// byte string gives a version or nil, never a trap (the cache directory is untrusted).
+enum SourceVersionCoding {
+  /// Validators longer than this are not kept (an origin's `ETag` could fill a whole head).
+  static let maxValidatorBytes = 1024
+
+  static func encode(_ version: SourceVersion) -> [UInt8] {
+    var out: [UInt8] = []
+    switch version.validator {
+    case .none:
+      out.append(0)
+    case .file(let stamp):
+      out.append(1)
+      for value in [
+        stamp.device, stamp.inode, UInt64(bitPattern: stamp.size),
+        UInt64(bitPattern: stamp.modifiedNanoseconds), UInt64(bitPattern: stamp.changedNanoseconds),
+      ] {
+        append(value, to: &out)
+      }
+    case .http(let etag, let modified):
+      out.append(2)
+      for text in [etag, modified] {
+        let bytes = text.map { Array($0.utf8.prefix(maxValidatorBytes)) }
+        out.append(bytes == nil ? 0 : 1)
+        append(UInt16(bytes?.count ?? 0), to: &out)
+        out += bytes ?? []
+      }
+    }
+    append(version.digest, to: &out)
+    let f = version.freshness
+    for value in [f.freshUntil, f.lifetime, f.staleWhileRevalidate, f.staleIfError] {
+      append(value.bitPattern, to: &out)
+    }
+    out.append((f.noStore ? 1 : 0) | (f.isPrivate ? 2 : 0) | (version.lastModified == nil ? 0 : 4))
+    append((version.lastModified ?? 0).bitPattern, to: &out)
+    return out
+  }
+
+  /// The version at the start of `bytes` and how many bytes it took, or nil.
+  static func decode(_ bytes: ArraySlice<UInt8>) -> (version: SourceVersion, length: Int)? {
+    var reader = ByteReader(bytes)
+    guard let kind = reader.byte() else { return nil }
+    let validator: SourceValidator
+    switch kind {
+    case 0:
+      validator = .none
+    case 1:
+      guard let device = reader.uint64(), let inode = reader.uint64(), let size = reader.uint64(),
+        let modified = reader.uint64(), let changed = reader.uint64()
+      else { return nil }
+      validator = .file(
+        FileStamp(
+          device: device, inode: inode, size: Int64(bitPattern: size),
+          modifiedNanoseconds: Int64(bitPattern: modified),
+          changedNanoseconds: Int64(bitPattern: changed)))
+    case 2:
+      var texts: [String?] = []
+      for _ in 0..<2 {
+        guard let present = reader.byte(), present <= 1, let count = reader.uint16(),
+          Int(count) <= maxValidatorBytes, let text = reader.take(Int(count))
+        else { return nil }
+        texts.append(present == 1 ? String(decoding: text, as: UTF8.self) : nil)
+      }
+      validator = .http(etag: texts[0], lastModified: texts[1])
+    default:
+      return nil
+    }
+    guard let digest = reader.uint64(), let freshUntil = reader.double(),
+      let lifetime = reader.double(), let swr = reader.double(), let sie = reader.double(),
+      let flags = reader.byte(), flags < 8, let modified = reader.double(),
+      [lifetime, swr, sie].allSatisfy({ $0.isFinite && $0 >= 0 }), !freshUntil.isNaN,
+      modified.isFinite
+    else { return nil }
+    let freshness = Freshness(
+      freshUntil: freshUntil, lifetime: lifetime, staleWhileRevalidate: swr, staleIfError: sie,
+      noStore: flags & 1 != 0, isPrivate: flags & 2 != 0)
+    let version = SourceVersion(
+      validator: validator, digest: digest, freshness: freshness,
+      lastModified: flags & 4 != 0 ? modified : nil)
+    return (version, reader.offset)
+  }
+
+  private static func append<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
+    withUnsafeBytes(of: value.littleEndian) { out += $0 }
+  }
+}
+
+/// Reads little-endian fields from untrusted bytes; every read checks the length first.
+struct ByteReader {
+  let bytes: ArraySlice<UInt8>
+  /// Bytes consumed so far.
+  private(set) var offset = 0
+
+  init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
+
+  mutating func take(_ count: Int) -> ArraySlice<UInt8>? {
+    guard count >= 0, count <= bytes.count - offset else { return nil }
+    let start = bytes.startIndex + offset
+    offset += count
+    return bytes[start..<(start + count)]
+  }
+
+  mutating func byte() -> UInt8? { take(1)?.first }
+
+  mutating func uint16() -> UInt16? { take(2).map { UInt16($0.first!) | UInt16($0.last!) << 8 } }
+
+  mutating func uint64() -> UInt64? {
+    take(8).map { $0.enumerated().reduce(0) { $0 | UInt64($1.element) << (8 * $1.offset) } }
+  }
+
+  mutating func double() -> Double? { uint64().map(Double.init(bitPattern:)) }
+}

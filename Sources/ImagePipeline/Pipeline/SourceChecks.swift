@@ -1,0 +1,90 @@
+extension ThumbnailPipeline {
+  /// Judges an entry made from `stored`: files by a fresh `stat` (any difference is a change),
+  /// other sources by the newest version known and its freshness at `now`.
+  func verdict(for url: String, stored: SourceVersion, now: Double) -> SourceVerdict {
+    if case .file = stored.validator {
+      guard configuration.dataLoader.currentValidator(of: url) == stored.validator else {
+        return .changed
+      }
+      return .fresh(stored)
+    }
+    let current = sources.version(of: url) ?? stored
+    guard current.sameContent(as: stored) else { return .changed }
+    return now < current.freshness.freshUntil ? .fresh(current) : .stale(current)
+  }
+
+  /// A memory hit that may be served now, without suspending, or nil. A changed source is
+  /// dropped on the spot; a stale one inside its `stale-while-revalidate` window is served
+  /// (`.stale`) while one revalidation starts.
+  func memoryHit(_ request: ImageRequest, priority: ImagePriority, client: ClientID)
+    -> ImageResponse?
+  {
+    guard var thumbnail = memoryCache.value(forKey: request) else { return nil }
+    let now = WallClock.now()
+    switch verdict(for: request.url, stored: thumbnail.source, now: now) {
+    case .fresh(let current):
+      thumbnail.source = current
+      return ImageResponse(thumbnail: thumbnail, source: .memory)
+    case .stale(let current):
+      guard now < current.freshness.freshUntil + current.freshness.staleWhileRevalidate else {
+        return nil
+      }
+      revalidateInBackground(request, client: client)
+      thumbnail.source = current
+      metrics.countStaleServed()
+      return ImageResponse(thumbnail: thumbnail, source: .stale)
+    case .changed:
+      sourceChanged(request.url)
+      return nil
+    }
+  }
+
+  /// Starts (or joins) the thumbnail job for `request` with no one waiting for its answer:
+  /// the job revalidates the stale entry and stores what it learns.
+  private func revalidateInBackground(_ request: ImageRequest, client: ClientID) {
+    let id = nextID()
+    Task {
+      _ = try? await thumbnails.value(
+        for: request, subscriber: id, priority: PriorityBox(.normal), client: client
+      ) { request, context in
+        try await self.produce(request, context)
+      }
+    }
+  }
+
+  /// A source holds other content now: every thumbnail of it (all sizes, formats and
+  /// revisions) leaves memory at once and the disk soon after, with its cached bytes.
+  func sourceChanged(_ url: String) {
+    metrics.countSourceChange()
+    forgetSource(url)
+    Task { await removeFromDisk(url) }
+  }
+
+  /// Removes `url` from memory and from the catalog; the entries removed.
+  @discardableResult
+  func forgetSource(_ url: String) -> Int {
+    sources.forget(url)
+    return memoryCache.removeAll { $0.url == url }
+  }
+
+  /// Removes every disk entry of `url`; the entries removed.
+  func removeFromDisk(_ url: String) async -> Int {
+    var removed = await configuration.diskCache?.removeGroup(ThumbnailDiskFormat.group(for: url)) ?? 0
+    if await configuration.sourceCache?.removeValue(forKey: ThumbnailDiskFormat.sourceKey(for: url))
+      == true
+    {
+      removed += 1
+    }
+    return removed
+  }
+
+  /// Drops every thumbnail of `url` (all sizes, formats and revisions) from memory and disk,
+  /// with its source bytes, and returns how many entries went. Writes already scheduled land
+  /// first, so none of them brings an entry back after the purge.
+  public func purge(_ url: String) async -> Int {
+    metrics.countPurge()
+    await diskWrites.flush()
+    let inMemory = forgetSource(url)
+    return inMemory + (await removeFromDisk(url))
+  }
+}
