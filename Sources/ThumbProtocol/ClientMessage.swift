@@ -63,13 +63,17 @@ public enum ClientMessage: Sendable, Hashable {
     public var box: Box
     /// Default `visible`.
     public var priority: Priority
+    /// The content revision the client's model holds, if it knows one: part of the cache
+    /// key, echoed in the image.
+    public var rev: String?
 
     /// A load.
     public init(
-      slot: Int, item: String, token: Int, url: String, box: Box, priority: Priority = .visible
+      slot: Int, item: String, token: Int, url: String, box: Box, priority: Priority = .visible,
+      rev: String? = nil
     ) {
       (self.slot, self.item, self.token, self.url) = (slot, item, token, url)
-      (self.box, self.priority) = (box, priority)
+      (self.box, self.priority, self.rev) = (box, priority, rev)
     }
   }
 
@@ -79,9 +83,13 @@ public enum ClientMessage: Sendable, Hashable {
     public var item: String
     /// The source.
     public var url: String
+    /// The content revision, as in `Load.rev`.
+    public var rev: String?
 
     /// An item.
-    public init(item: String, url: String) { (self.item, self.url) = (item, url) }
+    public init(item: String, url: String, rev: String? = nil) {
+      (self.item, self.url, self.rev) = (item, url, rev)
+    }
   }
 
   /// A `prefetch` frame.
@@ -109,7 +117,7 @@ public enum ClientMessage: Sendable, Hashable {
           slot: try fields.slot(), item: try fields.text("item", maxLength: Wire.maxItemLength),
           token: try fields.integer("token", in: Wire.identifiers),
           url: try fields.text("url", maxLength: Wire.maxURLLength), box: try fields.box(),
-          priority: try fields.priority() ?? .visible))
+          priority: try fields.priority() ?? .visible, rev: try fields.revision()))
     case .cancel:
       self = .cancel(
         slot: try fields.slot(), token: try fields.integer("token", in: Wire.identifiers))
@@ -139,6 +147,7 @@ public enum ClientMessage: Sendable, Hashable {
         "slot": .integer(load.slot), "item": .string(load.item), "token": .integer(load.token),
         "url": .string(load.url), "priority": .string(load.priority.rawValue),
       ]
+      if let rev = load.rev { header["rev"] = .string(rev) }
       load.box.write(into: &header)
     case .cancel(let slot, let token):
       header = ["slot": .integer(slot), "token": .integer(token)]
@@ -150,7 +159,13 @@ public enum ClientMessage: Sendable, Hashable {
       header = [
         "round": .integer(prefetch.round),
         "items": .array(
-          prefetch.items.map { .object(["item": .string($0.item), "url": .string($0.url)]) }),
+          prefetch.items.map { item in
+            var fields: [String: JSONValue] = [
+              "item": .string(item.item), "url": .string(item.url),
+            ]
+            if let rev = item.rev { fields["rev"] = .string(rev) }
+            return .object(fields)
+          }),
       ]
       prefetch.box.write(into: &header)
     case .release(let round):
@@ -218,6 +233,12 @@ private struct FrameFields {
     return text
   }
 
+  /// An optional `rev` of 1...`Wire.maxRevisionLength` bytes.
+  func revision() throws(SessionFrameError) -> String? {
+    guard values["rev"] != nil, values["rev"] != .null else { return nil }
+    return try text("rev", maxLength: Wire.maxRevisionLength)
+  }
+
   func slot() throws(SessionFrameError) -> Int { try integer("slot", in: 0...Wire.maxSlot) }
 
   func priority() throws(SessionFrameError) -> Priority? {
@@ -257,7 +278,7 @@ private struct FrameFields {
       items.append(
         ClientMessage.PrefetchItem(
           item: try fields.text("item", maxLength: Wire.maxItemLength),
-          url: try fields.text("url", maxLength: Wire.maxURLLength)))
+          url: try fields.text("url", maxLength: Wire.maxURLLength), rev: try fields.revision()))
     }
     return items
   }

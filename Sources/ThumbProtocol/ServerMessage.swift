@@ -24,18 +24,21 @@ public enum ServerMessage: Sendable, Hashable {
     public var width: Int
     /// Height in pixels.
     public var height: Int
-    /// `memory`, `disk`, `miss` or `coalesced`.
+    /// `memory`, `disk`, `miss`, `coalesced`, `revalidated` or `stale`.
     public var cache: String
     /// The encoded image.
     public var data: [UInt8]
+    /// The load's `rev`, when it had one.
+    public var rev: String?
 
     /// An image frame's contents.
     public init(
       slot: Int, item: String, token: Int, format: String, width: Int, height: Int,
-      cache: String, data: [UInt8]
+      cache: String, data: [UInt8], rev: String? = nil
     ) {
       (self.slot, self.item, self.token, self.format) = (slot, item, token, format)
       (self.width, self.height, self.cache, self.data) = (width, height, cache, data)
+      self.rev = rev
     }
   }
 
@@ -52,7 +55,7 @@ public enum ServerMessage: Sendable, Hashable {
         Image(
           slot: slot, item: item, token: token, format: header["format"]?.string ?? "",
           width: header["width"]?.integer ?? 0, height: header["height"]?.integer ?? 0,
-          cache: header["cache"]?.string ?? "", data: frame.body))
+          cache: header["cache"]?.string ?? "", data: frame.body, rev: header["rev"]?.string))
     case .error:
       self = .error(
         slot: header["slot"]?.integer, item: header["item"]?.string,
@@ -77,13 +80,14 @@ public enum ServerMessage: Sendable, Hashable {
   public var frame: SessionFrame {
     switch self {
     case .image(let image):
-      return SessionFrame(
-        header: [
-          "op": .string(Wire.Op.image.rawValue), "slot": .integer(image.slot),
-          "item": .string(image.item), "token": .integer(image.token),
-          "format": .string(image.format), "width": .integer(image.width),
-          "height": .integer(image.height), "cache": .string(image.cache),
-        ], body: image.data)
+      var header: [String: JSONValue] = [
+        "op": .string(Wire.Op.image.rawValue), "slot": .integer(image.slot),
+        "item": .string(image.item), "token": .integer(image.token),
+        "format": .string(image.format), "width": .integer(image.width),
+        "height": .integer(image.height), "cache": .string(image.cache),
+      ]
+      if let rev = image.rev { header["rev"] = .string(rev) }
+      return SessionFrame(header: header, body: image.data)
     case .error(let slot, let item, let token, let code, let message):
       var header: [String: JSONValue] = [
         "op": .string(Wire.Op.error.rawValue), "code": .string(code),

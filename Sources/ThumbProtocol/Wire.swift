@@ -46,6 +46,8 @@ public enum Wire {
   public static let maxItemLength = 1024
   /// Longest `url`, bytes.
   public static let maxURLLength = 8192
+  /// Longest `rev` (a content revision, opaque to the server), bytes; HTTP's `&rev=` too.
+  public static let maxRevisionLength = 256
   /// Tokens and rounds are 0...2^53 - 1: every such integer survives a JSON client that keeps
   /// numbers as doubles, so what the server echoes is what the client sent.
   public static let identifiers = 0...((1 << 53) - 1)

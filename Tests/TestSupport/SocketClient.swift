@@ -71,6 +71,23 @@ enum SocketClient {
     return (status(of: response), response)
   }
 
+  /// Any request with `Connection: close` and extra header lines; the raw response.
+  static func request(
+    _ path: String, _ method: String, _ target: String, headers: [String] = []
+  ) -> [UInt8] {
+    let extra = headers.map { $0 + "\r\n" }.joined()
+    return exchange(
+      path,
+      Array(
+        "\(method) \(target) HTTP/1.1\r\nHost: thumbd\r\n\(extra)Connection: close\r\n\r\n".utf8))
+  }
+
+  /// The body of a raw response (everything after the head).
+  static func body(of response: [UInt8]) -> [UInt8] {
+    guard let end = response.firstRange(of: [13, 10, 13, 10]) else { return [] }
+    return Array(response[end.upperBound...])
+  }
+
   static func status(of response: [UInt8]) -> Int {
     let line = String(decoding: response.prefix(12), as: UTF8.self)
     return Int(line.dropFirst(9).prefix(3)) ?? 0
@@ -80,7 +97,7 @@ enum SocketClient {
 extension SocketClient {
   /// A GET over TCP to 127.0.0.1 with `Connection: close`; the raw response, or [] if the
   /// connection failed.
-  static func getTCP(port: UInt16, _ target: String) -> [UInt8] {
+  static func getTCP(port: UInt16, _ target: String, method: String = "GET") -> [UInt8] {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return [] }
     defer { close(fd) }
@@ -94,7 +111,8 @@ extension SocketClient {
       }
     }
     guard connected == 0 || (errno == EINTR && finishConnect(fd)) else { return [] }
-    let request = Array("GET \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
+    let request = Array(
+      "\(method) \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
     guard sendAll(fd, request) else { return [] }
     return readToEnd(fd)
   }

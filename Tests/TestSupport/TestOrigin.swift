@@ -124,15 +124,20 @@ final class TestOrigin: @unchecked Sendable {
   /// Body bytes written for a path so far, counted as they go out.
   func liveBytes(for path: String) -> Int { live.withLock { $0[path] ?? 0 } }
 
-  /// Stops accepting and releases held responses.
+  /// Stops accepting, ends every open connection (a stopped origin is a dead one, not one
+  /// that still answers on kept-alive connections) and releases held responses.
   func stop() {
     stopped.withLock { $0 = true }
+    open.withLock { open in for fd in open { shutdown(fd, Int32(SHUT_RDWR)) } }
     // Wakes the accept loop, which closes the listener itself: closed here, its number could
     // be reused by the next test's listener while the loop is about to call accept on it, and
     // this origin would answer that one's connections.
     shutdown(listener, Int32(SHUT_RDWR))
     for _ in 0..<64 { holdGate.signal() }
   }
+
+  /// Connections being served.
+  private let open = Mutex<Set<Int32>>([])
 
   private func acceptLoop() {
     defer { close(listener) }
@@ -148,7 +153,12 @@ final class TestOrigin: @unchecked Sendable {
   }
 
   private func serve(_ connection: Int32) {
-    defer { close(connection) }
+    // Removed under the lock before the close, so stop() never shuts a reused number down.
+    open.withLock { _ = $0.insert(connection) }
+    defer {
+      open.withLock { _ = $0.remove(connection) }
+      close(connection)
+    }
     var pending: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 4096)
     while true {

@@ -254,6 +254,59 @@ import ThumbSystem
   }
 }
 
+extension SessionStateTests {
+  @Test(
+    "randomised revisions: a slot that asked for a newer rev never gets an older rev's picture, even under the same token",
+    arguments: 1...4)
+  func revisionProperty(seed: UInt64) throws {
+    var random = SeededRandom(seed: seed)
+    var state = makeState()
+    var newest: [Int: String] = [:]
+    var tokens: [Int: Int] = [:]
+    var outstanding: [(SessionState.WorkID, SessionState.Purpose, String)] = []
+    var reuses = 0
+    var delivered = 0
+    var revision = 0
+    for step in 0..<4000 {
+      let slot = Int(random.next() % 4)
+      if random.next() % 2 == 0 {
+        // The same item, a newer rev; half of the time the client even keeps the token.
+        revision += 1
+        let rev = "r\(revision)"
+        let token = random.next() % 2 == 0 ? (tokens[slot] ?? 0) : revision
+        if newest[slot] != nil { reuses += 1 }
+        let effects = try state.apply(
+          .load(
+            .init(
+              slot: slot, item: "item-\(slot)", token: token, url: "http://o/\(slot)",
+              box: Self.box,
+              rev: rev)))
+        for effect in effects {
+          if case .start(let work, let request, _, let purpose) = effect {
+            #expect(request.rev == rev)
+            outstanding.append((work, purpose, rev))
+          }
+        }
+        newest[slot] = rev
+        tokens[slot] = token
+      } else if !outstanding.isEmpty {
+        let (work, purpose, rev) = outstanding.remove(
+          at: Int(random.next() % UInt64(outstanding.count)))
+        guard case .load(let target) = purpose else { continue }
+        for message in sent(state.finished(work, purpose, Self.image(for: rev))) {
+          guard case .image(let image) = message else { continue }
+          #expect(
+            image.rev == newest[target],
+            "step \(step): rev \(rev) delivered over \(newest[target] ?? "-")")
+          #expect(image.data == Array((newest[target] ?? "").utf8), "step \(step)")
+          delivered += 1
+        }
+      }
+    }
+    #expect(reuses >= 1000 && delivered > 50, "\(reuses) reuses, \(delivered) deliveries")
+  }
+}
+
 /// thumbload's library target and the daemon's session give the same delivery decisions for
 /// the same history: both are the same `SessionState`, reached one through `LibraryClient`'s
 /// calls, the other through frames on the wire (`SessionStream`, the session handler's

@@ -29,4 +29,7 @@ enum SourceVerdict: Sendable {
   case stale(SourceVersion)
   /// The source holds other content now: drop every entry made from it.
   case changed
+  /// Made from an older version than the newest known, whose change was already handled:
+  /// drop this entry only.
+  case superseded
 }

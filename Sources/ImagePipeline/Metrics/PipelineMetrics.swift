@@ -103,8 +103,10 @@ public final class PipelineMetrics: Sendable {
       cancelledWork: cancelledWork.load(ordering: .relaxed),
       staleDrops: staleDrops.load(ordering: .relaxed),
       diskWritesSkipped: diskWritesSkipped.load(ordering: .relaxed),
-      revalidations: revalidations.withLock { $0 }, staleServed: staleServed.load(ordering: .relaxed),
-      sourceChanges: sourceChanges.load(ordering: .relaxed), purges: purges.load(ordering: .relaxed),
+      revalidations: revalidations.withLock { $0 },
+      staleServed: staleServed.load(ordering: .relaxed),
+      sourceChanges: sourceChanges.load(ordering: .relaxed),
+      purges: purges.load(ordering: .relaxed),
       errors: errors.withLock { $0 },
       latencies: histograms.mapValues { $0.snapshot() })
   }

@@ -26,7 +26,7 @@ extension ThumbnailPipeline {
       case .fresh(let current), .stale(let current):
         conditional = current.validator
         cachedSource = (entry.payload, current)
-      case .changed:
+      case .changed, .superseded:
         await store.removeValue(forKey: sourceKey)
       }
     }

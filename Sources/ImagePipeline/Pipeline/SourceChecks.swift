@@ -9,7 +9,7 @@ extension ThumbnailPipeline {
       return .fresh(stored)
     }
     let current = sources.version(of: url) ?? stored
-    guard current.sameContent(as: stored) else { return .changed }
+    guard current.sameContent(as: stored) else { return .superseded }
     return now < current.freshness.freshUntil ? .fresh(current) : .stale(current)
   }
 
@@ -35,6 +35,9 @@ extension ThumbnailPipeline {
       return ImageResponse(thumbnail: thumbnail, source: .stale)
     case .changed:
       sourceChanged(request.url)
+      return nil
+    case .superseded:
+      memoryCache.removeValue(forKey: request)
       return nil
     }
   }
@@ -69,7 +72,8 @@ extension ThumbnailPipeline {
 
   /// Removes every disk entry of `url`; the entries removed.
   func removeFromDisk(_ url: String) async -> Int {
-    var removed = await configuration.diskCache?.removeGroup(ThumbnailDiskFormat.group(for: url)) ?? 0
+    var removed =
+      await configuration.diskCache?.removeGroup(ThumbnailDiskFormat.group(for: url)) ?? 0
     if await configuration.sourceCache?.removeValue(forKey: ThumbnailDiskFormat.sourceKey(for: url))
       == true
     {

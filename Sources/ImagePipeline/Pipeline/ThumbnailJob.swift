@@ -32,6 +32,10 @@ extension ThumbnailPipeline {
       case .changed:
         sourceChanged(request.url)
         candidate = nil
+      case .superseded:
+        memoryCache.removeValue(forKey: request)
+        await configuration.diskCache?.removeValue(forKey: diskKey, group: group)
+        candidate = nil
       }
     }
     let admission = prefetchAdmission
@@ -108,11 +112,15 @@ extension ThumbnailPipeline {
     return Produced(thumbnail: thumbnail, source: .revalidated)
   }
 
-  /// Keeps a new thumbnail in memory and (after delivery) on disk, unless its source forbids.
+  /// Keeps a new thumbnail in memory and (after delivery) on disk, unless its source forbids,
+  /// or a newer version of the source arrived while it was being made: an older picture never
+  /// overwrites a newer one.
   private func store(
     _ thumbnail: Thumbnail, for request: ImageRequest, diskKey: String, group: String
   ) {
-    guard thumbnail.source.freshness.mayStore else { return }
+    guard thumbnail.source.freshness.mayStore,
+      sources.version(of: request.url).map({ $0.sameContent(as: thumbnail.source) }) ?? true
+    else { return }
     memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
     guard let disk = configuration.diskCache else { return }
     // Delivered first, written after: a reply never waits for the disk.
@@ -125,8 +133,7 @@ extension ThumbnailPipeline {
   }
 
   /// The source's answer to `key`, shared by every thumbnail job that asks the same.
-  private func fetchSource(_ key: FetchKey, _ context: JobContext) async throws -> SourceResponse
-  {
+  private func fetchSource(_ key: FetchKey, _ context: JobContext) async throws -> SourceResponse {
     let upstream = PriorityBox(context.priority.value)
     // Holding the box, not the context: a listener that held its own context would keep it
     // (and every listener) alive for ever.

@@ -21,4 +21,14 @@
   public static func thumbnail(metadata: [UInt8], payload: [UInt8]) -> Thumbnail? {
     ThumbnailDiskFormat.thumbnail(metadata: metadata, payload: payload)
   }
+
+  /// The source version at the start of a disk entry's metadata bytes, and its length.
+  public static func sourceVersion(_ bytes: [UInt8]) -> (version: SourceVersion, length: Int)? {
+    SourceVersionCoding.decode(bytes[...])
+  }
+
+  /// The metadata bytes of a source version.
+  public static func encodeSourceVersion(_ version: SourceVersion) -> [UInt8] {
+    SourceVersionCoding.encode(version)
+  }
 }

@@ -1,4 +1,5 @@
 import ImagePipeline
+import ThumbProtocol
 import ThumbSystem
 
 /// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=&priority=&rev=` (and HEAD).
@@ -96,9 +97,6 @@ public struct ThumbnailRoute: Sendable {
     return (freshness.isPrivate ? "private" : "public") + ", max-age=\(seconds)"
   }
 
-  /// Longest `rev` accepted, in bytes: a revision is an opaque token, not a document.
-  static let maxRevisionBytes = 256
-
   /// A strong validator: the digest of the thumbnail's bytes.
   static func etag(of thumbnail: Thumbnail) -> String {
     let hex = String(thumbnail.digest, radix: 16)
@@ -164,8 +162,8 @@ public struct ThumbnailRoute: Sendable {
     case .failure(let error): return bad(error.message)
     }
     let rev = request.queryValue("rev")
-    if let rev, rev.isEmpty || rev.utf8.count > maxRevisionBytes {
-      return bad("rev must be 1 to \(maxRevisionBytes) bytes")
+    if let rev, rev.isEmpty || rev.utf8.count > Wire.maxRevisionLength {
+      return bad("rev must be 1 to \(Wire.maxRevisionLength) bytes")
     }
     return .request(ImageRequest(url: url, spec: spec, rev: rev), priority)
   }

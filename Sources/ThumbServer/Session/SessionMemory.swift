@@ -19,7 +19,9 @@ public final class SessionMemory: @unchecked Sendable {
   }
 
   /// What one announced item costs: its strings and the bookkeeping around them.
-  static func cost(item: String, url: String) -> Int { item.utf8.count + url.utf8.count + 160 }
+  static func cost(item: String, url: String, rev: String? = nil) -> Int {
+    item.utf8.count + url.utf8.count + (rev?.utf8.count ?? 0) + 160
+  }
 
   /// Takes `bytes` for a session already holding `held`, unless a bound would be passed.
   func take(_ bytes: Int, holding held: Int) -> Bool {

@@ -47,9 +47,13 @@ struct SessionState {
   /// can use every place while some of its items finish as memory or disk hits.
   static let maxStartedPrefetches = 32
 
+  /// A slot's current load. Its work number stands for item, token and rev together: a
+  /// result is delivered only for the work this binding started, so no older load's picture
+  /// (another item, an older token, an older rev) ever reaches the slot.
   private struct Binding {
     let item: String
     let token: Int
+    let rev: String?
     let work: WorkID
     /// False once answered (the slot keeps showing the item).
     var pending: Bool
@@ -124,7 +128,8 @@ struct SessionState {
               ServerMessage.Image(
                 slot: slot, item: binding.item, token: binding.token,
                 format: thumbnail.format.rawValue, width: thumbnail.width,
-                height: thumbnail.height, cache: response.source.rawValue, data: thumbnail.data)))
+                height: thumbnail.height, cache: response.source.rawValue, data: thumbnail.data,
+                rev: binding.rev)))
         ]
       case .failure(let error):
         return [
@@ -185,10 +190,11 @@ struct SessionState {
             slot: load.slot, item: load.item, token: load.token, code: Wire.Code.invalidSpec,
             message: error.message)))
     case .success(let spec):
-      slots[load.slot] = Binding(item: load.item, token: load.token, work: work, pending: true)
+      slots[load.slot] = Binding(
+        item: load.item, token: load.token, rev: load.rev, work: work, pending: true)
       effects.append(
         .start(
-          work: work, request: ImageRequest(url: load.url, spec: spec),
+          work: work, request: ImageRequest(url: load.url, spec: spec, rev: load.rev),
           priority: ImagePriority(load.priority), purpose: .load(slot: load.slot)))
     }
     return effects
@@ -214,7 +220,7 @@ struct SessionState {
     var entries: [String: Entry] = [:]
     var refused: [Effect] = []
     for entry in prefetch.items where entries[entry.item] == nil {
-      let cost = SessionMemory.cost(item: entry.item, url: entry.url)
+      let cost = SessionMemory.cost(item: entry.item, url: entry.url, rev: entry.rev)
       guard memory.take(cost, holding: held) else {
         // Over this session's or every session's bound: told, not queued.
         refused.append(
@@ -224,7 +230,7 @@ struct SessionState {
       held += cost
       let work = nextWork()
       entries[entry.item] = Entry(
-        work: work, request: ImageRequest(url: entry.url, spec: spec), cost: cost)
+        work: work, request: ImageRequest(url: entry.url, spec: spec, rev: entry.rev), cost: cost)
       queue.append((prefetch.round, entry.item, work))
     }
     if !entries.isEmpty { rounds[prefetch.round] = entries }
