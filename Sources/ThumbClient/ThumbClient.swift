@@ -54,6 +54,7 @@ public final class ThumbClient: Sendable {
   private struct SlotBinding: Hashable {
     let item: String
     let token: Int
+    let rev: String?
   }
 
   /// Connects and performs the `GET /v1/session` upgrade (blocking). With `verifyTokens`
@@ -92,20 +93,22 @@ public final class ThumbClient: Sendable {
   /// arrived.
   public var staleDropped: Int { staleCount.load(ordering: .relaxed) }
 
-  /// Binds `slot` to `item` with `token` and asks for its thumbnail; a previous load on the
-  /// slot is superseded (the daemon drops its interest in it).
+  /// Binds `slot` to `item` with `token` (and the content revision `rev`, when the caller's
+  /// model knows one) and asks for its thumbnail; a previous load on the slot is superseded
+  /// (the daemon drops its interest in it).
   public func load(
     slot: Int, item: String, token: Int, url: String, width: Int, height: Int, scale: Double = 1,
     fit: Fit = .contain, format: Format? = nil, quality: Int? = nil,
-    priority: Priority = .visible
+    priority: Priority = .visible, rev: String? = nil
   ) throws(ClientError) {
-    current.withLock { $0[slot] = SlotBinding(item: item, token: token) }
+    current.withLock { $0[slot] = SlotBinding(item: item, token: token, rev: rev) }
     let box = ClientMessage.Box(
       width: width, height: height, scale: scale, fit: fit, format: format, quality: quality)
     try send(
       .load(
         ClientMessage.Load(
-          slot: slot, item: item, token: token, url: url, box: box, priority: priority)))
+          slot: slot, item: item, token: token, url: url, box: box, priority: priority,
+          rev: rev)))
   }
 
   /// Gives up the slot's load with `token`; its result will not be delivered.
@@ -202,9 +205,9 @@ public final class ThumbClient: Sendable {
     let message = ServerMessage(frame: frame)
     switch message {
     case .image(let image):
-      return isCurrent(slot: image.slot, item: image.item, token: image.token) ? message : nil
+      return holds(image.slot, image.item, image.token, rev: image.rev) ? message : nil
     case .error(let slot?, let item?, let token?, _, _):
-      return isCurrent(slot: slot, item: item, token: token) ? message : nil
+      return holds(slot, item, token, rev: nil, comparingRev: false) ? message : nil
     default:
       return message
     }
@@ -215,9 +218,20 @@ public final class ThumbClient: Sendable {
   /// showing one, on the thread that also calls `load`, so a result can never land in a slot
   /// that moved on in between. A false answer counts as a stale drop.
   public func isCurrent(slot: Int, item: String, token: Int) -> Bool {
+    holds(slot, item, token, rev: nil, comparingRev: false)
+  }
+
+  /// Whether `slot` still holds `item`, `token` and (for an image, which echoes it) `rev`.
+  private func holds(
+    _ slot: Int, _ item: String, _ token: Int, rev: String?, comparingRev: Bool = true
+  ) -> Bool {
     guard verifyTokens else { return true }
     let binding = current.withLock { $0[slot] }
-    if binding == SlotBinding(item: item, token: token) { return true }
+    if let binding, binding.item == item, binding.token == token,
+      !comparingRev || binding.rev == rev
+    {
+      return true
+    }
     staleCount.add(1, ordering: .relaxed)
     return false
   }

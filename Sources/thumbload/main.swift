@@ -36,7 +36,13 @@ let usage = """
     --bandwidth BYTES/S  per response (default unlimited)
     --error-rate R       share of failing requests: 503, reset, truncated (default 0)
     --source WxH         source image size (default 800x600)   --png  PNG sources
-  Gates (exit status 1 when one fails; wrong deliveries always gate):
+    --mutate RATE        items change RATE times a second (seeded); images carry their
+                         revision, the origin sends ETag and max-age; a shown image whose
+                         revision was superseded more than max-age + --stale-slack before
+                         its load was asked for is a stale delivery
+    --max-age SECONDS    the origin's Cache-Control max-age (default 1 with --mutate)
+    --stale-slack S      seconds past max-age an old revision may still show (default 1)
+  Gates (exit status 1 when one fails; wrong and stale deliveries always gate):
     --max-p95-ms MS      latency P95 of shown images
     --max-ttv-p95-ms MS  time-to-visible P95
     --origin-url T       use another origin: T is a URL with {item}, serving images
@@ -56,6 +62,7 @@ struct Settings {
   var htmlPath: String?
   var targetSpec = "daemon"
   var thumbdPath: String?
+  var mutateRate = 0.0
   var maxP95: Double?
   var maxTTV: Double?
   var quiet = false
@@ -122,6 +129,9 @@ func parse(_ list: [String]) -> Settings {
       }
       (settings.behaviour.width, settings.behaviour.height) = (parts[0], parts[1])
     case "--png": settings.behaviour.png = true
+    case "--mutate": settings.mutateRate = max(0, number(argument))
+    case "--max-age": settings.behaviour.maxAge = max(0, integer(argument))
+    case "--stale-slack": settings.options.staleSlack = max(0, number(argument))
     case "--thumbd": settings.thumbdPath = value(argument)
     case "--max-p95-ms": settings.maxP95 = number(argument)
     case "--max-ttv-p95-ms": settings.maxTTV = number(argument)
@@ -145,7 +155,8 @@ func progressPrinter(total: Double) -> @Sendable (Double, Measurements) -> Void 
     let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: 30 - filled)
     let text =
       "[\(bar)] \(String(format: "%5.1f", elapsed))s  \(measurements.loads) loads  "
-      + "\(measurements.images) shown  \(measurements.wrongDeliveries) wrong"
+      + "\(measurements.images) shown  \(measurements.wrongDeliveries) wrong  "
+      + "\(measurements.staleDeliveries) stale"
     if interactive {
       // One write(2) straight to the terminal: no stdio buffer to flush.
       let line = Array(("\r" + text).utf8)
@@ -185,9 +196,16 @@ let settings = parse(Array(CommandLine.arguments.dropFirst()))
 let options = settings.options
 let status: Int32
 do {
+  // Every list's items may change (lists take items from 0 up, options.items each).
+  let mutations =
+    settings.mutateRate > 0
+    ? Mutations(
+      rate: settings.mutateRate, items: 0..<(max(3, options.lists) * options.items),
+      seed: options.seed) : nil
   let synthetic =
     settings.originTemplate == nil
-    ? try SyntheticOrigin(behaviour: settings.behaviour, seed: options.seed) : nil
+    ? try SyntheticOrigin(behaviour: settings.behaviour, seed: options.seed, mutations: mutations)
+    : nil
   defer { synthetic?.stop() }
   let origin: any ImageOrigin = synthetic ?? ExternalOrigin(template: settings.originTemplate!)
   var daemon: DaemonProcess?

@@ -14,14 +14,20 @@ import Testing
 /// CI smoke run against the real daemon.
 @Suite("thumbload", .serialized)
 struct ThumbloadTests {
-  @Test("item numbers survive downsampling and JPEG, and a misread never passes as another item")
+  @Test(
+    "item numbers and revisions survive downsampling and JPEG, and a misread never passes as another item"
+  )
   func itemCode() throws {
-    for item in [0, 1, 7, 4095, 123_456, ItemImage.maxItem] {
-      let source = try ItemImage.encoded(item: item, width: 640, height: 480, png: false)
+    for (item, revision) in [
+      (0, 0), (1, 15), (7, 3), (4095, 9), (123_456, 1), (ItemImage.maxItem, 14),
+    ] {
+      let source = try ItemImage.encoded(
+        item: item, revision: revision, width: 640, height: 480, png: false)
       for size in [32, 64, 200] {
         let thumbnail = try Thumbnailer().thumbnail(
           of: source, spec: ThumbnailSpec(width: size, height: size, format: .jpeg, quality: 40))
-        #expect(ItemImage.item(in: thumbnail.data) == item, "item \(item) at \(size) px")
+        let read = ItemImage.read(thumbnail.data)
+        #expect(read?.item == item && read?.revision == revision, "item \(item) at \(size) px")
       }
     }
     // Pixels that are not one of ours fail the check instead of naming a random item.
@@ -58,6 +64,50 @@ struct ThumbloadTests {
     #expect(Gates().exitStatus(for: honest) == 0)
   }
 
+  /// A loader that forgets every version: what it loads is never stale and never changes, as
+  /// in a cache keyed by URL alone.
+  struct VersionBlindLoader: DataLoading {
+    let loader: SourceLoader
+    func load(_ request: SourceRequest) async throws -> SourceResponse {
+      guard case .modified(let bytes, _) = try await loader.load(SourceRequest(url: request.url))
+      else { throw FetchError.badResponse("unexpected 304") }
+      return .modified(bytes, .unversioned())
+    }
+  }
+
+  @Test(
+    "the staleness check can fail: a pipeline that ignores versions shows old revisions; the real one shows none"
+  )
+  func staleCheckCanFail() async throws {
+    var behaviour = Self.fastOrigin
+    behaviour.maxAge = 1
+    var options = RunOptions()
+    options.duration = 5
+    options.lists = 2
+    options.items = 30
+    options.slots = 6
+    options.prefetchWindow = 6
+    // Small lists scrolled back and forth: every item is shown again and again, long after
+    // its changes (every item changes about once a second).
+    let mutations = Mutations(rate: 60, items: 0..<60, seed: 3)
+    let origin = try SyntheticOrigin(behaviour: behaviour, mutations: mutations)
+    defer { origin.stop() }
+    let blind = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: VersionBlindLoader(
+          loader: SourceLoader(policy: SourcePolicy(allowedNetworks: IPNetwork.loopback)))))
+    let ignoring = try await Runner(
+      target: LibraryTarget(pipeline: blind), options: options, origin: origin
+    ).run()
+    #expect(ignoring.staleDeliveries > 0 && ignoring.wrongDeliveries == 0)
+    #expect(Gates().exitStatus(for: ignoring) == 1)
+    #expect(Gates().failures(of: ignoring).contains { $0.contains("stale deliveries") })
+    let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
+    #expect(honest.staleDeliveries == 0, "\(honest.staleExamples)")
+    #expect(honest.images > 0 && honest.wrongDeliveries == 0)
+    #expect(origin.revalidations.notModified > 0, "the real pipeline never revalidated")
+  }
+
   static var fastOrigin: OriginBehaviour {
     var behaviour = OriginBehaviour()
     behaviour.latencyMs = 5
@@ -80,12 +130,16 @@ struct ThumbloadTests {
       [
         thumbload, "--target", target, "--scenario", "scroll,stampede", "--duration", "8",
         "--json", json, "--html", html, "--quiet", "--latency-ms", "10", "--jitter-ms", "40",
+        // Items change while the lists scroll: every shown revision is checked too.
+        "--mutate", "10",
       ], standardError: directory + "/stderr")
     let status = await ChildProcess.exit(of: pid)
     #expect(status == 0)
     let data = try #require(FileManager.default.contents(atPath: json))
     let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     #expect(report["wrong_deliveries"] as? Int == 0)
+    #expect(report["stale_deliveries"] as? Int == 0)
+    #expect(report["mutation_rate"] as? Double == 10)
     #expect((report["target"] as? String)?.hasPrefix(target + ":") == true)
     // Over HTTP too, prefetch requests (priority=prefetch) come back.
     #expect((report["prefetched"] as? Int ?? 0) > 0)

@@ -16,6 +16,7 @@ public struct Gates: Sendable, Hashable {
   public func failures(of report: Report) -> [String] {
     var failures: [String] = []
     if report.wrongDeliveries > 0 { failures.append("\(report.wrongDeliveries) wrong deliveries") }
+    if report.staleDeliveries > 0 { failures.append("\(report.staleDeliveries) stale deliveries") }
     if let limit = maxLatencyP95Ms, report.latencyMs.p95 > limit {
       failures.append("latency p95 \(report.latencyMs.p95) ms > \(limit) ms")
     }

@@ -27,7 +27,10 @@ public enum HTMLReport {
       </style></head><body>
       <h1>thumbload: \(escape(report.scenario))</h1>
       <p>Target \(escape(report.target)); wrong deliveries:
-      <span class="\(report.wrongDeliveries > 0 ? "fail" : "")">\(report.wrongDeliveries)</span>.</p>
+      <span class="\(report.wrongDeliveries > 0 ? "fail" : "")">\(report.wrongDeliveries)</span>;
+      stale deliveries:
+      <span class="\(report.staleDeliveries > 0 ? "fail" : "")">\(report.staleDeliveries)</span>
+      (\(report.mutationRate) item changes/s).</p>
       <pre>\(summary)</pre>
       \(histogram)
       \(ttv)

@@ -11,6 +11,8 @@ public final class Measurements: Sendable {
     var wrongDeliveries = 0
     var undecodable = 0
     var wrongExamples: [String] = []
+    var staleDeliveries = 0
+    var staleExamples: [String] = []
     var clientStale = 0
     var superseded = 0
     var errors: [String: Int] = [:]
@@ -59,6 +61,13 @@ public final class Measurements: Sendable {
     }
   }
 
+  func recordStale(_ description: String) {
+    state.withLock {
+      $0.staleDeliveries += 1
+      if $0.staleExamples.count < 10 { $0.staleExamples.append(description) }
+    }
+  }
+
   func recordError(code: String, latencyMs: Double) {
     state.withLock {
       $0.errors[code, default: 0] += 1
@@ -95,6 +104,8 @@ public final class Measurements: Sendable {
 
   /// Wrong deliveries so far.
   public var wrongDeliveries: Int { state.withLock { $0.wrongDeliveries } }
+  /// Stale deliveries so far.
+  public var staleDeliveries: Int { state.withLock { $0.staleDeliveries } }
   /// Loads issued so far.
   public var loads: Int { state.withLock { $0.loads } }
   /// Images shown so far.

@@ -73,6 +73,13 @@ public struct Report: Sendable, Codable {
   public var wrongDeliveries: Int
   /// Up to ten of them, described.
   public var wrongExamples: [String]
+  /// Shown images of the right item at a revision older than the freshness bound allows
+  /// (with `--mutate`). Must be 0.
+  public var staleDeliveries: Int
+  /// Up to ten of them, described.
+  public var staleExamples: [String]
+  /// Item changes per second at the origin (`--mutate`); 0 when items never change.
+  public var mutationRate: Double
   /// Shown images whose item code could not be read (counted as wrong).
   public var undecodable: Int
   /// Loads issued.
@@ -138,7 +145,7 @@ public struct Report: Sendable, Codable {
       guard let item = Self.item(ofPath: path), !state.displayed.contains(item),
         item < SyntheticOrigin.fillerItems
       else { continue }
-      if let stampede, stampede.uniqueSources > 0, item >= 5_000_000 { continue }
+      if let stampede, stampede.uniqueSources > 0, item >= Runner.stampedeItems { continue }
       wastedFetches += count - (originBefore[path] ?? 0)
       wastedBytes += bytes[path] ?? 0
     }
@@ -151,7 +158,9 @@ public struct Report: Sendable, Codable {
       durationS: elapsed, lists: options.lists, itemsPerList: options.items, slots: options.slots,
       prefetchWindow: options.prefetchWindow, prefetchFlood: options.prefetchFlood,
       cache: options.cache, wrongDeliveries: state.wrongDeliveries,
-      wrongExamples: state.wrongExamples, undecodable: state.undecodable, loads: state.loads,
+      wrongExamples: state.wrongExamples, staleDeliveries: state.staleDeliveries,
+      staleExamples: state.staleExamples, mutationRate: origin.mutations?.rate ?? 0,
+      undecodable: state.undecodable, loads: state.loads,
       images: state.images, errors: state.errors, originCounted: origin.requests != nil,
       originFetches: fetches, uniqueSources: unique,
       dedupRatio: unique > 0 ? Double(fetches) / Double(unique) : 0,
@@ -247,6 +256,12 @@ public struct Report: Sendable, Codable {
     }
     lines.append("WRONG DELIVERIES \(wrongDeliveries)" + (wrongDeliveries > 0 ? "  <-- FAIL" : ""))
     for example in wrongExamples.prefix(3) { lines.append("  " + example) }
+    if mutationRate > 0 {
+      lines.append(
+        "STALE DELIVERIES \(staleDeliveries)" + (staleDeliveries > 0 ? "  <-- FAIL" : "")
+          + "  (\(mutationRate) changes/s)")
+      for example in staleExamples.prefix(3) { lines.append("  " + example) }
+    }
     return lines.joined(separator: "\n")
   }
 }

@@ -9,11 +9,19 @@ public protocol ImageOrigin: Sendable {
   var bytesSent: [String: Int]? { get }
   /// Makes these items ready to serve without delay, if the origin makes its images on demand.
   func prepare(items: [Int])
+  /// When items change, if they do (`--mutate`).
+  var mutations: Mutations? { get }
+  /// The `max-age` the origin sends with every image, if it sends one.
+  var maxAge: Int? { get }
 }
 
 extension ImageOrigin {
   /// Nothing to prepare.
   public func prepare(items: [Int]) {}
+  /// Items that never change.
+  public var mutations: Mutations? { nil }
+  /// No freshness sent.
+  public var maxAge: Int? { nil }
 }
 
 /// An origin thumbload does not run: URLs from a template with `{item}` in it. It cannot count

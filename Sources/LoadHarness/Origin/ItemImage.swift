@@ -1,8 +1,8 @@
 import ImagePipeline
 
-/// Source images that carry their own item number, readable back from any thumbnail of them:
-/// a 4x4 grid of cells in four well-separated colours (two bits each), 24 bits of item number
-/// and an 8-bit check. Cells are large (a quarter of the side), so the code survives
+/// Source images that carry their own item number and revision, readable back from any
+/// thumbnail of them: a 4x4 grid of cells in four well-separated colours (two bits each), 20
+/// bits of item number, 4 bits of revision (modulo 16) and an 8-bit check. Cells are large (a quarter of the side), so the code survives
 /// downsampling to 32 px and JPEG at any quality. A textured border makes the decoder work on
 /// real detail.
 public enum ItemImage {
@@ -12,12 +12,14 @@ public enum ItemImage {
   ]
 
   /// The largest item number that fits.
-  public static let maxItem = (1 << 24) - 1
+  public static let maxItem = (1 << 20) - 1
+  /// Revisions are kept modulo this.
+  public static let revisions = 16
 
-  /// An RGB bitmap of `width` x `height` for `item`.
-  public static func bitmap(item: Int, width: Int, height: Int) -> Bitmap {
+  /// An RGB bitmap of `width` x `height` for `item` at `revision` (modulo `revisions`).
+  public static func bitmap(item: Int, revision: Int = 0, width: Int, height: Int) -> Bitmap {
     precondition(item >= 0 && item <= maxItem)
-    let symbols = code(for: item)
+    let symbols = code(for: item << 4 | (revision % revisions))
     var pixels = [UInt8](repeating: 0, count: width * height * 3)
     // The grid fills the centre 80% of each side; the rest is a fine texture.
     let left = width / 10
@@ -47,20 +49,30 @@ public enum ItemImage {
   }
 
   /// Encoded source bytes: JPEG (quality 90) or PNG.
-  public static func encoded(item: Int, width: Int, height: Int, png: Bool) throws -> [UInt8] {
-    let image = bitmap(item: item, width: width, height: height)
+  public static func encoded(
+    item: Int, revision: Int = 0, width: Int, height: Int, png: Bool
+  ) throws -> [UInt8] {
+    let image = bitmap(item: item, revision: revision, width: width, height: height)
     return try png ? ImageEncoder.png(image, level: 1) : ImageEncoder.jpeg(image, quality: 90)
   }
 
   /// Reads the item number from an encoded thumbnail of any size; nil when the code does not
   /// check out (not one of ours, or damaged).
-  public static func item(in encoded: [UInt8]) -> Int? {
-    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: encoded) else { return nil }
-    return item(in: bitmap)
+  public static func item(in encoded: [UInt8]) -> Int? { read(encoded)?.item }
+
+  /// Reads item number and revision (modulo `revisions`) from an encoded thumbnail.
+  public static func read(_ encoded: [UInt8]) -> (item: Int, revision: Int)? {
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: encoded),
+      let value = value(in: bitmap)
+    else { return nil }
+    return (value >> 4, value & 15)
   }
 
   /// Reads the item number from a decoded bitmap.
-  public static func item(in bitmap: Bitmap) -> Int? {
+  public static func item(in bitmap: Bitmap) -> Int? { value(in: bitmap).map { $0 >> 4 } }
+
+  /// The 24 coded bits of a decoded bitmap: item number, then revision.
+  static func value(in bitmap: Bitmap) -> Int? {
     let left = Double(bitmap.width) / 10
     let top = Double(bitmap.height) / 10
     let cellWidth = (Double(bitmap.width) - 2 * left) / 4

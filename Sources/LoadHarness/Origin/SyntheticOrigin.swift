@@ -23,14 +23,18 @@ public struct OriginBehaviour: Sendable, Hashable {
   public var height = 600
   /// PNG sources instead of JPEG.
   public var png = false
+  /// `Cache-Control: max-age` the origin sends, with an `ETag` per item and revision (and a
+  /// 304 for a matching `If-None-Match`); nil sends neither. Set whenever items change.
+  public var maxAge: Int?
 
   /// Defaults: 20-50 ms latency, unlimited bandwidth, no errors, 800x600 JPEG.
   public init() {}
 }
 
 /// A real HTTP/1.1 origin on 127.0.0.1 serving `/item/N.jpg` (or `.png`): each image encodes
-/// its item number (`ItemImage`). It counts every request and the body bytes it sent, per
-/// path, which is how the harness knows origin fetches and wasted bytes.
+/// its item number and revision (`ItemImage`); with `Mutations`, items change as the run goes
+/// on. It counts every request and the body bytes it sent, per path, which is how the harness
+/// knows origin fetches and wasted bytes.
 public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   // @unchecked: the listener is only closed in stop(); all other state is behind Mutexes.
   /// The port it listens on.
@@ -42,10 +46,19 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   private let stopped = Atomic<Bool>(false)
   private let filler: [UInt8]?
   private let randomState = Mutex(SeededRandom(seed: 1))
+  /// When items change, if they do.
+  public let mutations: Mutations?
+  private let conditionalCount = Atomic<Int>(0)
+  private let notModifiedCount = Atomic<Int>(0)
 
-  /// Binds a loopback port (0 picks one).
-  public init(behaviour: OriginBehaviour, port: UInt16 = 0, seed: UInt64 = 1) throws {
+  /// Binds a loopback port (0 picks one); items change as `mutations` says.
+  public init(
+    behaviour: OriginBehaviour, port: UInt16 = 0, seed: UInt64 = 1, mutations: Mutations? = nil
+  ) throws {
+    var behaviour = behaviour
+    if mutations != nil && behaviour.maxAge == nil { behaviour.maxAge = 1 }
     self.behaviour = behaviour
+    self.mutations = mutations
     filler = try? ItemImage.encoded(
       item: ItemImage.maxItem, width: behaviour.width, height: behaviour.height, png: behaviour.png)
     randomState.withLock { $0 = SeededRandom(seed: seed) }
@@ -85,6 +98,14 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
 
   /// Body bytes sent per path so far.
   public var bytesSent: [String: Int]? { log.withLock { $0.mapValues(\.bytes) } }
+
+  /// The `max-age` sent with every image, if any.
+  public var maxAge: Int? { behaviour.maxAge }
+
+  /// Conditional requests received, and how many were answered 304.
+  public var revalidations: (asked: Int, notModified: Int) {
+    (conditionalCount.load(ordering: .relaxed), notModifiedCount.load(ordering: .relaxed))
+  }
 
   /// Stops accepting.
   public func stop() {
@@ -144,12 +165,40 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
       setsockopt(connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
       return
     }
-    guard let body = image(item) else {
+    let revision = mutations.map { $0.revision(of: item, at: $0.elapsed) } ?? 0
+    var headers: [String] = []
+    if let maxAge = behaviour.maxAge {
+      let etag = "\"\(item).\(revision)\""
+      headers = ["ETag: \(etag)", "Cache-Control: max-age=\(maxAge)"]
+      if let asked = Self.field("if-none-match", in: head) {
+        conditionalCount.add(1, ordering: .relaxed)
+        if asked == etag {
+          notModifiedCount.add(1, ordering: .relaxed)
+          respond(connection, status: 304, body: [], path: path, headers: headers)
+          return
+        }
+      }
+    }
+    guard let body = image(item, revision: revision) else {
       respond(connection, status: 500, body: [], path: path)
       return
     }
     let truncate = failure < behaviour.errorRate
-    respond(connection, status: 200, body: body, path: path, cutAt: truncate ? body.count / 2 : nil)
+    respond(
+      connection, status: 200, body: body, path: path, cutAt: truncate ? body.count / 2 : nil,
+      headers: headers)
+  }
+
+  /// A request header's value, by lower-cased name.
+  private static func field(_ name: String, in head: [UInt8]) -> String? {
+    let text = String(decoding: head, as: UTF8.self)
+    for line in text.split(separator: "\r\n").dropFirst() {
+      guard let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == name else {
+        continue
+      }
+      return String(line[line.index(after: colon)...].trimmingWhitespace())
+    }
+    return nil
   }
 
   /// Items from here on are filler (the prefetch flood): distinct URLs the server must fetch
@@ -165,16 +214,18 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
     }
   }
 
-  private func image(_ item: Int) -> [UInt8]? {
+  private func image(_ item: Int, revision: Int = 0) -> [UInt8]? {
     if item >= Self.fillerItems { return filler }
-    if let cached = images.withLock({ $0.bytes[item] }) { return cached }
+    let key = item * ItemImage.revisions + revision % ItemImage.revisions
+    if let cached = images.withLock({ $0.bytes[key] }) { return cached }
     guard
       let bytes = try? ItemImage.encoded(
-        item: item, width: behaviour.width, height: behaviour.height, png: behaviour.png)
+        item: item, revision: revision, width: behaviour.width, height: behaviour.height,
+        png: behaviour.png)
     else { return nil }
     images.withLock { cache in
-      cache.bytes[item] = bytes
-      cache.order.append(item)
+      cache.bytes[key] = bytes
+      cache.order.append(key)
       cache.total += bytes.count
       // Bounded: the oldest images are made again if asked for.
       while cache.total > 96 << 20, !cache.order.isEmpty {
@@ -186,11 +237,13 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   }
 
   private func respond(
-    _ connection: Int32, status: Int, body: [UInt8], path: String, cutAt: Int? = nil
+    _ connection: Int32, status: Int, body: [UInt8], path: String, cutAt: Int? = nil,
+    headers: [String] = []
   ) {
     let head =
       "HTTP/1.1 \(status) X\r\nContent-Length: \(body.count)\r\nConnection: close\r\n"
-      + "Content-Type: \(behaviour.png ? "image/png" : "image/jpeg")\r\n\r\n"
+      + "Content-Type: \(behaviour.png ? "image/png" : "image/jpeg")\r\n"
+      + headers.map { $0 + "\r\n" }.joined() + "\r\n"
     guard writeAll(connection, Array(head.utf8)[...]) else { return }
     let limit = cutAt ?? body.count
     var sent = 0

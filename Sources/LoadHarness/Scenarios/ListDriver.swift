@@ -20,6 +20,8 @@ actor ListDriver {
     let item: Int
     let token: Int
     let loadedAt: Double
+    /// On the origin's change clock, when items change.
+    var askedAt: Double?
     var delivered = false
   }
 
@@ -27,6 +29,7 @@ actor ListDriver {
   private let configuration: Configuration
   private let measurements: Measurements
   private let url: @Sendable (Int) -> String
+  private let staleness: Staleness?
   private var profile: ScrollProfile
   private var position = 0.0
   private var slots: [Int: Binding] = [:]
@@ -37,12 +40,13 @@ actor ListDriver {
 
   init(
     client: any LoadClient, configuration: Configuration, measurements: Measurements,
-    url: @escaping @Sendable (Int) -> String
+    url: @escaping @Sendable (Int) -> String, staleness: Staleness? = nil
   ) {
     self.client = client
     self.configuration = configuration
     self.measurements = measurements
     self.url = url
+    self.staleness = staleness
     profile = ScrollProfile(seed: configuration.seed, steadySpeed: configuration.steadySpeed)
   }
 
@@ -68,7 +72,8 @@ actor ListDriver {
       }
       nextToken += 1
       let source = url(item)
-      slots[slot] = Binding(item: item, token: nextToken, loadedAt: now)
+      slots[slot] = Binding(
+        item: item, token: nextToken, loadedAt: now, askedAt: staleness?.mutations.elapsed)
       measurements.countLoad(url: source)
       try? client.load(
         slot: slot, item: String(item), token: nextToken, url: source, size: configuration.size,
@@ -120,7 +125,8 @@ actor ListDriver {
           "slot \(slot) shows item \(item) but holds nothing", undecodable: false)
         return
       }
-      let shown = ItemImage.item(in: data)
+      let read = ItemImage.read(data)
+      let shown = read?.item
       guard shown == binding.item else {
         measurements.recordWrong(
           "slot \(slot) holds item \(binding.item) (token \(binding.token)) but shows "
@@ -131,6 +137,14 @@ actor ListDriver {
       guard !binding.delivered else { return }
       binding.delivered = true
       slots[slot] = binding
+      // The right item: is it a revision the freshness bound still allows?
+      if let staleness, let read, let askedAt = binding.askedAt,
+        let late = staleness.lateness(item: read.item, shows: read.revision, askedAt: askedAt)
+      {
+        measurements.recordStale(
+          "slot \(slot) shows item \(read.item) at revision \(read.revision) (mod \(ItemImage.revisions)), "
+            + "superseded \(Int(late * 1000)) ms before the freshness bound of the load")
+      }
       let elapsed = (now - binding.loadedAt) * 1000
       measurements.recordImage(
         outcome: cache, latencyMs: elapsed, timeToVisibleMs: elapsed, at: now, item: binding.item)

@@ -38,6 +38,10 @@ public struct RunOptions: Sendable {
   public var stampedeClients = 50
   /// Rounds of stampede, each on a new cold item.
   public var stampedeRounds = 5
+  /// Seconds past an item's change, beyond the origin's max-age, that a load may still get
+  /// the old revision before it counts as a stale delivery (the server's clock and the
+  /// origin's round to whole seconds).
+  public var staleSlack = 1.0
 
   /// Defaults.
   public init() {}
@@ -85,6 +89,16 @@ public final class Runner: Sendable {
       after: after, stampede: stampede)
   }
 
+  /// Stampede items start here: above every list's items, below `ItemImage.maxItem`.
+  static let stampedeItems = 1_000_000
+
+  /// How shown revisions are judged, when the origin's items change.
+  var staleness: Staleness? {
+    origin.mutations.map {
+      Staleness(mutations: $0, bound: Double(origin.maxAge ?? 0) + options.staleSlack)
+    }
+  }
+
   private func now(since start: ContinuousClock.Instant) -> Double {
     start.duration(to: .now).seconds
   }
@@ -118,7 +132,7 @@ public final class Runner: Sendable {
     let drivers = zip(clients, configurations).map { client, configuration in
       ListDriver(
         client: client, configuration: configuration, measurements: measurements,
-        url: { [origin] in origin.url(item: $0) })
+        url: { [origin] in origin.url(item: $0) }, staleness: staleness)
     }
     var consumers: [Task<Void, Never>] = []
     for (client, driver) in zip(clients, drivers) {
@@ -203,7 +217,7 @@ public final class Runner: Sendable {
     var delivered = 0
     var failed = 0
     for roundIndex in 0..<options.stampedeRounds {
-      let item = 5_000_000 + Int(options.seed % 100_000) * 10 + roundIndex
+      let item = Self.stampedeItems + Int(options.seed % 4000) * 10 + roundIndex
       let url = origin.url(item: item)
       urls.append(url)
       let clients = try (0..<options.stampedeClients).map { _ in try target.connect() }

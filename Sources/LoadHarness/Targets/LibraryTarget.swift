@@ -17,6 +17,11 @@ public final class LibraryTarget: LoadTarget {
     pipeline = Self.loopbackPipeline(memoryLimit: memoryLimit)
   }
 
+  /// Drives `pipeline` (configured by the caller: another loader, other caches).
+  public init(pipeline: ThumbnailPipeline) {
+    self.pipeline = pipeline
+  }
+
   /// An in-process pipeline for thumbload's origins on loopback.
   static func loopbackPipeline(memoryLimit: Int) -> ThumbnailPipeline {
     let policy = SourcePolicy(allowedNetworks: IPNetwork.loopback)
