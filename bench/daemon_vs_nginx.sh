@@ -5,6 +5,10 @@
 #
 #   bench/daemon_vs_nginx.sh                 # defaults below
 #   ROUNDS=5 DURATION=10 CONNECTIONS=64 NGINX_WORKERS=1 LOG_LEVEL=info bench/daemon_vs_nginx.sh
+#   THUMBD=/path/to/other/thumbd bench/daemon_vs_nginx.sh   # another build (no swift build)
+#
+# The source is a file:// URL, so every memory hit includes the per-request stat that checks
+# the file is unchanged.
 #
 # Needs nginx and wrk (apt-get install nginx-light wrk) and gcc.
 set -euo pipefail
@@ -25,14 +29,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-swift build -c release --product thumbd >&2
+THUMBD=${THUMBD:-}
+if [ -z "$THUMBD" ]; then
+  swift build -c release --product thumbd >&2
+  THUMBD=.build/release/thumbd
+fi
 gcc -O2 -pthread bench/socketload.c -o "$work/socketload"
 image=$(realpath "$IMAGE")
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 thumbd_port=$(free_port)
 # Request logging off on both sides (nginx: access_log off); LOG_LEVEL=info turns thumbd's on.
-.build/release/thumbd serve --socket "$work/thumbd.sock" --listen "127.0.0.1:$thumbd_port" \
+"$THUMBD" serve --socket "$work/thumbd.sock" --listen "127.0.0.1:$thumbd_port" \
   --cache-dir "" --file-root "$(dirname "$image")" --log-level "${LOG_LEVEL:-warn}" \
   2>"$work/thumbd.log" &
 pids+=($!)

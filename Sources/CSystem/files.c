@@ -52,9 +52,20 @@ static int open_walking(int directory, const char *relative, int flags) {
   }
 }
 
-int ts_open_beneath(const char *root, const char *relative, int flags, int walk) {
+int ts_open_root(const char *root) {
   int directory = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (directory < 0) return fail();
+  return directory < 0 ? fail() : directory;
+}
+
+int ts_open_beneath(const char *root, const char *relative, int flags, int walk) {
+  int directory = ts_open_root(root);
+  if (directory < 0) return directory;
+  int fd = ts_open_beneath_at(directory, relative, flags, walk);
+  close(directory);
+  return fd;
+}
+
+int ts_open_beneath_at(int directory, const char *relative, int flags, int walk) {
   int fd = -ENOSYS;
   if (!walk) {
     struct ts_open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -65,7 +76,6 @@ int ts_open_beneath(const char *root, const char *relative, int flags, int walk)
   }
   /* No openat2 (before Linux 5.6), or a syscall filter that refuses it. */
   if (fd == -ENOSYS || fd == -EPERM) fd = open_walking(directory, relative, flags);
-  close(directory);
   return fd;
 }
 

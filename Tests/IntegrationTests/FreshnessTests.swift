@@ -254,6 +254,29 @@ struct FreshnessTests {
     }
   }
 
+  @Test(
+    "stale_while_revalidate: a stale entry is served at once, marked stale, while one revalidation brings the new picture"
+  )
+  func staleWhileRevalidate() async throws {
+    let origin = try ChangingOrigin()
+    defer { origin.origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--stale-while-revalidate", "60"])
+    defer { daemon.stop() }
+    let target = Self.target(origin.url)
+    #expect(Pictures.shows(Self.get(daemon, target).body, Pictures.red))
+    origin.change(to: Pictures.green)
+    try await Task.sleep(for: .milliseconds(1100))
+    let stale = Self.get(daemon, target)
+    #expect(stale.cache == "stale" && Pictures.shows(stale.body, Pictures.red))
+    // The revalidation runs without anyone waiting; its answer replaces the entry.
+    await eventually("the new picture after the background revalidation") {
+      let answer = Self.get(daemon, target)
+      return answer.cache != "stale" && Pictures.shows(answer.body, Pictures.green)
+    }
+    #expect(origin.counts.conditional >= 1)
+    #expect(daemon.metric("thumbd_stale_served_total") ?? 0 >= 1)
+  }
+
   @Test("rev: the same URL with a new rev is rendered anew from the source as it is now")
   func revisions() async throws {
     let origin = try ChangingOrigin()

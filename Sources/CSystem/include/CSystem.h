@@ -86,6 +86,12 @@ int ts_wakeup_drain(int fd);
  */
 int ts_open_beneath(const char *root, const char *relative, int flags, int walk);
 
+/** The same below an already open directory (from ts_open_root), which stays open. */
+int ts_open_beneath_at(int directory, const char *relative, int flags, int walk);
+
+/** A root directory opened once (O_PATH | O_DIRECTORY | O_CLOEXEC), or a negative errno. */
+int ts_open_root(const char *root);
+
 /**
  * Names the calling thread for top -H, ps -L and perf (cut to the 15 characters
  * Linux keeps). Foundation on Linux does not pass Thread.name to the kernel.

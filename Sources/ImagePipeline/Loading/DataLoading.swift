@@ -6,15 +6,19 @@ public protocol DataLoading: Sendable {
   /// still names the current content.
   func load(_ request: SourceRequest) async throws -> SourceResponse
 
-  /// The validator of what `url` holds right now, if the loader can tell without loading it
-  /// (a `stat` for files), or nil. Called on every request, memory hits included, so it must
-  /// be cheap and must not block on the network.
-  func currentValidator(of url: String) -> SourceValidator?
+  /// The validator of what `url` holds, if the loader can tell without loading it (a `stat`
+  /// for files), or nil: as it was at some moment after `notBefore` (the arrival of the
+  /// request that asks), so a check made since for another request may be reused. Called on
+  /// every request, memory hits included, so it must be cheap and must not block on the
+  /// network.
+  func currentValidator(of url: String, notBefore: ContinuousClock.Instant) -> SourceValidator?
 }
 
 extension DataLoading {
   /// Loaders that cannot check cheaply check nothing.
-  public func currentValidator(of url: String) -> SourceValidator? { nil }
+  public func currentValidator(of url: String, notBefore: ContinuousClock.Instant)
+    -> SourceValidator?
+  { nil }
 
   /// The whole body of `url`, or a `FetchError`.
   public func loadData(for url: String) async throws -> [UInt8] {

@@ -187,18 +187,43 @@ public enum HTTPDate {
     return Double(days * 86_400 + hour * 3600 + minute * 60 + second)
   }
 
-  /// The IMF-fixdate form of `seconds` since 1970.
+  /// The IMF-fixdate form of `seconds` since 1970. Written byte by byte: it goes into every
+  /// thumbnail response that has a `Last-Modified`.
+  /// Times outside years 0...9999 (which no HTTP date can name) print as the nearest bound.
   public static func format(_ seconds: Double) -> String {
-    let total = Int(seconds.rounded(.down))
+    let bound = 253_402_300_799.0  // 9999-12-31 23:59:59
+    let clamped = seconds.isNaN ? 0 : min(max(seconds, -62_167_219_200), bound)
+    let total = Int(clamped.rounded(.down))
     let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
     let rest = total - days * 86_400
     let (year, month, day) = civil(fromDays: days)
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][((days % 7) + 7) % 7]
-    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    let digits = String(year)
-    let fourDigits = String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-    return "\(weekday), \(two(day)) \(months[month - 1].capitalized) \(fourDigits) "
-      + "\(two(rest / 3600)):\(two(rest / 60 % 60)):\(two(rest % 60)) GMT"
+    var out: [UInt8] = []
+    out.reserveCapacity(32)
+    out += weekdayNames[((days % 7) + 7) % 7]
+    out += [44, 32]  // ", "
+    func two(_ value: Int) { out += [UInt8(48 + value / 10 % 10), UInt8(48 + value % 10)] }
+    two(day)
+    out.append(32)
+    out += monthNames[month - 1]
+    out.append(32)
+    let digits = Array(String(year).utf8)
+    if digits.count < 4 { out += [UInt8](repeating: 48, count: 4 - digits.count) }
+    out += digits
+    out.append(32)
+    two(rest / 3600)
+    out.append(58)
+    two(rest / 60 % 60)
+    out.append(58)
+    two(rest % 60)
+    out += Array(" GMT".utf8)
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  private static let weekdayNames = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"].map {
+    Array($0.utf8)
+  }
+  private static let monthNames = months.map {
+    Array($0.prefix(1).uppercased().utf8) + Array($0.dropFirst().utf8)
   }
 
   /// Days since 1970-01-01 of a proleptic Gregorian date.
@@ -223,8 +248,4 @@ public enum HTTPDate {
     let month = mp + (mp < 10 ? 3 : -9)
     return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
   }
-}
-
-extension String {
-  fileprivate var capitalized: String { prefix(1).uppercased() + dropFirst() }
 }

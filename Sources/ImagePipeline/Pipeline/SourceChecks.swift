@@ -1,32 +1,39 @@
 extension ThumbnailPipeline {
-  /// Judges an entry made from `stored`: files by a fresh `stat` (any difference is a change),
-  /// other sources by the newest version known and its freshness at `now`.
-  func verdict(for url: String, stored: SourceVersion, now: Double) -> SourceVerdict {
+  /// Judges an entry made from `stored`: files by a `stat` made after `received` (the
+  /// request's arrival; any difference is a change), other sources by the newest version
+  /// known and its freshness at `now` (read only for them).
+  func verdict(
+    for url: String, stored: SourceVersion, now: @autoclosure () -> Double = WallClock.now(),
+    received: ContinuousClock.Instant = .now
+  ) -> SourceVerdict {
     if case .file = stored.validator {
-      guard configuration.dataLoader.currentValidator(of: url) == stored.validator else {
+      let current = configuration.dataLoader.currentValidator(of: url, notBefore: received)
+      guard current == stored.validator else {
         return .changed
       }
       return .fresh(stored)
     }
     let current = sources.version(of: url) ?? stored
     guard current.sameContent(as: stored) else { return .superseded }
-    return now < current.freshness.freshUntil ? .fresh(current) : .stale(current)
+    return now() < current.freshness.freshUntil ? .fresh(current) : .stale(current)
   }
 
   /// A memory hit that may be served now, without suspending, or nil. A changed source is
   /// dropped on the spot; a stale one inside its `stale-while-revalidate` window is served
   /// (`.stale`) while one revalidation starts.
-  func memoryHit(_ request: ImageRequest, priority: ImagePriority, client: ClientID)
-    -> ImageResponse?
-  {
+  func memoryHit(
+    _ request: ImageRequest, priority: ImagePriority, client: ClientID,
+    received: ContinuousClock.Instant = .now
+  ) -> ImageResponse? {
     guard var thumbnail = memoryCache.value(forKey: request) else { return nil }
-    let now = WallClock.now()
-    switch verdict(for: request.url, stored: thumbnail.source, now: now) {
+    switch verdict(for: request.url, stored: thumbnail.source, received: received) {
     case .fresh(let current):
-      thumbnail.source = current
+      // Files come back as they were stored: no copy of the version on the hot path.
+      if case .file = current.validator {} else { thumbnail.source = current }
       return ImageResponse(thumbnail: thumbnail, source: .memory)
     case .stale(let current):
-      guard now < current.freshness.freshUntil + current.freshness.staleWhileRevalidate else {
+      guard WallClock.now() < current.freshness.freshUntil + current.freshness.staleWhileRevalidate
+      else {
         return nil
       }
       revalidateInBackground(request, client: client)

@@ -84,13 +84,17 @@ public final class ThumbnailPipeline: Sendable {
   /// The response for `request` if the memory cache has it, without suspending: servers answer
   /// hits on their I/O thread and start a task only for the rest. Counted like any request; a
   /// visible one also counts as visible activity (see `PrefetchAdmission`). `request.spec`
-  /// must be valid.
+  /// must be valid. `received` is when the request had arrived: a check of its source made
+  /// since (a file's `stat` for another request read in the same pass) may serve it.
   public func cachedResponse(
-    for request: ImageRequest, priority: ImagePriority = .visible, client: ClientID = .shared
+    for request: ImageRequest, priority: ImagePriority = .visible, client: ClientID = .shared,
+    received: ContinuousClock.Instant = .now
   ) -> ImageResponse? {
     let started = ContinuousClock.now
     if priority == .visible { visibleActivity.note(client) }
-    guard let response = memoryHit(request, priority: priority, client: client) else {
+    guard
+      let response = memoryHit(request, priority: priority, client: client, received: received)
+    else {
       return nil
     }
     metrics.countRequest()

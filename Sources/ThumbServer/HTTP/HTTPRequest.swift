@@ -19,6 +19,9 @@ public struct HTTPRequest: Sendable, Hashable {
   /// Whether it came over a network listener (TCP) rather than the Unix socket, for routes
   /// that only local clients may use.
   public var overNetwork = false
+  /// When the server had read it whole (no earlier than its arrival): a check of its source
+  /// made after this moment is fresh for it.
+  public var received: ContinuousClock.Instant?
 
   /// One `name=value` pair of the query.
   public struct QueryItem: Sendable, Hashable {

@@ -36,7 +36,7 @@ public struct HTTPResponse: Sendable, Hashable {
     bytes.reserveCapacity(256 + body.count)
     func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
     append("HTTP/1.1 \(status) \(Self.reason(status))\r\n")
-    append("Date: \(ResponseDate.now)\r\n")
+    bytes += ResponseDate.headerLine
     for (name, value) in headers {
       append(name)
       append(": ")

@@ -2,17 +2,19 @@ import ImagePipeline
 import Synchronization
 
 /// The `Date` of responses (RFC 9110, section 6.6.1), formatted once a second rather than per
-/// response: the memory-hit path writes tens of thousands a second.
+/// response, and kept as the bytes of its header line: the memory-hit path writes tens of
+/// thousands a second.
 enum ResponseDate {
-  private static let cache = Mutex<(second: Int, text: String)>((-1, ""))
+  private static let cache = Mutex<(second: Int, line: [UInt8])>((-1, []))
 
-  /// Now, as an IMF-fixdate.
-  static var now: String {
-    let seconds = WallClock.now()
-    let second = Int(seconds)
+  /// `Date: <now as an IMF-fixdate>\r\n`.
+  static var headerLine: [UInt8] {
+    let second = Int(WallClock.now())
     return cache.withLock { cache in
-      if cache.second != second { cache = (second, HTTPDate.format(Double(second))) }
-      return cache.text
+      if cache.second != second {
+        cache = (second, Array("Date: \(HTTPDate.format(Double(second)))\r\n".utf8))
+      }
+      return cache.line
     }
   }
 }

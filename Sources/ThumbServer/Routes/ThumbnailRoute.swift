@@ -52,7 +52,9 @@ public struct ThumbnailRoute: Sendable {
     case .rejected(let response): return .now(response, nil)
     }
     let client = Self.client(of: request, priority: priority)
-    if let hit = pipeline.cachedResponse(for: imageRequest, priority: priority, client: client) {
+    if let hit = pipeline.cachedResponse(
+      for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
+    {
       return .now(answer(request, with: hit), hit.source)
     }
     return .later { [self] in
@@ -75,7 +77,7 @@ public struct ThumbnailRoute: Sendable {
       ("ETag", etag), ("Cache-Control", Self.cacheControl(thumbnail.source, maxAge: maxAge)),
     ]
     if let modified = thumbnail.source.lastModified {
-      headers.append(("Last-Modified", HTTPDate.format(modified)))
+      headers.append(("Last-Modified", Self.lastModified.text(for: modified)))
     }
     headers.append(("X-Thumbd-Cache", response.source.rawValue))
     if Self.matches(request.header("if-none-match"), etag: etag) {
@@ -84,6 +86,9 @@ public struct ThumbnailRoute: Sendable {
     headers.insert(("Content-Type", thumbnail.format.mimeType), at: 0)
     return HTTPResponse(status: 200, headers: headers, body: thumbnail.data)
   }
+
+  /// `Last-Modified` values already formatted: one source's date is written on every hit.
+  static let lastModified = FormattedDates()
 
   /// `Cache-Control` for a thumbnail of `source`: its remaining freshness, never more than
   /// `maxAge` nor than the origin allows; `no-store` and `private` passed on.

@@ -75,6 +75,8 @@ final class EventLoop: @unchecked Sendable {
   private var reserveDescriptor: Int32 = -1
   /// Listeners not watched until the given monotonic time (after descriptor exhaustion).
   private var resting: [UInt64: UInt64] = [:]
+  /// Connections whose handlers wait for the end of this pass's reads.
+  private var deferred: [LoopConnection] = []
   private var lastSweep: UInt64 = 0
   private var lastExhaustionLog: UInt64 = 0
   private let pending = Mutex<[@Sendable () -> Void]>([])
@@ -206,6 +208,27 @@ final class EventLoop: @unchecked Sendable {
           }
           if connection.isOpen && event.events & UInt32(TS_WRITABLE) != 0 { flush(connection) }
         }
+      }
+      endReadPass()
+    }
+  }
+
+  /// Asks for `connection`'s handler to hear `readPassEnded` once every connection that was
+  /// ready in this pass has been read. The HTTP handler answers its requests then, so that
+  /// everything a check made while answering sees (a file's `stat`) is later than every
+  /// request of the pass, and one check can serve them all.
+  func deferUntilRead(_ connection: LoopConnection) {
+    assertInLoop()
+    deferred.append(connection)
+  }
+
+  private func endReadPass() {
+    // A handler may read again (resuming a paused connection) and so defer again.
+    while !deferred.isEmpty {
+      let ready = deferred
+      deferred.removeAll()
+      for connection in ready where connection.isOpen {
+        connection.handler.readPassEnded(connection)
       }
     }
   }

@@ -35,6 +35,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
   private var awaitingFirstRequest = true
   /// Whether the connection came through a TCP listener; read once, on the first request.
   private var overNetwork: Bool?
+  /// Queued requests wait for the end of the loop's read pass (`readPassEnded`).
+  private var awaitingPassEnd = false
 
   init(
     router: Router, upgraders: [any ProtocolUpgrader], logger: Logger?, loop: EventLoop,
@@ -61,13 +63,33 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     do {
       complete = try parser.feed(bytes)
     } catch {
+      // What came before the bad bytes is answered first, as it would have been had they
+      // arrived in a later pass.
+      dispatchQueued(connection)
       refuse(status: error == .bodyTooLarge ? 413 : 400, "\(error)", on: connection)
       return true
     }
-    if !complete.isEmpty { awaitingFirstRequest = false }
-    queued += complete
+    guard !complete.isEmpty else { return false }
+    awaitingFirstRequest = false
+    // Read by now: no check made from here on can predate them.
+    let read = ContinuousClock.now
+    for var request in complete {
+      request.received = read
+      queued.append(request)
+    }
+    // Answered once the pass has read every ready connection. Reading stops at the
+    // pipelining bound meanwhile, so a client that pipelines without end is not read whole.
+    if queued.count >= maxPipelined { connection.pauseReading() }
+    if !awaitingPassEnd {
+      awaitingPassEnd = true
+      loop.deferUntilRead(connection)
+    }
+    return true
+  }
+
+  func readPassEnded(_ connection: LoopConnection) {
+    awaitingPassEnd = false
     dispatchQueued(connection)
-    return !complete.isEmpty
   }
 
   func drained(_ connection: LoopConnection) {

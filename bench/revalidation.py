@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""What a 304 revalidation costs against a full miss, measured in the same run: thumbd in front
+of nginx serving one JPEG (nginx sends ETag and Last-Modified and answers If-None-Match with
+304). Three kinds of request, interleaved in rounds so machine noise hits them alike:
+
+  miss         a new URL each time (a query string nginx ignores): download and decode
+  revalidated  one URL whose origin says max-age=0: every request finds its thumbnail stale,
+               asks the origin once (If-None-Match), gets 304, serves the cached thumbnail
+  memory       one URL with max-age=3600: a memory hit
+
+Requests are sequential on one kept-alive connection to the Unix socket, so each time is one
+request's latency. Checks X-Thumbd-Cache on every answer and that the revalidations decoded
+nothing (thumbd_decodes_total).
+
+Usage: bench/revalidation.py [--thumbd PATH] [--rounds N] [--requests N] [--size PX] [IMAGE]
+Needs nginx (apt-get install nginx-light). Build first: swift build -c release.
+"""
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Connection:
+    """One kept-alive HTTP/1.1 connection to a Unix socket."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(path)
+        self.buffer = b""
+
+    def get(self, target):
+        self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: b\r\n\r\n".encode())
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self.sock.recv(65536)
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(self.buffer) < length:
+            self.buffer += self.sock.recv(65536)
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(lines[0][9:12]), headers, body
+
+
+def metric(conn, name):
+    _, _, body = conn.get("/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--thumbd", default=os.path.join(HERE, "..", ".build", "release", "thumbd"))
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--requests", type=int, default=100)
+    p.add_argument("--size", type=int, default=256)
+    p.add_argument("image", nargs="?", default=os.path.join(
+        HERE, "..", "..", "shared", "corpus", "photo", "coil", "normal.jpg"))
+    a = p.parse_args()
+    work = tempfile.mkdtemp(prefix="thumbd-revalidation-bench-")
+    procs = []
+    try:
+        shutil.copy(a.image, os.path.join(work, "img.jpg"))
+        port = free_port()
+        with open(os.path.join(work, "nginx.conf"), "w") as f:
+            f.write(f"""worker_processes 1; pid {work}/nginx.pid; error_log {work}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{ access_log off; keepalive_requests 100000000; sendfile on; default_type image/jpeg;
+  client_body_temp_path {work}; proxy_temp_path {work}; fastcgi_temp_path {work};
+  uwsgi_temp_path {work}; scgi_temp_path {work};
+  server {{ listen 127.0.0.1:{port}; root {work};
+    location /stale/ {{ add_header Cache-Control "max-age=0"; try_files /img.jpg =404; }}
+    location /fresh/ {{ add_header Cache-Control "max-age=3600"; try_files /img.jpg =404; }} }} }}
+""")
+        procs.append(subprocess.Popen(
+            ["nginx", "-c", os.path.join(work, "nginx.conf"), "-g", "daemon off;"]))
+        sock = os.path.join(work, "thumbd.sock")
+        procs.append(subprocess.Popen(
+            [a.thumbd, "serve", "--socket", sock, "--cache-dir", "", "--allow-private",
+             "--log-level", "warn"], stderr=open(os.path.join(work, "thumbd.log"), "w")))
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        conn = Connection(sock)
+
+        def target(path):
+            url = urllib.parse.quote(f"http://127.0.0.1:{port}{path}", safe="")
+            return f"/v1/thumbnail?url={url}&w={a.size}&h={a.size}"
+
+        stale, fresh = target("/stale/photo.jpg"), target("/fresh/photo.jpg")
+        for warm in (stale, fresh):
+            assert conn.get(warm)[0] == 200
+        times = {"miss": [], "revalidated": [], "memory": []}
+        serial = 0
+        decodes_in_revalidations = 0
+        for _ in range(a.rounds):
+            for kind in ("miss", "revalidated", "memory"):
+                before = metric(conn, "thumbd_decodes_total")
+                for _ in range(a.requests):
+                    serial += 1
+                    wanted = {"miss": target(f"/fresh/photo.jpg?n={serial}"),
+                              "revalidated": stale, "memory": fresh}[kind]
+                    started = time.perf_counter()
+                    status, headers, _ = conn.get(wanted)
+                    elapsed = time.perf_counter() - started
+                    assert status == 200, status
+                    assert headers.get("x-thumbd-cache") == kind, (kind, headers)
+                    times[kind].append(elapsed * 1000)
+                if kind == "revalidated":
+                    decodes_in_revalidations += metric(conn, "thumbd_decodes_total") - before
+        revalidations = metric(conn, 'thumbd_revalidations_total{result="unchanged"}')
+        print(f"{a.rounds} rounds x {a.requests} requests of each kind, {a.size}x{a.size} box of "
+              f"{os.path.basename(a.image)}, {os.cpu_count()} cores")
+        print("| request | mean ms | p50 ms | p95 ms |")
+        print("|---|---:|---:|---:|")
+        for kind, values in times.items():
+            values.sort()
+            print(f"| {kind} | {statistics.mean(values):.3f} | {values[len(values) // 2]:.3f} | "
+                  f"{values[int(len(values) * 0.95)]:.3f} |")
+        ratio = statistics.mean(times["miss"]) / statistics.mean(times["revalidated"])
+        print(f"a 304 revalidation costs 1/{ratio:.1f} of a miss; decodes during revalidations: "
+              f"{decodes_in_revalidations:.0f}; unchanged revalidations counted: {revalidations:.0f}")
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
