@@ -6,9 +6,12 @@
 #   bench/daemon_vs_nginx.sh                 # defaults below
 #   ROUNDS=5 DURATION=10 CONNECTIONS=64 NGINX_WORKERS=1 LOG_LEVEL=info bench/daemon_vs_nginx.sh
 #   THUMBD=/path/to/other/thumbd bench/daemon_vs_nginx.sh   # another build (no swift build)
+#   SOURCES=256 bench/daemon_vs_nginx.sh     # wrk over 256 distinct sources (and nginx files)
 #
-# The source is a file:// URL, so every memory hit includes the per-request stat that checks
-# the file is unchanged.
+# The source is a file:// URL, so every memory hit includes the check that the file is
+# unchanged: a stat made after the request arrived, one per file per pass of the event loop.
+# With SOURCES=N the requests rotate over N copies of the image, so concurrent requests seldom
+# share a stat: the cost of one stat per request.
 #
 # Needs nginx and wrk (apt-get install nginx-light wrk) and gcc.
 set -euo pipefail
@@ -19,6 +22,7 @@ DURATION=${DURATION:-8}
 CONNECTIONS=${CONNECTIONS:-64}
 NGINX_WORKERS=${NGINX_WORKERS:-auto}
 SIZE=${SIZE:-256}
+SOURCES=${SOURCES:-1}
 
 work=$(mktemp -d)
 pids=()
@@ -36,6 +40,11 @@ if [ -z "$THUMBD" ]; then
 fi
 gcc -O2 -pthread bench/socketload.c -o "$work/socketload"
 image=$(realpath "$IMAGE")
+if [ "$SOURCES" -gt 1 ]; then
+  mkdir -p "$work/files"
+  for i in $(seq 0 $((SOURCES - 1))); do cp "$image" "$work/files/$i.jpg"; done
+  image="$work/files/0.jpg"
+fi
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 thumbd_port=$(free_port)
@@ -50,6 +59,22 @@ target="/v1/thumbnail?url=$encoded&w=$SIZE&h=$SIZE"
 mkdir -p "$work/www"
 curl -sf --unix-socket "$work/thumbd.sock" "http://thumbd$target" -o "$work/www/thumb.jpg"
 bytes=$(stat -c %s "$work/www/thumb.jpg")
+if [ "$SOURCES" -gt 1 ]; then
+  # Every source warm in memory, every nginx copy in place, and a wrk script rotating both.
+  printf 'paths = {}\ni = 0\n' >"$work/rotate-thumbd.lua"
+  printf 'paths = {}\ni = 0\n' >"$work/rotate-nginx.lua"
+  for i in $(seq 0 $((SOURCES - 1))); do
+    url=$(python3 -c 'import sys,urllib.parse;print(urllib.parse.quote("file://"+sys.argv[1],safe=""))' "$work/files/$i.jpg")
+    curl -sf --unix-socket "$work/thumbd.sock" "http://thumbd/v1/thumbnail?url=$url&w=$SIZE&h=$SIZE" -o /dev/null
+    cp "$work/www/thumb.jpg" "$work/www/$i.jpg"
+    echo "paths[$i] = \"/v1/thumbnail?url=$url&w=$SIZE&h=$SIZE\"" >>"$work/rotate-thumbd.lua"
+    echo "paths[$i] = \"/$i.jpg\"" >>"$work/rotate-nginx.lua"
+  done
+  for side in thumbd nginx; do
+    printf 'request = function()\n  i = (i + 1) %% %d\n  return wrk.format("GET", paths[i])\nend\n' \
+      "$SOURCES" >>"$work/rotate-$side.lua"
+  done
+fi
 
 nginx_port=$(free_port)
 cat >"$work/nginx.conf" <<CONF
@@ -84,6 +109,15 @@ load_rate() { "$work/socketload" "$1" "$2" "$CONNECTIONS" "$DURATION" | awk '{pr
 echo "thumbnail: $bytes bytes (${SIZE}x${SIZE} box of $(basename "$image")), $CONNECTIONS connections,"
 echo "${DURATION}s per run, nginx worker_processes $NGINX_WORKERS, $(nproc) cores"
 printf '%-6s %-24s %12s %12s %7s\n' round client nginx thumbd ratio
+if [ "$SOURCES" -gt 1 ]; then
+  echo "$SOURCES distinct sources, requests rotating over them (wrk only)"
+  for round in $(seq "$ROUNDS"); do
+    n=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" -s "$work/rotate-nginx.lua" "http://127.0.0.1:$nginx_port/" | awk '/Requests\/sec/ {print $2}')
+    t=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" -s "$work/rotate-thumbd.lua" "http://127.0.0.1:$thumbd_port/" | awk '/Requests\/sec/ {print $2}')
+    printf '%-6s %-24s %12s %12s %7.2f\n' "$round" "wrk tcp, rotating" "$n" "$t" "$(echo "$t / $n" | bc -l)"
+  done
+  exit 0
+fi
 for round in $(seq "$ROUNDS"); do
   n=$(wrk_rate "http://127.0.0.1:$nginx_port/thumb.jpg"); t=$(wrk_rate "http://127.0.0.1:$thumbd_port$target")
   printf '%-6s %-24s %12s %12s %7.2f\n' "$round" "wrk tcp" "$n" "$t" "$(echo "$t / $n" | bc -l)"

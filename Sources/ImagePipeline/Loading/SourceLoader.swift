@@ -21,11 +21,18 @@ public final class SourceLoader: DataLoading {
   private let checkedFiles = MemoryCache<String, CheckedFile>(
     costLimit: Int.max, countLimit: 4096, maxEntryFraction: 1)
 
-  private struct CheckedFile: Sendable {
+  /// One file's confinement, resolved once, and its last stamp, updated in place (replacing
+  /// the cache entry on every check cost as much as the `stat`).
+  private final class CheckedFile: Sendable {
     let confined: FileDataLoader.Confined
-    let stamp: FileStamp?
-    let checkedAt: ContinuousClock.Instant
+    let last: Mutex<(stamp: FileStamp?, at: ContinuousClock.Instant)?>
+
+    init(_ confined: FileDataLoader.Confined) {
+      self.confined = confined
+      last = Mutex(nil)
+    }
   }
+
   private let resolver: any NameResolving
   private let transport: Mutex<(any HTTPTransport)?>
 
@@ -77,20 +84,25 @@ public final class SourceLoader: DataLoading {
   public func currentValidator(of url: String, notBefore: ContinuousClock.Instant)
     -> SourceValidator?
   {
-    let confined: FileDataLoader.Confined
-    if let checked = checkedFiles.value(forKey: url) {
-      if checked.checkedAt >= notBefore { return checked.stamp.map(SourceValidator.file) }
-      confined = checked.confined
+    let checked: CheckedFile
+    if let known = checkedFiles.value(forKey: url) {
+      if let last = known.last.withLock({ $0 }), last.at >= notBefore {
+        return last.stamp.map(SourceValidator.file)
+      }
+      checked = known
     } else {
       guard let source = try? SourceURL(url), source.scheme == "file",
-        let path = try? Self.filePath(of: source), let resolved = try? files.confine(path)
+        let path = try? Self.filePath(of: source), let confined = try? files.confine(path)
       else { return nil }
-      confined = resolved
+      checked = CheckedFile(confined)
+      checkedFiles.setValue(checked, forKey: url, cost: 1)
     }
-    let checkedAt = ContinuousClock.now
-    let stamp = FileDataLoader.stamp(of: confined)
-    checkedFiles.setValue(
-      CheckedFile(confined: confined, stamp: stamp, checkedAt: checkedAt), forKey: url, cost: 1)
+    let at = ContinuousClock.now
+    let stamp = FileDataLoader.stamp(of: checked.confined)
+    checked.last.withLock { last in
+      // Two threads may check at once: the later check stays.
+      if last == nil || last!.at < at { last = (stamp, at) }
+    }
     return stamp.map(SourceValidator.file)
   }
 
