@@ -45,12 +45,13 @@ enum DiskCacheEntry {
   }
 
   static func decode(_ bytes: [UInt8], key: String) -> Decoded {
-    var reader = Reader(bytes: bytes)
-    guard reader.take(4) == magic, let keyLength = reader.uint32(),
-      let storedKey = reader.take(Int(keyLength)), let metaLength = reader.uint32(),
-      let metadata = reader.take(Int(metaLength)), let payloadLength = reader.uint64(),
-      let sum = reader.uint64(), payloadLength == UInt64(reader.remaining),
-      let payload = reader.take(Int(payloadLength))
+    var reader = ByteReader(bytes[...])
+    guard let head = reader.take(4), head.elementsEqual(magic), let keyLength = reader.uint32(),
+      let storedKey = reader.take(Int(keyLength)).map(Array.init), let metaLength = reader.uint32(),
+      let metadata = reader.take(Int(metaLength)).map(Array.init),
+      let payloadLength = reader.uint64(), let sum = reader.uint64(),
+      payloadLength == UInt64(reader.remaining),
+      let payload = reader.take(Int(payloadLength)).map(Array.init)
     else { return .corrupt }
     guard checksum(storedKey, metadata, payload) == sum else { return .corrupt }
     guard storedKey == Array(key.utf8) else { return .otherKey }
@@ -84,25 +85,5 @@ enum DiskCacheEntry {
 
   private static func append<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
     withUnsafeBytes(of: value.littleEndian) { out += $0 }
-  }
-
-  private struct Reader {
-    let bytes: [UInt8]
-    var offset = 0
-    var remaining: Int { bytes.count - offset }
-
-    mutating func take(_ count: Int) -> [UInt8]? {
-      guard count >= 0, count <= remaining else { return nil }
-      defer { offset += count }
-      return Array(bytes[offset..<(offset + count)])
-    }
-
-    mutating func uint32() -> UInt32? {
-      take(4).map { $0.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * $1.offset) } }
-    }
-
-    mutating func uint64() -> UInt64? {
-      take(8).map { $0.enumerated().reduce(0) { $0 | UInt64($1.element) << (8 * $1.offset) } }
-    }
   }
 }
