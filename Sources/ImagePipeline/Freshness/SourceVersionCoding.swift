@@ -1,5 +1,7 @@
 /// The bytes of a `SourceVersion` in a disk cache entry's metadata. Decoding is total: any
-/// byte string gives a version or nil, never a trap (the cache directory is untrusted).
+/// byte string gives a version or nil, never a trap (the cache directory is untrusted), and
+/// strict: only the one encoding of a version decodes (no ignored bytes, no text that is not
+/// UTF-8), so what is read is exactly what was written (found by fuzzing).
 enum SourceVersionCoding {
   /// Validators longer than this are not kept (an origin's `ETag` could fill a whole head).
   static let maxValidatorBytes = 1024
@@ -20,7 +22,8 @@ enum SourceVersionCoding {
     case .http(let etag, let modified):
       out.append(2)
       for text in [etag, modified] {
-        let bytes = text.map { Array($0.utf8.prefix(maxValidatorBytes)) }
+        // Longer ones are never kept by the fetcher; cut, they would not be UTF-8.
+        let bytes = text.flatMap { $0.utf8.count <= maxValidatorBytes ? Array($0.utf8) : nil }
         out.append(bytes == nil ? 0 : 1)
         append(UInt16(bytes?.count ?? 0), to: &out)
         out += bytes ?? []
@@ -57,9 +60,12 @@ enum SourceVersionCoding {
       var texts: [String?] = []
       for _ in 0..<2 {
         guard let present = reader.byte(), present <= 1, let count = reader.uint16(),
-          Int(count) <= maxValidatorBytes, let text = reader.take(Int(count))
+          Int(count) <= maxValidatorBytes, present == 1 || count == 0,
+          let bytes = reader.take(Int(count))
         else { return nil }
-        texts.append(present == 1 ? String(decoding: text, as: UTF8.self) : nil)
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard text.utf8.elementsEqual(bytes) else { return nil }
+        texts.append(present == 1 ? text : nil)
       }
       validator = .http(etag: texts[0], lastModified: texts[1])
     default:
@@ -69,7 +75,7 @@ enum SourceVersionCoding {
       let lifetime = reader.double(), let swr = reader.double(), let sie = reader.double(),
       let flags = reader.byte(), flags < 8, let modified = reader.double(),
       [lifetime, swr, sie].allSatisfy({ $0.isFinite && $0 >= 0 }), !freshUntil.isNaN,
-      modified.isFinite
+      modified.isFinite, flags & 4 != 0 || modified.bitPattern == 0
     else { return nil }
     let freshness = Freshness(
       freshUntil: freshUntil, lifetime: lifetime, staleWhileRevalidate: swr, staleIfError: sie,
