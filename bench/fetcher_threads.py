@@ -13,21 +13,14 @@ import collections
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
 import urllib.parse
 
+from loopback import free_port, start_nginx, start_thumbd
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(sock_path, target):
@@ -73,25 +66,9 @@ def main():
     try:
         shutil.copy(a.image, os.path.join(work, "img.jpg"))
         port = free_port()
-        with open(os.path.join(work, "nginx.conf"), "w") as f:
-            f.write(f"""worker_processes 1; pid {work}/nginx.pid; error_log {work}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{ access_log off; keepalive_requests 100000000; sendfile on; default_type image/jpeg;
-  client_body_temp_path {work}; proxy_temp_path {work}; fastcgi_temp_path {work};
-  uwsgi_temp_path {work}; scgi_temp_path {work};
-  server {{ listen 127.0.0.1:{port}; root {work}; location / {{ try_files /img.jpg =404; }} }} }}
-""")
-        procs.append(subprocess.Popen(["nginx", "-c", os.path.join(work, "nginx.conf"), "-g", "daemon off;"]))
-        sock = os.path.join(work, "thumbd.sock")
-        daemon = subprocess.Popen([a.thumbd, "serve", "--socket", sock, "--cache-dir", "",
-                                   "--allow-private", "--log-level", "warn"],
-                                  stderr=open(os.path.join(work, "thumbd.log"), "w"))
+        procs.append(start_nginx(work, port, "location / { try_files /img.jpg =404; }"))
+        daemon, sock = start_thumbd(a.thumbd, work)
         procs.append(daemon)
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
-        time.sleep(0.2)
         before = thread_cpu(daemon.pid)
         counter = iter(range(a.requests))
         lock = threading.Lock()

@@ -1,0 +1,43 @@
+"""What the Python benchmarks share: a free loopback port, nginx as an origin on it, and a
+thumbd on a Unix socket, each started in a work directory and stopped by the caller."""
+import os
+import socket
+import subprocess
+import time
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_nginx(work, port, locations):
+    """nginx on 127.0.0.1:PORT with root WORK and the given location blocks; the process."""
+    with open(os.path.join(work, "nginx.conf"), "w") as f:
+        f.write(f"""worker_processes 1; pid {work}/nginx.pid; error_log {work}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{ access_log off; keepalive_requests 100000000; sendfile on; default_type image/jpeg;
+  client_body_temp_path {work}; proxy_temp_path {work}; fastcgi_temp_path {work};
+  uwsgi_temp_path {work}; scgi_temp_path {work};
+  server {{ listen 127.0.0.1:{port}; root {work}; {locations} }} }}
+""")
+    return subprocess.Popen(["nginx", "-c", os.path.join(work, "nginx.conf"), "-g", "daemon off;"])
+
+
+def start_thumbd(thumbd, work, *extra):
+    """thumbd serving WORK/thumbd.sock with no disk cache and loopback origins allowed; waits
+    for the socket. Returns the process and the socket path."""
+    sock = os.path.join(work, "thumbd.sock")
+    daemon = subprocess.Popen(
+        [thumbd, "serve", "--socket", sock, "--cache-dir", "", "--allow-private",
+         "--log-level", "warn", *extra], stderr=open(os.path.join(work, "thumbd.log"), "w"))
+    for _ in range(200):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
+    return daemon, sock
