@@ -63,11 +63,21 @@ extension ThumbnailPipeline {
   }
 
   /// A source holds other content now: every thumbnail of it (all sizes, formats and
-  /// revisions) leaves memory at once and the disk soon after, with its cached bytes.
+  /// revisions) leaves memory at once and the disk soon after, with its cached bytes. For
+  /// the request path, which cannot wait for the disk; a job awaits the other form.
   func sourceChanged(_ url: String) {
     metrics.countSourceChange()
     forgetSource(url)
     Task { await removeFromDisk(url) }
+  }
+
+  /// The same, done before it returns, so nothing the caller stores afterwards (the new
+  /// thumbnail, the new source bytes the fetch just cached, with `keepingSourceBytes`) can
+  /// be removed by it.
+  func sourceChanged(_ url: String, keepingSourceBytes: Bool) async {
+    metrics.countSourceChange()
+    forgetSource(url)
+    await removeFromDisk(url, sourceBytes: !keepingSourceBytes)
   }
 
   /// Removes `url` from memory and from the catalog; the entries removed.
@@ -77,12 +87,15 @@ extension ThumbnailPipeline {
     return memoryCache.removeAll { $0.url == url }
   }
 
-  /// Removes every disk entry of `url`; the entries removed.
-  func removeFromDisk(_ url: String) async -> Int {
+  /// Removes every disk entry of `url` (thumbnails, and its source bytes unless told
+  /// otherwise); the entries removed.
+  @discardableResult
+  func removeFromDisk(_ url: String, sourceBytes: Bool = true) async -> Int {
     var removed =
       await configuration.diskCache?.removeGroup(ThumbnailDiskFormat.group(for: url)) ?? 0
-    if await configuration.sourceCache?.removeValue(forKey: ThumbnailDiskFormat.sourceKey(for: url))
-      == true
+    if sourceBytes,
+      await configuration.sourceCache?.removeValue(
+        forKey: ThumbnailDiskFormat.sourceKey(for: url)) == true
     {
       removed += 1
     }

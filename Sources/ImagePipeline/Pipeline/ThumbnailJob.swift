@@ -30,7 +30,7 @@ extension ThumbnailPipeline {
         candidate = cached
         known = current
       case .changed:
-        sourceChanged(request.url)
+        await sourceChanged(request.url, keepingSourceBytes: false)
         candidate = nil
       case .superseded:
         memoryCache.removeValue(forKey: request)
@@ -91,7 +91,8 @@ extension ThumbnailPipeline {
       }
       if known != nil {
         metrics.countRevalidation(.changed)
-        sourceChanged(request.url)
+        // The fetch stage has just cached the new bytes: only the old thumbnails go.
+        await sourceChanged(request.url, keepingSourceBytes: true)
       }
       sources.record(version, for: request.url)
       var thumbnail = try await decode(bytes, request, context)
