@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.parse
 
-from loopback import free_port, start_nginx, start_thumbd
+from loopback import free_port, start_nginx, start_thumbd, stop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -102,10 +102,7 @@ def main():
             if ms >= 0.005:
                 print(f"| {name} | {ms:.3f} |")
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        stop(procs, work)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What the Python benchmarks share: a free loopback port, nginx as an origin on it, and a
 thumbd on a Unix socket, each started in a work directory and stopped by the caller."""
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -41,3 +42,11 @@ def start_thumbd(thumbd, work, *extra):
         time.sleep(0.05)
     time.sleep(0.2)
     return daemon, sock
+
+
+def stop(procs, work):
+    """Stops the processes started and removes the work directory."""
+    for proc in procs:
+        proc.terminate()
+        proc.wait()
+    shutil.rmtree(work, ignore_errors=True)

@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.parse
 
-from loopback import free_port, start_nginx, start_thumbd
+from loopback import free_port, start_nginx, start_thumbd, stop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -118,10 +118,7 @@ def main():
         print(f"a 304 revalidation costs 1/{ratio:.1f} of a miss; decodes during revalidations: "
               f"{decodes_in_revalidations:.0f}; unchanged revalidations counted: {revalidations:.0f}")
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        stop(procs, work)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@ import Foundation
 import ImagePipeline
 import Synchronization
 import Testing
+import ThumbProtocol
 
 @testable import TestSupport
 
@@ -294,6 +295,9 @@ struct FreshnessTests {
     let next = Self.get(daemon, Self.target(origin.url, extra: "&rev=2"))
     #expect(next.cache == "miss" && Pictures.shows(next.body, Pictures.green))
     #expect(Self.get(daemon, Self.target(origin.url, extra: "&rev=")).status == 400)
+    let longest = String(repeating: "r", count: Wire.maxRevisionLength)
+    #expect(Self.get(daemon, Self.target(origin.url, extra: "&rev=" + longest)).status == 200)
+    #expect(Self.get(daemon, Self.target(origin.url, extra: "&rev=r" + longest)).status == 400)
   }
 
   @Test(
