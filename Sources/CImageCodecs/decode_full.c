@@ -36,8 +36,11 @@ static ic_status collect_row(ic_sink *sink, const uint8_t *row,
   return IC_OK;
 }
 
-ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
-                         ic_bitmap *bitmap, ic_result *info) {
+/* Decodes at the smallest size the decoder offers that covers need_w x need_h (the full
+ * size when allow_scaling is 0). */
+static ic_status decode_into(const ic_source *source, const ic_limits *limits,
+                             uint32_t need_w, uint32_t need_h, int allow_scaling,
+                             ic_bitmap *bitmap, ic_result *info) {
   memset(info, 0, sizeof(*info));
   memset(bitmap, 0, sizeof(*bitmap));
   ic_stream stream;
@@ -49,8 +52,13 @@ ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
   if (status == IC_OK) {
     uint32_t w, h;
     info->orientation = decoder->header.orientation;
-    decoder->choose_size(decoder, decoder->header.width,
-                         decoder->header.height, 0, &w, &h);
+    info->source_width = decoder->header.width;
+    info->source_height = decoder->header.height;
+    if (!allow_scaling) {
+      need_w = decoder->header.width;
+      need_h = decoder->header.height;
+    }
+    decoder->choose_size(decoder, need_w, need_h, allow_scaling, &w, &h);
     status = decoder->run(decoder, &sink.base, info);
     decoder->destroy(decoder);
   }
@@ -76,4 +84,15 @@ ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
   info->width = w;
   info->height = h;
   return IC_OK;
+}
+
+ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
+                         ic_bitmap *bitmap, ic_result *info) {
+  return decode_into(source, limits, 0, 0, 0, bitmap, info);
+}
+
+ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
+                           uint32_t min_width, uint32_t min_height, ic_bitmap *bitmap,
+                           ic_result *info) {
+  return decode_into(source, limits, min_width, min_height, 1, bitmap, info);
 }

@@ -67,7 +67,14 @@ struct ic_decoder {
                       uint32_t *width, uint32_t *height);
   ic_status (*run)(ic_decoder *decoder, ic_sink *sink, ic_result *result);
   void (*destroy)(ic_decoder *decoder);
+  /* Bytes run() will hold at its peak at the size choose_size picked, from the header
+   * alone: coefficient buffers, whole-image buffers, rows, the library's own state. */
+  uint64_t (*working_memory)(ic_decoder *decoder);
 };
+
+/* Memory every decode holds whatever its size: the decoder's structs and tables, stream
+ * and stdio buffers (measured: see docs/BENCHMARKS.md, "Memory estimates"). */
+#define IC_DECODE_BASE_BYTES (256u << 10)
 
 /*
  * Encoded bytes being read: in memory, or from a FILE that may be a pipe.
@@ -151,6 +158,8 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
                               double crop_width, double crop_height,
                               uint32_t out_width, uint32_t out_height,
                               ic_filter filter);
+/* Bytes the resizer allocated. */
+size_t ic_resizer_bytes(const ic_resizer *resizer);
 void ic_resizer_push_row(ic_resizer *resizer, const uint8_t *row);
 /* Hands over the out_width x out_height straight-alpha result (malloc'd). */
 uint8_t *ic_resizer_finish(ic_resizer *resizer);
@@ -170,7 +179,7 @@ ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width,
                          uint8_t **out, size_t *out_size, ic_result *result);
 
 ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
-                        int channels, int level, uint8_t **out,
+                        int channels, int level, int interlaced, uint8_t **out,
                         size_t *out_size, ic_result *result);
 
 #endif /* CIMAGECODECS_INTERNAL_H */

@@ -7,6 +7,7 @@
  * picture is damaged abort the decode unless the caller accepts damage.
  */
 #include "internal.h"
+#include "jpeg_dc.h"
 
 #include <jerror.h>
 #include <jpeglib.h>
@@ -64,6 +65,7 @@ typedef struct jpeg_decoder {
   unsigned scale_num;
   int cmyk;
   int inverted_cmyk;
+  int disable_dc;
 } jpeg_decoder;
 
 static void on_error_exit(j_common_ptr cinfo) {
@@ -268,6 +270,35 @@ static void jpeg_choose_size(ic_decoder *base, uint32_t need_width,
   *height = scaled(h, num);
 }
 
+static uint64_t round_up(uint64_t value, uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+/* What jpeg_run will hold at the chosen scale. */
+static uint64_t jpeg_working_memory(ic_decoder *base) {
+  jpeg_decoder *d = (jpeg_decoder *)base;
+  j_decompress_ptr cinfo = &d->cinfo;
+  uint64_t bytes = IC_DECODE_BASE_BYTES + d->exif_length;
+  if (d->scale_num == 1 && !d->disable_dc && ic_jpeg_dc_applies(cinfo))
+    return bytes + ic_jpeg_dc_memory(cinfo);
+  uint64_t width = scaled(cinfo->image_width, d->scale_num);
+  int components = cinfo->num_components;
+  /* Sample rows: each component's iMCU row at the output scale, three of them for the
+   * context that smooth upsampling keeps, the upsampled rows, and our row buffers. */
+  bytes += width * (uint64_t)components * cinfo->max_v_samp_factor * 8 * 3 +
+           width * (uint64_t)(components + 3) * JPEG_ROWS_PER_READ;
+  if (cinfo->progressive_mode || cinfo->comps_in_scan < cinfo->num_components) {
+    /* A multi-scan file: libjpeg keeps every block's 64 coefficients. */
+    for (int ci = 0; ci < components; ci++) {
+      const jpeg_component_info *c = &cinfo->comp_info[ci];
+      bytes += round_up(c->width_in_blocks, (uint64_t)c->h_samp_factor) *
+               round_up(c->height_in_blocks, (uint64_t)c->v_samp_factor) * DCTSIZE2 *
+               sizeof(JCOEF);
+    }
+  }
+  return bytes;
+}
+
 static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, uint32_t width,
                         int inverted) {
   for (uint32_t x = 0; x < width; x++) {
@@ -306,6 +337,14 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     free(buffer);
     free(rgb);
     return fail_from_libjpeg(d, result);
+  }
+  if (d->scale_num == 1 && !d->disable_dc && ic_jpeg_dc_applies(cinfo)) {
+    /* Every output pixel is a block's DC: the AC scans need not be decoded, nor the
+     * whole image's coefficients kept (see jpeg_dc_scans.c). */
+    result->dc_only = 1;
+    ic_status status = ic_jpeg_dc_run(cinfo, d->err.control, sink, result);
+    report_warnings(d, result);
+    return status;
   }
   cinfo->scale_num = d->scale_num;
   cinfo->scale_denom = 8;
@@ -362,6 +401,7 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   d->base.choose_size = jpeg_choose_size;
   d->base.run = jpeg_run;
   d->base.destroy = jpeg_destroy_decoder;
+  d->base.working_memory = jpeg_working_memory;
   d->scale_num = 8;
   d->cinfo.err = jpeg_std_error(&d->err.pub);
   d->err.pub.error_exit = on_error_exit;
@@ -370,6 +410,7 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   d->err.accept_damaged = limits->accept_damaged;
   d->err.control = control;
   d->err.max_scans = limits->max_scans;
+  d->disable_dc = limits->disable_progressive_dc;
   if (setjmp(d->err.jump)) {
     fail_from_libjpeg(d, result);
     if (result->status == IC_ERR_TOO_LARGE) {

@@ -229,6 +229,18 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   return status;
 }
 
+/* What png_run will hold: libpng's allocations so far (text and profile chunks are kept),
+ * its two rows and zlib's state, and ours: a row, or the whole image for Adam7. */
+static uint64_t png_working_memory(ic_decoder *base) {
+  png_decoder *d = (png_decoder *)base;
+  uint64_t stride = (uint64_t)d->base.header.width * d->base.header.channels;
+  enum { ZLIB_STATE = 48 << 10 };
+  uint64_t bytes = IC_DECODE_BASE_BYTES + d->allocated + ZLIB_STATE;
+  if (d->fast) return bytes + 2 * (stride + 1);
+  bytes += 4 * ((uint64_t)d->base.header.width * 8 + 16);
+  return bytes + stride * (d->passes > 1 ? d->base.header.height : 1);
+}
+
 static int orientation_from_exif_chunk(png_structp png, png_infop info) {
 #ifdef PNG_eXIf_SUPPORTED
   png_uint_32 length = 0;
@@ -250,6 +262,7 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
   d->base.choose_size = png_choose_size;
   d->base.run = png_run;
   d->base.destroy = png_destroy_decoder;
+  d->base.working_memory = png_working_memory;
   d->stream = stream;
   d->control = control;
   d->budget = IC_PNG_BUDGET_BASE;

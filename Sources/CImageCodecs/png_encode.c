@@ -44,7 +44,7 @@ static void write_bytes(png_structp png, png_bytep bytes, size_t length) {
 static void flush_bytes(png_structp png) { (void)png; }
 
 ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
-                        int channels, int level, uint8_t **out,
+                        int channels, int level, int interlaced, uint8_t **out,
                         size_t *out_size, ic_result *result) {
   png_sink_buffer buffer;
   memset(&buffer, 0, sizeof(buffer));
@@ -65,11 +65,14 @@ ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
   png_set_compression_level(png, level < 0 ? 0 : level > 9 ? 9 : level);
   png_set_IHDR(png, info, width, height, 8,
                channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB,
-               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-               PNG_FILTER_TYPE_DEFAULT);
+               interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  for (uint32_t y = 0; y < height; y++)
-    png_write_row(png, (png_const_bytep)(pixels + (size_t)y * width * channels));
+  /* Adam7: libpng picks each pass's pixels from the full rows it is given once per pass. */
+  int passes = interlaced ? png_set_interlace_handling(png) : 1;
+  for (int pass = 0; pass < passes; pass++)
+    for (uint32_t y = 0; y < height; y++)
+      png_write_row(png, (png_const_bytep)(pixels + (size_t)y * width * channels));
   png_write_end(png, info);
   png_destroy_write_struct(&png, &info);
   *out = buffer.data;

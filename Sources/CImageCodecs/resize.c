@@ -62,7 +62,15 @@ struct ic_resizer {
   float *vertical_sum;
   uint32_t next_out_row;
   uint8_t *out;
+  /* Bytes allocated by ic_resizer_create, for the memory estimate. */
+  size_t bytes;
 };
+
+/* What taps_build allocated for out_n outputs. */
+static size_t taps_bytes(const ic_taps *taps, uint32_t out_n) {
+  return (size_t)out_n * (2 * sizeof(int) + (size_t)taps->max_count * sizeof(float)) +
+         sizeof(double) * (size_t)taps->max_count;
+}
 
 static double sinc(double x) {
   if (x == 0.0) return 1.0;
@@ -232,6 +240,10 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
 #endif
   size_t out_row = (size_t)out_width * channels;
   r->column_sums = calloc((size_t)in_width * channels, sizeof(uint32_t));
+  r->bytes = sizeof(*r) + taps_bytes(&r->taps_x, out_width) + taps_bytes(&r->taps_y, out_height) +
+             (r->pair_weights ? (size_t)(out_width / 2) * r->taps_x.max_count * 8 * sizeof(float)
+                              : 0) +
+             (size_t)in_width * channels * sizeof(uint32_t);
   /* Padding: the vector filters read a lane past the last RGB pixel, and the paired one up
    * to max_count pixels past the shorter pixel's taps (with zero weights; the padding stays
    * zero, so no Inf or NaN is ever multiplied by them). */
@@ -240,6 +252,8 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
   r->ring = malloc(sizeof(float) * out_row * (size_t)r->ring_capacity);
   r->vertical_sum = malloc(sizeof(float) * out_row);
   r->out = malloc(out_row * out_height);
+  r->bytes += (((size_t)r->mid_width + (size_t)r->taps_x.max_count) * channels + 1) * sizeof(float) +
+              sizeof(float) * out_row * ((size_t)r->ring_capacity + 1) + out_row * out_height;
   if (!r->column_sums || !r->mid_row || !r->ring || !r->vertical_sum ||
       !r->out) {
     ic_resizer_destroy(r);
@@ -247,6 +261,8 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
   }
   return r;
 }
+
+size_t ic_resizer_bytes(const ic_resizer *r) { return r ? r->bytes : 0; }
 
 void ic_resizer_destroy(ic_resizer *r) {
   if (!r) return;

@@ -130,8 +130,8 @@ ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
   result->format = format;
   if (format == IC_FORMAT_PNG)
     return ic_encode_png(bitmap->pixels, bitmap->width, bitmap->height,
-                         bitmap->channels, param, &result->data, &result->size,
-                         result);
+                         bitmap->channels, param & 0xFF, (param & IC_ENCODE_PNG_ADAM7) != 0,
+                         &result->data, &result->size, result);
   if (format == IC_FORMAT_JPEG)
     return ic_encode_jpeg(bitmap->pixels, bitmap->width, bitmap->height,
                           bitmap->channels, param, &result->data,

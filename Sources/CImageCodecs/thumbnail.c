@@ -77,30 +77,40 @@ static void drop_alpha(uint8_t *pixels, size_t count) {
   }
 }
 
+/* The output plan and the decode size for a request: the smallest decode whose crop still
+ * covers the output pixels, with headroom (see IC_SHRINK_HEADROOM). */
+static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
+                             const ic_limits *limits, ic_result *result, ic_plan *plan,
+                             uint32_t *decode_w, uint32_t *decode_h) {
+  const ic_header *h = &decoder->header;
+  result->orientation = h->orientation;
+  ic_status status =
+      ic_plan_make(h->width, h->height, h->orientation, request, plan, result);
+  if (status != IC_OK) return status;
+  if (limits->max_pixels &&
+      (uint64_t)plan->out_width * plan->out_height > limits->max_pixels)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "output %ux%u exceeds the pixel limit", plan->out_width,
+                   plan->out_height);
+  uint32_t need_w = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan->out_width *
+                                   (double)h->width / plan->crop_width);
+  uint32_t need_h = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan->out_height *
+                                   (double)h->height / plan->crop_height);
+  decoder->choose_size(decoder, need_w, need_h, request->shrink_on_load, decode_w,
+                       decode_h);
+  return IC_OK;
+}
+
 static ic_status resample(ic_decoder *decoder, const ic_request *request,
                           const ic_limits *limits, ic_result *result,
                           uint8_t **pixels, uint32_t *width, uint32_t *height,
                           int *channels) {
   ic_plan plan;
   const ic_header *h = &decoder->header;
-  result->orientation = h->orientation;
-  ic_status status =
-      ic_plan_make(h->width, h->height, h->orientation, request, &plan, result);
-  if (status != IC_OK) return status;
-  if (limits->max_pixels &&
-      (uint64_t)plan.out_width * plan.out_height > limits->max_pixels)
-    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
-                   "output %ux%u exceeds the pixel limit", plan.out_width,
-                   plan.out_height);
-  /* Smallest decode whose crop still covers the output pixels, with
-   * headroom: see IC_SHRINK_HEADROOM. */
-  uint32_t need_w = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan.out_width *
-                                   (double)h->width / plan.crop_width);
-  uint32_t need_h = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan.out_height *
-                                   (double)h->height / plan.crop_height);
   uint32_t decode_w, decode_h;
-  decoder->choose_size(decoder, need_w, need_h, request->shrink_on_load,
-                       &decode_w, &decode_h);
+  ic_status status =
+      plan_decode(decoder, request, limits, result, &plan, &decode_w, &decode_h);
+  if (status != IC_OK) return status;
   resize_sink sink = {
       .base = {.begin = resize_begin, .row = resize_row},
       .plan = &plan,
@@ -171,7 +181,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     format = result->has_alpha ? IC_OUTPUT_PNG : IC_OUTPUT_JPEG;
   if (format == IC_OUTPUT_PNG) {
     status = ic_encode_png(upright, width, height, channels,
-                           request->png_level, &result->data, &result->size,
+                           request->png_level, 0, &result->data, &result->size,
                            result);
     result->format = IC_FORMAT_PNG;
   } else {
@@ -184,5 +194,44 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   result->encode_ns = ic_now_ns() - decoded;
   result->width = width;
   result->height = height;
+  return status;
+}
+
+ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *request,
+                                const ic_limits *limits, ic_estimate *estimate,
+                                ic_result *result) {
+  memset(result, 0, sizeof(*result));
+  memset(estimate, 0, sizeof(*estimate));
+  ic_control control = {.cancel_flag = NULL, .deadline_ns = 0};
+  if (validate(request, result) != IC_OK) return result->status;
+  ic_stream stream;
+  if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
+  ic_decoder *decoder = NULL;
+  ic_status status = ic_decoder_open(&stream, limits, &control, result, &decoder);
+  if (status == IC_OK) {
+    ic_plan plan;
+    uint32_t decode_w = 0, decode_h = 0;
+    status = plan_decode(decoder, request, limits, result, &plan, &decode_w, &decode_h);
+    if (status == IC_OK) {
+      const ic_header *h = &decoder->header;
+      double sx = (double)decode_w / h->width, sy = (double)decode_h / h->height;
+      /* The resampler as the decode will build it (RGBA: the larger of the two). */
+      ic_resizer *resizer = ic_resizer_create(
+          decode_w, decode_h, 4, plan.crop_x * sx, plan.crop_y * sy, plan.crop_width * sx,
+          plan.crop_height * sy, plan.out_width, plan.out_height, request->filter);
+      uint64_t output = (uint64_t)plan.out_width * plan.out_height * 4;
+      /* Decoder and resampler run together; then the upright copy and the encoder's
+       * buffer beside the result. */
+      estimate->bytes = decoder->working_memory(decoder) + ic_resizer_bytes(resizer) +
+                        2 * output;
+      ic_resizer_destroy(resizer);
+      estimate->decode_width = decode_w;
+      estimate->decode_height = decode_h;
+      estimate->source_width = h->width;
+      estimate->source_height = h->height;
+    }
+    decoder->destroy(decoder);
+  }
+  ic_stream_close(&stream);
   return status;
 }

@@ -95,6 +95,9 @@ typedef struct ic_limits {
   int accept_damaged;
   /** When non-zero, every PNG row goes through libpng (no fast IDAT path). */
   int disable_png_fast_path;
+  /** When non-zero, a progressive JPEG at 1/8 goes through libjpeg's whole-image decode
+   * instead of its DC scans alone (for comparisons). */
+  int disable_progressive_dc;
   /** Milliseconds a decode may take, wall clock, from header to last row; 0 for none. */
   uint32_t decode_timeout_ms;
   /** Most scans a JPEG may have (real encoders write about 10); 0 for none. */
@@ -146,6 +149,8 @@ typedef struct ic_result {
   uint32_t width;
   uint32_t height;
   int has_alpha;
+  /** 1 when a progressive JPEG was decoded from its DC scans alone. */
+  int dc_only;
 } ic_result;
 
 /** A decoded bitmap: 8-bit RGB (3 channels) or straight RGBA (4). */
@@ -175,6 +180,27 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
                        const ic_limits *limits, const int32_t *cancel_flag,
                        ic_result *result);
 
+/** What making a thumbnail is expected to cost in memory, from the source's header alone. */
+typedef struct ic_estimate {
+  /** Peak bytes the decode, the resampling and the encoding hold together. */
+  uint64_t bytes;
+  /** The size the decoder delivers (after DCT scaling), and the stored size. */
+  uint32_t decode_width;
+  uint32_t decode_height;
+  uint32_t source_width;
+  uint32_t source_height;
+} ic_estimate;
+
+/**
+ * Reads the header and plans the thumbnail as ic_thumbnail would, without decoding: the
+ * working memory it will need (coefficient buffers of progressive JPEGs, the whole image of
+ * Adam7 PNGs, rows, the resampler, the output). Header errors and limits are reported as
+ * ic_thumbnail reports them.
+ */
+ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *request,
+                                const ic_limits *limits, ic_estimate *estimate,
+                                ic_result *result);
+
 /** Releases the encoded bytes of a result. Safe to call twice. */
 void ic_result_free(ic_result *result);
 
@@ -184,6 +210,17 @@ void ic_result_free(ic_result *result);
  */
 ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
                          ic_bitmap *bitmap, ic_result *info);
+
+/**
+ * Like ic_decode_full, at the smallest size the decoder offers (JPEG DCT scaling) that is
+ * at least min_width x min_height in the stored frame. For references and tests.
+ */
+ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
+                           uint32_t min_width, uint32_t min_height, ic_bitmap *bitmap,
+                           ic_result *info);
+
+/** Added to ic_encode's PNG level: write an Adam7-interlaced PNG (for fixtures). */
+#define IC_ENCODE_PNG_ADAM7 0x100
 
 /**
  * Encodes a bitmap (RGB or straight RGBA) as PNG (zlib level in `param`) or

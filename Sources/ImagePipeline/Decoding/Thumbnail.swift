@@ -24,6 +24,9 @@ public struct Thumbnail: Sendable, Hashable {
   public var damageWarnings: Int
   /// The version of the source it was made from; a cache hit carries the current freshness.
   public var source: SourceVersion
+  /// Whether a progressive JPEG was decoded from its DC scans alone (at 1/8); not stored in
+  /// caches.
+  public var decodedFromDCScans = false
 
   /// Creates a thumbnail value.
   public init(

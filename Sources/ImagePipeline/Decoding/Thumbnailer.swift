@@ -15,6 +15,9 @@ public struct Thumbnailer: Sendable {
   public var pngCompressionLevel: Int
   /// Whether common PNGs take the fast IDAT path; off only to compare it with libpng's.
   var pngFastPath = true
+  /// Whether progressive JPEGs at 1/8 decode from their DC scans alone; off only to compare
+  /// with libjpeg's whole-image decode.
+  var progressiveDC = true
 
   /// Creates a thumbnailer with the given limits and defaults elsewhere.
   public init(
@@ -70,6 +73,48 @@ public struct Thumbnailer: Sendable {
     return try finish(&result)
   }
 
+  /// The working memory a thumbnail of these bytes will need, from the header alone (see
+  /// `MemoryEstimate`). Throws what `thumbnail(of:spec:)` would throw for the header.
+  public func estimate(of bytes: [UInt8], spec: ThumbnailSpec) throws(ThumbnailError)
+    -> MemoryEstimate
+  {
+    try bytes.withUnsafeBufferPointer { buffer in
+      estimate(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil), spec)
+    }.get()
+  }
+
+  /// The working memory a thumbnail of a file will need, from its header alone.
+  public func estimate(contentsOf path: String, spec: ThumbnailSpec) throws(ThumbnailError)
+    -> MemoryEstimate
+  {
+    try path.withCString { cPath in
+      estimate(ic_source(data: nil, size: 0, path: cPath), spec)
+    }.get()
+  }
+
+  private func estimate(_ source: ic_source, _ spec: ThumbnailSpec) -> Result<
+    MemoryEstimate, ThumbnailError
+  > {
+    do throws(ThumbnailError) {
+      try spec.validate()
+    } catch {
+      return .failure(error)
+    }
+    var source = source
+    var request = cRequest(spec)
+    var limits = cLimits
+    var estimate = ic_estimate()
+    var result = ic_result()
+    guard ic_estimate_thumbnail(&source, &request, &limits, &estimate, &result) == IC_OK else {
+      return .failure(CodecResult.error(of: &result))
+    }
+    return .success(
+      MemoryEstimate(
+        bytes: Int(clamping: estimate.bytes),
+        decodeWidth: Int(estimate.decode_width), decodeHeight: Int(estimate.decode_height),
+        sourceWidth: Int(estimate.source_width), sourceHeight: Int(estimate.source_height)))
+  }
+
   /// Decodes a whole image file at full resolution, upright. For references and tests only: it
   /// holds every pixel in memory.
   public func decodeFullResolution(contentsOf path: String) throws(ThumbnailError) -> Bitmap {
@@ -85,13 +130,32 @@ public struct Thumbnailer: Sendable {
     }.get()
   }
 
-  private func decodeFull(_ source: ic_source) -> Result<Bitmap, ThumbnailError> {
+  /// Decodes a file at the smallest size its decoder offers (JPEG DCT scaling) that covers
+  /// `width` x `height` in the stored frame, upright. For references and tests only.
+  func decodeScaled(contentsOf path: String, atLeast width: Int, _ height: Int)
+    throws(ThumbnailError) -> Bitmap
+  {
+    try path.withCString { cPath in
+      decodeFull(ic_source(data: nil, size: 0, path: cPath), atLeast: (width, height))
+    }.get()
+  }
+
+  private func decodeFull(_ source: ic_source, atLeast size: (Int, Int)? = nil) -> Result<
+    Bitmap, ThumbnailError
+  > {
     var source = source
     var limits = cLimits
     var bitmap = ic_bitmap()
     var info = ic_result()
     defer { ic_bitmap_free(&bitmap) }
-    guard ic_decode_full(&source, &limits, &bitmap, &info) == IC_OK else {
+    let status =
+      if let size {
+        ic_decode_scaled(
+          &source, &limits, UInt32(clamping: size.0), UInt32(clamping: size.1), &bitmap, &info)
+      } else {
+        ic_decode_full(&source, &limits, &bitmap, &info)
+      }
+    guard status == IC_OK else {
       return .failure(CodecResult.error(of: &info))
     }
     let count = Int(bitmap.width) * Int(bitmap.height) * Int(bitmap.channels)
@@ -110,6 +174,7 @@ public struct Thumbnailer: Sendable {
     limits.max_decoder_memory = UInt64(clamping: self.limits.maxDecoderMemory)
     limits.accept_damaged = self.limits.acceptDamaged ? 1 : 0
     limits.disable_png_fast_path = pngFastPath ? 0 : 1
+    limits.disable_progressive_dc = progressiveDC ? 0 : 1
     let timeout = self.limits.decodeTimeout
     limits.decode_timeout_ms =
       timeout.isFinite && timeout > 0 ? UInt32(min(timeout * 1000, 4e9).rounded(.up)) : 0
@@ -157,11 +222,13 @@ public struct Thumbnailer: Sendable {
     guard result.status == IC_OK, let format = ImageFormat(result.format) else {
       throw CodecResult.error(of: &result)
     }
-    return Thumbnail(
+    var thumbnail = Thumbnail(
       data: Array(UnsafeBufferPointer(start: result.data, count: result.size)),
       format: format, width: Int(result.width), height: Int(result.height),
       hasAlpha: result.has_alpha != 0, sourceWidth: Int(result.source_width),
       sourceHeight: Int(result.source_height), orientation: Int(result.orientation),
       damageWarnings: Int(result.damage_warnings))
+    thumbnail.decodedFromDCScans = result.dc_only != 0
+    return thumbnail
   }
 }

@@ -2,9 +2,13 @@ import CImageCodecs
 
 /// Encodes bitmaps with the same encoders the thumbnailer uses.
 public enum ImageEncoder {
-  /// PNG, 8-bit RGB or RGBA, at the given zlib level (0...9).
-  public static func png(_ bitmap: Bitmap, level: Int = 6) throws(ThumbnailError) -> [UInt8] {
-    try encode(bitmap, IC_FORMAT_PNG, Int32(max(0, min(9, level))))
+  /// PNG, 8-bit RGB or RGBA, at the given zlib level (0...9), Adam7-interlaced if asked.
+  public static func png(_ bitmap: Bitmap, level: Int = 6, interlaced: Bool = false)
+    throws(ThumbnailError) -> [UInt8]
+  {
+    try encode(
+      bitmap, IC_FORMAT_PNG,
+      Int32(max(0, min(9, level))) | (interlaced ? Int32(IC_ENCODE_PNG_ADAM7) : 0))
   }
 
   /// JPEG, 4:2:0, at the given quality (1...100). Alpha is composited over white.

@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+
+@testable import ImagePipeline
+@testable import TestSupport
+
+extension DecodeSuites {
+  /// `Thumbnailer.estimate` against what a decode really holds: the peak RSS of
+  /// `thumbd thumbnail` on the file, above the same command on a tiny file of the same format.
+  @Suite("Memory estimates", .serialized)
+  struct MemoryEstimateTests {
+    /// A corpus file or a generated one, and the box to thumbnail it into.
+    struct Case: CustomTestStringConvertible, Sendable {
+      let name: String
+      let box: Int
+      let make: @Sendable () throws -> String
+      var testDescription: String { "\(name) at \(box)" }
+    }
+
+    static let corpusCases: [Case] = Corpus.entries.filter {
+      $0.expected == "decode-ok" && ($0.note.contains("progressive,") || $0.note.contains("Adam7"))
+    }.map { entry in Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) }) }
+
+    static func interlaced(_ photo: String) throws -> String {
+      let bitmap = try Thumbnailer().decodeFullResolution(contentsOf: Corpus.path(photo))
+      let file = FileManager.default.temporaryDirectory
+        .appendingPathComponent("thumbd-adam7-\(UUID().uuidString.prefix(8)).png").path
+      try Data(ImageEncoder.png(bitmap, level: 1, interlaced: true)).write(
+        to: URL(fileURLWithPath: file))
+      return file
+    }
+
+    static let generatedCases: [Case] = [
+      // DC scans alone (1/8), and libjpeg's whole-image coefficients (a 1024 box needs 1/2).
+      Case(
+        name: "progressive 24 MP", box: 256,
+        make: { try Transcoded.copy(of: Corpus.path("photo/coil/large.jpg"), as: .progressive) }),
+      Case(
+        name: "progressive 24 MP", box: 1024,
+        make: { try Transcoded.copy(of: Corpus.path("photo/coil/large.jpg"), as: .progressive) }),
+      Case(
+        name: "progressive 4:4:4", box: 256,
+        make: {
+          try Transcoded.copy(
+            of: Corpus.path("photo/squoosh/demo-large-photo.jpg"), as: .progressive)
+        }),
+      Case(
+        name: "progressive 4:2:2", box: 512,
+        make: {
+          try Transcoded.copy(
+            of: Corpus.path("photo/glide/issue387_rotated_jpeg.jpg"), as: .progressive)
+        }),
+      Case(
+        name: "Adam7 3 MP", box: 256,
+        make: { try interlaced("photo/sharp/2569067123_aca715a2ee_o.jpg") }),
+    ]
+
+    /// Peak RSS in bytes of `thumbd thumbnail` on a file, less the same on a 16x16 image of
+    /// the same format (the process, its libraries, the code paths of that format).
+    static func measuredPeak(_ file: String, box: Int) async throws -> Int {
+      let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("thumbd-estimate-\(UUID().uuidString.prefix(8))").path
+      try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let png = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)).prefix(1)) == [0x89]
+      let tiny = Bitmap(
+        pixels: [UInt8](repeating: 128, count: 16 * 16 * 3), width: 16, height: 16, channels: 3)
+      let small = directory + "/tiny"
+      try Data(png ? ImageEncoder.png(tiny) : ImageEncoder.jpeg(tiny)).write(
+        to: URL(fileURLWithPath: small))
+      var peaks: [Int] = []
+      for input in [small, file] {
+        let outcome = try await ChildProcess.runThumbd(
+          ["thumbnail", input, "--size", "\(box)x\(box)", "-o", directory + "/out/"],
+          measuringMemory: true)
+        #expect(outcome.status == 0, "\(outcome.standardError)")
+        peaks.append(outcome.maxRSSKiB * 1024)
+      }
+      return peaks[1] - peaks[0]
+    }
+
+    @Test("the estimate is never below the measured peak", arguments: corpusCases + generatedCases)
+    func neverBelowPeak(item: Case) async throws {
+      let file = try item.make()
+      defer {
+        if !file.hasPrefix(Corpus.root) { try? FileManager.default.removeItem(atPath: file) }
+      }
+      let estimate = try Thumbnailer().estimate(
+        contentsOf: file, spec: ThumbnailSpec(width: item.box, height: item.box))
+      let peak = try await Self.measuredPeak(file, box: item.box)
+      // Peak RSS of one process run against another spreads by about half a MiB here (the
+      // 16x16 baseline alone peaked up to 496 KiB above some real files): allow 1 MiB.
+      #expect(
+        estimate.bytes + (1 << 20) >= peak,
+        "\(item.name): estimate \(estimate.bytes >> 10) KiB, peak \(peak >> 10) KiB")
+    }
+
+    @Test("the estimate counts what the source needs: progressive coefficients, Adam7 images")
+    func countsTheBigBuffers() throws {
+      let photo = Corpus.path("photo/coil/large.jpg")  // 4000x6000, 4:2:0
+      let progressive = try Transcoded.copy(of: photo, as: .progressive)
+      defer { try? FileManager.default.removeItem(atPath: progressive) }
+      let thumbnailer = Thumbnailer()
+      let spec = ThumbnailSpec(width: 1024, height: 1024)
+      let baseline = try thumbnailer.estimate(contentsOf: photo, spec: spec)
+      let whole = try thumbnailer.estimate(contentsOf: progressive, spec: spec)
+      // 24 MP at 4:2:0: 1.5 x 375,000 blocks of 128 bytes.
+      #expect(whole.bytes - baseline.bytes >= 70_000_000)
+      let small = try thumbnailer.estimate(
+        contentsOf: progressive, spec: ThumbnailSpec(width: 256, height: 256))
+      #expect(small.bytes < 16 << 20)
+      #expect(small.decodeWidth == 500 && small.decodeHeight == 750)
+    }
+  }
+}
