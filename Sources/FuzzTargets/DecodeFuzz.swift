@@ -1,16 +1,20 @@
 import ImagePipeline
 
 extension FuzzTarget {
-  /// The JPEG decoder (libjpeg-turbo, our EXIF reader, the scan limits).
+  /// The JPEG decoders (libjpeg-turbo, our DC-scan reader for progressive files at 1/8, our
+  /// EXIF reader, the scan limits).
   static let decodeJPEG = decoder(
-    "decode-jpeg", .jpeg, "libjpeg-turbo with DCT scaling, the EXIF reader and the scan limits")
+    "decode-jpeg", .jpeg,
+    "libjpeg-turbo with DCT scaling, the DC-scan path, the EXIF reader and the scan limits")
 
   /// The PNG decoders (the libpng streaming path and the fast path).
   static let decodePNG = decoder(
     "decode-png", .png, "libpng streaming and the fast inflate path, chunk limits and budgets")
 
-  /// A target for one decoder, through the thumbnailer at its default limits and two output
-  /// boxes (one resized and JPEG-encoded, one cropped and PNG-encoded). The decode deadline is
+  /// A target for one decoder, through the thumbnailer at its default limits and three output
+  /// boxes (one resized and JPEG-encoded, one cropped and PNG-encoded, one so small that a JPEG
+  /// of 42 px or more decodes at 1/8, where progressive files take the DC-scan path), and the
+  /// memory estimate, which must succeed wherever the thumbnail does. The decode deadline is
   /// off: what bounds the work must be the decoder's own limits, and libFuzzer's `-timeout`
   /// catches an input those miss (as the repeated-scan and trailing-zlib findings would have
   /// been).
@@ -27,7 +31,9 @@ extension FuzzTarget {
       for spec in [
         ThumbnailSpec(width: 48, height: 48),
         ThumbnailSpec(width: 31, height: 17, fit: .cover, format: .png),
+        ThumbnailSpec(width: 3, height: 3),
       ] {
+        let estimate = try? thumbnailer.estimate(of: bytes, spec: spec)
         do throws(ThumbnailError) {
           let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: spec)
           require(
@@ -35,6 +41,7 @@ extension FuzzTarget {
               && thumbnail.height <= spec.pixelHeight,
             "\(thumbnail.width)x\(thumbnail.height) outside \(spec.pixelWidth)x\(spec.pixelHeight)")
           require(ImageFormat.sniff(thumbnail.data) != nil, "output is not an image")
+          require(estimate != nil, "a thumbnail was made, but its estimate failed")
         } catch {
           require(error.kind != "decode_timeout", "a decode ran into the deadline")
         }

@@ -30,18 +30,46 @@ extension DataLoading {
 }
 
 /// One load: a URL and, for a revalidation, the validator of the copy the caller holds.
+/// Equality and hashing ignore the meter.
 public struct SourceRequest: Sendable, Hashable {
   /// The source URL.
   public var url: String
   /// The validator of the cached copy: http sources send it as `If-None-Match` and
   /// `If-Modified-Since`, files compare it with their `fstat`.
   public var cached: SourceValidator?
+  /// Told about body bytes as the loader takes them in (and gives them back when it drops
+  /// them, as on a redirect), so the pipeline's memory budget sees a download grow.
+  public var meter: ByteMeter?
 
   /// Creates a request.
-  public init(url: String, cached: SourceValidator? = nil) {
+  public init(url: String, cached: SourceValidator? = nil, meter: ByteMeter? = nil) {
     self.url = url
     self.cached = cached
+    self.meter = meter
   }
+
+  /// Same URL and validator (the meter is not part of what is asked).
+  public static func == (a: SourceRequest, b: SourceRequest) -> Bool {
+    a.url == b.url && a.cached == b.cached
+  }
+
+  /// Hashes the URL and validator.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(url)
+    hasher.combine(cached)
+  }
+}
+
+/// Counts the bytes a load holds as they arrive (see `SourceRequest.meter`).
+public final class ByteMeter: Sendable {
+  private let onCount: @Sendable (Int) -> Void
+
+  /// A meter that reports each change (positive as bytes arrive, negative as they are
+  /// dropped) to `onCount`, on the loader's thread: it must not block.
+  public init(_ onCount: @escaping @Sendable (Int) -> Void) { self.onCount = onCount }
+
+  /// Reports `delta` bytes taken in (or, negative, dropped).
+  public func count(_ delta: Int) { if delta != 0 { onCount(delta) } }
 }
 
 /// What a load found.

@@ -16,11 +16,15 @@ final class HTTPFetcher: Sendable {
   let transport: any HTTPTransport
   let resolver: any NameResolving
   let counters: FetchCounters
+  /// Told about body bytes as they arrive (see `SourceRequest.meter`).
+  let meter: ByteMeter?
 
   init(
     policy: SourcePolicy, limits: FetchLimits, freshness: FreshnessRules,
-    transport: any HTTPTransport, resolver: any NameResolving, counters: FetchCounters
+    transport: any HTTPTransport, resolver: any NameResolving, counters: FetchCounters,
+    meter: ByteMeter? = nil
   ) {
+    self.meter = meter
     self.policy = policy
     self.limits = limits
     self.freshness = freshness
@@ -159,7 +163,7 @@ final class HTTPFetcher: Sendable {
         throw Failure(error: error)
       }
     }
-    let collector = BodyCollector(limit: limits.maxSourceBytes)
+    let collector = BodyCollector(limit: limits.maxSourceBytes, meter: meter)
     let policy = self.policy
     let requestTime = WallClock.now()
     let request = TransportRequest(
@@ -281,20 +285,32 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
 
   let limit: Int
   private var bytes: [UInt8] = []
+  private let meter: ByteMeter?
+  /// Bytes reported to the meter and still held here: handed on by `takeBytes`, given back
+  /// when the collector goes (a redirect's or a failed attempt's body).
+  private var metered = 0
   private(set) var stopReason: StopReason?
   /// The final head, and when it arrived (seconds since 1970).
   private(set) var head: ResponseHead?
   private(set) var headTime: Double = 0
   private let continuation = Mutex<CheckedContinuation<TransportEnd, Never>?>(nil)
 
-  init(limit: Int) { self.limit = limit }
+  init(limit: Int, meter: ByteMeter? = nil) {
+    self.limit = limit
+    self.meter = meter
+  }
+
+  deinit { meter?.count(-metered) }
 
   func onFinish(_ continuation: CheckedContinuation<TransportEnd, Never>) {
     self.continuation.withLock { $0 = continuation }
   }
 
   func takeBytes() -> [UInt8] {
-    defer { bytes = [] }
+    defer {
+      bytes = []
+      metered = 0
+    }
     return bytes
   }
 
@@ -335,6 +351,8 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
       return false
     }
     bytes.append(contentsOf: body)
+    metered += body.count
+    meter?.count(body.count)
     return true
   }
 

@@ -63,13 +63,15 @@ public final class SourceLoader: DataLoading {
       let path = try Self.filePath(of: source)
       let files = self.files
       let freshness = self.freshness.fileFreshness
-      return try await Self.offPool { () throws(FetchError) in
+      let response = try await Self.offPool { () throws(FetchError) in
         try files.load(path: path, unlessStamped: request.cached, freshness: freshness)
       }
+      if case .modified(let bytes, _) = response { request.meter?.count(bytes.count) }
+      return response
     case "http", "https":
       let fetcher = HTTPFetcher(
         policy: policy, limits: limits, freshness: freshness, transport: try httpTransport(),
-        resolver: resolver, counters: counters)
+        resolver: resolver, counters: counters, meter: request.meter)
       return try await fetcher.fetch(source, cached: request.cached)
     default:
       throw FetchError.notAllowed("scheme '\(source.scheme)' is not supported")

@@ -9,11 +9,18 @@ struct FetchKey: Hashable, Sendable {
   let revalidate: Bool
 }
 
+/// A source's answer, with the memory its bytes hold in the budget: released when the last
+/// job that shares it lets it go.
+struct FetchedSource: Sendable {
+  let response: SourceResponse
+  let memory: MemoryHold?
+}
+
 extension ThumbnailPipeline {
   /// The fetch stage's job: the source cache, judged like every cached entry, else a load
   /// (conditional when a cached copy has validators) once a download slot is free, in
   /// priority order.
-  func fetch(_ key: FetchKey, _ context: JobContext) async throws -> SourceResponse {
+  func fetch(_ key: FetchKey, _ context: JobContext) async throws -> FetchedSource {
     let sourceKey = ThumbnailDiskFormat.sourceKey(for: key.url)
     var conditional = key.cached
     var cachedSource: (bytes: [UInt8], version: SourceVersion)?
@@ -22,7 +29,8 @@ extension ThumbnailPipeline {
     {
       switch verdict(for: key.url, stored: stored, now: WallClock.now()) {
       case .fresh(let current) where !key.revalidate:
-        return .modified(entry.payload, current)
+        return FetchedSource(
+          response: .modified(entry.payload, current), memory: budget.hold(entry.payload.count))
       case .fresh(let current), .stale(let current):
         conditional = current.validator
         cachedSource = (entry.payload, current)
@@ -39,26 +47,43 @@ extension ThumbnailPipeline {
     let slot = try await fetchLimiter.acquire(
       id: nextID(), priority: context.priority, client: context.client, origin: origin)
     let response: SourceResponse
+    let memory: MemoryHold
     do {
-      let started = ContinuousClock.now
-      response = try await configuration.dataLoader.load(
-        SourceRequest(url: key.url, cached: conditional))
-      metrics.observe("fetch", started.duration(to: .now).seconds)
-      await fetchLimiter.release(slot)
-    } catch let error as FetchError {
-      await fetchLimiter.release(slot)
-      throw PipelineError.fetch(error)
+      // A download first reserves a share of the budget; bytes beyond it count as they come.
+      memory = try await budget.reserve(
+        configuration.downloadReservation, priority: context.priority)
     } catch {
       await fetchLimiter.release(slot)
       throw error
     }
+    do {
+      let started = ContinuousClock.now
+      response = try await configuration.dataLoader.load(
+        SourceRequest(
+          url: key.url, cached: conditional, meter: ByteMeter { [memory] in memory.count($0) }))
+      metrics.observe("fetch", started.duration(to: .now).seconds)
+      await fetchLimiter.release(slot)
+    } catch let error as FetchError {
+      memory.release()
+      await fetchLimiter.release(slot)
+      throw PipelineError.fetch(error)
+    } catch {
+      memory.release()
+      await fetchLimiter.release(slot)
+      throw error
+    }
+    // From here the hold counts the body alone (nothing for a 304).
+    memory.settle()
     switch response {
     case .notModified(let renewal):
       // The source cache's bytes are current: hand them on, renewed.
+      memory.release()
       guard let cachedSource, conditional == cachedSource.version.validator else {
-        return response
+        return FetchedSource(response: response, memory: nil)
       }
-      return .modified(cachedSource.bytes, cachedSource.version.renewed(by: renewal))
+      return FetchedSource(
+        response: .modified(cachedSource.bytes, cachedSource.version.renewed(by: renewal)),
+        memory: budget.hold(cachedSource.bytes.count))
     case .modified(let bytes, let version):
       metrics.countFetch(bytes: bytes.count)
       if let store = configuration.sourceCache {
@@ -70,7 +95,7 @@ extension ThumbnailPipeline {
           await store.removeValue(forKey: sourceKey)
         }
       }
-      return response
+      return FetchedSource(response: response, memory: memory)
     }
   }
 

@@ -28,6 +28,11 @@ extension ThumbnailPipeline {
     public var sourceCache: DiskCache?
     /// Seconds a failure is remembered and answered without new work; 0 caches no failure.
     public var negativeCacheSeconds: Double
+    /// Bytes the pipeline's work may hold at once: source bytes in flight, decode estimates
+    /// and the memory cache (see `MemoryBudget`). docs/CONFIG.md gives the sizing rule.
+    public var memoryBudget: Int
+    /// Bytes a download reserves before it starts; what arrives beyond is counted as it comes.
+    public var downloadReservation: Int
 
     /// Creates a configuration with defaults for everything but the loader.
     public init(
@@ -36,8 +41,11 @@ extension ThumbnailPipeline {
       maxConcurrentFetches: Int = 16, maxFetchesPerOrigin: Int = 8,
       decodeThreads: Int = ThumbnailPipeline.coreCount,
       maxQueuedDecodes: Int = 1024, maxPrefetchInProgress: Int = 8, diskCache: DiskCache? = nil,
-      sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0
+      sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0,
+      memoryBudget: Int = 256 << 20, downloadReservation: Int = 4 << 20
     ) {
+      self.memoryBudget = memoryBudget
+      self.downloadReservation = downloadReservation
       self.dataLoader = dataLoader
       self.thumbnailer = thumbnailer
       self.memoryCacheCostLimit = memoryCacheCostLimit

@@ -22,7 +22,7 @@ extension ThumbnailPipeline {
         cached.source = current
         if fromDisk {
           if sources.version(of: request.url) == nil { sources.record(current, for: request.url) }
-          memoryCache.setValue(cached, forKey: request, cost: cached.data.count)
+          cache(cached, for: request)
         }
         return Produced(thumbnail: cached, source: fromDisk ? .disk : .memory)
       case .stale(let current):
@@ -61,9 +61,9 @@ extension ThumbnailPipeline {
     _ request: ImageRequest, candidate: Thumbnail?, known: SourceVersion?, diskKey: String,
     group: String, _ context: JobContext
   ) async throws -> Produced {
-    let answer: SourceResponse
+    let fetched: FetchedSource
     do {
-      answer = try await fetchSource(
+      fetched = try await fetchSource(
         FetchKey(url: request.url, cached: known?.validator, revalidate: request.rev != nil),
         context)
     } catch let error as PipelineError {
@@ -76,7 +76,7 @@ extension ThumbnailPipeline {
       metrics.countStaleServed()
       return Produced(thumbnail: stale, source: .stale)
     }
-    switch answer {
+    switch fetched.response {
     case .notModified(let renewal):
       guard var cached = candidate, let known else {
         throw PipelineError.fetch(.badResponse("not modified, though nothing was cached"))
@@ -95,7 +95,9 @@ extension ThumbnailPipeline {
         await sourceChanged(request.url, keepingSourceBytes: true)
       }
       sources.record(version, for: request.url)
+      // The source's bytes stay counted in the budget until the last decode of them ends.
       var thumbnail = try await decode(bytes, request, context)
+      withExtendedLifetime(fetched) {}
       thumbnail.source = version
       store(thumbnail, for: request, diskKey: diskKey, group: group)
       return Produced(thumbnail: thumbnail, source: .miss)
@@ -108,7 +110,7 @@ extension ThumbnailPipeline {
     metrics.countRevalidation(.unchanged)
     sources.record(thumbnail.source, for: request.url)
     if thumbnail.source.freshness.mayStore {
-      memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+      cache(thumbnail, for: request)
     }
     return Produced(thumbnail: thumbnail, source: .revalidated)
   }
@@ -122,7 +124,7 @@ extension ThumbnailPipeline {
     guard thumbnail.source.freshness.mayStore,
       sources.version(of: request.url).map({ $0.sameContent(as: thumbnail.source) }) ?? true
     else { return }
-    memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+    cache(thumbnail, for: request)
     guard let disk = configuration.diskCache else { return }
     // Delivered first, written after: a reply never waits for the disk.
     let dropped = !diskWrites.schedule {
@@ -134,7 +136,7 @@ extension ThumbnailPipeline {
   }
 
   /// The source's answer to `key`, shared by every thumbnail job that asks the same.
-  private func fetchSource(_ key: FetchKey, _ context: JobContext) async throws -> SourceResponse {
+  private func fetchSource(_ key: FetchKey, _ context: JobContext) async throws -> FetchedSource {
     let upstream = PriorityBox(context.priority.value)
     // Holding the box, not the context: a listener that held its own context would keep it
     // (and every listener) alive for ever.
@@ -154,6 +156,11 @@ extension ThumbnailPipeline {
     async throws -> Thumbnail
   {
     let thumbnailer = configuration.thumbnailer
+    // The header says what the decode will hold; it waits for that much of the budget
+    // (a header the decoder rejects is reported by the decode itself, with its own error).
+    let estimate = (try? thumbnailer.estimate(of: bytes, spec: request.spec))?.bytes ?? 0
+    let memory = try await budget.reserve(estimate, priority: context.priority)
+    defer { memory.release() }
     let enqueued = ContinuousClock.now
     return try await decoders.run(id: nextID(), context: context) { [metrics] cancellation in
       metrics.observe("queue", enqueued.duration(to: .now).seconds)

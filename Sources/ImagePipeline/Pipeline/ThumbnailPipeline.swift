@@ -18,7 +18,7 @@ public final class ThumbnailPipeline: Sendable {
   public var diskCache: DiskCache? { configuration.diskCache }
   let configuration: Configuration
   let sources: SourceCatalog
-  let fetches: CoalescingStage<FetchKey, SourceResponse>
+  let fetches: CoalescingStage<FetchKey, FetchedSource>
   let thumbnails: CoalescingStage<ImageRequest, Produced>
   let failures: NegativeCache<ImageRequest>
   let fetchLimiter: PriorityLimiter
@@ -26,6 +26,7 @@ public final class ThumbnailPipeline: Sendable {
   let visibleActivity = VisibleActivity()
   let decoders: DecodeWorkers
   let diskWrites: WriteBehind
+  let budget: MemoryBudget
   private let ids = Atomic<UInt64>(0)
 
   /// Creates a pipeline and starts its decode threads.
@@ -49,6 +50,20 @@ public final class ThumbnailPipeline: Sendable {
     decoders = DecodeWorkers(
       threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
     failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
+    let cache = memoryCache
+    budget = MemoryBudget(
+      limit: configuration.memoryBudget, cacheBytes: { cache.statistics.totalCost },
+      trimCache: { cache.trim(toCost: $0) })
+  }
+
+  /// The memory budget's figures now: work held, the cache, waits and refusals.
+  public var memoryBudget: MemoryBudgetSnapshot { budget.snapshot }
+
+  /// Keeps a thumbnail in the memory cache, which then gives way to work if the budget
+  /// needs it: the one place thumbnails enter memory.
+  func cache(_ thumbnail: Thumbnail, for request: ImageRequest) {
+    memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+    budget.trimCacheIfNeeded()
   }
 
   /// What the thumbnail stage produces: the thumbnail and where it came from (`.miss` for a

@@ -54,6 +54,7 @@ public struct ConfigOption: Sendable {
     bytes("disk_limit", minimum: 1 << 20) { $0.diskLimit = $1 },
     bytes("memory_limit", minimum: 0) { $0.memoryLimit = $1 },
     integer("memory_count_limit", 0...10_000_000) { $0.memoryCountLimit = $1 },
+    bytes("memory_budget", minimum: 16 << 20) { $0.memoryBudget = $1 },
     bytes("max_source_bytes", minimum: 1) { $0.maxSourceBytes = $1 },
     integer("max_pixels", 1...(1 << 40)) { $0.maxPixels = $1 },
     integer("max_dimension", 1...1_000_000) { $0.maxDimension = $1 },

@@ -16,6 +16,9 @@ public struct DaemonConfig: Sendable, Hashable {
   public var memoryLimit = 64 << 20
   /// Memory cache entry limit.
   public var memoryCountLimit = 4096
+  /// Bytes the pipeline's work may hold at once (source bytes in flight, decode estimates,
+  /// the memory cache); work beyond it waits, a job alone beyond it gets 413 `too_large`.
+  public var memoryBudget = 256 << 20
   /// Largest source, in bytes.
   public var maxSourceBytes = 32 << 20
   /// Largest source, in pixels.

@@ -14,6 +14,8 @@ enum ErrorMapping {
     switch error {
     case .queueFull:
       return 503
+    case .overBudget:
+      return 413
     case .fetch(let fetch):
       switch fetch {
       case .notAllowed: return 403

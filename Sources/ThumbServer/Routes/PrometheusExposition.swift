@@ -13,7 +13,8 @@ struct PrometheusExposition {
   static func render(
     metrics: PipelineMetrics.Snapshot, workload: ThumbnailPipeline.Workload,
     requestsByStatus: [Int: Int], fetcher: FetcherFigures? = nil,
-    disk: DiskCache.Statistics? = nil, logFailures: Int = 0
+    disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
+    logFailures: Int = 0
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -58,6 +59,26 @@ struct PrometheusExposition {
           "thumbd_disk_cache_faults_total{kind=\"\(fault.rawValue)\"}",
           disk.faults[fault.rawValue] ?? 0)
       }
+    }
+    if let memory {
+      out.family("thumbd_memory_budget_bytes", "gauge", "The memory budget (memory_budget).")
+      out.sample("thumbd_memory_budget_bytes", memory.limit)
+      out.family(
+        "thumbd_memory_budget_used_bytes", "gauge",
+        "Bytes of the budget in use, by part: work (sources in flight, decode estimates), cache.")
+      out.sample("thumbd_memory_budget_used_bytes{part=\"work\"}", memory.work)
+      out.sample("thumbd_memory_budget_used_bytes{part=\"cache\"}", memory.cache)
+      out.family(
+        "thumbd_memory_budget_peak_work_bytes", "gauge", "The most work has held at once.")
+      out.sample("thumbd_memory_budget_peak_work_bytes", memory.peakWork)
+      out.family("thumbd_memory_budget_waiting", "gauge", "Jobs waiting for memory now.")
+      out.sample("thumbd_memory_budget_waiting", memory.waiting)
+      out.counter(
+        "thumbd_memory_budget_waits_total", "Jobs that waited for memory.", memory.waits)
+      out.counter(
+        "thumbd_memory_budget_refusals_total",
+        "Jobs refused (413 too_large) because they alone need more than the budget.",
+        memory.refusals)
     }
     out.counter(
       "thumbd_log_write_failures_total", "Log lines that could not be written.", logFailures)

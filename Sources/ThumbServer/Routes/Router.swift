@@ -99,7 +99,8 @@ public final class Router: Sendable {
         let text = PrometheusExposition.render(
           metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
           requestsByStatus: statuses.snapshot, fetcher: fetcher.map(FetcherFigures.init),
-          disk: await pipeline.diskCache?.statistics, logFailures: Logger.writeFailures)
+          disk: await pipeline.diskCache?.statistics, memory: pipeline.memoryBudget,
+          logFailures: Logger.writeFailures)
         return (
           HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

@@ -1,0 +1,135 @@
+import Synchronization
+import Testing
+
+@testable import ImagePipeline
+@testable import TestSupport
+
+/// The memory budget's admission rules, driven deterministically: holds are taken and
+/// released by the test, and waiters are observed through the budget's own figures.
+@Suite("Memory budget")
+struct MemoryBudgetTests {
+  /// Records the order in which waiters were granted.
+  final class Order: Sendable {
+    private let names = Mutex<[String]>([])
+    func append(_ name: String) { names.withLock { $0.append(name) } }
+    var all: [String] { names.withLock { $0 } }
+  }
+
+  @Test("a job larger than the whole budget is refused at once, with too_large")
+  func overBudget() async throws {
+    let budget = MemoryBudget(limit: 100)
+    await #expect(throws: PipelineError.overBudget(needed: 101, limit: 100)) {
+      _ = try await budget.reserve(101, priority: PriorityBox(.visible))
+    }
+    #expect(PipelineError.overBudget(needed: 101, limit: 100).kind == "too_large")
+    #expect(budget.snapshot.refusals == 1)
+    // Exactly the budget is allowed.
+    let hold = try await budget.reserve(100, priority: PriorityBox(.visible))
+    #expect(budget.snapshot.work == 100)
+    hold.release()
+    #expect(budget.snapshot.work == 0)
+  }
+
+  @Test("big jobs run one at a time, and a visible one overtakes queued prefetch work")
+  func orderAndOneAtATime() async throws {
+    let budget = MemoryBudget(limit: 100)
+    let order = Order()
+    let first = try await budget.reserve(60, priority: PriorityBox(.normal))
+    var tasks: [Task<Void, any Error>] = []
+    for (index, name) in ["prefetch-1", "prefetch-2"].enumerated() {
+      tasks.append(
+        Task {
+          let hold = try await budget.reserve(60, priority: PriorityBox(.prefetch))
+          order.append(name)
+          // Each holds until the test lets the next one in (see below).
+          while budget.snapshot.waiting > 1 - index { await Task.yield() }
+          hold.release()
+        })
+      await eventually("\(name) waits") { budget.snapshot.waiting == index + 1 }
+    }
+    let visible = Task {
+      let hold = try await budget.reserve(60, priority: PriorityBox(.visible))
+      order.append("visible")
+      hold.release()
+    }
+    await eventually("the visible job waits") { budget.snapshot.waiting == 3 }
+    #expect(order.all.isEmpty)
+    #expect(budget.snapshot.waits == 3)
+    first.release()
+    try await visible.value
+    for task in tasks { try await task.value }
+    #expect(order.all == ["visible", "prefetch-1", "prefetch-2"])
+    // Never two 60-byte jobs at once.
+    #expect(budget.snapshot.peakWork == 60)
+    #expect(budget.snapshot.work == 0)
+  }
+
+  @Test("the head of the queue is not overtaken by smaller work behind it")
+  func noOvertakingTheHead() async throws {
+    let budget = MemoryBudget(limit: 100)
+    let held = try await budget.reserve(50, priority: PriorityBox(.normal))
+    let big = Task { try await budget.reserve(80, priority: PriorityBox(.normal)) }
+    await eventually("the big job waits") { budget.snapshot.waiting == 1 }
+    let small = Task { try await budget.reserve(10, priority: PriorityBox(.normal)) }
+    await eventually("the small job waits behind it") { budget.snapshot.waiting == 2 }
+    held.release()
+    let bigHold = try await big.value
+    let smallHold = try await small.value
+    #expect(budget.snapshot.work == 90)
+    bigHold.release()
+    smallHold.release()
+  }
+
+  @Test("a waiter that is cancelled leaves the queue, and the ones behind it move up")
+  func cancelledWaiter() async throws {
+    let budget = MemoryBudget(limit: 100)
+    let held = try await budget.reserve(50, priority: PriorityBox(.normal))
+    let big = Task { try await budget.reserve(80, priority: PriorityBox(.visible)) }
+    await eventually("the big job waits") { budget.snapshot.waiting == 1 }
+    let small = Task { try await budget.reserve(40, priority: PriorityBox(.normal)) }
+    await eventually("the small job waits") { budget.snapshot.waiting == 2 }
+    big.cancel()
+    await #expect(throws: CancellationError.self) { _ = try await big.value }
+    let smallHold = try await small.value
+    #expect(budget.snapshot.work == 90)
+    smallHold.release()
+    held.release()
+  }
+
+  @Test("a hold counts what arrives beyond its floor, and settling drops the floor")
+  func countingAndSettling() async throws {
+    let budget = MemoryBudget(limit: 1000)
+    let download = try await budget.reserve(100, priority: PriorityBox(.normal))
+    download.count(60)
+    #expect(budget.snapshot.work == 100)
+    download.count(90)
+    #expect(budget.snapshot.work == 150)
+    download.settle()
+    #expect(budget.snapshot.work == 150)
+    download.count(-150)
+    #expect(budget.snapshot.work == 0)
+    download.release()
+    download.release()
+    #expect(budget.snapshot.work == 0)
+    do {
+      let dropped = budget.hold(70)
+      #expect(budget.snapshot.work == 70 && dropped.bytes == 70)
+    }
+    // Deallocated: given back.
+    #expect(budget.snapshot.work == 0)
+  }
+
+  @Test("the memory cache gives way to work")
+  func cacheGivesWay() async throws {
+    let cache = MemoryCache<Int, Int>(costLimit: 1000, countLimit: 100)
+    for key in 0..<8 { cache.setValue(key, forKey: key, cost: 100) }
+    let budget = MemoryBudget(
+      limit: 1000, cacheBytes: { cache.statistics.totalCost }, trimCache: { cache.trim(toCost: $0) }
+    )
+    let hold = try await budget.reserve(500, priority: PriorityBox(.visible))
+    #expect(cache.statistics.totalCost <= 500)
+    // The oldest went first.
+    #expect(!cache.contains(0) && cache.contains(7))
+    hold.release()
+  }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Testing
+
+@testable import ImagePipeline
+@testable import TestSupport
+
+/// The pipeline under a budget that fits one big decode at a time: every job still
+/// succeeds, work never holds more than the budget, and the jobs had to wait for memory.
+@Suite("Pipeline under a memory budget", .serialized)
+struct PipelineBudgetTests {
+  @Test("big jobs under a small budget run within it, one decode at a time")
+  func bigJobsWithinBudget() async throws {
+    let copy = try Transcoded.copy(of: Corpus.path("photo/coil/large.jpg"), as: .progressive)
+    defer { try? FileManager.default.removeItem(atPath: copy) }
+    let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: copy)))
+    let spec = ThumbnailSpec(width: 256, height: 256)
+    let estimate = try Thumbnailer().estimate(of: bytes, spec: spec).bytes
+    let urls = (0..<4).map { "https://example.com/\($0).jpg" }
+    let loader = CountingLoader(Dictionary(uniqueKeysWithValues: urls.map { ($0, bytes) }))
+    // Room for one decode beside every source, but never for two decodes.
+    let limit = estimate + 4 * bytes.count + (1 << 20)
+    #expect(limit < 2 * estimate + 4 * bytes.count)
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: loader, decodeThreads: 4, memoryBudget: limit,
+        downloadReservation: bytes.count))
+    try await withThrowingTaskGroup(of: ImageResponse.self) { group in
+      for url in urls {
+        group.addTask { try await pipeline.response(for: ImageRequest(url: url, spec: spec)) }
+      }
+      for try await response in group { #expect(response.thumbnail.width == 171) }
+    }
+    let figures = pipeline.memoryBudget
+    #expect(figures.peakWork <= limit)
+    #expect(figures.work == 0, "every source and decode gave its memory back")
+    #expect(figures.refusals == 0)
+  }
+}

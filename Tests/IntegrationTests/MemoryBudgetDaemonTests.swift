@@ -1,0 +1,44 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+@testable import TestSupport
+
+/// `memory_budget` in the daemon: a job that alone needs more than the budget is refused with
+/// 413 `too_large` before any pixel is decoded, and the budget's figures are in /metrics.
+@Suite("Memory budget in the daemon", .serialized)
+struct MemoryBudgetDaemonTests {
+  static func target(_ path: String, size: Int) -> String {
+    let url = "file://" + path
+    return "/v1/thumbnail?url=\(url.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+      + "&w=\(size)&h=\(size)"
+  }
+
+  @Test("a job over the budget gets 413 too_large; the same source at 1/8 fits")
+  func overBudget() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let root = directory + "/files"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    // 24 MP, progressive: at 1024 px libjpeg keeps every coefficient (about 70 MiB); at 256 px
+    // the DC scans are enough (about 8 MiB).
+    let copy = try Transcoded.copy(of: Corpus.path("photo/coil/large.jpg"), as: .progressive)
+    let photo = root + "/large.jpg"
+    try FileManager.default.moveItem(atPath: copy, toPath: photo)
+    let daemon = try await TestDaemon.start(
+      ["--file-root", root, "--memory-budget", "32MiB"], directory: directory)
+    defer { daemon.stop() }
+
+    let refused = SocketClient.get(daemon.socket, Self.target(photo, size: 1024)).response
+    #expect(SocketClient.status(of: refused) == 413)
+    let body = String(decoding: SocketClient.body(of: refused), as: UTF8.self)
+    #expect(body.contains("\"too_large\""), "\(body)")
+    #expect(daemon.metric("thumbd_decodes_total") == 0)
+    #expect(daemon.metric("thumbd_memory_budget_refusals_total") == 1)
+
+    let small = SocketClient.get(daemon.socket, Self.target(photo, size: 256))
+    #expect(small.status == 200)
+    #expect(daemon.metric("thumbd_memory_budget_bytes") == Double(32 << 20))
+    let peak = try #require(daemon.metric("thumbd_memory_budget_peak_work_bytes"))
+    #expect(peak > 0 && peak <= Double(32 << 20))
+  }
+}
