@@ -1,5 +1,6 @@
-"""What the Python benchmarks share: a free loopback port, nginx as an origin on it, and a
-thumbd on a Unix socket, each started in a work directory and stopped by the caller."""
+"""What the Python benchmarks share: a free loopback port, nginx as an origin on it, a thumbd on
+a Unix socket (each started in a work directory and stopped by the caller), and a kept-alive
+HTTP/1.1 connection to that socket with a reader of /metrics."""
 import os
 import shutil
 import socket
@@ -50,3 +51,33 @@ def stop(procs, work):
         proc.terminate()
         proc.wait()
     shutil.rmtree(work, ignore_errors=True)
+
+
+class Connection:
+    """One kept-alive HTTP/1.1 connection to a Unix socket."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(path)
+        self.buffer = b""
+
+    def get(self, target):
+        self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: b\r\n\r\n".encode())
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self.sock.recv(65536)
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(self.buffer) < length:
+            self.buffer += self.sock.recv(65536)
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(lines[0][9:12]), headers, body
+
+
+def metric(conn, name):
+    _, _, body = conn.get("/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None

@@ -24,39 +24,9 @@ import tempfile
 import time
 import urllib.parse
 
-from loopback import free_port, start_nginx, start_thumbd, stop
+from loopback import Connection, free_port, metric, start_nginx, start_thumbd, stop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class Connection:
-    """One kept-alive HTTP/1.1 connection to a Unix socket."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(path)
-        self.buffer = b""
-
-    def get(self, target):
-        self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: b\r\n\r\n".encode())
-        while b"\r\n\r\n" not in self.buffer:
-            self.buffer += self.sock.recv(65536)
-        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        headers = {k.lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
-        length = int(headers.get("content-length", "0"))
-        while len(self.buffer) < length:
-            self.buffer += self.sock.recv(65536)
-        body, self.buffer = self.buffer[:length], self.buffer[length:]
-        return int(lines[0][9:12]), headers, body
-
-
-def metric(conn, name):
-    _, _, body = conn.get("/metrics")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    return None
 
 
 def main():

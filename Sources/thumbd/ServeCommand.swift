@@ -68,6 +68,8 @@ enum ServeCommand {
     _ config: DaemonConfig, logger: Logger, environment: [String: String]
   ) async throws -> Int32 {
     raiseDescriptorLimit(toServe: config.maxConnections, logger: logger)
+    // Before the daemon's threads allocate: see docs/ARCHITECTURE.md, "Memory".
+    ts_malloc_tune(Int32(config.mallocArenas), config.mallocMmapThreshold)
     let daemon = try Daemon(config: config, logger: logger, version: Usage.version)
     var ownedSocket: String?
     var endpoints: [String] = []

@@ -8,6 +8,28 @@ import Testing
 /// The decode queue serves the most urgent job first, reading priorities when a thread frees.
 @Suite("Decode queue")
 struct DecodeQueueTests {
+  /// Stands for a job's captured source bytes.
+  final class Payload: Sendable {}
+
+  @Test("a finished job's closure (and what it captured) is released while the thread waits")
+  func finishedJobIsReleased() async throws {
+    let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)
+    defer { workers.shutdown() }
+    for priority in [ImagePriority.visible, .prefetch] {
+      weak var released: Payload?
+      do {
+        let payload = Payload()
+        released = payload
+        try await workers.run(id: 1, context: JobContext(priority: priority)) { _ in
+          withExtendedLifetime(payload) {}
+        }
+      }
+      // The thread now waits for its next job, holding nothing of the last one: it used to
+      // keep it (and so a source's bytes) until another job came.
+      await eventually("the \(priority) thread let go of its last job") { released == nil }
+    }
+  }
+
   @Test("a visible job runs before queued normal work; a raised prefetch job moves to the front")
   func visibleFirst() async throws {
     let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)

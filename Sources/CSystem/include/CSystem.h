@@ -106,6 +106,14 @@ void ts_name_thread(const char *name);
  */
 int ts_thread_background(void);
 
+/* glibc's allocator: at most `arenas` arenas (0 leaves the default of 8 per core) and a fixed
+ * mmap threshold in bytes (0 leaves glibc's sliding one), unless MALLOC_ARENA_MAX or
+ * MALLOC_MMAP_THRESHOLD_ is set in the environment. */
+void ts_malloc_tune(int arenas, long mmap_threshold);
+
+/* Gives free heap memory of every arena back to the kernel (malloc_trim); 1 if any was. */
+int ts_malloc_trim(void);
+
 /**
  * Installs a handler for each of `numbers` (count of them) that writes the
  * signal's number as one byte to a pipe, and returns the pipe's read end

@@ -83,7 +83,8 @@ public struct Thumbnailer: Sendable {
     }.get()
   }
 
-  /// The working memory a thumbnail of a file will need, from its header alone.
+  /// The working memory a thumbnail of a file will need, from its header alone (which is
+  /// read: for a pipe or FIFO, those bytes are gone).
   public func estimate(contentsOf path: String, spec: ThumbnailSpec) throws(ThumbnailError)
     -> MemoryEstimate
   {

@@ -42,7 +42,10 @@ extension ThumbnailPipeline {
       conditional = nil
     }
     let limiter = fetchLimiter
-    context.onPriorityChange { Task { await limiter.reconsider() } }
+    context.onPriorityChange { [budget] in
+      budget.reconsider()
+      Task { await limiter.reconsider() }
+    }
     let origin = (try? SourceURL(key.url)).map { "\($0.host):\($0.port)" } ?? ""
     let slot = try await fetchLimiter.acquire(
       id: nextID(), priority: context.priority, client: context.client, origin: origin)

@@ -20,6 +20,8 @@ final class MemoryBudget: Sendable {
   let limit: Int
   private let cache: (@Sendable () -> Int, @Sendable (Int) -> Void)?
   private let state = Mutex(State())
+  /// Told when work goes from nothing to something, and back (`isIdle` then true).
+  private let onActivity: (@Sendable (_ isIdle: Bool) -> Void)?
 
   private struct Waiter {
     let id: UInt64
@@ -37,15 +39,18 @@ final class MemoryBudget: Sendable {
     var nextID: UInt64 = 0
     var waits = 0
     var refusals = 0
+    var activityChanged = false
   }
 
   /// A budget of `limit` bytes. `cacheBytes` reads the memory cache's size and `trimCache`
   /// shrinks it to at most the given bytes; without them the budget covers work alone.
   init(
     limit: Int, cacheBytes: (@Sendable () -> Int)? = nil,
-    trimCache: (@Sendable (Int) -> Void)? = nil
+    trimCache: (@Sendable (Int) -> Void)? = nil,
+    onActivity: (@Sendable (_ isIdle: Bool) -> Void)? = nil
   ) {
     self.limit = max(1, limit)
+    self.onActivity = onActivity
     if let cacheBytes, let trimCache { cache = (cacheBytes, trimCache) } else { cache = nil }
   }
 
@@ -109,8 +114,14 @@ final class MemoryBudget: Sendable {
   /// already in memory (a source read from the disk cache).
   func hold(_ bytes: Int) -> MemoryHold {
     state.withLock { Self.charge(&$0, max(0, bytes)) }
+    reportActivity()
     trimCacheIfNeeded()
     return MemoryHold(budget: self, floor: max(0, bytes))
+  }
+
+  /// A waiter's priority was raised: it may now be the head, and fit.
+  func reconsider() {
+    finish(state.withLock { Self.grant(&$0, limit: limit) })
   }
 
   /// Reservations already made; the hold's own accounting calls it.
@@ -132,9 +143,25 @@ final class MemoryBudget: Sendable {
   }
 
   private static func charge(_ state: inout State, _ delta: Int) {
+    let before = state.charged
     state.charged += delta
     state.peak = max(state.peak, state.charged)
+    if (before == 0) != (state.charged == 0) { state.activityChanged = true }
   }
+
+  /// Tells the listener if work went from nothing to something or back, outside the lock.
+  private func reportActivity() {
+    guard let onActivity else { return }
+    let idle = state.withLock { state -> Bool? in
+      guard state.activityChanged else { return nil }
+      state.activityChanged = false
+      return state.charged == 0
+    }
+    if let idle { onActivity(idle) }
+  }
+
+  /// Whether no work holds any memory now.
+  var isIdle: Bool { state.withLock { $0.charged == 0 } }
 
   /// Grants waiters from the most urgent while the next one fits. Called with the lock held;
   /// returns the continuations to resume once it is released.
@@ -169,6 +196,7 @@ final class MemoryBudget: Sendable {
   }
 
   private func finish(_ granted: [CheckedContinuation<Void, any Error>]) {
+    reportActivity()
     if !granted.isEmpty { trimCacheIfNeeded() }
     for continuation in granted { continuation.resume() }
   }

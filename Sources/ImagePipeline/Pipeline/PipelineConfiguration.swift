@@ -33,6 +33,9 @@ extension ThumbnailPipeline {
     public var memoryBudget: Int
     /// Bytes a download reserves before it starts; what arrives beyond is counted as it comes.
     public var downloadReservation: Int
+    /// Seconds without work after which the allocator's free memory goes back to the kernel
+    /// (`malloc_trim`); 0 never trims. See `AllocatorTrim`.
+    public var trimWhenIdle: Double
 
     /// Creates a configuration with defaults for everything but the loader.
     public init(
@@ -42,8 +45,10 @@ extension ThumbnailPipeline {
       decodeThreads: Int = ThumbnailPipeline.coreCount,
       maxQueuedDecodes: Int = 1024, maxPrefetchInProgress: Int = 8, diskCache: DiskCache? = nil,
       sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0,
-      memoryBudget: Int = 256 << 20, downloadReservation: Int = 4 << 20
+      memoryBudget: Int = 256 << 20, downloadReservation: Int = 4 << 20,
+      trimWhenIdle: Double = 2
     ) {
+      self.trimWhenIdle = trimWhenIdle
       self.memoryBudget = memoryBudget
       self.downloadReservation = downloadReservation
       self.dataLoader = dataLoader

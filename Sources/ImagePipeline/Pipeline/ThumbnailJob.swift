@@ -158,7 +158,10 @@ extension ThumbnailPipeline {
     let thumbnailer = configuration.thumbnailer
     // The header says what the decode will hold; it waits for that much of the budget
     // (a header the decoder rejects is reported by the decode itself, with its own error).
+    // The header is parsed here, on the pool: bounded work (libjpeg stops at the first scan,
+    // libpng at the first image data, both under the chunk limits).
     let estimate = (try? thumbnailer.estimate(of: bytes, spec: request.spec))?.bytes ?? 0
+    context.onPriorityChange { [budget] in budget.reconsider() }
     let memory = try await budget.reserve(estimate, priority: context.priority)
     defer { memory.release() }
     let enqueued = ContinuousClock.now

@@ -27,6 +27,7 @@ public final class ThumbnailPipeline: Sendable {
   let decoders: DecodeWorkers
   let diskWrites: WriteBehind
   let budget: MemoryBudget
+  let allocatorTrim: AllocatorTrim
   private let ids = Atomic<UInt64>(0)
 
   /// Creates a pipeline and starts its decode threads.
@@ -51,9 +52,20 @@ public final class ThumbnailPipeline: Sendable {
       threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
     failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
     let cache = memoryCache
+    let trim = AllocatorTrim(delay: configuration.trimWhenIdle)
+    allocatorTrim = trim
+    let idle = Mutex<MemoryBudget?>(nil)
     budget = MemoryBudget(
       limit: configuration.memoryBudget, cacheBytes: { cache.statistics.totalCost },
-      trimCache: { cache.trim(toCost: $0) })
+      trimCache: { cache.trim(toCost: $0) },
+      onActivity: { isIdle in
+        if isIdle {
+          trim.workEnded(stillIdle: { idle.withLock { $0?.isIdle ?? true } })
+        } else {
+          trim.workStarted()
+        }
+      })
+    idle.withLock { $0 = budget }
   }
 
   /// The memory budget's figures now: work held, the cache, waits and refusals.

@@ -19,6 +19,13 @@ public struct DaemonConfig: Sendable, Hashable {
   /// Bytes the pipeline's work may hold at once (source bytes in flight, decode estimates,
   /// the memory cache); work beyond it waits, a job alone beyond it gets 413 `too_large`.
   public var memoryBudget = 256 << 20
+  /// Seconds without work before freed memory is given back to the kernel; 0 for never.
+  public var idleTrim = 2.0
+  /// glibc malloc arenas (0: glibc's default of eight per core); MALLOC_ARENA_MAX wins.
+  public var mallocArenas = 2
+  /// Allocations from this size up are mapped on their own and unmapped when freed (0:
+  /// glibc's sliding threshold); MALLOC_MMAP_THRESHOLD_ wins.
+  public var mallocMmapThreshold = 1 << 20
   /// Largest source, in bytes.
   public var maxSourceBytes = 32 << 20
   /// Largest source, in pixels.

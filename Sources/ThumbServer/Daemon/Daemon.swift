@@ -137,6 +137,7 @@ public final class Daemon: Sendable {
       decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
       maxQueuedDecodes: config.maxQueuedDecodes,
       maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,
-      negativeCacheSeconds: config.negativeCacheSeconds, memoryBudget: config.memoryBudget)
+      negativeCacheSeconds: config.negativeCacheSeconds, memoryBudget: config.memoryBudget,
+      trimWhenIdle: config.idleTrim)
   }
 }
