@@ -24,10 +24,12 @@ cjpeg -sample 1x1 -quality 92 -optimize "$work/full.ppm" > "$work/base444.jpg"
 jpegtran -progressive -outfile "$work/prog444.jpg" "$work/base444.jpg"
 rm "$work/full.ppm"
 
-# One run: "seconds KiB" (wall clock and peak RSS from GNU time).
+# One run: "seconds KiB" (wall clock in ms resolution, peak RSS from GNU time).
 run() {
-  /usr/bin/time -f "%e %M" "$1" thumbnail "$2" --size 256x256 --format png \
-    -o "$work/out.png" 2>&1 >/dev/null | tail -1
+  local start=$EPOCHREALTIME kib
+  kib=$(/usr/bin/time -f "%M" "$1" thumbnail "$2" --size 256x256 --format png \
+    -o "$work/out.png" 2>&1 >/dev/null | tail -1)
+  echo "$(echo "$EPOCHREALTIME - $start" | bc -l) $kib"
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -40,7 +42,7 @@ for file in base420 prog420 base444 prog444; do
     read -r t m < <(run "$before" "$work/$file.jpg"); echo "$t" >> "$work/before.t"; echo "$m" >> "$work/before.m"
   done
   for build in now before; do
-    printf '| %s | %s | %s | %.1f |\n' "$file" "$build" "$(median < "$work/$build.t")" \
+    printf '| %s | %s | %.3f | %.1f |\n' "$file" "$build" "$(median < "$work/$build.t")" \
       "$(echo "$(median < "$work/$build.m") / 1024" | bc -l)"
   done
 done

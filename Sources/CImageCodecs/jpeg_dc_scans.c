@@ -340,45 +340,6 @@ static void read_sos(dc_state *s) {
 
 /* ---- Entropy-coded bits ---- */
 
-/* Makes at least `need` (<= 32) bits available. Past a marker they are zeros, with one
- * "premature end of data segment" warning per scan, as libjpeg gives; bits are read only
- * when a code needs them, so the warning comes only when data is really missing. */
-static void fill_bits(dc_state *s, int need) {
-  while (s->count < need) {
-    int c = 0;
-    if (!s->marker) {
-      c = read_byte(s);
-      if (c == 0xFF) {
-        int next;
-        do next = read_byte(s);
-        while (next == 0xFF);
-        if (next != 0) {
-          s->marker = next;
-          c = 0;
-        }
-      }
-    }
-    if (s->marker && !s->warned_marker) {
-      s->warned_marker = 1;
-      WARNMS(s->cinfo, JWRN_HIT_MARKER);
-    }
-    s->acc = s->acc << 8 | (uint64_t)c;
-    s->count += 8;
-  }
-}
-
-static uint32_t get_bits(dc_state *s, int n) {
-  if (n == 0) return 0;
-  fill_bits(s, n);
-  s->count -= n;
-  return (uint32_t)(s->acc >> s->count) & ((1u << n) - 1);
-}
-
-/* A size category's extra bits as a signed value (T.81 F.2.2.1). */
-static int32_t extend(uint32_t raw, int size) {
-  return raw < (1u << (size - 1)) ? (int32_t)raw - (int32_t)((1u << size) - 1) : (int32_t)raw;
-}
-
 /* Reads whole bytes of entropy-coded data, up to `want` bits, stopping (silently) at a
  * marker: bits for looking ahead, never padding. */
 static void fill_real(dc_state *s, int want) {
@@ -396,6 +357,33 @@ static void fill_real(dc_state *s, int want) {
     s->acc = s->acc << 8 | (uint64_t)c;
     s->count += 8;
   }
+}
+
+/* Makes at least `need` (<= 32) bits available. Past a marker they are zeros, with one
+ * "premature end of data segment" warning per scan, as libjpeg gives; bits are read only
+ * when a code needs them, so the warning comes only when data is really missing. */
+static void fill_bits(dc_state *s, int need) {
+  fill_real(s, need);
+  while (s->count < need) {
+    if (!s->warned_marker) {
+      s->warned_marker = 1;
+      WARNMS(s->cinfo, JWRN_HIT_MARKER);
+    }
+    s->acc <<= 8;
+    s->count += 8;
+  }
+}
+
+static uint32_t get_bits(dc_state *s, int n) {
+  if (n == 0) return 0;
+  fill_bits(s, n);
+  s->count -= n;
+  return (uint32_t)(s->acc >> s->count) & ((1u << n) - 1);
+}
+
+/* A size category's extra bits as a signed value (T.81 F.2.2.1). */
+static int32_t extend(uint32_t raw, int size) {
+  return raw < (1u << (size - 1)) ? (int32_t)raw - (int32_t)((1u << size) - 1) : (int32_t)raw;
 }
 
 /* Codes of up to 8 bits from the lookup table; longer ones, and the last codes of a scan

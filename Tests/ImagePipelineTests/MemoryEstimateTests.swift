@@ -51,7 +51,7 @@ extension DecodeSuites {
             of: Corpus.path("photo/glide/issue387_rotated_jpeg.jpg"), as: .progressive)
         }),
       Case(
-        name: "Adam7 3 MP", box: 256,
+        name: "Adam7 6 MP", box: 256,
         make: { try interlaced("photo/sharp/2569067123_aca715a2ee_o.jpg") }),
     ]
 
@@ -103,13 +103,22 @@ extension DecodeSuites {
       let thumbnailer = Thumbnailer()
       let spec = ThumbnailSpec(width: 1024, height: 1024)
       let baseline = try thumbnailer.estimate(contentsOf: photo, spec: spec)
-      let whole = try thumbnailer.estimate(contentsOf: progressive, spec: spec)
+      let coefficients = try thumbnailer.estimate(contentsOf: progressive, spec: spec)
       // 24 MP at 4:2:0: 1.5 x 375,000 blocks of 128 bytes.
-      #expect(whole.bytes - baseline.bytes >= 70_000_000)
+      #expect(coefficients.bytes - baseline.bytes >= 70_000_000)
       let small = try thumbnailer.estimate(
         contentsOf: progressive, spec: ThumbnailSpec(width: 256, height: 256))
       #expect(small.bytes < 16 << 20)
       #expect(small.decodeWidth == 500 && small.decodeHeight == 750)
+
+      // The same pixels as a plain PNG and as Adam7: the whole image, 3 bytes a pixel, apart.
+      let source = "photo/sharp/2569067123_aca715a2ee_o.jpg"  // 2725x2225
+      let bitmap = try Thumbnailer().decodeFullResolution(contentsOf: Corpus.path(source))
+      let plain = try Thumbnailer().estimate(of: ImageEncoder.png(bitmap, level: 1), spec: spec)
+      let adam7 = try Self.interlaced(source)
+      defer { try? FileManager.default.removeItem(atPath: adam7) }
+      let whole = try Thumbnailer().estimate(contentsOf: adam7, spec: spec)
+      #expect(whole.bytes - plain.bytes >= 2725 * 2225 * 3)
     }
   }
 }

@@ -41,8 +41,9 @@ public struct HTTPRequest: Sendable, Hashable {
 
   /// The first value of a header, by case-insensitive name.
   public func header(_ name: String) -> String? {
-    let name = name.lowercased()
-    return headers.first { $0.name == name }?.value
+    // Callers name headers in lower case: no new string per lookup for them.
+    let lowered = name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } ? name.lowercased() : name
+    return headers.first { $0.name == lowered }?.value
   }
 
   /// The first value of a query parameter.
@@ -52,6 +53,8 @@ public struct HTTPRequest: Sendable, Hashable {
 
   /// Whether the connection stays open after the response, per version and `Connection`.
   public var keepAlive: Bool {
+    // Asked for every request; most carry no Connection header, which needs no token set.
+    guard headers.contains(where: { $0.name == "connection" }) else { return minorVersion >= 1 }
     let tokens = connectionTokens
     if tokens.contains("close") { return false }
     return minorVersion >= 1 || tokens.contains("keep-alive")
