@@ -41,9 +41,11 @@ public struct HTTPRequest: Sendable, Hashable {
 
   /// The first value of a header, by case-insensitive name.
   public func header(_ name: String) -> String? {
-    // Callers name headers in lower case: no new string per lookup for them.
-    let lowered = name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } ? name.lowercased() : name
-    return headers.first { $0.name == lowered }?.value
+    // Stored names are lower case, and so are the callers' names: compare as given first,
+    // with no new string per lookup.
+    if let field = headers.first(where: { $0.name == name }) { return field.value }
+    let lowered = name.lowercased()
+    return lowered == name ? nil : headers.first { $0.name == lowered }?.value
   }
 
   /// The first value of a query parameter.
