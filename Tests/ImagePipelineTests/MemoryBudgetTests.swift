@@ -96,6 +96,33 @@ struct MemoryBudgetTests {
     held.release()
   }
 
+  @Test("sources that fill the budget cannot block their own decodes: one always runs")
+  func decodesAlwaysProgress() async throws {
+    let budget = MemoryBudget(limit: 100)
+    // Finished downloads whose decodes have not run: their bytes fill the budget.
+    let sources = budget.hold(90)
+    // A download at the head of the queue that does not fit either.
+    let download = Task { try await budget.reserve(60, priority: PriorityBox(.visible)) }
+    await eventually("the download waits") { budget.snapshot.waiting == 1 }
+    // No decode runs, so one starts although it does not fit, ahead of the download.
+    let first = try await budget.reserve(50, priority: PriorityBox(.normal), unblocks: true)
+    #expect(budget.snapshot.work == 140)
+    // While it runs, the next decode waits like any job.
+    let second = Task {
+      try await budget.reserve(50, priority: PriorityBox(.normal), unblocks: true)
+    }
+    await eventually("the second decode waits") { budget.snapshot.waiting == 2 }
+    first.release()
+    let secondHold = try await second.value
+    #expect(budget.snapshot.waiting == 1)
+    // The decodes free their sources; the download then fits.
+    secondHold.release()
+    sources.release()
+    let downloadHold = try await download.value
+    #expect(budget.snapshot.work == 60)
+    downloadHold.release()
+  }
+
   @Test("a hold counts what arrives beyond its floor, and settling drops the floor")
   func countingAndSettling() async throws {
     let budget = MemoryBudget(limit: 1000)

@@ -28,6 +28,9 @@ final class MemoryBudget: Sendable {
     let bytes: Int
     let priority: PriorityBox
     let sequence: UInt64
+    /// Whether the job gives back memory others are waiting on when it ends (a decode, whose
+    /// end frees its source's bytes).
+    let unblocks: Bool
     let continuation: CheckedContinuation<Void, any Error>
   }
 
@@ -40,6 +43,8 @@ final class MemoryBudget: Sendable {
     var waits = 0
     var refusals = 0
     var activityChanged = false
+    /// Holds of jobs that unblock others (decodes), granted and not yet released.
+    var runningUnblockers = 0
   }
 
   /// A budget of `limit` bytes. `cacheBytes` reads the memory cache's size and `trimCache`
@@ -67,7 +72,16 @@ final class MemoryBudget: Sendable {
   /// Waits until `bytes` fit, in priority order, and holds them until the returned hold is
   /// released (or deallocated). Throws `PipelineError.overBudget` when `bytes` alone exceed
   /// the limit, and `CancellationError` if the task is cancelled while waiting.
-  func reserve(_ bytes: Int, priority: PriorityBox) async throws -> MemoryHold {
+  ///
+  /// `unblocks` marks a job whose end frees memory others hold while they wait for it: a
+  /// decode, whose source's bytes go when it ends. Downloads that finished hold their bytes
+  /// until their decodes run, so a budget full of sources could otherwise wait for itself for
+  /// ever. Whenever no such job runs, the most urgent waiting one starts even if it does not
+  /// fit (and ahead of a head that does not fit either): the budget is then exceeded by at
+  /// most one decode's estimate, and work always moves on.
+  func reserve(_ bytes: Int, priority: PriorityBox, unblocks: Bool = false) async throws
+    -> MemoryHold
+  {
     let bytes = max(0, bytes)
     guard bytes <= limit else {
       state.withLock { $0.refusals += 1 }
@@ -91,7 +105,7 @@ final class MemoryBudget: Sendable {
           state.waiters.append(
             Waiter(
               id: id, bytes: bytes, priority: priority, sequence: state.sequence,
-              continuation: continuation))
+              unblocks: unblocks, continuation: continuation))
           let granted = Self.grant(&state, limit: limit)
           if state.waiters.contains(where: { $0.id == id }) { state.waits += 1 }
           return granted
@@ -107,7 +121,7 @@ final class MemoryBudget: Sendable {
       // A head that leaves may let the ones behind it in.
       finish(state.withLock { Self.grant(&$0, limit: limit) })
     }
-    return MemoryHold(budget: self, floor: bytes)
+    return MemoryHold(budget: self, floor: bytes, unblocks: unblocks)
   }
 
   /// Holds `bytes` at once, without waiting and whatever the budget says: for bytes that are
@@ -124,12 +138,14 @@ final class MemoryBudget: Sendable {
     finish(state.withLock { Self.grant(&$0, limit: limit) })
   }
 
-  /// Reservations already made; the hold's own accounting calls it.
-  fileprivate func adjust(by delta: Int) {
-    guard delta != 0 else { return }
+  /// Reservations already made; the hold's own accounting calls it (`endingUnblocker` when
+  /// a decode's hold is released).
+  fileprivate func adjust(by delta: Int, endingUnblocker: Bool = false) {
+    guard delta != 0 || endingUnblocker else { return }
     let granted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
       Self.charge(&state, delta)
-      return delta < 0 ? Self.grant(&state, limit: limit) : []
+      if endingUnblocker { state.runningUnblockers -= 1 }
+      return delta < 0 || endingUnblocker ? Self.grant(&state, limit: limit) : []
     }
     if delta > 0 { trimCacheIfNeeded() }
     finish(granted)
@@ -163,23 +179,34 @@ final class MemoryBudget: Sendable {
   /// Whether no work holds any memory now.
   var isIdle: Bool { state.withLock { $0.charged == 0 } }
 
-  /// Grants waiters from the most urgent while the next one fits. Called with the lock held;
-  /// returns the continuations to resume once it is released.
+  /// Grants waiters from the most urgent while the next one fits, and the most urgent
+  /// unblocking one whenever none runs (see `reserve`). Called with the lock held; returns
+  /// the continuations to resume once it is released.
   private static func grant(_ state: inout State, limit: Int) -> [CheckedContinuation<
     Void, any Error
   >] {
     var granted: [CheckedContinuation<Void, any Error>] = []
-    while let next = mostUrgent(state.waiters), state.charged + state.waiters[next].bytes <= limit {
+    while let head = mostUrgent(state.waiters) {
+      var next = head
+      if state.charged + state.waiters[head].bytes > limit {
+        guard state.runningUnblockers == 0,
+          let unblocker = mostUrgent(state.waiters, where: { $0.unblocks })
+        else { break }
+        next = unblocker
+      }
       let waiter = state.waiters.remove(at: next)
       charge(&state, waiter.bytes)
+      if waiter.unblocks { state.runningUnblockers += 1 }
       granted.append(waiter.continuation)
     }
     return granted
   }
 
-  private static func mostUrgent(_ waiters: [Waiter]) -> Int? {
+  private static func mostUrgent(
+    _ waiters: [Waiter], where included: (Waiter) -> Bool = { _ in true }
+  ) -> Int? {
     var best: Int?
-    for i in waiters.indices {
+    for i in waiters.indices where included(waiters[i]) {
       guard let current = best else {
         best = i
         continue
@@ -206,10 +233,12 @@ final class MemoryBudget: Sendable {
 /// (a download's bytes as they arrive), whichever is more, until `release` or deallocation.
 final class MemoryHold: Sendable {
   private let budget: MemoryBudget
+  private let unblocks: Bool
   private let state: Mutex<(floor: Int, used: Int, released: Bool)>
 
-  fileprivate init(budget: MemoryBudget, floor: Int) {
+  fileprivate init(budget: MemoryBudget, floor: Int, unblocks: Bool = false) {
     self.budget = budget
+    self.unblocks = unblocks
     state = Mutex((floor, 0, false))
   }
 
@@ -231,7 +260,12 @@ final class MemoryHold: Sendable {
 
   /// Gives everything back. Safe to call twice.
   func release() {
-    budget.adjust(by: change { $0.released = true })
+    var first = false
+    let delta = change {
+      first = true
+      $0.released = true
+    }
+    budget.adjust(by: delta, endingUnblocker: first && unblocks)
   }
 
   /// Applies `update` and returns how much the charged bytes changed.

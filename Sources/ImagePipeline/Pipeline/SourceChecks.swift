@@ -68,7 +68,20 @@ extension ThumbnailPipeline {
   func sourceChanged(_ url: String) {
     metrics.countSourceChange()
     forgetSource(url)
-    Task { await removeFromDisk(url) }
+    let id = nextID()
+    let removal = Task {
+      await removeFromDisk(url)
+      diskRemovals.withLock { if $0[url]?.id == id { $0[url] = nil } }
+    }
+    diskRemovals.withLock { $0[url] = (id, removal) }
+  }
+
+  /// Waits for a removal `sourceChanged` started for `url`: a job must not find the old
+  /// thumbnails on disk while they are being removed (it would judge the source changed a
+  /// second time).
+  func diskRemovalFinished(_ url: String) async {
+    guard let removal = diskRemovals.withLock({ $0[url] }) else { return }
+    await removal.task.value
   }
 
   /// The same, done before it returns, so nothing the caller stores afterwards (the new

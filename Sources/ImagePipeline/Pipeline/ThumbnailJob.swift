@@ -9,6 +9,7 @@ extension ThumbnailPipeline {
     let group = ThumbnailDiskFormat.group(for: request.url)
     var candidate = memoryCache.peek(request)
     var fromDisk = false
+    await diskRemovalFinished(request.url)
     if candidate == nil, let disk = configuration.diskCache,
       let entry = await disk.data(forKey: diskKey, group: group)
     {
@@ -162,7 +163,7 @@ extension ThumbnailPipeline {
     // libpng at the first image data, both under the chunk limits).
     let estimate = (try? thumbnailer.estimate(of: bytes, spec: request.spec))?.bytes ?? 0
     context.onPriorityChange { [budget] in budget.reconsider() }
-    let memory = try await budget.reserve(estimate, priority: context.priority)
+    let memory = try await budget.reserve(estimate, priority: context.priority, unblocks: true)
     defer { memory.release() }
     let enqueued = ContinuousClock.now
     return try await decoders.run(id: nextID(), context: context) { [metrics] cancellation in

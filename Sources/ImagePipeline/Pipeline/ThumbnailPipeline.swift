@@ -27,6 +27,8 @@ public final class ThumbnailPipeline: Sendable {
   let decoders: DecodeWorkers
   let diskWrites: WriteBehind
   let budget: MemoryBudget
+  /// Disk removals of changed sources still running, by URL (see `sourceChanged`).
+  let diskRemovals = Mutex<[String: (id: UInt64, task: Task<Void, Never>)]>([:])
   let allocatorTrim: AllocatorTrim
   private let ids = Atomic<UInt64>(0)
 
