@@ -102,6 +102,23 @@ extension DecodeSuites {
       } throws: { ($0 as? ThumbnailError)?.kind == "truncated" }
     }
 
+    @Test("the scan limits hold on the DC path: repeated and countless scans are too_complex")
+    func scanLimits() throws {
+      let spec = ThumbnailSpec(width: 3, height: 3)  // 1/8 for any source of 42 px or more
+      let inputs = [
+        HostileInputs.repeatedScan(try HostileInputs.fixture("flat_huff.jpg"), times: 5000),
+        try HostileInputs.fixture("many_scans.jpg"),
+      ]
+      for bytes in inputs {
+        #expect {
+          _ = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+        } throws: { ($0 as? ThumbnailError)?.kind == "too_complex" }
+      }
+      // They are refused by the DC path itself: the file unrepeated goes through it.
+      let once = try HostileInputs.fixture("flat_huff.jpg")
+      #expect(try Thumbnailer().thumbnail(of: once, spec: spec).decodedFromDCScans)
+    }
+
     @Test(
       "every corpus progressive JPEG gets the same answer at 1/8 on both paths",
       arguments: Corpus.entries.filter { $0.note.contains("progressive,") })
