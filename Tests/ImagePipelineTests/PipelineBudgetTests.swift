@@ -35,4 +35,18 @@ struct PipelineBudgetTests {
     #expect(figures.work == 0, "every source and decode gave its memory back")
     #expect(figures.refusals == 0)
   }
+
+  @Test("a budget smaller than a download's first reservation still serves what fits")
+  func reservationNeverOverBudget() async throws {
+    let bytes = try Corpus.bytes("photo/thumbor/800px-Katherine_Maher.jpg")
+    let url = "https://example.com/small.jpg"
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: CountingLoader([url: bytes]), memoryBudget: 2 << 20,
+        downloadReservation: 4 << 20))
+    let response = try await pipeline.response(
+      for: ImageRequest(url: url, spec: ThumbnailSpec(width: 64, height: 64)))
+    #expect(response.thumbnail.width == 64)
+    #expect(pipeline.memoryBudget.refusals == 0)
+  }
 }

@@ -53,8 +53,9 @@ extension ThumbnailPipeline {
     let memory: MemoryHold
     do {
       // A download first reserves a share of the budget; bytes beyond it count as they come.
+      // Never more than the whole budget: a download is not refused for its first share.
       memory = try await budget.reserve(
-        configuration.downloadReservation, priority: context.priority)
+        min(configuration.downloadReservation, budget.limit), priority: context.priority)
     } catch {
       await fetchLimiter.release(slot)
       throw error
