@@ -140,11 +140,10 @@ def main():
     names = make_sources(work)
     port = free_port()
     nginx = start_nginx(work, port, "location / { }")
-    env = dict(os.environ)
+    # The daemon inherits these (start_thumbd passes this process's environment on).
     for item in args.env:
         key, value = item.split("=", 1)
-        env[key] = value
-    os.environ.update(env)
+        os.environ[key] = value
     daemon, sock = start_thumbd(args.thumbd, work, "--memory-budget", args.budget, *args.extra)
     # The post-start baseline: after one request of each source (code paths, libcurl and
     # the decoders' first use are fixed costs, not growth), and the idle trim that follows.

@@ -72,7 +72,6 @@ typedef struct component_state {
 
 typedef struct dc_state {
   j_decompress_ptr cinfo;
-  const ic_control *control;
   huff_table dc_tables[NUM_HUFF_TBLS], ac_tables[NUM_HUFF_TBLS];
   uint16_t quant_slot[NUM_QUANT_TBLS][DCTSIZE2];
   int quant_slot_defined[NUM_QUANT_TBLS];
@@ -742,7 +741,6 @@ ic_status ic_jpeg_dc_run(j_decompress_ptr cinfo, const ic_control *control, ic_s
                          ic_result *result) {
   dc_state *s = pool_alloc(cinfo, sizeof(*s));
   s->cinfo = cinfo;
-  s->control = control;
   s->mcus_per_row = mcus_per_row(cinfo);
   s->mcu_rows = mcu_rows(cinfo);
   s->restart_interval = cinfo->restart_interval;
