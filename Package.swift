@@ -23,7 +23,9 @@ let package = Package(
         .unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])
       ],
       linkerSettings: [
-        .linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("z"), .linkedLibrary("m"),
+        .linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("z"),
+        .linkedLibrary("webp"), .linkedLibrary("webpdemux"), .linkedLibrary("gif"),
+        .linkedLibrary("heif"), .linkedLibrary("m"),
       ]
     ),
     .target(

@@ -76,6 +76,9 @@ struct ic_decoder {
  * and stdio buffers (measured: see docs/BENCHMARKS.md, "Memory estimates"). */
 #define IC_DECODE_BASE_BYTES (256u << 10)
 
+/* Bytes sniffing looks at: enough for an ISO-BMFF `ftyp` box with a few brands. */
+#define IC_SNIFF_BYTES 32
+
 /*
  * Encoded bytes being read: in memory, or from a FILE that may be a pipe.
  * Sniffing consumes the first bytes; they are kept and handed out again
@@ -86,15 +89,29 @@ typedef struct ic_stream {
   const uint8_t *data;
   size_t size;
   size_t offset;
-  uint8_t head[8];
+  uint8_t head[IC_SNIFF_BYTES];
   size_t head_length;
   size_t head_offset;
+  /* The whole source, when a decoder asked for it from a FILE (ic_stream_contents). */
+  uint8_t *owned;
 } ic_stream;
 
 /* Opens a source: a FILE when it names a path, otherwise its bytes. */
 ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
                          ic_result *result);
 void ic_stream_close(ic_stream *stream);
+/* Reads the first bytes of a FILE for sniffing (kept, and read again first). */
+ic_status ic_stream_read_head(ic_stream *stream, ic_result *result);
+/* The first bytes (at most IC_SNIFF_BYTES), for sniffing. */
+const uint8_t *ic_stream_magic(const ic_stream *stream, size_t *length);
+/*
+ * The rest of the source in one piece, for decoders whose library wants all of it (WebP's
+ * demuxer, libheif): the bytes themselves when in memory, else read from the FILE into a
+ * buffer the stream owns, never more than cap bytes (IC_ERR_TOO_LARGE past it), checking
+ * the control between reads.
+ */
+ic_status ic_stream_contents(ic_stream *stream, size_t cap, const ic_control *control,
+                             const uint8_t **data, size_t *size, ic_result *result);
 /* Reads up to length bytes; fewer only at the end of data or on error. */
 size_t ic_stream_read(ic_stream *stream, uint8_t *out, size_t length);
 /* True when the last short read was an I/O error rather than the end. */
@@ -105,13 +122,20 @@ ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
                           const ic_control *control, ic_result *result,
                           ic_decoder **decoder);
 
-ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
-                       const ic_control *control, ic_result *result,
-                       ic_decoder **decoder);
-
-ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
-                      const ic_control *control, ic_result *result,
-                      ic_decoder **decoder);
+/* The decoder table's entries (codecs.c): each format's sniff and open. */
+#define IC_DECLARE_DECODER(name)                                                         \
+  int ic_##name##_sniff(const uint8_t *bytes, size_t size);                              \
+  ic_status ic_##name##_open(ic_stream *stream, const ic_limits *limits,                 \
+                             const ic_control *control, ic_result *result,              \
+                             ic_decoder **decoder)
+IC_DECLARE_DECODER(jpeg);
+IC_DECLARE_DECODER(png);
+IC_DECLARE_DECODER(webp);
+IC_DECLARE_DECODER(gif);
+IC_DECLARE_DECODER(heif);
+/* HEIC and AVIF share libheif's decoder; only their brands differ. */
+int ic_heic_sniff(const uint8_t *bytes, size_t size);
+int ic_avif_sniff(const uint8_t *bytes, size_t size);
 
 /*
  * Reads the image data of a non-interlaced 8-bit RGB or RGBA PNG whose first
@@ -174,12 +198,44 @@ uint8_t *ic_orient(const uint8_t *pixels, uint32_t width, uint32_t height,
 int ic_has_transparency(const uint8_t *pixels, size_t pixel_count,
                         int channels);
 
-ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width,
-                         uint32_t height, int channels, int quality,
-                         uint8_t **out, size_t *out_size, ic_result *result);
+/* What an encoder is asked for. */
+typedef struct ic_encode_options {
+  /* 1...100, for the lossy formats (JPEG, WebP, AVIF). */
+  int quality;
+  /* zlib level 0...9 and Adam7, for PNG. */
+  int png_level;
+  int png_interlaced;
+  /* AVIF encoder speed, 0 (slowest) ... 9. */
+  int avif_speed;
+} ic_encode_options;
 
+/* An encoder of the table (codecs.c): RGB or straight RGBA in, malloc'd bytes out. */
+typedef ic_status (*ic_encode_fn)(const uint8_t *pixels, uint32_t width, uint32_t height,
+                                  int channels, const ic_encode_options *options,
+                                  uint8_t **out, size_t *out_size, ic_result *result);
+
+ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width, uint32_t height,
+                         int channels, const ic_encode_options *options, uint8_t **out,
+                         size_t *out_size, ic_result *result);
 ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
-                        int channels, int level, int interlaced, uint8_t **out,
+                        int channels, const ic_encode_options *options, uint8_t **out,
                         size_t *out_size, ic_result *result);
+ic_status ic_encode_webp(const uint8_t *pixels, uint32_t width, uint32_t height,
+                         int channels, const ic_encode_options *options, uint8_t **out,
+                         size_t *out_size, ic_result *result);
+ic_status ic_encode_avif(const uint8_t *pixels, uint32_t width, uint32_t height,
+                         int channels, const ic_encode_options *options, uint8_t **out,
+                         size_t *out_size, ic_result *result);
+
+/* Encodes with the table's encoder for format (IC_ERR_INVALID_ARGUMENT when none). */
+ic_status ic_encode_as(ic_format format, const uint8_t *pixels, uint32_t width,
+                       uint32_t height, int channels, const ic_encode_options *options,
+                       uint8_t **out, size_t *out_size, ic_result *result);
+
+/* Whether an output format keeps alpha (JPEG does not). */
+int ic_format_keeps_alpha(ic_format format);
+
+/* Premultiplied RGBA (what some libraries deliver) back to straight alpha, in place. */
+void ic_unpremultiply_row(uint8_t *rgba, uint32_t width);
 
 #endif /* CIMAGECODECS_INTERNAL_H */

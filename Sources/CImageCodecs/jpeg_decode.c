@@ -393,6 +393,11 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   return status;
 }
 
+int ic_jpeg_sniff(const uint8_t *bytes, size_t size) {
+  /* SOI alone: libjpeg skips stray bytes before the next marker. */
+  return size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8;
+}
+
 ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
                        const ic_control *control, ic_result *result,
                        ic_decoder **out) {

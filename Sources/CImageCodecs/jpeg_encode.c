@@ -37,9 +37,10 @@ static void flatten_row(const uint8_t *src, uint8_t *dst, uint32_t width) {
   }
 }
 
-ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width,
-                         uint32_t height, int channels, int quality,
-                         uint8_t **out, size_t *out_size, ic_result *result) {
+ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width, uint32_t height,
+                         int channels, const ic_encode_options *options, uint8_t **out,
+                         size_t *out_size, ic_result *result) {
+  const int quality = options->quality;
   struct jpeg_compress_struct cinfo;
   encode_error err;
   unsigned char *volatile buffer = NULL;

@@ -254,6 +254,11 @@ static int orientation_from_exif_chunk(png_structp png, png_infop info) {
   return 1;
 }
 
+int ic_png_sniff(const uint8_t *bytes, size_t size) {
+  static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+  return size >= 8 && memcmp(bytes, signature, 8) == 0;
+}
+
 ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
                       const ic_control *control, ic_result *result,
                       ic_decoder **out) {

@@ -44,8 +44,9 @@ static void write_bytes(png_structp png, png_bytep bytes, size_t length) {
 static void flush_bytes(png_structp png) { (void)png; }
 
 ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
-                        int channels, int level, int interlaced, uint8_t **out,
+                        int channels, const ic_encode_options *options, uint8_t **out,
                         size_t *out_size, ic_result *result) {
+  const int level = options->png_level, interlaced = options->png_interlaced;
   png_sink_buffer buffer;
   memset(&buffer, 0, sizeof(buffer));
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &buffer,

@@ -70,14 +70,7 @@ void ic_request_init(ic_request *request) {
   request->png_level = 2;
   request->filter = IC_FILTER_CATMULL_ROM;
   request->shrink_on_load = 1;
-}
-
-ic_format ic_sniff(const uint8_t *bytes, size_t size) {
-  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
-  /* SOI alone: libjpeg skips stray bytes before the next marker. */
-  if (size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) return IC_FORMAT_JPEG;
-  if (size >= 8 && memcmp(bytes, png, 8) == 0) return IC_FORMAT_PNG;
-  return IC_FORMAT_UNKNOWN;
+  request->avif_speed = IC_AVIF_DEFAULT_SPEED;
 }
 
 ic_status ic_check_limits(uint32_t width, uint32_t height,
@@ -128,13 +121,26 @@ ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
   result->width = bitmap->width;
   result->height = bitmap->height;
   result->format = format;
-  if (format == IC_FORMAT_PNG)
-    return ic_encode_png(bitmap->pixels, bitmap->width, bitmap->height,
-                         bitmap->channels, param & 0xFF, (param & IC_ENCODE_PNG_ADAM7) != 0,
-                         &result->data, &result->size, result);
-  if (format == IC_FORMAT_JPEG)
-    return ic_encode_jpeg(bitmap->pixels, bitmap->width, bitmap->height,
-                          bitmap->channels, param, &result->data,
-                          &result->size, result);
-  return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown output format");
+  ic_encode_options options = {.quality = param,
+                               .png_level = param & 0xFF,
+                               .png_interlaced = (param & IC_ENCODE_PNG_ADAM7) != 0,
+                               .avif_speed = IC_AVIF_DEFAULT_SPEED};
+  return ic_encode_as(format, bitmap->pixels, bitmap->width, bitmap->height,
+                      bitmap->channels, &options, &result->data, &result->size, result);
+}
+
+void ic_unpremultiply_row(uint8_t *rgba, uint32_t width) {
+  for (uint32_t x = 0; x < width; x++) {
+    uint8_t *p = rgba + (size_t)x * 4;
+    unsigned a = p[3];
+    if (a == 255) continue;
+    if (a == 0) {
+      p[0] = p[1] = p[2] = 0;
+      continue;
+    }
+    for (int c = 0; c < 3; c++) {
+      unsigned v = (p[c] * 255u + a / 2) / a;
+      p[c] = (uint8_t)(v > 255 ? 255 : v);
+    }
+  }
 }

@@ -61,10 +61,12 @@ static ic_status validate(const ic_request *request, ic_result *result) {
   if (request->png_level < 0 || request->png_level > 9)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "PNG level must be 0...9, got %d", request->png_level);
-  if ((unsigned)request->fit > IC_FIT_FILL ||
-      (unsigned)request->format > IC_OUTPUT_PNG ||
-      (unsigned)request->filter > IC_FILTER_AREA)
+  if ((unsigned)request->fit > IC_FIT_FILL || (unsigned)request->filter > IC_FILTER_AREA ||
+      (request->format != IC_OUTPUT_AUTO && !ic_format_encodable((ic_format)request->format)))
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown enum value");
+  if (request->avif_speed < 0 || request->avif_speed > 9)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "AVIF speed must be 0...9, got %d",
+                   request->avif_speed);
   return IC_OK;
 }
 
@@ -176,20 +178,17 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     drop_alpha(upright, count);
     channels = 3;
   }
-  ic_output_format format = request->format;
-  if (format == IC_OUTPUT_AUTO)
-    format = result->has_alpha ? IC_OUTPUT_PNG : IC_OUTPUT_JPEG;
-  if (format == IC_OUTPUT_PNG) {
-    status = ic_encode_png(upright, width, height, channels,
-                           request->png_level, 0, &result->data, &result->size,
-                           result);
-    result->format = IC_FORMAT_PNG;
-  } else {
-    status = ic_encode_jpeg(upright, width, height, channels, request->quality,
-                            &result->data, &result->size, result);
-    result->format = IC_FORMAT_JPEG;
-    result->has_alpha = 0;
-  }
+  ic_format format = (ic_format)request->format;
+  if (request->format == IC_OUTPUT_AUTO)
+    format = result->has_alpha ? IC_FORMAT_PNG : IC_FORMAT_JPEG;
+  ic_encode_options options = {.quality = request->quality,
+                               .png_level = request->png_level,
+                               .png_interlaced = 0,
+                               .avif_speed = request->avif_speed};
+  status = ic_encode_as(format, upright, width, height, channels, &options, &result->data,
+                        &result->size, result);
+  result->format = format;
+  if (!ic_format_keeps_alpha(format)) result->has_alpha = 0;
   free(upright);
   result->encode_ns = ic_now_ns() - decoded;
   result->width = width;

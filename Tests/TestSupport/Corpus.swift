@@ -23,16 +23,26 @@ enum Corpus {
       return (w, h)
     }
 
-    /// EXIF orientation named in the note, 1 when none (0 is invalid and means 1 too).
+    /// EXIF orientation named in the note and applied, 1 when none (0 is invalid and means
+    /// 1 too). MANIFEST.tsv writes "EXIF Orientation=N"; MANIFEST-formats.tsv writes
+    /// "EXIF chunk, Orientation N" for WebP, and a HEIF's "EXIF Orientation N" is not applied
+    /// (its irot/imir take precedence, and the note gives the displayed size).
     var orientation: Int {
-      guard let range = note.range(of: "EXIF Orientation=") else { return 1 }
-      let digit = note[range.upperBound...].prefix(1)
-      let value = Int(digit) ?? 1
-      return (1...8).contains(value) ? value : 1
+      for marker in ["EXIF Orientation=", "EXIF chunk, Orientation "] {
+        guard let range = note.range(of: marker) else { continue }
+        let value = Int(note[range.upperBound...].prefix(1)) ?? 1
+        return (1...8).contains(value) ? value : 1
+      }
+      return 1
     }
 
-    /// Displayed (upright) size.
+    /// Displayed (upright) size: the note's "displayed WxH" when it gives one.
     var displayedSize: (width: Int, height: Int)? {
+      if let range = note.range(of: "displayed ") {
+        let parts = note[range.upperBound...].prefix { $0.isNumber || $0 == "x" }
+          .split(separator: "x")
+        if parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) { return (w, h) }
+      }
       guard let stored = storedSize else { return nil }
       return orientation >= 5 ? (stored.height, stored.width) : stored
     }
@@ -44,9 +54,15 @@ enum Corpus {
       .appendingPathComponent("shared/corpus").path
   }()
 
-  /// Every manifest entry. Fails loudly when the corpus is missing: these tests are the proof.
-  static let entries: [Entry] = {
-    let manifest = root + "/MANIFEST.tsv"
+  /// Every entry of MANIFEST.tsv (JPEG and PNG). Fails loudly when the corpus is missing:
+  /// these tests are the proof.
+  static let entries: [Entry] = load("MANIFEST.tsv")
+
+  /// Every entry of MANIFEST-formats.tsv (WebP, GIF, HEIC/AVIF and ICC-tagged images).
+  static let formatEntries: [Entry] = load("MANIFEST-formats.tsv")
+
+  private static func load(_ name: String) -> [Entry] {
+    let manifest = root + "/" + name
     guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else {
       fatalError("corpus manifest not found at \(manifest); set THUMBD_CORPUS")
     }
@@ -57,10 +73,14 @@ enum Corpus {
         path: fields[0], kind: fields[3], expected: fields[4], dimensions: fields[5],
         note: fields[6])
     }
-  }()
+  }
 
   static func entries(expected: String) -> [Entry] {
     entries.filter { $0.expected == expected }
+  }
+
+  static func formatEntries(expected: String) -> [Entry] {
+    formatEntries.filter { $0.expected == expected }
   }
 
   static func path(_ relative: String) -> String { root + "/" + relative }

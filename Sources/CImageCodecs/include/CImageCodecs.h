@@ -1,10 +1,10 @@
 /*
  * CImageCodecs: the one header Swift sees.
  *
- * Decoding (libjpeg-turbo, libpng), streaming resampling, EXIF orientation
- * and encoding live behind this interface. It deliberately includes neither
- * png.h nor jpeglib.h: every libjpeg/libpng error is caught inside C with
- * setjmp/longjmp and comes back here as a status code plus a message.
+ * Decoding (libjpeg-turbo, libpng, libwebp, giflib, libheif), streaming resampling, EXIF
+ * orientation and encoding (libjpeg-turbo, libpng, libwebp, libavif) live behind this
+ * interface. It includes none of those libraries' headers: every error is caught inside C
+ * (libjpeg/libpng with setjmp/longjmp) and comes back here as a status code plus a message.
  */
 #ifndef CIMAGECODECS_H
 #define CIMAGECODECS_H
@@ -19,7 +19,7 @@ extern "C" {
 /** Outcome of a codec call. IC_OK is zero; everything else is an error. */
 typedef enum ic_status {
   IC_OK = 0,
-  /** The bytes are neither JPEG nor PNG (sniffed from magic bytes). */
+  /** The bytes are no format the codecs read (sniffed from magic bytes). */
   IC_ERR_UNSUPPORTED = 1,
   /** The decoder rejected the data (bad markers, CRC, zlib, tables...). */
   IC_ERR_CORRUPT = 2,
@@ -43,11 +43,17 @@ typedef enum ic_status {
   IC_ERR_TOO_COMPLEX = 11
 } ic_status;
 
-/** Container formats the codecs know. */
+/** Formats the codecs know. Every one is read; JPEG, PNG, WebP and AVIF are also written. */
 typedef enum ic_format {
   IC_FORMAT_UNKNOWN = 0,
   IC_FORMAT_JPEG = 1,
-  IC_FORMAT_PNG = 2
+  IC_FORMAT_PNG = 2,
+  IC_FORMAT_WEBP = 3,
+  IC_FORMAT_GIF = 4,
+  /** HEIF with HEVC-coded images (what phones write). */
+  IC_FORMAT_HEIC = 5,
+  /** HEIF with AV1-coded images. */
+  IC_FORMAT_AVIF = 6
 } ic_format;
 
 /** How the source is mapped into the target box. */
@@ -60,11 +66,14 @@ typedef enum ic_fit {
   IC_FIT_FILL = 2
 } ic_fit;
 
-/** Requested output encoding. AUTO picks PNG when the result has alpha. */
+/** Requested output encoding: a writable ic_format, or AUTO (PNG when the result has
+ * alpha, JPEG otherwise). */
 typedef enum ic_output_format {
   IC_OUTPUT_AUTO = 0,
-  IC_OUTPUT_JPEG = 1,
-  IC_OUTPUT_PNG = 2
+  IC_OUTPUT_JPEG = IC_FORMAT_JPEG,
+  IC_OUTPUT_PNG = IC_FORMAT_PNG,
+  IC_OUTPUT_WEBP = IC_FORMAT_WEBP,
+  IC_OUTPUT_AVIF = IC_FORMAT_AVIF
 } ic_output_format;
 
 /** Resampling kernel for the final, exact-size reduction. */
@@ -116,13 +125,16 @@ typedef struct ic_request {
   /** When zero the output is never larger than the (oriented) source. */
   int allow_upscale;
   ic_output_format format;
-  /** JPEG quality, 1...100. */
+  /** Quality of the lossy formats (JPEG, WebP, AVIF), 1...100. */
   int quality;
   /** zlib level for PNG output, 0...9. */
   int png_level;
   ic_filter filter;
-  /** When zero, DCT scaling is not used (full-size JPEG decode). */
+  /** When zero, the decoder delivers the full size: no JPEG DCT scaling, no WebP scaled
+   * decoding, no HEIF embedded thumbnail. */
   int shrink_on_load;
+  /** AVIF encoder speed, 0 (slowest, smallest) ... 9 (fastest). */
+  int avif_speed;
 } ic_request;
 
 /** What happened, and the encoded thumbnail when status is IC_OK. */
@@ -165,11 +177,20 @@ typedef struct ic_bitmap {
  * decode, 64 scans, 16 passes of scan work. */
 void ic_limits_init(ic_limits *limits);
 
+/** AVIF encoder speed when a request does not say (docs/BENCHMARKS.md, "Encoding"). */
+#define IC_AVIF_DEFAULT_SPEED 8
+
 /** Fills defaults: contain, auto format, quality 80, Catmull-Rom, shrink-on-load. */
 void ic_request_init(ic_request *request);
 
-/** Identifies JPEG or PNG from the first bytes. */
+/** Identifies a readable format from the first bytes (32 are enough). */
 ic_format ic_sniff(const uint8_t *bytes, size_t size);
+
+/** The format's display name ("JPEG", "WebP"...), from the codec table. */
+const char *ic_format_name(ic_format format);
+
+/** Whether the codecs can write this format. */
+int ic_format_encodable(ic_format format);
 
 /**
  * Decodes, resizes, orients and encodes one image.
@@ -223,9 +244,9 @@ ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
 #define IC_ENCODE_PNG_ADAM7 0x100
 
 /**
- * Encodes a bitmap (RGB or straight RGBA) as PNG (zlib level in `param`) or
- * JPEG (quality in `param`; alpha is composited over white). The bytes land
- * in result->data; free them with ic_result_free.
+ * Encodes a bitmap (RGB or straight RGBA) as PNG (zlib level in `param`, plus
+ * IC_ENCODE_PNG_ADAM7), or JPEG, WebP or AVIF (quality in `param`; JPEG composites alpha
+ * over white). The bytes land in result->data; free them with ic_result_free.
  */
 ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
                     ic_result *result);

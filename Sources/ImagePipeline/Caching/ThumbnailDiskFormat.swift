@@ -31,7 +31,7 @@ enum ThumbnailDiskFormat {
 
   /// The fixed fields, then the source's version.
   static func metadata(of thumbnail: Thumbnail) -> [UInt8] {
-    var out: [UInt8] = [thumbnail.format == .png ? 1 : 0, thumbnail.hasAlpha ? 1 : 0]
+    var out: [UInt8] = [thumbnail.format.diskCode, thumbnail.hasAlpha ? 1 : 0]
     for value in [
       thumbnail.width, thumbnail.height, thumbnail.sourceWidth, thumbnail.sourceHeight,
       thumbnail.orientation,
@@ -42,7 +42,8 @@ enum ThumbnailDiskFormat {
   }
 
   static func thumbnail(metadata: [UInt8], payload: [UInt8]) -> Thumbnail? {
-    guard metadata.count > 22, ImageFormat.sniff(payload) != nil,
+    guard metadata.count > 22, let format = ImageFormat(diskCode: metadata[0]),
+      ImageFormat.sniff(payload) == format,
       let (version, length) = SourceVersionCoding.decode(metadata[22...]),
       length == metadata.count - 22
     else { return nil }
@@ -51,7 +52,7 @@ enum ThumbnailDiskFormat {
       return (0..<4).reduce(0) { $0 | Int(metadata[base + $1]) << (8 * $1) }
     }
     return Thumbnail(
-      data: payload, format: metadata[0] == 1 ? .png : .jpeg, width: field(0), height: field(1),
+      data: payload, format: format, width: field(0), height: field(1),
       hasAlpha: metadata[1] == 1, sourceWidth: field(2), sourceHeight: field(3),
       orientation: field(4), source: version)
   }

@@ -1,27 +1,130 @@
 import CImageCodecs
 
-/// An encoded image format thumbd reads and writes.
+/// A format thumbd reads, named by a source's first bytes (never by its file name).
+public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
+  case jpeg
+  case png
+  case webp
+  case gif
+  /// HEIF with HEVC-coded images, as phones write them.
+  case heic
+  /// HEIF with AV1-coded images.
+  case avif
+
+  /// The format named by the first bytes (32 are enough), or nil when no decoder reads them.
+  public static func sniff<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> SourceFormat? {
+    let head = Array(bytes.prefix(32))
+    return head.withUnsafeBufferPointer { SourceFormat(ic_sniff($0.baseAddress, $0.count)) }
+  }
+
+  /// The codecs' value for this format.
+  var codecFormat: ic_format {
+    switch self {
+    case .jpeg: IC_FORMAT_JPEG
+    case .png: IC_FORMAT_PNG
+    case .webp: IC_FORMAT_WEBP
+    case .gif: IC_FORMAT_GIF
+    case .heic: IC_FORMAT_HEIC
+    case .avif: IC_FORMAT_AVIF
+    }
+  }
+
+  /// The format's display name, from the codec table ("JPEG", "WebP"...).
+  public var displayName: String { String(cString: ic_format_name(codecFormat)) }
+
+  init?(_ format: ic_format) {
+    guard let match = Self.allCases.first(where: { $0.codecFormat == format }) else {
+      return nil
+    }
+    self = match
+  }
+}
+
+/// An encoded format thumbd writes.
 public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
   case jpeg
   case png
+  case webp
+  case avif
 
-  /// The format named by the first bytes, or nil when they are neither JPEG nor PNG.
+  /// The output format of encoded bytes, or nil when they are no format thumbd writes.
   public static func sniff<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> ImageFormat? {
-    let head = Array(bytes.prefix(8))
-    return head.withUnsafeBufferPointer { ImageFormat(ic_sniff($0.baseAddress, $0.count)) }
+    SourceFormat.sniff(bytes).flatMap(ImageFormat.init(source:))
+  }
+
+  /// The written format that is this source format, if thumbd writes it.
+  public init?(source: SourceFormat) {
+    switch source {
+    case .jpeg: self = .jpeg
+    case .png: self = .png
+    case .webp: self = .webp
+    case .avif: self = .avif
+    case .gif, .heic: return nil
+    }
+  }
+
+  /// The same format as read.
+  public var sourceFormat: SourceFormat {
+    switch self {
+    case .jpeg: .jpeg
+    case .png: .png
+    case .webp: .webp
+    case .avif: .avif
+    }
   }
 
   /// The conventional file extension.
-  public var fileExtension: String { self == .jpeg ? "jpg" : "png" }
+  public var fileExtension: String {
+    switch self {
+    case .jpeg: "jpg"
+    case .png: "png"
+    case .webp: "webp"
+    case .avif: "avif"
+    }
+  }
 
   /// The media type for HTTP.
-  public var mimeType: String { self == .jpeg ? "image/jpeg" : "image/png" }
+  public var mimeType: String {
+    switch self {
+    case .jpeg: "image/jpeg"
+    case .png: "image/png"
+    case .webp: "image/webp"
+    case .avif: "image/avif"
+    }
+  }
+
+  /// Whether the format keeps an alpha channel (JPEG composites it over white).
+  public var keepsAlpha: Bool {
+    switch self {
+    case .jpeg: false
+    case .png, .webp, .avif: true
+    }
+  }
+
+  /// The byte that stands for this format in the disk cache's metadata. Stable: entries
+  /// written by older builds keep their meaning.
+  var diskCode: UInt8 {
+    switch self {
+    case .jpeg: 0
+    case .png: 1
+    case .webp: 2
+    case .avif: 3
+    }
+  }
+
+  /// The format a disk-cache byte stands for, or nil for a byte no build writes.
+  init?(diskCode: UInt8) {
+    guard let match = Self.allCases.first(where: { $0.diskCode == diskCode }) else {
+      return nil
+    }
+    self = match
+  }
+
+  /// The codecs' value for this format.
+  var codecFormat: ic_format { sourceFormat.codecFormat }
 
   init?(_ format: ic_format) {
-    switch format {
-    case IC_FORMAT_JPEG: self = .jpeg
-    case IC_FORMAT_PNG: self = .png
-    default: return nil
-    }
+    guard let source = SourceFormat(format) else { return nil }
+    self.init(source: source)
   }
 }

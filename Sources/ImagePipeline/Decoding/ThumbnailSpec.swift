@@ -8,11 +8,35 @@ public enum FitMode: String, Sendable, Hashable, CaseIterable {
   case fill
 }
 
-/// The encoding a caller asks for. `auto` is PNG when the result has alpha, JPEG otherwise.
+/// The encoding a caller asks for. `auto` is PNG when the result has alpha, JPEG otherwise;
+/// a server may first resolve it from what the client accepts (`FormatNegotiation`).
 public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
   case png
   case jpeg
+  case webp
+  case avif
   case auto
+
+  /// The written format this names, or nil for `auto`.
+  public var imageFormat: ImageFormat? {
+    switch self {
+    case .png: .png
+    case .jpeg: .jpeg
+    case .webp: .webp
+    case .avif: .avif
+    case .auto: nil
+    }
+  }
+
+  /// The request for one written format.
+  public init(_ format: ImageFormat) {
+    switch format {
+    case .png: self = .png
+    case .jpeg: self = .jpeg
+    case .webp: self = .webp
+    case .avif: self = .avif
+    }
+  }
 }
 
 /// What thumbnail to make: a box in points, a device scale, and how to encode it.
@@ -30,7 +54,7 @@ public struct ThumbnailSpec: Sendable, Hashable {
   public var fit: FitMode
   /// The encoding to produce.
   public var format: OutputFormat
-  /// JPEG quality, 1...100.
+  /// Quality of the lossy formats (JPEG, WebP, AVIF), 1...100.
   public var quality: Int
   /// When false (the default) a thumbnail is never larger than its source.
   public var allowUpscale: Bool

@@ -1,6 +1,6 @@
 import CImageCodecs
 
-/// Turns encoded JPEG or PNG bytes into an encoded thumbnail.
+/// Turns encoded bytes of any `SourceFormat` into an encoded thumbnail.
 ///
 /// The work is synchronous and CPU-bound: it blocks the calling thread for the whole decode, so
 /// callers in async code must run it on threads of their own, not on the cooperative pool.
@@ -9,10 +9,15 @@ public struct Thumbnailer: Sendable {
   public var limits: DecodingLimits
   /// Kernel of the final reduction.
   public var filter: ResamplingFilter
-  /// Whether JPEGs decode at a reduced DCT scale. Turning it off is for reference measurements.
+  /// Whether decoders deliver a smaller size when they can (JPEG DCT scaling, WebP scaled
+  /// decoding, a HEIF's embedded thumbnail). Turning it off is for reference measurements.
   public var shrinkOnLoad: Bool
   /// zlib level for PNG output (0...9); thumbnails favour speed.
   public var pngCompressionLevel: Int
+  /// AVIF encoder speed, 0 (slowest, smallest) ... 9 (fastest).
+  public var avifSpeed = Thumbnailer.defaultAVIFSpeed
+  /// The AVIF speed chosen by measurement at 256 px (docs/BENCHMARKS.md, "Encoding").
+  public static let defaultAVIFSpeed = Int(IC_AVIF_DEFAULT_SPEED)
   /// Whether common PNGs take the fast IDAT path; off only to compare it with libpng's.
   var pngFastPath = true
   /// Whether progressive JPEGs at 1/8 decode from their DC scans alone; off only to compare
@@ -195,15 +200,12 @@ public struct Thumbnailer: Sendable {
       case .cover: IC_FIT_COVER
       case .fill: IC_FIT_FILL
       }
-    request.format =
-      switch spec.format {
-      case .auto: IC_OUTPUT_AUTO
-      case .jpeg: IC_OUTPUT_JPEG
-      case .png: IC_OUTPUT_PNG
-      }
+    request.format = spec.format.imageFormat.map { ic_output_format($0.codecFormat.rawValue) }
+      ?? IC_OUTPUT_AUTO
     request.quality = Int32(spec.quality)
     request.allow_upscale = spec.allowUpscale ? 1 : 0
     request.png_level = Int32(max(0, min(9, pngCompressionLevel)))
+    request.avif_speed = Int32(max(0, min(9, avifSpeed)))
     request.filter = filter.cValue
     request.shrink_on_load = shrinkOnLoad ? 1 : 0
     return request

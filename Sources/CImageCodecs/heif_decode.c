@@ -1,0 +1,227 @@
+/*
+ * HEIC and AVIF decoding (libheif, with libde265 for HEVC and dav1d/aom for AV1 in Debian's
+ * build): the primary image with its transforms (irot, imir, clap) applied by libheif, alpha,
+ * and 10/12-bit samples reduced to 8 bits. EXIF orientation is not applied on top: HEIF's
+ * own transforms take precedence, and a second rotation would be wrong.
+ *
+ * The codecs decode whole frames, so the size is checked against the limits before decoding
+ * starts and the estimate counts the whole frame. When the file carries an embedded thumbnail
+ * that covers what the output needs (the same headroom as JPEG's DCT scaling), that smaller
+ * image is decoded instead. libheif 1.15 cannot be interrupted inside a decode: the control is
+ * checked before and after it and between the rows handed on.
+ */
+#include "internal.h"
+
+#include <libheif/heif.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct heif_decoder {
+  ic_decoder base;
+  const ic_control *control;
+  struct heif_context *context;
+  struct heif_image_handle *primary;
+  /* What run() decodes: the primary image or one of its thumbnails. */
+  struct heif_image_handle *chosen;
+  uint32_t chosen_width, chosen_height;
+  int bits;
+} heif_decoder;
+
+/* Brands in the ftyp box: the major one, then the compatible ones that fit in the bytes. */
+static int has_brand(const uint8_t *bytes, size_t size, const char *const *brands) {
+  if (size < 12 || memcmp(bytes + 4, "ftyp", 4) != 0) return 0;
+  uint32_t box = (uint32_t)bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3];
+  size_t end = box < size ? box : size;
+  for (size_t at = 8; at + 4 <= end; at += 4) {
+    if (at == 12) continue; /* minor version */
+    for (const char *const *b = brands; *b; b++)
+      if (memcmp(bytes + at, *b, 4) == 0) return 1;
+  }
+  return 0;
+}
+
+static const char *const avif_brands[] = {"avif", "avis", NULL};
+static const char *const heic_brands[] = {"heic", "heix", "heim", "heis", "hevc",
+                                          "hevx", "mif1", "msf1", NULL};
+
+int ic_avif_sniff(const uint8_t *bytes, size_t size) {
+  return has_brand(bytes, size, avif_brands);
+}
+
+int ic_heic_sniff(const uint8_t *bytes, size_t size) {
+  return !ic_avif_sniff(bytes, size) && has_brand(bytes, size, heic_brands);
+}
+
+static ic_status fail_from_heif(struct heif_error error, const char *what, ic_result *result) {
+  ic_status status = IC_ERR_CORRUPT;
+  if (error.subcode == heif_suberror_Security_limit_exceeded)
+    status = IC_ERR_TOO_LARGE;
+  else if (error.code == heif_error_Memory_allocation_error)
+    status = IC_ERR_NO_MEMORY;
+  else if (error.code == heif_error_Unsupported_feature ||
+           error.code == heif_error_Unsupported_filetype)
+    status = IC_ERR_UNSUPPORTED;
+  return ic_fail(result, status, "HEIF %s: %s (%d.%d)", what,
+                 error.message ? error.message : "error", (int)error.code,
+                 (int)error.subcode);
+}
+
+/* Aspect ratios within 2%: a thumbnail of another crop or orientation is not used. */
+static int same_shape(uint32_t w1, uint32_t h1, uint32_t w2, uint32_t h2) {
+  double a = (double)w1 / h1, b = (double)w2 / h2;
+  return fabs(a - b) <= 0.02 * a;
+}
+
+static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need_height,
+                             int allow_scaling, uint32_t *width, uint32_t *height) {
+  heif_decoder *d = (heif_decoder *)base;
+  if (d->chosen && d->chosen != d->primary) heif_image_handle_release(d->chosen);
+  d->chosen = d->primary;
+  d->chosen_width = base->header.width;
+  d->chosen_height = base->header.height;
+  int count = allow_scaling ? heif_image_handle_get_number_of_thumbnails(d->primary) : 0;
+  if (count > 16) count = 16;
+  heif_item_id ids[16];
+  if (count > 0) count = heif_image_handle_get_list_of_thumbnail_IDs(d->primary, ids, count);
+  for (int i = 0; i < count; i++) {
+    struct heif_image_handle *thumb = NULL;
+    struct heif_error error = heif_image_handle_get_thumbnail(d->primary, ids[i], &thumb);
+    if (error.code != heif_error_Ok || !thumb) continue;
+    int tw = heif_image_handle_get_width(thumb), th = heif_image_handle_get_height(thumb);
+    if (tw > 0 && th > 0 && (uint32_t)tw >= need_width && (uint32_t)th >= need_height &&
+        (uint32_t)tw < d->chosen_width && same_shape((uint32_t)tw, (uint32_t)th,
+                                                      base->header.width, base->header.height)) {
+      if (d->chosen != d->primary) heif_image_handle_release(d->chosen);
+      d->chosen = thumb;
+      d->chosen_width = (uint32_t)tw;
+      d->chosen_height = (uint32_t)th;
+    } else {
+      heif_image_handle_release(thumb);
+    }
+  }
+  *width = d->chosen_width;
+  *height = d->chosen_height;
+}
+
+static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
+  heif_decoder *d = (heif_decoder *)base;
+  if (ic_check(d->control, result) != IC_OK) return result->status;
+  int alpha = base->header.channels == 4;
+  struct heif_decoding_options *options = heif_decoding_options_alloc();
+  if (!options) return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF options allocation failed");
+  options->convert_hdr_to_8bit = 1;
+  struct heif_image *image = NULL;
+  struct heif_error error =
+      heif_decode_image(d->chosen, &image, heif_colorspace_RGB,
+                        alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB,
+                        options);
+  heif_decoding_options_free(options);
+  if (error.code != heif_error_Ok) return fail_from_heif(error, "decode", result);
+  ic_status status = ic_check(d->control, result);
+  int stride = 0;
+  const uint8_t *plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride);
+  int w = heif_image_get_width(image, heif_channel_interleaved);
+  int h = heif_image_get_height(image, heif_channel_interleaved);
+  int channels = alpha ? 4 : 3;
+  if (status == IC_OK && (!plane || w <= 0 || h <= 0 || stride < w * channels ||
+                          heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) != 8))
+    status = ic_fail(result, IC_ERR_CORRUPT, "HEIF decode gave no 8-bit image");
+  int premultiplied = alpha && heif_image_is_premultiplied_alpha(image);
+  uint8_t *row = premultiplied ? malloc((size_t)w * 4) : NULL;
+  if (status == IC_OK && premultiplied && !row)
+    status = ic_fail(result, IC_ERR_NO_MEMORY, "row allocation failed");
+  if (status == IC_OK) status = sink->begin(sink, (uint32_t)w, (uint32_t)h, channels, result);
+  for (int y = 0; y < h && status == IC_OK; y++) {
+    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
+      status = result->status;
+      break;
+    }
+    const uint8_t *src = plane + (size_t)y * stride;
+    if (row) {
+      memcpy(row, src, (size_t)w * 4);
+      ic_unpremultiply_row(row, (uint32_t)w);
+      src = row;
+    }
+    status = sink->row(sink, src, result);
+  }
+  free(row);
+  heif_image_release(image);
+  return status;
+}
+
+static uint64_t heif_working_memory(ic_decoder *base) {
+  heif_decoder *d = (heif_decoder *)base;
+  uint64_t pixels = (uint64_t)d->chosen_width * d->chosen_height;
+  uint64_t sample = d->bits > 8 ? 2 : 1;
+  /* The codec's planes (4:4:4 at worst, plus alpha), its reference picture, libheif's
+   * copy of the planes, and the interleaved 8-bit result. */
+  return pixels * (4 * sample * 2 + 4 * sample + 4) + (4u << 20) + IC_DECODE_BASE_BYTES;
+}
+
+static void heif_destroy(ic_decoder *base) {
+  heif_decoder *d = (heif_decoder *)base;
+  if (d->chosen && d->chosen != d->primary) heif_image_handle_release(d->chosen);
+  if (d->primary) heif_image_handle_release(d->primary);
+  if (d->context) heif_context_free(d->context);
+  free(d);
+}
+
+ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
+                       ic_result *result, ic_decoder **out) {
+  const uint8_t *data = NULL;
+  size_t size = 0;
+  size_t cap = limits->max_decoder_memory ? (size_t)limits->max_decoder_memory : SIZE_MAX;
+  if (ic_stream_contents(stream, cap, control, &data, &size, result) != IC_OK)
+    return result->status;
+  heif_decoder *d = calloc(1, sizeof(*d));
+  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
+  d->base.choose_size = heif_choose_size;
+  d->base.run = heif_run;
+  d->base.destroy = heif_destroy;
+  d->base.working_memory = heif_working_memory;
+  d->control = control;
+  d->context = heif_context_alloc();
+  if (!d->context) {
+    free(d);
+    return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF context allocation failed");
+  }
+  uint32_t side = limits->max_width > limits->max_height ? limits->max_width : limits->max_height;
+  if (side) heif_context_set_maximum_image_size_limit(d->context, (int)side);
+  /* Grid tiles decode on the calling thread: the pipeline sizes its own thread pool. */
+  heif_context_set_max_decoding_threads(d->context, 0);
+  struct heif_error error =
+      heif_context_read_from_memory_without_copy(d->context, data, size, NULL);
+  if (error.code == heif_error_Ok)
+    error = heif_context_get_primary_image_handle(d->context, &d->primary);
+  if (error.code != heif_error_Ok) {
+    /* The message lives in the context: record it before freeing. */
+    fail_from_heif(error, "header", result);
+    heif_destroy(&d->base);
+    return result->status;
+  }
+  int w = heif_image_handle_get_width(d->primary), h = heif_image_handle_get_height(d->primary);
+  int iw = heif_image_handle_get_ispe_width(d->primary);
+  int ih = heif_image_handle_get_ispe_height(d->primary);
+  if (w <= 0 || h <= 0) {
+    heif_destroy(&d->base);
+    return ic_fail(result, IC_ERR_CORRUPT, "HEIF image has no size");
+  }
+  /* The coded size too: a crop (clap) can make a huge coded image look small. */
+  if (ic_check_limits((uint32_t)(iw > 0 ? iw : w), (uint32_t)(ih > 0 ? ih : h), limits,
+                      result) != IC_OK ||
+      ic_check_limits((uint32_t)w, (uint32_t)h, limits, result) != IC_OK) {
+    heif_destroy(&d->base);
+    return result->status;
+  }
+  d->bits = heif_image_handle_get_luma_bits_per_pixel(d->primary);
+  d->base.header.width = (uint32_t)w;
+  d->base.header.height = (uint32_t)h;
+  d->base.header.orientation = 1;
+  d->base.header.channels = heif_image_handle_has_alpha_channel(d->primary) ? 4 : 3;
+  d->chosen = d->primary;
+  d->chosen_width = (uint32_t)w;
+  d->chosen_height = (uint32_t)h;
+  *out = &d->base;
+  return IC_OK;
+}

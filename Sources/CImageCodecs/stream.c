@@ -1,0 +1,124 @@
+/*
+ * Encoded bytes being read: in memory, or streamed from a FILE (which may be a pipe).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Larger stdio buffer: fewer read syscalls while streaming rows. */
+#define IC_FILE_BUFFER (64 * 1024)
+
+ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
+                         ic_result *result) {
+  memset(stream, 0, sizeof(*stream));
+  if (!source->path) {
+    if (!source->data && source->size)
+      return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "no source bytes");
+    stream->data = source->data;
+    stream->size = source->size;
+    return IC_OK;
+  }
+  FILE *f = fopen(source->path, "rb");
+  if (!f) return ic_fail(result, IC_ERR_IO, "cannot open: %s", strerror(errno));
+  setvbuf(f, NULL, _IOFBF, IC_FILE_BUFFER);
+  stream->file = f;
+  return IC_OK;
+}
+
+void ic_stream_close(ic_stream *stream) {
+  if (stream->file) fclose(stream->file);
+  stream->file = NULL;
+  free(stream->owned);
+  stream->owned = NULL;
+}
+
+ic_status ic_stream_read_head(ic_stream *stream, ic_result *result) {
+  if (!stream->file) {
+    stream->head_length = 0;
+    return IC_OK;
+  }
+  /* Keep what sniffing reads: the decoder gets it back first. */
+  stream->head_length = fread(stream->head, 1, sizeof(stream->head), stream->file);
+  if (ferror(stream->file))
+    return ic_fail(result, IC_ERR_IO, "cannot read: %s", strerror(errno));
+  return IC_OK;
+}
+
+const uint8_t *ic_stream_magic(const ic_stream *stream, size_t *length) {
+  if (stream->file) {
+    *length = stream->head_length;
+    return stream->head;
+  }
+  *length = stream->size < IC_SNIFF_BYTES ? stream->size : IC_SNIFF_BYTES;
+  return stream->data;
+}
+
+size_t ic_stream_read(ic_stream *stream, uint8_t *out, size_t length) {
+  size_t done = 0;
+  if (stream->head_offset < stream->head_length) {
+    size_t n = stream->head_length - stream->head_offset;
+    if (n > length) n = length;
+    memcpy(out, stream->head + stream->head_offset, n);
+    stream->head_offset += n;
+    done = n;
+  }
+  if (done == length) return done;
+  if (stream->file)
+    return done + fread(out + done, 1, length - done, stream->file);
+  size_t n = stream->size - stream->offset;
+  if (n > length - done) n = length - done;
+  if (n) memcpy(out + done, stream->data + stream->offset, n);
+  stream->offset += n;
+  return done + n;
+}
+
+int ic_stream_failed(const ic_stream *stream) {
+  return stream->file && ferror(stream->file);
+}
+
+ic_status ic_stream_contents(ic_stream *stream, size_t cap, const ic_control *control,
+                             const uint8_t **data, size_t *size, ic_result *result) {
+  if (!stream->file) {
+    if (stream->size > cap)
+      return ic_fail(result, IC_ERR_TOO_LARGE, "the source is over %zu bytes", cap);
+    *data = stream->data + stream->offset;
+    *size = stream->size - stream->offset;
+    return IC_OK;
+  }
+  size_t capacity = 256 << 10, used = 0;
+  uint8_t *buffer = NULL;
+  for (;;) {
+    if (ic_check(control, result) != IC_OK) break;
+    if (used == capacity || !buffer) {
+      if (buffer) capacity *= 2;
+      uint8_t *grown = realloc(buffer, capacity);
+      if (!grown) {
+        ic_fail(result, IC_ERR_NO_MEMORY, "source buffer allocation failed");
+        break;
+      }
+      buffer = grown;
+    }
+    size_t want = capacity - used;
+    size_t n = ic_stream_read(stream, buffer + used, want);
+    used += n;
+    if (used > cap) {
+      ic_fail(result, IC_ERR_TOO_LARGE, "the source is over %zu bytes", cap);
+      break;
+    }
+    if (n < want) {
+      if (ic_stream_failed(stream)) {
+        ic_fail(result, IC_ERR_IO, "cannot read: %s", strerror(errno));
+        break;
+      }
+      free(stream->owned);
+      stream->owned = buffer;
+      *data = buffer;
+      *size = used;
+      return IC_OK;
+    }
+  }
+  free(buffer);
+  return result->status;
+}

@@ -1,0 +1,261 @@
+/*
+ * WebP decoding (libwebp): lossy, lossless and alpha, the first frame of an animation
+ * composited on its canvas, EXIF orientation from the VP8X EXIF chunk.
+ *
+ * libwebp scales while it decodes (its rescaler averages every source pixel), so a thumbnail
+ * never holds the full-size picture: the output buffer is the scaled size. The bitstream is
+ * appended in slices to the incremental decoder, rows go to the sink as they are finished,
+ * and the control is checked between slices.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <webp/decode.h>
+#include <webp/demux.h>
+
+/* Bitstream bytes handed to the incremental decoder between two checks of the control. */
+#define WEBP_SLICE (64 * 1024)
+
+typedef struct webp_decoder {
+  ic_decoder base;
+  const ic_control *control;
+  /* The bitstream to decode: the whole file, or an animation's first frame. */
+  const uint8_t *frame;
+  size_t frame_size;
+  /* The frame's place on the canvas (header.width x header.height), in canvas pixels. */
+  uint32_t frame_x, frame_y, frame_width, frame_height;
+  int frame_alpha;
+  int lossless;
+  /* The canvas size the decode delivers (choose_size). */
+  uint32_t out_width, out_height;
+} webp_decoder;
+
+int ic_webp_sniff(const uint8_t *bytes, size_t size) {
+  return size >= 12 && memcmp(bytes, "RIFF", 4) == 0 && memcmp(bytes + 8, "WEBP", 4) == 0;
+}
+
+static ic_status fail_from_status(VP8StatusCode code, const char *what, ic_result *result) {
+  switch (code) {
+  case VP8_STATUS_OK:
+    return IC_OK;
+  case VP8_STATUS_NOT_ENOUGH_DATA:
+  case VP8_STATUS_SUSPENDED:
+    return ic_fail(result, IC_ERR_TRUNCATED, "WebP %s: the data ends early", what);
+  case VP8_STATUS_OUT_OF_MEMORY:
+    return ic_fail(result, IC_ERR_NO_MEMORY, "WebP %s: out of memory", what);
+  case VP8_STATUS_UNSUPPORTED_FEATURE:
+    return ic_fail(result, IC_ERR_UNSUPPORTED, "WebP %s: unsupported feature", what);
+  case VP8_STATUS_INVALID_PARAM:
+  case VP8_STATUS_BITSTREAM_ERROR:
+  case VP8_STATUS_USER_ABORT:
+  default:
+    return ic_fail(result, IC_ERR_CORRUPT, "WebP %s: bitstream error (%d)", what, (int)code);
+  }
+}
+
+static void webp_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need_height,
+                             int allow_scaling, uint32_t *width, uint32_t *height) {
+  webp_decoder *d = (webp_decoder *)base;
+  uint32_t w = base->header.width, h = base->header.height;
+  d->out_width = w;
+  d->out_height = h;
+  if (allow_scaling && need_width < w && need_height < h) {
+    double s = fmax((double)need_width / w, (double)need_height / h);
+    uint32_t sw = (uint32_t)ceil(w * s), sh = (uint32_t)ceil(h * s);
+    d->out_width = sw < 1 ? 1 : sw > w ? w : sw;
+    d->out_height = sh < 1 ? 1 : sh > h ? h : sh;
+  }
+  *width = d->out_width;
+  *height = d->out_height;
+}
+
+/* The frame's rectangle on the output canvas: its edges scaled like the canvas. */
+static void scaled_span(uint32_t start, uint32_t length, uint32_t canvas, uint32_t out,
+                        uint32_t *out_start, uint32_t *out_length) {
+  double s = (double)out / canvas;
+  uint32_t a = (uint32_t)floor(start * s + 0.5), b = (uint32_t)floor((start + length) * s + 0.5);
+  if (a >= out) a = out - 1;
+  if (b > out) b = out;
+  if (b <= a) b = a + 1;
+  *out_start = a;
+  *out_length = b - a;
+}
+
+static ic_status webp_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
+  webp_decoder *d = (webp_decoder *)base;
+  uint32_t fx, fy, fw, fh;
+  scaled_span(d->frame_x, d->frame_width, base->header.width, d->out_width, &fx, &fw);
+  scaled_span(d->frame_y, d->frame_height, base->header.height, d->out_height, &fy, &fh);
+  int channels = base->header.channels;
+  WebPDecoderConfig config;
+  if (!WebPInitDecoderConfig(&config))
+    return ic_fail(result, IC_ERR_CORRUPT, "libwebp version mismatch");
+  config.output.colorspace = channels == 4 ? MODE_RGBA : MODE_RGB;
+  if (fw != d->frame_width || fh != d->frame_height) {
+    config.options.use_scaling = 1;
+    config.options.scaled_width = (int)fw;
+    config.options.scaled_height = (int)fh;
+  }
+  WebPIDecoder *idec = WebPIDecode(NULL, 0, &config);
+  if (!idec) return ic_fail(result, IC_ERR_NO_MEMORY, "WebP decoder allocation failed");
+  size_t stride = (size_t)d->out_width * channels;
+  uint8_t *row = calloc(stride, 1);
+  ic_status status = row ? sink->begin(sink, d->out_width, d->out_height, channels, result)
+                         : ic_fail(result, IC_ERR_NO_MEMORY, "row allocation failed");
+  uint32_t emitted = 0; /* canvas rows handed to the sink */
+  size_t fed = 0;
+  VP8StatusCode code = VP8_STATUS_SUSPENDED;
+  while (status == IC_OK && emitted < d->out_height) {
+    if (ic_check(d->control, result) != IC_OK) {
+      status = result->status;
+      break;
+    }
+    int frame_rows = 0;
+    if (code == VP8_STATUS_SUSPENDED && fed < d->frame_size) {
+      size_t n = d->frame_size - fed < WEBP_SLICE ? d->frame_size - fed : WEBP_SLICE;
+      code = WebPIAppend(idec, d->frame + fed, n);
+      fed += n;
+      if (code != VP8_STATUS_OK && code != VP8_STATUS_SUSPENDED) {
+        status = fail_from_status(code, "decode", result);
+        break;
+      }
+    }
+    int last_y = 0, got_w = 0, got_h = 0, got_stride = 0;
+    const uint8_t *pixels = WebPIDecGetRGB(idec, &last_y, &got_w, &got_h, &got_stride);
+    if (pixels && got_w == (int)fw && got_h == (int)fh) frame_rows = last_y;
+    /* Canvas rows whose frame rows are finished (or that lie outside the frame). */
+    uint32_t ready = frame_rows >= (int)fh ? d->out_height : fy + (uint32_t)frame_rows;
+    if (ready > d->out_height) ready = d->out_height;
+    for (; emitted < ready && status == IC_OK; emitted++) {
+      const uint8_t *out = row;
+      if (emitted >= fy && emitted < fy + fh) {
+        const uint8_t *src = pixels + (size_t)(emitted - fy) * got_stride;
+        if (fx == 0 && fw == d->out_width) {
+          out = src;
+        } else {
+          memset(row, 0, stride);
+          memcpy(row + (size_t)fx * channels, src, (size_t)fw * channels);
+        }
+      } else if (channels == 4) {
+        memset(row, 0, stride);
+      }
+      status = sink->row(sink, out, result);
+    }
+    if (status == IC_OK && emitted < d->out_height && fed >= d->frame_size &&
+        frame_rows < (int)fh) {
+      status = ic_fail(result, IC_ERR_TRUNCATED, "WebP data ends at row %d of %u",
+                       frame_rows, fh);
+    }
+  }
+  free(row);
+  WebPIDelete(idec);
+  return status;
+}
+
+static uint64_t webp_working_memory(ic_decoder *base) {
+  webp_decoder *d = (webp_decoder *)base;
+  uint64_t w = d->frame_width, h = d->frame_height;
+  uint64_t out = (uint64_t)d->out_width * d->out_height * base->header.channels;
+  /* The scaled output and one canvas row, the rescaler's accumulators (4 channels of 2
+   * int32 rows), and the bitstream decoder: lossless keeps every ARGB pixel (backward
+   * references reach anywhere), lossy a band of YUV rows and per-macroblock state, plus
+   * the whole alpha plane when there is one. */
+  uint64_t bytes = out + (uint64_t)d->out_width * 4 * 9;
+  if (d->lossless)
+    bytes += w * h * 4 + w * 16 * 4;
+  else
+    bytes += w * 64 + (d->frame_alpha ? w * h : 0);
+  return bytes + IC_DECODE_BASE_BYTES;
+}
+
+static void webp_destroy(ic_decoder *base) { free(base); }
+
+/* Orientation from an EXIF chunk (a TIFF block, sometimes behind an "Exif\0\0" prefix). */
+static int exif_orientation(const uint8_t *bytes, size_t size) {
+  if (size >= 6 && memcmp(bytes, "Exif\0\0", 6) == 0) {
+    bytes += 6;
+    size -= 6;
+  }
+  return ic_exif_orientation(bytes, size);
+}
+
+ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
+                       ic_result *result, ic_decoder **out) {
+  const uint8_t *data = NULL;
+  size_t size = 0;
+  size_t cap = limits->max_decoder_memory ? (size_t)limits->max_decoder_memory : SIZE_MAX;
+  if (ic_stream_contents(stream, cap, control, &data, &size, result) != IC_OK)
+    return result->status;
+  WebPBitstreamFeatures features;
+  VP8StatusCode code = WebPGetFeatures(data, size, &features);
+  if (code != VP8_STATUS_OK) return fail_from_status(code, "header", result);
+  webp_decoder *d = calloc(1, sizeof(*d));
+  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
+  d->base.choose_size = webp_choose_size;
+  d->base.run = webp_run;
+  d->base.destroy = webp_destroy;
+  d->base.working_memory = webp_working_memory;
+  d->control = control;
+  d->frame = data;
+  d->frame_size = size;
+  d->frame_width = (uint32_t)features.width;
+  d->frame_height = (uint32_t)features.height;
+  d->base.header.width = d->frame_width;
+  d->base.header.height = d->frame_height;
+  d->base.header.orientation = 1;
+  int canvas_alpha = 0;
+  WebPData whole = {data, size};
+  WebPDemuxer *demux = WebPDemux(&whole);
+  if (features.has_animation && !demux) {
+    free(d);
+    return ic_fail(result, IC_ERR_CORRUPT, "WebP animation container is damaged");
+  }
+  if (demux) {
+    if (WebPDemuxGetI(demux, WEBP_FF_FORMAT_FLAGS) & EXIF_FLAG) {
+      WebPChunkIterator chunk;
+      if (WebPDemuxGetChunk(demux, "EXIF", 1, &chunk))
+        d->base.header.orientation = exif_orientation(chunk.chunk.bytes, chunk.chunk.size);
+      WebPDemuxReleaseChunkIterator(&chunk);
+    }
+    if (features.has_animation) {
+      WebPIterator frame;
+      if (!WebPDemuxGetFrame(demux, 1, &frame)) {
+        WebPDemuxDelete(demux);
+        free(d);
+        return ic_fail(result, IC_ERR_CORRUPT, "WebP animation has no frame");
+      }
+      d->base.header.width = WebPDemuxGetI(demux, WEBP_FF_CANVAS_WIDTH);
+      d->base.header.height = WebPDemuxGetI(demux, WEBP_FF_CANVAS_HEIGHT);
+      d->frame = frame.fragment.bytes;
+      d->frame_size = frame.fragment.size;
+      d->frame_x = (uint32_t)frame.x_offset;
+      d->frame_y = (uint32_t)frame.y_offset;
+      d->frame_width = (uint32_t)frame.width;
+      d->frame_height = (uint32_t)frame.height;
+      WebPDemuxReleaseIterator(&frame);
+      /* The first frame over a transparent canvas: what lies outside it is transparent. */
+      canvas_alpha = d->frame_x || d->frame_y || d->frame_width != d->base.header.width ||
+                     d->frame_height != d->base.header.height;
+      if (WebPGetFeatures(d->frame, d->frame_size, &features) != VP8_STATUS_OK) {
+        WebPDemuxDelete(demux);
+        free(d);
+        return ic_fail(result, IC_ERR_CORRUPT, "WebP first frame is damaged");
+      }
+    }
+    WebPDemuxDelete(demux);
+  }
+  d->frame_alpha = features.has_alpha;
+  d->lossless = features.format == 2;
+  d->base.header.channels = d->frame_alpha || canvas_alpha ? 4 : 3;
+  if (ic_check_limits(d->base.header.width, d->base.header.height, limits, result) != IC_OK ||
+      d->frame_width == 0 || d->frame_height == 0 ||
+      d->frame_x + (uint64_t)d->frame_width > d->base.header.width ||
+      d->frame_y + (uint64_t)d->frame_height > d->base.header.height) {
+    free(d);
+    return ic_fail(result, IC_ERR_CORRUPT, "WebP frame lies outside its canvas");
+  }
+  *out = &d->base;
+  return IC_OK;
+}

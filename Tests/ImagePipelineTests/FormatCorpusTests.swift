@@ -1,0 +1,68 @@
+import ImagePipeline
+import Testing
+
+@testable import TestSupport
+
+extension DecodeSuites {
+  /// Every file of MANIFEST-formats.tsv (WebP, GIF, HEIC/AVIF, ICC-tagged) does what the
+  /// manifest says: from memory and streamed from its file.
+  @Suite("Corpus manifest: WebP, GIF, HEIF", .serialized)
+  struct FormatCorpusTests {
+    let thumbnailer = Thumbnailer()
+    let spec = ThumbnailSpec(width: 256, height: 256)
+
+    @Test(
+      "decode-ok files give a thumbnail of the right upright size",
+      arguments: Corpus.formatEntries(expected: "decode-ok"))
+    func decodesValidFile(entry: Corpus.Entry) throws {
+      let thumbnail = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+      let shown = try #require(entry.displayedSize, "manifest has no dimensions")
+      let expected = ImageMetrics.containSize(width: shown.width, height: shown.height, box: 256)
+      #expect(thumbnail.width == expected.width && thumbnail.height == expected.height)
+      #expect(ImageFormat.sniff(thumbnail.data) == thumbnail.format)
+      let decoded = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+      #expect(decoded.width == expected.width && decoded.height == expected.height)
+      let fromFile = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+      #expect(fromFile == thumbnail)
+    }
+
+    @Test(
+      "must-reject files give a typed error", .timeLimit(.minutes(1)),
+      arguments: Corpus.formatEntries(expected: "must-reject"))
+    func rejectsBadFile(entry: Corpus.Entry) throws {
+      #expect(throws: ThumbnailError.self) {
+        _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+      }
+      #expect(throws: ThumbnailError.self) {
+        _ = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+      }
+    }
+
+    @Test(
+      "either files decode or fail cleanly, in bounded time", .timeLimit(.minutes(1)),
+      arguments: Corpus.formatEntries(expected: "either"))
+    func handlesPolicyFile(entry: Corpus.Entry) throws {
+      let bytes = try Corpus.bytes(entry.path)
+      do {
+        let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: spec)
+        #expect(thumbnail.width > 0 && thumbnail.width <= 256)
+        #expect(thumbnail.height > 0 && thumbnail.height <= 256)
+      } catch {
+        #expect(!error.kind.isEmpty)
+      }
+    }
+
+    @Test("the sniffer names each new format from its bytes")
+    func sniffsEachFormat() throws {
+      let cases: [(String, SourceFormat)] = [
+        ("webp-valid/libwebp-test-data/bryce.webp", .webp),
+        ("gif-valid/giflib/porsche.gif", .gif),
+        ("heif-valid/libheif/example.heic", .heic),
+        ("heif-valid/av1-avif/fox.profile0.10bpc.yuv420.avif", .avif),
+      ]
+      for (path, format) in cases {
+        #expect(SourceFormat.sniff(try Corpus.bytes(path)) == format, "\(path)")
+      }
+    }
+  }
+}
