@@ -59,16 +59,19 @@ public final class ThumbClient: Sendable {
 
   /// Connects and performs the `GET /v1/session` upgrade (blocking). With `verifyTokens`
   /// false every result frame is passed on as received, for tools that check the server.
-  public init(endpoint: Endpoint, verifyTokens: Bool = true, maxImageBytes: Int = 64 << 20)
-    throws(ClientError)
-  {
+  /// `accepting` names the formats beyond JPEG and PNG this client can show (`webp`,
+  /// `avif`): `auto` loads may come back in them.
+  public init(
+    endpoint: Endpoint, verifyTokens: Bool = true, maxImageBytes: Int = 64 << 20,
+    accepting: [Format] = []
+  ) throws(ClientError) {
     let fd: Int32
     switch endpoint {
     case .unix(let path): fd = ts_connect_unix(path)
     case .tcp(let host, let port): fd = ts_connect_tcp(host, port)
     }
     guard fd >= 0 else { throw .connect(-fd) }
-    guard Self.sendAll(fd, Wire.upgradeRequest) else {
+    guard Self.sendAll(fd, Wire.upgradeRequest(accepting: accepting)) else {
       Glibc.close(fd)
       throw .closed
     }

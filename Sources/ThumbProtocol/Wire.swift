@@ -5,10 +5,19 @@ public enum Wire {
   public static let sessionPath = "/v1/session"
   /// The protocol's name in `Upgrade:`.
   public static let upgradeToken = "thumbd-session"
-  /// The upgrade request a client sends.
-  public static let upgradeRequest = Array(
-    ("GET \(sessionPath) HTTP/1.1\r\nHost: thumbd\r\nConnection: Upgrade\r\n"
-      + "Upgrade: \(upgradeToken)\r\n\r\n").utf8)
+  /// The upgrade request a client sends when it shows JPEG and PNG only.
+  public static let upgradeRequest = upgradeRequest(accepting: [])
+
+  /// The upgrade request of a client that can also show `formats` (`webp`, `avif`): its
+  /// `Accept` header states them once for the whole session, and `auto` loads resolve
+  /// against it.
+  public static func upgradeRequest(accepting formats: [Format]) -> [UInt8] {
+    let types = formats.filter { $0 == .webp || $0 == .avif }.map { "image/" + $0.rawValue }
+    let accept = types.isEmpty ? "" : "Accept: " + types.joined(separator: ", ") + "\r\n"
+    return Array(
+      ("GET \(sessionPath) HTTP/1.1\r\nHost: thumbd\r\nConnection: Upgrade\r\n"
+        + "Upgrade: \(upgradeToken)\r\n" + accept + "\r\n").utf8)
+  }
   /// The server's answer to it, exactly.
   public static let upgradeResponse = Array(
     ("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
@@ -77,10 +86,15 @@ public enum Fit: String, Sendable, Hashable, CaseIterable {
 
 /// The encoded format asked for (`format`).
 public enum Format: String, Sendable, Hashable, CaseIterable {
-  /// PNG when the result has transparency, else JPEG.
+  /// AVIF or WebP when the session's upgrade request accepted them (and the server enables
+  /// AVIF for `auto`), else PNG when the result has transparency, else JPEG.
   case auto
   /// PNG.
   case png
   /// JPEG.
   case jpeg
+  /// WebP.
+  case webp
+  /// AVIF.
+  case avif
 }

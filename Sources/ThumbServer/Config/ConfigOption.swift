@@ -107,12 +107,18 @@ public struct ConfigOption: Sendable {
     seconds("dns_cache_seconds") { $0.dnsCacheSeconds = $1 },
     text("ca_file") { $0.caFile = $1 },
     text("ca_path") { $0.caPath = $1 },
-    ConfigOption("default_format", expects: "auto, png or jpeg") { config, value in
-      guard let text = value.string(), ["auto", "png", "jpeg"].contains(text) else { return false }
+    ConfigOption("default_format", expects: ThumbnailParameters.formatNames) { config, value in
+      guard let text = value.string(), OutputFormat(rawValue: text) != nil else { return false }
       config.defaultFormat = text
       return true
     },
     integer("default_quality", 1...100) { $0.defaultQuality = $1 },
+    ConfigOption("auto_avif", expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config.autoAVIF = flag
+      return true
+    },
+    integer("avif_speed", 0...9) { $0.avifSpeed = $1 },
     integer("cache_max_age", 0...(10 * 365 * 86_400)) { $0.cacheMaxAge = $1 },
     seconds("source_default_ttl") { $0.sourceDefaultTTL = $1 },
     seconds("source_min_ttl") { $0.sourceMinTTL = $1 },

@@ -1,3 +1,5 @@
+import ImagePipeline
+
 /// Everything `thumbd serve` can be told, with the defaults of `Config/thumbd.json`. Each field
 /// is one key of the config file, one `--flag` and one `THUMBD_...` variable; the table in
 /// `ConfigOption.all` says which.
@@ -78,8 +80,13 @@ public struct DaemonConfig: Sendable, Hashable {
   public var caPath = ""
   /// Output format when a request gives none.
   public var defaultFormat = "auto"
-  /// JPEG quality when a request gives none.
+  /// Quality of the lossy formats (JPEG, WebP, AVIF) when a request gives none.
   public var defaultQuality = 80
+  /// Whether `format=auto` may choose AVIF for clients that accept it. Off by default: AVIF
+  /// costs several times WebP's encoding time (docs/BENCHMARKS.md, "Encoding").
+  public var autoAVIF = false
+  /// AVIF encoder speed, 0 (slowest, smallest) ... 9.
+  public var avifSpeed = Thumbnailer.defaultAVIFSpeed
   /// Longest `Cache-Control: max-age` of thumbnails, in seconds; a source's remaining
   /// freshness is shorter when it is.
   public var cacheMaxAge = 86_400

@@ -29,7 +29,7 @@ public final class Daemon: Sendable {
       configuration: try Self.pipelineConfiguration(config, loader, storage))
     let parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
-      defaultQuality: config.defaultQuality)
+      defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF)
     let route = ThumbnailRoute(
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
     server = try HTTPServer(
@@ -118,6 +118,12 @@ public final class Daemon: Sendable {
       resolver: SystemResolver(cacheSeconds: config.dnsCacheSeconds))
   }
 
+  private static func thumbnailer(_ config: DaemonConfig, limits: DecodingLimits) -> Thumbnailer {
+    var thumbnailer = Thumbnailer(limits: limits)
+    thumbnailer.avifSpeed = config.avifSpeed
+    return thumbnailer
+  }
+
   private static func pipelineConfiguration(
     _ config: DaemonConfig, _ loader: SourceLoader, _ storage: StorageHealth
   ) throws -> ThumbnailPipeline.Configuration {
@@ -131,7 +137,7 @@ public final class Daemon: Sendable {
         directory: config.cacheDir, sizeLimit: config.diskLimit, onFault: storage.record)
     return ThumbnailPipeline.Configuration(
       dataLoader: loader,
-      thumbnailer: Thumbnailer(limits: decodingLimits),
+      thumbnailer: Self.thumbnailer(config, limits: decodingLimits),
       memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
       maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,
       decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,

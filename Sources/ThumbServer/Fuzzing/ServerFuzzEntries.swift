@@ -44,7 +44,7 @@ import ThumbProtocol
     _ request: HTTPRequest
   ) -> Result<(ImageRequest, ImagePriority), HTTPStatusCode> {
     switch ThumbnailRoute.parse(request, parameters: ThumbnailParameters()) {
-    case .request(let image, let priority): return .success((image, priority))
+    case .request(let image, let priority, _): return .success((image, priority))
     case .rejected(let response): return .failure(HTTPStatusCode(response.status))
     }
   }

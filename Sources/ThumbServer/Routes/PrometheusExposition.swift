@@ -14,7 +14,7 @@ struct PrometheusExposition {
     metrics: PipelineMetrics.Snapshot, workload: ThumbnailPipeline.Workload,
     requestsByStatus: [Int: Int], fetcher: FetcherFigures? = nil,
     disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
-    logFailures: Int = 0
+    memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -42,6 +42,12 @@ struct PrometheusExposition {
       out.counter(
         "thumbd_origin_connections_total", "Origin connections opened (kept alive and reused).",
         fetcher.connections)
+    }
+    if let memoryCache {
+      out.family("thumbd_memory_cache_entries", "gauge", "Thumbnails in the memory cache.")
+      out.sample("thumbd_memory_cache_entries", memoryCache.count)
+      out.family("thumbd_memory_cache_bytes", "gauge", "Bytes of thumbnails in the memory cache.")
+      out.sample("thumbd_memory_cache_bytes", memoryCache.totalCost)
     }
     if let disk {
       out.family("thumbd_disk_cache_entries", "gauge", "Entries in the disk cache.")

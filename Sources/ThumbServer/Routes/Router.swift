@@ -100,6 +100,7 @@ public final class Router: Sendable {
           metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
           requestsByStatus: statuses.snapshot, fetcher: fetcher.map(FetcherFigures.init),
           disk: await pipeline.diskCache?.statistics, memory: pipeline.memoryBudget,
+          memoryCache: pipeline.memoryCache.statistics,
           logFailures: Logger.writeFailures)
         return (
           HTTPResponse(

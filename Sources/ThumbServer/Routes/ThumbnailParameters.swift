@@ -6,13 +6,29 @@ import ThumbProtocol
 public struct ThumbnailParameters: Sendable, Hashable {
   /// Output format when the request names none.
   public var defaultFormat: OutputFormat
-  /// JPEG quality when the request names none.
+  /// Quality of the lossy formats when the request names none.
   public var defaultQuality: Int
+  /// Whether `auto` may choose AVIF for clients that accept it (`auto_avif`).
+  public var avifInAuto: Bool
+  /// What the client accepts: `auto` resolves against it (`FormatNegotiation`).
+  public var accepted: AcceptedFormats
 
   /// Creates the defaults.
-  public init(defaultFormat: OutputFormat = .auto, defaultQuality: Int = 80) {
+  public init(
+    defaultFormat: OutputFormat = .auto, defaultQuality: Int = 80, avifInAuto: Bool = false,
+    accepted: AcceptedFormats = .basic
+  ) {
     self.defaultFormat = defaultFormat
     self.defaultQuality = defaultQuality
+    self.avifInAuto = avifInAuto
+    self.accepted = accepted
+  }
+
+  /// Whether a request naming `format` (nil: none) has its format negotiated: it is `auto`,
+  /// named or by default. Such responses vary with `Accept`.
+  func negotiates(format: String?) -> Bool {
+    (format.flatMap(OutputFormat.init(rawValue:)) ?? (format == nil ? defaultFormat : nil))
+      == .auto
   }
 
   /// The spec a protocol box asks for, checked.
@@ -36,10 +52,12 @@ public struct ThumbnailParameters: Sendable, Hashable {
     var outputFormat = defaultFormat
     if let format {
       guard let value = OutputFormat(rawValue: format) else {
-        return .failure(ParameterError("format must be auto, png or jpeg"))
+        return .failure(ParameterError("format must be " + Self.formatNames))
       }
       outputFormat = value
     }
+    outputFormat = FormatNegotiation.resolve(
+      outputFormat, accepted: accepted, avifEnabled: avifInAuto)
     let spec = ThumbnailSpec(
       width: width, height: height, scale: scale ?? 1, fit: fitMode, format: outputFormat,
       quality: quality ?? defaultQuality)
@@ -50,6 +68,15 @@ public struct ThumbnailParameters: Sendable, Hashable {
     }
     return .success(spec)
   }
+}
+
+extension ThumbnailParameters {
+  /// "auto, png, jpeg, webp or avif", from the cases.
+  static let formatNames: String = {
+    let names = [OutputFormat.auto.rawValue]
+      + OutputFormat.allCases.filter { $0 != .auto }.map(\.rawValue)
+    return names.dropLast().joined(separator: ", ") + " or " + names.last!
+  }()
 }
 
 /// A parameter that is out of range or unknown.

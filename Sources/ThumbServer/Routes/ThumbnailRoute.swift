@@ -47,21 +47,23 @@ public struct ThumbnailRoute: Sendable {
   public func answer(_ request: HTTPRequest) -> RouteAnswer {
     let imageRequest: ImageRequest
     let priority: ImagePriority
+    let negotiated: Bool
     switch Self.parse(request, parameters: parameters) {
-    case .request(let parsed, let asked): (imageRequest, priority) = (parsed, asked)
+    case .request(let parsed, let asked, let varies):
+      (imageRequest, priority, negotiated) = (parsed, asked, varies)
     case .rejected(let response): return .now(response, nil)
     }
     let client = Self.client(of: request, priority: priority)
     if let hit = pipeline.cachedResponse(
       for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
     {
-      return .now(answer(request, with: hit), hit.source)
+      return .now(answer(request, with: hit, negotiated: negotiated), hit.source)
     }
     return .later { [self] in
       do {
         let response = try await pipeline.response(
           for: imageRequest, priority: priority, client: client)
-        return (answer(request, with: response), response.source)
+        return (answer(request, with: response, negotiated: negotiated), response.source)
       } catch let error as PipelineError {
         return (ErrorMapping.response(for: error), nil)
       } catch {
@@ -70,7 +72,9 @@ public struct ThumbnailRoute: Sendable {
     }
   }
 
-  private func answer(_ request: HTTPRequest, with response: ImageResponse) -> HTTPResponse {
+  private func answer(
+    _ request: HTTPRequest, with response: ImageResponse, negotiated: Bool
+  ) -> HTTPResponse {
     let thumbnail = response.thumbnail
     let etag = Self.etag(of: thumbnail)
     var headers: [(name: String, value: String)] = [
@@ -80,6 +84,8 @@ public struct ThumbnailRoute: Sendable {
       headers.append(("Last-Modified", Self.lastModified.text(for: modified)))
     }
     headers.append(("X-Thumbd-Cache", response.source.rawValue))
+    // Negotiated from Accept: a shared cache must key on it, hits included.
+    if negotiated { headers.append(("Vary", "Accept")) }
     if Self.matches(request.header("if-none-match"), etag: etag) {
       return HTTPResponse(status: 304, headers: headers)
     }
@@ -120,9 +126,10 @@ public struct ThumbnailRoute: Sendable {
     return false
   }
 
-  /// A request's query read: the image asked for and its priority, or the 400 to answer.
+  /// A request's query read: the image asked for, its priority and whether its format was
+  /// negotiated from `Accept`, or the 400 to answer.
   enum Parsed {
-    case request(ImageRequest, ImagePriority)
+    case request(ImageRequest, ImagePriority, negotiated: Bool)
     case rejected(HTTPResponse)
   }
 
@@ -158,10 +165,14 @@ public struct ThumbnailRoute: Sendable {
       guard let value = Int(text) else { return bad("quality must be an integer") }
       quality = value
     }
+    let format = request.queryValue("format")
+    let negotiated = parameters.negotiates(format: format)
+    var parameters = parameters
+    if negotiated { parameters.accepted = AcceptedFormats(acceptHeader: request.header("accept")) }
     let spec: ThumbnailSpec
     switch parameters.spec(
       width: width, height: height, scale: scale, fit: request.queryValue("fit"),
-      format: request.queryValue("format"), quality: quality)
+      format: format, quality: quality)
     {
     case .success(let checked): spec = checked
     case .failure(let error): return bad(error.message)
@@ -170,6 +181,6 @@ public struct ThumbnailRoute: Sendable {
     if let rev, rev.isEmpty || rev.utf8.count > Wire.maxRevisionLength {
       return bad("rev must be 1 to \(Wire.maxRevisionLength) bytes")
     }
-    return .request(ImageRequest(url: url, spec: spec, rev: rev), priority)
+    return .request(ImageRequest(url: url, spec: spec, rev: rev), priority, negotiated: negotiated)
   }
 }

@@ -92,6 +92,10 @@ struct SessionUpgrader: ProtocolUpgrader {
   func upgrade(
     _ connection: LoopConnection, request: HTTPRequest
   ) -> (any ConnectionHandler, [UInt8]) {
+    // The formats a session's `auto` loads may become are stated once, by the upgrade
+    // request's Accept.
+    var parameters = parameters
+    parameters.accepted = AcceptedFormats(acceptHeader: request.header("accept"))
     let handler = SessionHandler(
       id: connection.id, loop: connection.loop, pipeline: pipeline, parameters: parameters,
       memory: memory, logger: logger)
