@@ -32,7 +32,8 @@ enum SpecOptions {
     case "--format":
       let value = try cursor.value(for: argument)
       guard let format = OutputFormat(rawValue: value) else {
-        throw .init(message: "--format expects auto, png or jpeg, got '\(value)'")
+        let names = OutputFormat.allCases.map(\.rawValue).joined(separator: ", ")
+        throw .init(message: "--format expects one of \(names), got '\(value)'")
       }
       spec.format = format
     case "--quality":

@@ -16,7 +16,7 @@ enum Usage {
       thumbd --help | --version
 
     Commands:
-      thumbnail   Make thumbnails of JPEG and PNG files, many in one process.
+      thumbnail   Make thumbnails of image files, many in one process.
       warm        Fill a disk cache with thumbnails of local files.
       serve       Serve thumbnails over HTTP/1.1 on a Unix socket (and TCP).
 
@@ -24,15 +24,16 @@ enum Usage {
     """
 
   static let thumbnail = """
-    thumbd thumbnail: make thumbnails of JPEG and PNG files.
+    thumbd thumbnail: make thumbnails of JPEG, PNG, WebP, GIF, HEIC and AVIF files.
 
     Usage:
       thumbd thumbnail INPUT... --size WxH [options] --output DIR|FILE
 
     Each INPUT becomes one file in DIR with the same base name and the extension
-    of its format (.jpg or .png). With a single INPUT, --output may name the
-    file to write instead. Formats are recognised from their bytes, not names.
-    EXIF orientation is applied, and the box applies to the upright image.
+    of its format (.jpg, .png, .webp or .avif). With a single INPUT, --output
+    may name the file to write instead. Formats are recognised from their bytes,
+    not names. Animations give their first frame. EXIF orientation (HEIF's own
+    rotation and mirroring) is applied, and the box applies to the upright image.
 
     Options:
       --size WxH        Target box in points, e.g. 256x256. Use 256x0 or 0x256
@@ -42,8 +43,10 @@ enum Usage {
       --fit MODE        contain (inside the box, default), cover (fill the box,
                         centre crop) or fill (stretch to the box).
       --format FMT      auto (PNG when the result has alpha, else JPEG; the
-                        default), png or jpeg.
-      --quality Q       JPEG quality, 1-100. Default 80.
+                        default), png, jpeg, webp or avif.
+      --quality Q       JPEG, WebP and AVIF quality, 1-100. Default 80.
+      --avif-speed N    AVIF encoder speed, 0 (slowest, smallest) to 9.
+                        Default 8.
       --upscale         Allow output larger than the source.
       --filter NAME     Final reduction kernel: catmull-rom (default),
                         lanczos3 (sharper, more ringing) or area (softest).

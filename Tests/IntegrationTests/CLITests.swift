@@ -31,6 +31,28 @@ struct CLITests {
     #expect(decoded.width == 51 && decoded.height == 64)
   }
 
+  @Test("every new source format is read, and --format webp|avif writes .webp and .avif")
+  func newFormats() async throws {
+    let inputs = [
+      "webp-valid/libwebp-test-data/bryce.webp", "gif-valid/giflib/porsche.gif",
+      "heif-valid/libheif/example.heic", "heif-valid/av1-avif/fox.profile0.10bpc.yuv420.avif",
+    ].map(Corpus.path)
+    for format in [ImageFormat.webp, .avif] {
+      let out = try temporaryDirectory()
+      let outcome = try await ChildProcess.runThumbd(
+        ["thumbnail"] + inputs + ["--size", "64x64", "--format", format.rawValue, "-o", out])
+      #expect(outcome.status == 0, "\(outcome.standardError)")
+      for input in inputs {
+        let name = URL(fileURLWithPath: input).deletingPathExtension().lastPathComponent
+        let path = out + "/" + name + "." + format.fileExtension
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(ImageFormat.sniff(bytes) == format, "\(path)")
+        let decoded = try Thumbnailer().decodeFullResolution(of: bytes)
+        #expect(max(decoded.width, decoded.height) == 64, "\(path)")
+      }
+    }
+  }
+
   @Test("one input may name the output file")
   func singleOutputFile() async throws {
     let out = try temporaryDirectory() + "/nested/thumb.out"
