@@ -67,6 +67,9 @@ struct ic_decoder {
                       uint32_t *width, uint32_t *height);
   ic_status (*run)(ic_decoder *decoder, ic_sink *sink, ic_result *result);
   void (*destroy)(ic_decoder *decoder);
+  /* Non-zero when the codec's own scaling averages every source pixel exactly (libwebp's
+   * rescaler): it may then scale straight to the output size, with no headroom. */
+  int exact_scaling;
   /* Bytes run() will hold at its peak at the size choose_size picked, from the header
    * alone: coefficient buffers, whole-image buffers, rows, the library's own state. */
   uint64_t (*working_memory)(ic_decoder *decoder);
@@ -207,6 +210,9 @@ typedef struct ic_encode_options {
   int png_interlaced;
   /* AVIF encoder speed, 0 (slowest) ... 9. */
   int avif_speed;
+  /* WebP: keep RGB under alpha 0 as given; lossless. For fixtures. */
+  int webp_exact;
+  int webp_lossless;
 } ic_encode_options;
 
 /* An encoder of the table (codecs.c): RGB or straight RGBA in, malloc'd bytes out. */

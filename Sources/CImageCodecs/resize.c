@@ -12,7 +12,7 @@
  * pass keeps only as many filtered rows as its widest kernel needs, in a
  * ring. Memory is therefore O(width) for the source plus O(output).
  *
- * The block factor leaves a residual reduction of about two for the
+ * The block factor leaves a residual reduction of about three for the
  * kernel, so the kernel still does the antialiasing between block centres.
  */
 #include "internal.h"
@@ -31,8 +31,12 @@
 #define IC_MAX_BLOCK 256
 /* Residual reduction left to the kernel after block averaging: the block
  * factor is the reduction over this, rounded, so the kernel reduces by
- * 1.5...2.5 (or by less than 3 with no blocks). */
-#define IC_KERNEL_RESIDUAL 2.0
+ * 2...4 (or by less than 4.5 with no blocks). Measured against an exact area
+ * average of the full image at 256 px: with 2.0, full-frame decodes (HEIC)
+ * scored 34.6 and 35.0 dB, whole blocks landing across output pixels; 3.0
+ * gives 35.9 and leaves the JPEG photos at 35 dB or more (docs/BENCHMARKS.md,
+ * "Formats"). */
+#define IC_KERNEL_RESIDUAL 3.0
 
 typedef struct ic_taps {
   int *start;

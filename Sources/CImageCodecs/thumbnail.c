@@ -94,10 +94,12 @@ static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "output %ux%u exceeds the pixel limit", plan->out_width,
                    plan->out_height);
-  uint32_t need_w = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan->out_width *
-                                   (double)h->width / plan->crop_width);
-  uint32_t need_h = (uint32_t)ceil(IC_SHRINK_HEADROOM * plan->out_height *
-                                   (double)h->height / plan->crop_height);
+  /* The 1e-9 keeps an exact size exact (256 * w / w must not round up to 257). */
+  double headroom = decoder->exact_scaling ? 1.0 : IC_SHRINK_HEADROOM;
+  uint32_t need_w = (uint32_t)ceil(headroom * plan->out_width *
+                                   (double)h->width / plan->crop_width - 1e-9);
+  uint32_t need_h = (uint32_t)ceil(headroom * plan->out_height *
+                                   (double)h->height / plan->crop_height - 1e-9);
   decoder->choose_size(decoder, need_w, need_h, request->shrink_on_load, decode_w,
                        decode_h);
   return IC_OK;

@@ -19,6 +19,8 @@ ic_status ic_encode_webp(const uint8_t *pixels, uint32_t width, uint32_t height,
   /* Method 4 is libwebp's default balance; at thumbnail sizes 6 costs twice the time for
    * 1-2% fewer bytes (docs/BENCHMARKS.md, "Encoding"). */
   config.method = 4;
+  config.exact = options->webp_exact;
+  config.lossless = options->webp_lossless;
   WebPPicture picture;
   if (!WebPPictureInit(&picture))
     return ic_fail(result, IC_ERR_ENCODE, "libwebp version mismatch");

@@ -14,6 +14,21 @@ enum ImageMetrics {
     }
   }
 
+  /// The picture a viewer sees: RGBA composited over a grey background (RGB unchanged). The
+  /// colour of a fully transparent pixel is invisible, so comparisons of RGBA images go
+  /// through this.
+  static func flattened(_ image: Bitmap, background: Double = 128) -> Bitmap {
+    guard image.channels == 4 else { return image }
+    var out = [UInt8](repeating: 0, count: image.width * image.height * 3)
+    for i in 0..<(image.width * image.height) {
+      let alpha = Double(image.pixels[i * 4 + 3]) / 255
+      for c in 0..<3 {
+        out[i * 3 + c] = byte(Double(image.pixels[i * 4 + c]) * alpha + background * (1 - alpha))
+      }
+    }
+    return Bitmap(pixels: out, width: image.width, height: image.height, channels: 3)
+  }
+
   /// Peak signal-to-noise ratio over the RGB channels, in dB (infinity when identical).
   static func psnr(_ a: Bitmap, _ b: Bitmap, excluding exclusion: Exclusion? = nil) -> Double {
     precondition(a.width == b.width && a.height == b.height, "size mismatch")

@@ -242,6 +242,11 @@ ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
 
 /** Added to ic_encode's PNG level: write an Adam7-interlaced PNG (for fixtures). */
 #define IC_ENCODE_PNG_ADAM7 0x100
+/** Added to ic_encode's WebP quality: keep the colour under transparent pixels exactly, as
+ * other encoders may (libwebp otherwise smooths it; for fixtures). */
+#define IC_ENCODE_WEBP_EXACT 0x200
+/** Added to ic_encode's WebP quality: lossless (VP8L) instead of lossy (for fixtures). */
+#define IC_ENCODE_WEBP_LOSSLESS 0x400
 
 /**
  * Encodes a bitmap (RGB or straight RGBA) as PNG (zlib level in `param`, plus

@@ -16,6 +16,22 @@ public enum ImageEncoder {
     try encode(bitmap, IC_FORMAT_JPEG, Int32(max(1, min(100, quality))))
   }
 
+  /// WebP at the given quality (1...100), alpha kept. `exact` keeps the colour of fully
+  /// transparent pixels as given (libwebp otherwise smooths it); `lossless` writes VP8L.
+  public static func webp(
+    _ bitmap: Bitmap, quality: Int = 80, exact: Bool = false, lossless: Bool = false
+  ) throws(ThumbnailError) -> [UInt8] {
+    try encode(
+      bitmap, IC_FORMAT_WEBP,
+      Int32(max(1, min(100, quality))) | (exact ? Int32(IC_ENCODE_WEBP_EXACT) : 0)
+        | (lossless ? Int32(IC_ENCODE_WEBP_LOSSLESS) : 0))
+  }
+
+  /// AVIF at the given quality (1...100), alpha kept, at the default encoder speed.
+  public static func avif(_ bitmap: Bitmap, quality: Int = 80) throws(ThumbnailError) -> [UInt8] {
+    try encode(bitmap, IC_FORMAT_AVIF, Int32(max(1, min(100, quality))))
+  }
+
   private static func encode(
     _ bitmap: Bitmap, _ format: ic_format, _ parameter: Int32
   ) throws(ThumbnailError) -> [UInt8] {
