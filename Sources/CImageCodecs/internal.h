@@ -213,6 +213,8 @@ typedef struct ic_encode_options {
   /* WebP: keep RGB under alpha 0 as given; lossless. For fixtures. */
   int webp_exact;
   int webp_lossless;
+  /* AVIF: orientation 1...8 written as irot/imir (0 or 1: none). For fixtures. */
+  int avif_orientation;
 } ic_encode_options;
 
 /* An encoder of the table (codecs.c): RGB or straight RGBA in, malloc'd bytes out. */

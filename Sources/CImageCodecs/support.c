@@ -124,6 +124,7 @@ ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
   ic_encode_options options = {.quality = param & 0xFF,
                                .webp_exact = (param & IC_ENCODE_WEBP_EXACT) != 0,
                                .webp_lossless = (param & IC_ENCODE_WEBP_LOSSLESS) != 0,
+                               .avif_orientation = (param >> 12) & 0xF,
                                .png_level = param & 0xFF,
                                .png_interlaced = (param & IC_ENCODE_PNG_ADAM7) != 0,
                                .avif_speed = IC_AVIF_DEFAULT_SPEED};

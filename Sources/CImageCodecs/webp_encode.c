@@ -26,7 +26,8 @@ ic_status ic_encode_webp(const uint8_t *pixels, uint32_t width, uint32_t height,
     return ic_fail(result, IC_ERR_ENCODE, "libwebp version mismatch");
   picture.width = (int)width;
   picture.height = (int)height;
-  picture.use_argb = 0;
+  /* Lossless needs the ARGB picture: from YUV it would no longer be lossless. */
+  picture.use_argb = options->webp_lossless;
   int stride = (int)(width * (uint32_t)channels);
   int imported = channels == 4 ? WebPPictureImportRGBA(&picture, pixels, stride)
                                : WebPPictureImportRGB(&picture, pixels, stride);

@@ -247,6 +247,9 @@ ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
 #define IC_ENCODE_WEBP_EXACT 0x200
 /** Added to ic_encode's WebP quality: lossless (VP8L) instead of lossy (for fixtures). */
 #define IC_ENCODE_WEBP_LOSSLESS 0x400
+/** Added to ic_encode's AVIF quality: store EXIF-style orientation n (1...8) as HEIF irot and
+ * imir boxes (for fixtures). */
+#define IC_ENCODE_AVIF_ORIENTATION(n) ((n) << 12)
 
 /**
  * Encodes a bitmap (RGB or straight RGBA) as PNG (zlib level in `param`, plus

@@ -27,9 +27,14 @@ public enum ImageEncoder {
         | (lossless ? Int32(IC_ENCODE_WEBP_LOSSLESS) : 0))
   }
 
-  /// AVIF at the given quality (1...100), alpha kept, at the default encoder speed.
-  public static func avif(_ bitmap: Bitmap, quality: Int = 80) throws(ThumbnailError) -> [UInt8] {
-    try encode(bitmap, IC_FORMAT_AVIF, Int32(max(1, min(100, quality))))
+  /// AVIF at the given quality (1...100), alpha kept, at the default encoder speed. An
+  /// `orientation` of 2...8 (EXIF's numbering) is stored as HEIF `irot`/`imir` boxes, so the
+  /// file displays the bitmap turned that way.
+  public static func avif(
+    _ bitmap: Bitmap, quality: Int = 80, orientation: Int = 1
+  ) throws(ThumbnailError) -> [UInt8] {
+    let turned = (2...8).contains(orientation) ? Int32(orientation) << 12 : 0
+    return try encode(bitmap, IC_FORMAT_AVIF, Int32(max(1, min(100, quality))) | turned)
   }
 
   private static func encode(
