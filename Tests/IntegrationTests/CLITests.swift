@@ -136,6 +136,47 @@ struct MemoryTests {
     #expect(outcome.maxRSSKiB > 0 && outcome.maxRSSKiB < 40 * 1024)
   }
 
+  /// A 24 MP WebP made from the 24 MP JPEG: libwebp decodes it straight to the thumbnail's
+  /// size, so the whole picture is never held; the peak stays within 10 MiB of the JPEG's.
+  @Test("the 24 MP photo as WebP to 256x256 peaks within 10 MiB of the JPEG path")
+  func largeWebP() async throws {
+    let directory = FileManager.default.temporaryDirectory.path
+    let webp = directory + "/thumbd-rss-24mp.webp"
+    let photo = try Thumbnailer(limits: DecodingLimits(maxPixels: 30_000_000))
+      .decodeFullResolution(contentsOf: Corpus.path("photo/coil/large.jpg"))
+    try Data(try ImageEncoder.webp(photo, quality: 80)).write(to: URL(fileURLWithPath: webp))
+    defer { try? FileManager.default.removeItem(atPath: webp) }
+    var peaks: [Int] = []
+    for input in [Corpus.path("photo/coil/large.jpg"), webp] {
+      let outcome = try await ChildProcess.runThumbd(
+        ["thumbnail", input, "--size", "256x256", "-o", directory + "/thumbd-rss-out"],
+        measuringMemory: true)
+      #expect(outcome.status == 0)
+      peaks.append(outcome.maxRSSKiB)
+    }
+    #expect(peaks[0] > 0 && peaks[1] <= peaks[0] + 10 * 1024, "JPEG \(peaks[0]) KiB, WebP \(peaks[1]) KiB")
+  }
+
+  /// HEIF codecs decode whole frames: the peak grows with the picture, at most about 10 bytes
+  /// a pixel above the process's baseline (measured: 6 for this 12 MP grid HEIC), so
+  /// `max_pixels` bounds it; a picture over the limit is refused before any decoding.
+  @Test("a 12 MP HEIC peaks below 10 bytes a pixel; over max_pixels it is refused at once")
+  func heicBoundedByPixels() async throws {
+    let heic = Corpus.path("heif-valid/metadata-extractor/IMG_1034.heic")
+    let out = FileManager.default.temporaryDirectory.path + "/thumbd-rss-heic"
+    let baseline = try await ChildProcess.runThumbd(["--help"], measuringMemory: true).maxRSSKiB
+    let decoded = try await ChildProcess.runThumbd(
+      ["thumbnail", heic, "--size", "256x256", "-o", out], measuringMemory: true)
+    #expect(decoded.status == 0)
+    let pixels = 4032 * 3024
+    #expect(decoded.maxRSSKiB - baseline < pixels * 10 / 1024, "\(decoded.maxRSSKiB) KiB")
+    let refused = try await ChildProcess.runThumbd(
+      ["thumbnail", heic, "--size", "256x256", "--max-pixels", "10000000", "-o", out],
+      measuringMemory: true)
+    #expect(refused.status != 0 && refused.standardError.contains("too_large"))
+    #expect(refused.maxRSSKiB - baseline < 16 * 1024, "\(refused.maxRSSKiB) KiB")
+  }
+
   /// About 24 MB of any thumbd run is the baseline of the loaded Foundation, FoundationNetworking
   /// and libcurl libraries (`thumbd --help` alone peaks there); the decode adds a few MB.
   @Test("the 6000x3300 PNG streams: peak far below its 79 MB RGBA size")
