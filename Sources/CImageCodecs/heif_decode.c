@@ -26,6 +26,8 @@ typedef struct heif_decoder {
   struct heif_image_handle *chosen;
   uint32_t chosen_width, chosen_height;
   int bits;
+  /* Bytes of the file read into memory (a path source), 0 for a source given in memory. */
+  uint64_t buffered;
 } heif_decoder;
 
 /* Brands in the ftyp box: the major one, then the compatible ones that fit in the bytes. */
@@ -152,11 +154,15 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
 
 static uint64_t heif_working_memory(ic_decoder *base) {
   heif_decoder *d = (heif_decoder *)base;
-  uint64_t pixels = (uint64_t)d->chosen_width * d->chosen_height;
+  /* Codecs allocate whole coding blocks (AV1 superblocks of up to 128, HEVC trees of 64):
+   * a 16 x 17000 AVIF holds frames 128 wide (measured: 24 MB). */
+  uint64_t pixels = (uint64_t)((d->chosen_width + 127) / 128 * 128) *
+                    ((d->chosen_height + 127) / 128 * 128);
   uint64_t sample = d->bits > 8 ? 2 : 1;
   /* The codec's planes (4:4:4 at worst, plus alpha), its reference picture, libheif's
    * copy of the planes, and the interleaved 8-bit result. */
-  return pixels * (4 * sample * 2 + 4 * sample + 4) + (4u << 20) + IC_DECODE_BASE_BYTES;
+  return pixels * (4 * sample * 2 + 4 * sample + 4) + d->buffered + (4u << 20) +
+         IC_DECODE_BASE_BYTES;
 }
 
 static void heif_destroy(ic_decoder *base) {
@@ -181,6 +187,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->base.destroy = heif_destroy;
   d->base.working_memory = heif_working_memory;
   d->control = control;
+  d->buffered = stream->owned ? size : 0;
   d->context = heif_context_alloc();
   if (!d->context) {
     free(d);

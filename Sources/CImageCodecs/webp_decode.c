@@ -33,6 +33,8 @@ typedef struct webp_decoder {
   int lossless;
   /* The canvas size the decode delivers (choose_size). */
   uint32_t out_width, out_height;
+  /* Bytes of the file read into memory (a path source), 0 for a source given in memory. */
+  uint64_t buffered;
 } webp_decoder;
 
 int ic_webp_sniff(const uint8_t *bytes, size_t size) {
@@ -122,8 +124,9 @@ static ic_status webp_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     int frame_rows = 0;
     if (code == VP8_STATUS_SUSPENDED && fed < d->frame_size) {
       size_t n = d->frame_size - fed < WEBP_SLICE ? d->frame_size - fed : WEBP_SLICE;
-      code = WebPIAppend(idec, d->frame + fed, n);
+      /* WebPIUpdate reads our buffer in place; WebPIAppend would copy the file. */
       fed += n;
+      code = WebPIUpdate(idec, d->frame, fed);
       if (code != VP8_STATUS_OK && code != VP8_STATUS_SUSPENDED) {
         status = fail_from_status(code, "decode", result);
         break;
@@ -174,7 +177,7 @@ static uint64_t webp_working_memory(ic_decoder *base) {
     bytes += w * h * 4 + w * 16 * 4;
   else
     bytes += w * 64 + (d->frame_alpha ? w * h : 0);
-  return bytes + IC_DECODE_BASE_BYTES;
+  return bytes + d->buffered + IC_DECODE_BASE_BYTES;
 }
 
 static void webp_destroy(ic_decoder *base) { free(base); }
@@ -205,6 +208,7 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->base.destroy = webp_destroy;
   d->base.working_memory = webp_working_memory;
   d->control = control;
+  d->buffered = stream->owned ? size : 0;
   d->frame = data;
   d->frame_size = size;
   d->frame_width = (uint32_t)features.width;

@@ -30,6 +30,23 @@ extension DecodeSuites {
       return file
     }
 
+    /// The WebP, GIF and HEIF images of the corpus of 0.25 MP or more.
+    static let formatCases: [Case] = Corpus.formatEntries(expected: "decode-ok").filter {
+      ["webp-valid", "gif-valid", "heif-valid"].contains($0.kind)
+        && ($0.storedSize.map { $0.width * $0.height >= 250_000 } ?? false)
+    }.map { entry in Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) }) }
+
+    /// The smallest decode-ok corpus file of a format: the baseline of its code paths.
+    static func tinyFile(of format: SourceFormat) throws -> String {
+      let candidates = (Corpus.entries + Corpus.formatEntries).filter { entry in
+        entry.expected == "decode-ok"
+          && (entry.storedSize.map { $0.width * $0.height <= 65536 } ?? false)
+          && (try? SourceFormat.sniff(Corpus.bytes(entry.path))) == format
+      }
+      let sized = try candidates.map { ($0, try Corpus.bytes($0.path).count) }
+      return try #require(sized.min { $0.1 < $1.1 }, "no small \(format)").0.url
+    }
+
     static let generatedCases: [Case] = [
       // DC scans alone (1/8), and libjpeg's whole-image coefficients (a 1024 box needs 1/2).
       Case(
@@ -62,12 +79,16 @@ extension DecodeSuites {
         .appendingPathComponent("thumbd-estimate-\(UUID().uuidString.prefix(8))").path
       try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
       defer { try? FileManager.default.removeItem(atPath: directory) }
-      let png = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)).prefix(1)) == [0x89]
-      let tiny = Bitmap(
-        pixels: [UInt8](repeating: 128, count: 16 * 16 * 3), width: 16, height: 16, channels: 3)
-      let small = directory + "/tiny"
-      try Data(png ? ImageEncoder.png(tiny) : ImageEncoder.jpeg(tiny)).write(
-        to: URL(fileURLWithPath: small))
+      let format = SourceFormat.sniff(try [UInt8](Data(contentsOf: URL(fileURLWithPath: file))))
+      var small = directory + "/tiny"
+      if format == .png || format == .jpeg {
+        let tiny = Bitmap(
+          pixels: [UInt8](repeating: 128, count: 16 * 16 * 3), width: 16, height: 16, channels: 3)
+        try Data(format == .png ? ImageEncoder.png(tiny) : ImageEncoder.jpeg(tiny)).write(
+          to: URL(fileURLWithPath: small))
+      } else {
+        small = try tinyFile(of: try #require(format))
+      }
       var peaks: [Int] = []
       for input in [small, file] {
         let outcome = try await ChildProcess.runThumbd(
@@ -79,7 +100,7 @@ extension DecodeSuites {
       return peaks[1] - peaks[0]
     }
 
-    @Test("the estimate is never below the measured peak", arguments: corpusCases + generatedCases)
+    @Test("the estimate is never below the measured peak", arguments: corpusCases + formatCases + generatedCases)
     func neverBelowPeak(item: Case) async throws {
       let file = try item.make()
       defer {
