@@ -208,8 +208,9 @@ ic_status ic_gif_open(ic_stream *stream, const ic_limits *limits, const ic_contr
   d->interlaced = image->Interlace;
   if (d->width <= 0 || d->height <= 0 ||
       (limits->max_pixels && (uint64_t)d->width * d->height > limits->max_pixels)) {
+    ic_fail(result, IC_ERR_CORRUPT, "GIF frame of %dx%d", d->width, d->height);
     gif_destroy(&d->base);
-    return ic_fail(result, IC_ERR_CORRUPT, "GIF frame of %dx%d", image->Width, image->Height);
+    return result->status;
   }
   ColorMapObject *map = image->ColorMap ? image->ColorMap : gif->SColorMap;
   for (int i = 0; i < 256; i++) d->palette[i][3] = 255;

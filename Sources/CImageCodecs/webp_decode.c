@@ -161,6 +161,8 @@ static ic_status webp_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   }
   free(row);
   WebPIDelete(idec);
+  /* The output buffer is the config's, not the decoder's: WebPIDelete leaves it. */
+  WebPFreeDecBuffer(&config.output);
   return status;
 }
 

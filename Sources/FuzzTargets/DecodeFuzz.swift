@@ -11,6 +11,21 @@ extension FuzzTarget {
   static let decodePNG = decoder(
     "decode-png", .png, "libpng streaming and the fast inflate path, chunk limits and budgets")
 
+  /// The WebP decoder (libwebp's incremental decoder with scaling, the demuxer's first frame
+  /// on its canvas, the EXIF chunk).
+  static let decodeWebP = decoder(
+    "decode-webp", .webp, "libwebp scaled incremental decoding, first frames, EXIF chunks")
+
+  /// The GIF decoder (giflib's records and LZW, our canvas, interlacing and clipping).
+  static let decodeGIF = decoder(
+    "decode-gif", .gif, "giflib records and LZW, the first frame on its screen, interlacing")
+
+  /// The HEIF decoders (libheif's boxes, HEVC and AV1 through libde265 and dav1d, transforms,
+  /// embedded thumbnails, the pixel limits).
+  static let decodeHEIF = decoder(
+    "decode-heif", .heic, "libheif boxes, HEVC and AV1 images, transforms, thumbnails",
+    also: [.avif])
+
   /// A target for one decoder, through the thumbnailer at its default limits and three output
   /// boxes (one resized and JPEG-encoded, one cropped and PNG-encoded, one so small that a JPEG
   /// of 42 px or more decodes at 1/8, where progressive files take the DC-scan path), and the
@@ -18,14 +33,18 @@ extension FuzzTarget {
   /// off: what bounds the work must be the decoder's own limits, and libFuzzer's `-timeout`
   /// catches an input those miss (as the repeated-scan and trailing-zlib findings would have
   /// been).
-  private static func decoder(_ name: String, _ format: ImageFormat, _ what: String) -> FuzzTarget {
+  private static func decoder(
+    _ name: String, _ format: SourceFormat, _ what: String, also: [SourceFormat] = []
+  ) -> FuzzTarget {
     FuzzTarget(
       name: name,
       covers:
         "Thumbnailer over \(format.rawValue.uppercased()) (\(what)): a thumbnail inside the box, or a typed ThumbnailError other than a timeout; no crash, leak or out-of-bounds access",
       maxLength: 262_144
     ) { bytes in
-      guard ImageFormat.sniff(bytes) == format else { return }
+      guard let sniffed = SourceFormat.sniff(bytes), ([format] + also).contains(sniffed) else {
+        return
+      }
       var thumbnailer = Thumbnailer()
       thumbnailer.limits.decodeTimeout = 0
       for spec in [
