@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""WebP, GIF, HEIC and AVIF sources: `thumbd thumbnail` against vipsthumbnail, and the encoders.
+
+Decoding (`decode`): each set is thumbnailed to 256x256 JPEG (quality 85) by both tools in
+one process per tool and round, single-threaded (VIPS_CONCURRENCY=1, --jobs 1), alternating
+which goes first. The figure is the median over rounds of the per-round ratio thumbd / vips.
+Beside it, quality: PSNR of each tool's output (decoded) against an exact area average of a
+full-resolution decode of the source (thumbd's decoders at full size, Pillow's BOX filter).
+
+Sets (built under --work from files on this machine, nothing downloaded):
+  webp-12mp   the 12 MP JPEGs of ../shared/bench/make_corpus.sh, written as lossy WebP q80
+  webp-corpus the corpus's larger WebP files (the 24 MP bryce.webp among them)
+  gif         the corpus's GIFs of 64x64 or more (their first frames)
+  heic        the corpus's HEIC photos (HEVC; 12 MP grid, 2 MP, ...)
+  avif        the corpus's AVIF photos of 0.25 MP or more
+
+Encoding (`encode`): the 12 MP JPEG set thumbnailed to 256x256 as JPEG, WebP and AVIF at
+quality 80 (AVIF at each speed from 4 to 9): ms per image (the whole thumbnail: decode,
+resample, encode; the encoders are the difference), output bytes, PSNR against the same
+thumbnail as PNG.
+
+Usage: bench/formats.py [--rounds N] [--thumbd PATH] [--work DIR] [decode] [encode]
+Needs vipsthumbnail (libvips-tools), Pillow and numpy; build first: swift build -c release.
+"""
+import argparse
+import glob
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from PIL import Image
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+CORPUS = os.environ.get("THUMBD_CORPUS", os.path.join(ROOT, "..", "shared", "corpus"))
+SINGLE = dict(os.environ, VIPS_CONCURRENCY="1", OMP_NUM_THREADS="1")
+
+
+def manifest():
+    rows = []
+    with open(os.path.join(CORPUS, "MANIFEST-formats.tsv")) as f:
+        next(f)
+        for line in f:
+            p = line.rstrip("\n").split("\t")
+            w, _, h = p[5].partition("x")
+            pixels = int(w) * int(h) if w.isdigit() and h.isdigit() else 0
+            rows.append((p[0], p[3], p[4], pixels))
+    return rows
+
+
+def build_sets(thumbd, work):
+    sets = {}
+    rows = manifest()
+    ok = [r for r in rows if r[2] == "decode-ok"]
+    sets["webp-corpus"] = [os.path.join(CORPUS, r[0]) for r in ok
+                           if r[1] == "webp-valid" and r[3] >= 250_000]
+    sets["gif"] = [os.path.join(CORPUS, r[0]) for r in ok if r[1] == "gif-valid" and r[3] >= 4096]
+    sets["heic"] = [os.path.join(CORPUS, r[0]) for r in ok
+                    if r[1] == "heif-valid" and r[0].endswith(".heic") and r[3] >= 250_000]
+    sets["avif"] = [os.path.join(CORPUS, r[0]) for r in ok
+                    if r[1] == "heif-valid" and r[0].endswith(".avif") and r[3] >= 250_000
+                    and r[3] <= 30_000_000 and "grid" not in r[0]]
+    jpegs = sorted(glob.glob("/tmp/benchcorpus/jpeg-12mp/*.jpg"))[:8]
+    if jpegs:
+        out = os.path.join(work, "webp-12mp")
+        os.makedirs(out, exist_ok=True)
+        made = []
+        for j in jpegs:
+            target = os.path.join(out, os.path.splitext(os.path.basename(j))[0] + ".webp")
+            if not os.path.exists(target):
+                subprocess.run([thumbd, "thumbnail", j, "--size", "16384x16384", "--format", "webp",
+                                "--quality", "80", "-o", target], check=True)
+            made.append(target)
+        sets["webp-12mp"] = made
+    return {k: v for k, v in sets.items() if v}
+
+
+def timed(command, env):
+    start = time.perf_counter()
+    subprocess.run(command, check=False, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def psnr(a, b):
+    a = np.asarray(a.convert("RGB"), dtype=float)
+    b = np.asarray(b.convert("RGB"), dtype=float)
+    if a.shape != b.shape:
+        return None
+    mse = ((a - b) ** 2).mean()
+    return float("inf") if mse == 0 else 10 * np.log10(255 ** 2 / mse)
+
+
+def reference(thumbd, source, size, work):
+    """Exact area average of a full-resolution decode, at `size`."""
+    full = os.path.join(work, "full.png")
+    subprocess.run([thumbd, "thumbnail", source, "--size", "16384x16384", "--format", "png",
+                    "-o", full], check=True, stdout=subprocess.DEVNULL)
+    image = Image.open(full)
+    image = image.convert("RGBA")
+    background = Image.new("RGBA", image.size, (255, 255, 255, 255))
+    return Image.alpha_composite(background, image).convert("RGB").resize(size, Image.BOX)
+
+
+def decode_bench(thumbd, sets, rounds, work):
+    print("| set | files | thumbd ms/image | vips ms/image | ratio (median) | thumbd PSNR | vips PSNR |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, files in sets.items():
+        out = os.path.join(work, "out-" + name)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out + "/thumbd")
+        os.makedirs(out + "/vips")
+        ours = [thumbd, "thumbnail", *files, "--size", "256x256", "--jobs", "1", "--format", "jpeg",
+                "--quality", "85", "-o", out + "/thumbd/"]
+        vips = ["vipsthumbnail", "-s", "256x256", "-o", out + "/vips/%s.jpg[Q=85]", *files]
+        ratios, t_ours, t_vips = [], [], []
+        for r in range(rounds + 1):
+            order = [("t", ours), ("v", vips)] if r % 2 == 0 else [("v", vips), ("t", ours)]
+            times = {}
+            for key, command in order:
+                times[key] = timed(command, SINGLE)
+            if r == 0:
+                continue  # warm-up
+            ratios.append(times["t"] / times["v"])
+            t_ours.append(times["t"])
+            t_vips.append(times["v"])
+        scores = {"thumbd": [], "vips": []}
+        for f in files:
+            base = os.path.splitext(os.path.basename(f))[0]
+            ours_file = os.path.join(out, "thumbd", base + ".jpg")
+            vips_file = os.path.join(out, "vips", base + ".jpg")
+            if not (os.path.exists(ours_file) and os.path.exists(vips_file)):
+                continue
+            mine = Image.open(ours_file)
+            ref = reference(thumbd, f, mine.size, work)
+            scores["thumbd"].append(psnr(mine, ref))
+            theirs = Image.open(vips_file)
+            scores["vips"].append(psnr(theirs, ref) if theirs.size == mine.size
+                                  else psnr(theirs, reference(thumbd, f, theirs.size, work)))
+        def mean(values):
+            values = [v for v in values if v is not None and v != float("inf")]
+            return f"{statistics.mean(values):.1f}" if values else "-"
+        n = len(files)
+        print(f"| {name} | {n} | {1000 * statistics.median(t_ours) / n:.1f} | "
+              f"{1000 * statistics.median(t_vips) / n:.1f} | {statistics.median(ratios):.2f} | "
+              f"{mean(scores['thumbd'])} | {mean(scores['vips'])} |", flush=True)
+
+
+def encode_bench(thumbd, rounds, work):
+    jpegs = sorted(glob.glob("/tmp/benchcorpus/jpeg-12mp/*.jpg"))[:8]
+    if not jpegs:
+        print("encode: no /tmp/benchcorpus/jpeg-12mp (run ../shared/bench/make_corpus.sh)")
+        return
+    variants = [("png", [])] + [("jpeg", []), ("webp", [])] + [
+        (f"avif speed {s}", ["--avif-speed", str(s)]) for s in range(4, 10)]
+    print("| output | ms/image (median) | bytes/image | PSNR vs PNG thumbnail |")
+    print("|---|---:|---:|---:|")
+    pngs = {}
+    for label, extra in variants:
+        fmt = label.split()[0]
+        out = os.path.join(work, "enc-" + label.replace(" ", "-"))
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        command = [thumbd, "thumbnail", *jpegs, "--size", "256x256", "--jobs", "1", "--format", fmt,
+                   "--quality", "80", *extra, "-o", out + "/"]
+        times = [timed(command, SINGLE) for _ in range(rounds + 1)][1:]
+        files = sorted(glob.glob(out + "/*"))
+        size = statistics.mean(os.path.getsize(f) for f in files)
+        scores = []
+        for f in files:
+            base = os.path.splitext(os.path.basename(f))[0]
+            if fmt == "png":
+                pngs[base] = f
+                continue
+            decoded = os.path.join(work, "decoded.png")
+            subprocess.run([thumbd, "thumbnail", f, "--size", "16384x16384", "--format", "png",
+                            "-o", decoded], check=True, stdout=subprocess.DEVNULL)
+            scores.append(psnr(Image.open(decoded), Image.open(pngs[base])))
+        quality = f"{statistics.mean(scores):.1f}" if scores else "(reference)"
+        print(f"| {label} | {1000 * statistics.median(times) / len(jpegs):.1f} | {size:.0f} | {quality} |",
+              flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--thumbd", default=os.path.join(ROOT, ".build", "release", "thumbd"))
+    p.add_argument("--work", default="/tmp/thumbd-formats-bench")
+    p.add_argument("what", nargs="*", default=["decode", "encode"])
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    if "decode" in args.what:
+        decode_bench(args.thumbd, build_sets(args.thumbd, args.work), args.rounds, args.work)
+    if "encode" in args.what:
+        encode_bench(args.thumbd, args.rounds, args.work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
