@@ -2,8 +2,10 @@
 """WebP, GIF, HEIC and AVIF sources: `thumbd thumbnail` against vipsthumbnail, and the encoders.
 
 Decoding (`decode`): each set is thumbnailed to 256x256 JPEG (quality 85) by both tools in
-one process per tool and round, single-threaded (VIPS_CONCURRENCY=1, --jobs 1), alternating
-which goes first. The figure is the median over rounds of the per-round ratio thumbd / vips.
+one process per tool and round, alternating which goes first: one image at a time
+(VIPS_CONCURRENCY=1, --jobs 1; both still let libwebp run its filter thread), and with
+--threads default also each tool on its defaults (thumbd one job per core, vips its own
+threads). The figure is the median over rounds of the per-round ratio thumbd / vips.
 Beside it, quality: PSNR of each tool's output (decoded) against an exact area average of a
 full-resolution decode of the source (thumbd's decoders at full size, Pillow's BOX filter).
 
@@ -12,6 +14,7 @@ Sets (built under --work from files on this machine, nothing downloaded):
   webp-corpus the corpus's larger WebP files (the 24 MP bryce.webp among them)
   gif         the corpus's GIFs of 64x64 or more (their first frames)
   heic        the corpus's HEIC photos (HEVC; 12 MP grid, 2 MP, ...)
+  heic-no-thumbnail  those without an embedded thumbnail
   avif        the corpus's AVIF photos of 0.25 MP or more
 
 Encoding (`encode`): the 12 MP JPEG set thumbnailed to 256x256 as JPEG, WebP and AVIF at
@@ -19,7 +22,12 @@ quality 80 (AVIF at each speed from 4 to 9): ms per image (the whole thumbnail: 
 resample, encode; the encoders are the difference), output bytes, PSNR against the same
 thumbnail as PNG.
 
-Usage: bench/formats.py [--rounds N] [--thumbd PATH] [--work DIR] [decode] [encode]
+Embedded thumbnails (`thumbs`): the corpus's HEICs that carry one, at a box it covers with
+the 1.75x headroom (128x128), with and without it (--full-decode): ms per image, PSNR against
+an exact area average of the full image.
+
+Usage: bench/formats.py [--rounds N] [--threads single|default|both] [--thumbd PATH]
+                        [--work DIR] [decode] [encode] [thumbs]
 Needs vipsthumbnail (libvips-tools), Pillow and numpy; build first: swift build -c release.
 """
 import argparse
@@ -47,7 +55,7 @@ def manifest():
             p = line.rstrip("\n").split("\t")
             w, _, h = p[5].partition("x")
             pixels = int(w) * int(h) if w.isdigit() and h.isdigit() else 0
-            rows.append((p[0], p[3], p[4], pixels))
+            rows.append((p[0], p[3], p[4], pixels, p[6]))
     return rows
 
 
@@ -60,6 +68,11 @@ def build_sets(thumbd, work):
     sets["gif"] = [os.path.join(CORPUS, r[0]) for r in ok if r[1] == "gif-valid" and r[3] >= 4096]
     sets["heic"] = [os.path.join(CORPUS, r[0]) for r in ok
                     if r[1] == "heif-valid" and r[0].endswith(".heic") and r[3] >= 250_000]
+    # vipsthumbnail uses an embedded thumbnail as soon as it covers the box (thumbd only with
+    # the 1.75x headroom): the same decoding work on both sides needs files without one.
+    sets["heic-no-thumbnail"] = [os.path.join(CORPUS, r[0]) for r in ok
+                                 if r[1] == "heif-valid" and r[0].endswith(".heic")
+                                 and r[3] >= 250_000 and "thumbnail" not in r[4]]
     sets["avif"] = [os.path.join(CORPUS, r[0]) for r in ok
                     if r[1] == "heif-valid" and r[0].endswith(".avif") and r[3] >= 250_000
                     and r[3] <= 30_000_000 and "grid" not in r[0]]
@@ -104,48 +117,56 @@ def reference(thumbd, source, size, work):
     return Image.alpha_composite(background, image).convert("RGB").resize(size, Image.BOX)
 
 
-def decode_bench(thumbd, sets, rounds, work):
-    print("| set | files | thumbd ms/image | vips ms/image | ratio (median) | thumbd PSNR | vips PSNR |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+def decode_bench(thumbd, sets, rounds, work, threads):
+    print("| set | threads | files | thumbd ms/image | vips ms/image | ratio (median) | thumbd PSNR | vips PSNR |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, files in sets.items():
-        out = os.path.join(work, "out-" + name)
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out + "/thumbd")
-        os.makedirs(out + "/vips")
-        ours = [thumbd, "thumbnail", *files, "--size", "256x256", "--jobs", "1", "--format", "jpeg",
-                "--quality", "85", "-o", out + "/thumbd/"]
-        vips = ["vipsthumbnail", "-s", "256x256", "-o", out + "/vips/%s.jpg[Q=85]", *files]
-        ratios, t_ours, t_vips = [], [], []
-        for r in range(rounds + 1):
-            order = [("t", ours), ("v", vips)] if r % 2 == 0 else [("v", vips), ("t", ours)]
-            times = {}
-            for key, command in order:
-                times[key] = timed(command, SINGLE)
-            if r == 0:
-                continue  # warm-up
-            ratios.append(times["t"] / times["v"])
-            t_ours.append(times["t"])
-            t_vips.append(times["v"])
-        scores = {"thumbd": [], "vips": []}
-        for f in files:
-            base = os.path.splitext(os.path.basename(f))[0]
-            ours_file = os.path.join(out, "thumbd", base + ".jpg")
-            vips_file = os.path.join(out, "vips", base + ".jpg")
-            if not (os.path.exists(ours_file) and os.path.exists(vips_file)):
-                continue
-            mine = Image.open(ours_file)
-            ref = reference(thumbd, f, mine.size, work)
-            scores["thumbd"].append(psnr(mine, ref))
-            theirs = Image.open(vips_file)
-            scores["vips"].append(psnr(theirs, ref) if theirs.size == mine.size
-                                  else psnr(theirs, reference(thumbd, f, theirs.size, work)))
-        def mean(values):
-            values = [v for v in values if v is not None and v != float("inf")]
-            return f"{statistics.mean(values):.1f}" if values else "-"
-        n = len(files)
-        print(f"| {name} | {n} | {1000 * statistics.median(t_ours) / n:.1f} | "
-              f"{1000 * statistics.median(t_vips) / n:.1f} | {statistics.median(ratios):.2f} | "
-              f"{mean(scores['thumbd'])} | {mean(scores['vips'])} |", flush=True)
+        for mode in (["single", "default"] if threads == "both" else [threads]):
+            bench_set(thumbd, name, files, rounds, work, mode)
+
+
+def bench_set(thumbd, name, files, rounds, work, mode):
+    out = os.path.join(work, "out-" + name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out + "/thumbd")
+    os.makedirs(out + "/vips")
+    jobs = ["--jobs", "1"] if mode == "single" else []
+    env = SINGLE if mode == "single" else dict(os.environ)
+    ours = [thumbd, "thumbnail", *files, "--size", "256x256", *jobs, "--format", "jpeg",
+            "--quality", "85", "-o", out + "/thumbd/"]
+    vips = ["vipsthumbnail", "-s", "256x256", "-o", out + "/vips/%s.jpg[Q=85]", *files]
+    ratios, t_ours, t_vips = [], [], []
+    for r in range(rounds + 1):
+        order = [("t", ours), ("v", vips)] if r % 2 == 0 else [("v", vips), ("t", ours)]
+        times = {}
+        for key, command in order:
+            times[key] = timed(command, env)
+        if r == 0:
+            continue  # warm-up
+        ratios.append(times["t"] / times["v"])
+        t_ours.append(times["t"])
+        t_vips.append(times["v"])
+    scores = {"thumbd": [], "vips": []}
+    for f in files:
+        base = os.path.splitext(os.path.basename(f))[0]
+        ours_file = os.path.join(out, "thumbd", base + ".jpg")
+        vips_file = os.path.join(out, "vips", base + ".jpg")
+        if not (os.path.exists(ours_file) and os.path.exists(vips_file)):
+            continue
+        mine = Image.open(ours_file)
+        ref = reference(thumbd, f, mine.size, work)
+        scores["thumbd"].append(psnr(mine, ref))
+        theirs = Image.open(vips_file)
+        scores["vips"].append(psnr(theirs, ref) if theirs.size == mine.size
+                              else psnr(theirs, reference(thumbd, f, theirs.size, work)))
+
+    def mean(values):
+        values = [v for v in values if v is not None and v != float("inf")]
+        return f"{statistics.mean(values):.1f}" if values else "-"
+    n = len(files)
+    print(f"| {name} | {mode} | {n} | {1000 * statistics.median(t_ours) / n:.1f} | "
+          f"{1000 * statistics.median(t_vips) / n:.1f} | {statistics.median(ratios):.2f} | "
+          f"{mean(scores['thumbd'])} | {mean(scores['vips'])} |", flush=True)
 
 
 def encode_bench(thumbd, rounds, work):
@@ -183,18 +204,41 @@ def encode_bench(thumbd, rounds, work):
               flush=True)
 
 
+def thumbs_bench(thumbd, rounds, work):
+    files = [os.path.join(CORPUS, p) for p in (
+        "heif-valid/metadata-extractor/IMG_1034.heic", "heif-valid/libheif/example.heic")]
+    print("| file | box | with its thumbnail ms | full decode ms | ratio | PSNR with | PSNR full |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for f in files:
+        results = {}
+        for label, extra in [("thumb", []), ("full", ["--full-decode"])]:
+            out = os.path.join(work, f"thumbs-{label}.png")
+            command = [thumbd, "thumbnail", f, "--size", "128x128", "--format", "png", *extra,
+                       "-o", out]
+            times = [timed(command, SINGLE) for _ in range(rounds + 1)][1:]
+            image = Image.open(out)
+            results[label] = (statistics.median(times), psnr(image, reference(thumbd, f, image.size, work)))
+        print(f"| {os.path.basename(f)} | 128x128 | {1000 * results['thumb'][0]:.1f} | "
+              f"{1000 * results['full'][0]:.1f} | {results['thumb'][0] / results['full'][0]:.2f} | "
+              f"{results['thumb'][1]:.1f} | {results['full'][1]:.1f} |", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--thumbd", default=os.path.join(ROOT, ".build", "release", "thumbd"))
     p.add_argument("--work", default="/tmp/thumbd-formats-bench")
-    p.add_argument("what", nargs="*", default=["decode", "encode"])
+    p.add_argument("--threads", choices=["single", "default", "both"], default="both")
+    p.add_argument("what", nargs="*", default=["decode", "encode", "thumbs"])
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     if "decode" in args.what:
-        decode_bench(args.thumbd, build_sets(args.thumbd, args.work), args.rounds, args.work)
+        decode_bench(args.thumbd, build_sets(args.thumbd, args.work), args.rounds, args.work,
+                     args.threads)
     if "encode" in args.what:
         encode_bench(args.thumbd, args.rounds, args.work)
+    if "thumbs" in args.what:
+        thumbs_bench(args.thumbd, args.rounds, args.work)
 
 
 if __name__ == "__main__":

@@ -177,8 +177,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
                        ic_result *result, ic_decoder **out) {
   const uint8_t *data = NULL;
   size_t size = 0;
-  size_t cap = limits->max_decoder_memory ? (size_t)limits->max_decoder_memory : SIZE_MAX;
-  if (ic_stream_contents(stream, cap, control, &data, &size, result) != IC_OK)
+  if (ic_stream_contents(stream, limits, control, &data, &size, result) != IC_OK)
     return result->status;
   heif_decoder *d = calloc(1, sizeof(*d));
   if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
@@ -187,7 +186,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->base.destroy = heif_destroy;
   d->base.working_memory = heif_working_memory;
   d->control = control;
-  d->buffered = stream->owned ? size : 0;
+  d->buffered = stream->owned_size;
   d->context = heif_context_alloc();
   if (!d->context) {
     free(d);

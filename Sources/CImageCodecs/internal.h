@@ -95,8 +95,10 @@ typedef struct ic_stream {
   uint8_t head[IC_SNIFF_BYTES];
   size_t head_length;
   size_t head_offset;
-  /* The whole source, when a decoder asked for it from a FILE (ic_stream_contents). */
+  /* The whole source, when a decoder asked for it from a FILE (ic_stream_contents): memory
+   * a decoder's working_memory counts. */
   uint8_t *owned;
+  size_t owned_size;
 } ic_stream;
 
 /* Opens a source: a FILE when it names a path, otherwise its bytes. */
@@ -110,11 +112,12 @@ const uint8_t *ic_stream_magic(const ic_stream *stream, size_t *length);
 /*
  * The rest of the source in one piece, for decoders whose library wants all of it (WebP's
  * demuxer, libheif): the bytes themselves when in memory, else read from the FILE into a
- * buffer the stream owns, never more than cap bytes (IC_ERR_TOO_LARGE past it), checking
- * the control between reads.
+ * buffer the stream owns (owned_size), never more than the limits' decoder memory
+ * (IC_ERR_TOO_LARGE past it), checking the control between reads.
  */
-ic_status ic_stream_contents(ic_stream *stream, size_t cap, const ic_control *control,
-                             const uint8_t **data, size_t *size, ic_result *result);
+ic_status ic_stream_contents(ic_stream *stream, const ic_limits *limits,
+                             const ic_control *control, const uint8_t **data, size_t *size,
+                             ic_result *result);
 /* Reads up to length bytes; fewer only at the end of data or on error. */
 size_t ic_stream_read(ic_stream *stream, uint8_t *out, size_t length);
 /* True when the last short read was an I/O error rather than the end. */

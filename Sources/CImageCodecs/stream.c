@@ -78,8 +78,10 @@ int ic_stream_failed(const ic_stream *stream) {
   return stream->file && ferror(stream->file);
 }
 
-ic_status ic_stream_contents(ic_stream *stream, size_t cap, const ic_control *control,
-                             const uint8_t **data, size_t *size, ic_result *result) {
+ic_status ic_stream_contents(ic_stream *stream, const ic_limits *limits,
+                             const ic_control *control, const uint8_t **data, size_t *size,
+                             ic_result *result) {
+  size_t cap = limits->max_decoder_memory ? (size_t)limits->max_decoder_memory : SIZE_MAX;
   if (!stream->file) {
     if (stream->size > cap)
       return ic_fail(result, IC_ERR_TOO_LARGE, "the source is over %zu bytes", cap);
@@ -114,6 +116,7 @@ ic_status ic_stream_contents(ic_stream *stream, size_t cap, const ic_control *co
       }
       free(stream->owned);
       stream->owned = buffer;
+      stream->owned_size = used;
       *data = buffer;
       *size = used;
       return IC_OK;

@@ -102,6 +102,10 @@ static ic_status webp_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   if (!WebPInitDecoderConfig(&config))
     return ic_fail(result, IC_ERR_CORRUPT, "libwebp version mismatch");
   config.output.colorspace = channels == 4 ? MODE_RGBA : MODE_RGB;
+  /* libwebp's filter thread: the in-loop filter of one macroblock row runs beside the
+   * decoding of the next (82 -> 54 ms for a 12 MP photo here; vipsthumbnail does the same).
+   * One extra thread for the length of a decode; lossless files have no filter and ignore it. */
+  config.options.use_threads = 1;
   if (fw != d->frame_width || fh != d->frame_height) {
     config.options.use_scaling = 1;
     config.options.scaled_width = (int)fw;
@@ -197,8 +201,7 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
                        ic_result *result, ic_decoder **out) {
   const uint8_t *data = NULL;
   size_t size = 0;
-  size_t cap = limits->max_decoder_memory ? (size_t)limits->max_decoder_memory : SIZE_MAX;
-  if (ic_stream_contents(stream, cap, control, &data, &size, result) != IC_OK)
+  if (ic_stream_contents(stream, limits, control, &data, &size, result) != IC_OK)
     return result->status;
   WebPBitstreamFeatures features;
   VP8StatusCode code = WebPGetFeatures(data, size, &features);
@@ -210,7 +213,7 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->base.destroy = webp_destroy;
   d->base.working_memory = webp_working_memory;
   d->control = control;
-  d->buffered = stream->owned ? size : 0;
+  d->buffered = stream->owned_size;
   d->frame = data;
   d->frame_size = size;
   d->frame_width = (uint32_t)features.width;

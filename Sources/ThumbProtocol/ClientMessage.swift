@@ -25,9 +25,9 @@ public enum ClientMessage: Sendable, Hashable {
     public var scale: Double?
     /// `contain`, `cover` or `fill` (another value is the server's to refuse).
     public var fit: String?
-    /// `auto`, `png` or `jpeg`.
+    /// `auto`, `png`, `jpeg`, `webp` or `avif`.
     public var format: String?
-    /// JPEG quality.
+    /// Quality of the lossy formats.
     public var quality: Int?
 
     /// A box with raw values, as a frame carries them (nil: not sent).

@@ -94,6 +94,8 @@ enum ThumbnailCommand {
         options.thumbnailer.filter = filter
       case "--accept-damaged":
         options.thumbnailer.limits.acceptDamaged = true
+      case "--full-decode":
+        options.thumbnailer.shrinkOnLoad = false
       case "--avif-speed":
         options.thumbnailer.avifSpeed = try cursor.integer(for: argument, in: 0...9)
       case "--max-pixels":

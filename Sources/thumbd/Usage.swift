@@ -47,6 +47,9 @@ enum Usage {
       --quality Q       JPEG, WebP and AVIF quality, 1-100. Default 80.
       --avif-speed N    AVIF encoder speed, 0 (slowest, smallest) to 9.
                         Default 8.
+      --full-decode     Decode at full size: no JPEG DCT scaling, no WebP
+                        scaled decoding, no HEIF embedded thumbnail (for
+                        reference measurements).
       --upscale         Allow output larger than the source.
       --filter NAME     Final reduction kernel: catmull-rom (default),
                         lanczos3 (sharper, more ringing) or area (softest).

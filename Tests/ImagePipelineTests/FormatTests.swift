@@ -35,7 +35,8 @@ extension DecodeSuites {
         width: 16, height: 16, indices: .init(repeating: 0, count: 256), interlaced: interlaced)
       let blue = FormatFixtures.GIFFrame(
         width: 16, height: 16, indices: .init(repeating: 1, count: 256))
-      let gif = FormatFixtures.gif(width: 16, height: 16, palette: Self.palette, frames: [red, blue])
+      let gif = FormatFixtures.gif(
+        width: 16, height: 16, palette: Self.palette, frames: [red, blue])
       let image = try pixels(gif, box: 16)
       #expect(image.channels == 3)
       for y in 0..<16 { for x in 0..<16 { #expect(pixel(image, x, y) == [255, 0, 0]) } }
@@ -133,8 +134,9 @@ extension DecodeSuites {
       let (w, h) = (stored.width, stored.height)
       let upright = n >= 5 ? (h, w) : (w, h)
       #expect(image.width == upright.0 && image.height == upright.1, "orientation \(n)")
-      for (qx, qy) in [(w / 4, h / 4), (3 * w / 4, h / 4), (w / 4, 3 * h / 4), (3 * w / 4, 3 * h / 4)]
-      {
+      for (qx, qy) in [
+        (w / 4, h / 4), (3 * w / 4, h / 4), (w / 4, 3 * h / 4), (3 * w / 4, 3 * h / 4),
+      ] {
         let (sx, sy) = Self.shown(qx, qy, w, h, n)
         let want = pixel(stored, qx, qy)
         let got = pixel(image, sx, sy).prefix(3)
@@ -152,7 +154,8 @@ extension DecodeSuites {
       try expectOriented(bytes, stored: stored, orientation: n, tolerance: 2)
     }
 
-    @Test("HEIF irot/imir (AVIF) 1...8 come out upright, EXIF never applied on top",
+    @Test(
+      "HEIF irot/imir (AVIF) 1...8 come out upright, EXIF never applied on top",
       arguments: 1...8)
     func heifTransforms(n: Int) throws {
       let stored = Self.quadrants(width: 48, height: 32)

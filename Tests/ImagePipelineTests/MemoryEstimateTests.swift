@@ -100,7 +100,9 @@ extension DecodeSuites {
       return peaks[1] - peaks[0]
     }
 
-    @Test("the estimate is never below the measured peak", arguments: corpusCases + formatCases + generatedCases)
+    @Test(
+      "the estimate is never below the measured peak",
+      arguments: corpusCases + formatCases + generatedCases)
     func neverBelowPeak(item: Case) async throws {
       let file = try item.make()
       defer {

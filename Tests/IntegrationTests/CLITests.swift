@@ -154,7 +154,9 @@ struct MemoryTests {
       #expect(outcome.status == 0)
       peaks.append(outcome.maxRSSKiB)
     }
-    #expect(peaks[0] > 0 && peaks[1] <= peaks[0] + 10 * 1024, "JPEG \(peaks[0]) KiB, WebP \(peaks[1]) KiB")
+    #expect(
+      peaks[0] > 0 && peaks[1] <= peaks[0] + 10 * 1024, "JPEG \(peaks[0]) KiB, WebP \(peaks[1]) KiB"
+    )
   }
 
   /// HEIF codecs decode whole frames: the peak grows with the picture, at most about 10 bytes

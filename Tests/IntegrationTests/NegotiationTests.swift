@@ -114,8 +114,7 @@ struct NegotiationTests {
   func namedFormats() async throws {
     let (daemon, target) = try await Self.start()
     defer { daemon.stop() }
-    for (format, type) in [("webp", "image/webp"), ("avif", "image/avif"), ("jpeg", "image/jpeg")]
-    {
+    for (format, type) in [("webp", "image/webp"), ("avif", "image/avif"), ("jpeg", "image/jpeg")] {
       let response = Self.get(daemon, target + "&format=" + format, accept: "image/png")
       #expect(SocketClient.status(of: response) == 200)
       #expect(SocketClient.header("content-type", in: response) == type)

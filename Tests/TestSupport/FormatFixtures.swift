@@ -32,7 +32,8 @@ enum FormatFixtures {
     for frame in frames {
       let flags: UInt8 = frame.transparent == nil ? 0x04 : 0x05
       out += [0x21, 0xF9, 4, flags, 10, 0, frame.transparent ?? 0, 0]
-      out += [0x2C] + le16(frame.left) + le16(frame.top) + le16(frame.width)
+      out +=
+        [0x2C] + le16(frame.left) + le16(frame.top) + le16(frame.width)
         + le16(frame.height) + [frame.interlaced ? 0x40 : 0]
       var stored = frame.indices
       if frame.interlaced {

@@ -200,7 +200,8 @@ public struct Thumbnailer: Sendable {
       case .cover: IC_FIT_COVER
       case .fill: IC_FIT_FILL
       }
-    request.format = spec.format.imageFormat.map { ic_output_format($0.codecFormat.rawValue) }
+    request.format =
+      spec.format.imageFormat.map { ic_output_format($0.codecFormat.rawValue) }
       ?? IC_OUTPUT_AUTO
     request.quality = Int32(spec.quality)
     request.allow_upscale = spec.allowUpscale ? 1 : 0

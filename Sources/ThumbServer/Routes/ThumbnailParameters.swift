@@ -73,7 +73,8 @@ public struct ThumbnailParameters: Sendable, Hashable {
 extension ThumbnailParameters {
   /// "auto, png, jpeg, webp or avif", from the cases.
   static let formatNames: String = {
-    let names = [OutputFormat.auto.rawValue]
+    let names =
+      [OutputFormat.auto.rawValue]
       + OutputFormat.allCases.filter { $0 != .auto }.map(\.rawValue)
     return names.dropLast().joined(separator: ", ") + " or " + names.last!
   }()
