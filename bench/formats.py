@@ -7,7 +7,7 @@ one process per tool and round, alternating which goes first: one image at a tim
 --threads default also each tool on its defaults (thumbd one job per core, vips its own
 threads). The figure is the median over rounds of the per-round ratio thumbd / vips.
 Beside it, quality: PSNR of each tool's output (decoded) against an exact area average of a
-full-resolution decode of the source (thumbd's decoders at full size, Pillow's BOX filter).
+full-resolution decode of the source (thumbd's decoders at full size, bench/exact_area.py).
 
 Sets (built under --work from files on this machine, nothing downloaded):
   webp-12mp   the 12 MP JPEGs of ../shared/bench/make_corpus.sh, written as lossy WebP q80
@@ -41,6 +41,8 @@ import time
 
 import numpy as np
 from PIL import Image
+
+from exact_area import area_average
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CORPUS = os.environ.get("THUMBD_CORPUS", os.path.join(ROOT, "..", "shared", "corpus"))
@@ -114,7 +116,7 @@ def reference(thumbd, source, size, work):
     image = Image.open(full)
     image = image.convert("RGBA")
     background = Image.new("RGBA", image.size, (255, 255, 255, 255))
-    return Image.alpha_composite(background, image).convert("RGB").resize(size, Image.BOX)
+    return Image.alpha_composite(background, area_average(image, size)).convert("RGB")
 
 
 def decode_bench(thumbd, sets, rounds, work, threads):
