@@ -113,10 +113,9 @@ def reference(thumbd, source, size, work):
     full = os.path.join(work, "full.png")
     subprocess.run([thumbd, "thumbnail", source, "--size", "16384x16384", "--format", "png",
                     "-o", full], check=True, stdout=subprocess.DEVNULL)
-    image = Image.open(full)
-    image = image.convert("RGBA")
-    background = Image.new("RGBA", image.size, (255, 255, 255, 255))
-    return Image.alpha_composite(background, area_average(image, size)).convert("RGB")
+    averaged = area_average(Image.open(full), size)
+    background = Image.new("RGBA", averaged.size, (255, 255, 255, 255))
+    return Image.alpha_composite(background, averaged).convert("RGB")
 
 
 def decode_bench(thumbd, sets, rounds, work, threads):
