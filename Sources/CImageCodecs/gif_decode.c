@@ -5,8 +5,9 @@
  * and frames without any colour table (black) are handled.
  *
  * The screen size is checked against the limits before any pixel work (a 30-byte file can
- * declare 4 gigapixels). Rows stream: only an interlaced frame is buffered, as one byte per
- * pixel of the frame, since its rows arrive in four passes.
+ * declare 4 gigapixels), and the frame's against the pixel limit. Rows stream: only an
+ * interlaced frame is buffered, since its rows arrive in four passes, and only its part on
+ * the screen, one byte a pixel.
  */
 #include "internal.h"
 
@@ -57,21 +58,65 @@ static void gif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need
   *height = base->header.height;
 }
 
-/* One frame row of colour indices onto a canvas row that starts out transparent. */
-static void compose_row(const gif_decoder *d, const GifPixelType *indices, uint8_t *row,
-                        int channels) {
-  int64_t screen = d->base.header.width;
-  for (int x = 0; x < d->width; x++) {
-    int64_t cx = (int64_t)d->left + x;
-    if (cx < 0 || cx >= screen || indices[x] == d->transparent) continue;
-    memcpy(row + cx * channels, d->palette[indices[x]], (size_t)channels);
+/* The part of the frame on the screen: frame rows [r0, r1) and columns [c0, c1), empty
+ * when the frame lies wholly outside it. */
+typedef struct visible_part {
+  int r0, r1, c0, c1;
+} visible_part;
+
+static visible_part visible(const gif_decoder *d) {
+  int64_t sw = d->base.header.width, sh = d->base.header.height;
+  visible_part v;
+  v.r0 = d->top < 0 ? -d->top : 0;
+  v.c0 = d->left < 0 ? -d->left : 0;
+  v.r1 = (int)(sh - d->top < d->height ? sh - d->top : d->height);
+  v.c1 = (int)(sw - d->left < d->width ? sw - d->left : d->width);
+  if (v.r1 < v.r0) v.r1 = v.r0;
+  if (v.c1 < v.c0) v.c1 = v.c0;
+  return v;
+}
+
+/* The visible columns of one frame row (indices[0] is column c0) onto a canvas row that
+ * starts out transparent. */
+static void compose_row(const gif_decoder *d, const visible_part *v,
+                        const GifPixelType *indices, uint8_t *row, int channels) {
+  for (int x = v->c0; x < v->c1; x++) {
+    GifPixelType index = indices[x - v->c0];
+    if (index == d->transparent) continue;
+    memcpy(row + ((int64_t)d->left + x) * channels, d->palette[index], (size_t)channels);
   }
 }
 
-/* The frame row that canvas row y shows, or -1. */
-static int frame_row(const gif_decoder *d, uint32_t y) {
-  int64_t r = (int64_t)y - d->top;
-  return r >= 0 && r < d->height ? (int)r : -1;
+/* Reads frame rows up to and including row `last` (non-interlaced order). */
+static ic_status read_rows_to(gif_decoder *d, int *next, int last, GifPixelType *line,
+                              ic_result *result) {
+  for (; *next <= last; (*next)++) {
+    if (*next % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
+      return result->status;
+    if (DGifGetLine(d->gif, line, d->width) != GIF_OK)
+      return fail_from_gif(d->gif->Error, "frame", result);
+  }
+  return IC_OK;
+}
+
+/* An interlaced frame's visible part, gathered from its four passes. */
+static ic_status read_interlaced(gif_decoder *d, const visible_part *v, GifPixelType *line,
+                                 GifPixelType *frame, ic_result *result) {
+  static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
+  size_t columns = (size_t)(v->c1 - v->c0);
+  int done = 0;
+  for (int pass = 0; pass < 4; pass++)
+    for (int r = start[pass]; r < d->height; r += step[pass]) {
+      /* Every row is read (the passes follow one another in the data), the visible kept;
+       * the frame's size is within the pixel limit, which bounds the work. */
+      if (++done % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
+        return result->status;
+      if (DGifGetLine(d->gif, line, d->width) != GIF_OK)
+        return fail_from_gif(d->gif->Error, "frame", result);
+      if (r >= v->r0 && r < v->r1)
+        memcpy(frame + (size_t)(r - v->r0) * columns, line + v->c0, columns);
+    }
+  return IC_OK;
 }
 
 static ic_status gif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
@@ -79,49 +124,37 @@ static ic_status gif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   uint32_t w = base->header.width, h = base->header.height;
   int channels = base->header.channels;
   size_t stride = (size_t)w * channels;
+  visible_part v = visible(d);
+  int shown = v.r1 > v.r0 && v.c1 > v.c0;
   uint8_t *row = malloc(stride);
   GifPixelType *line = malloc((size_t)d->width);
-  /* Interlaced frames arrive in passes: gather the indices first. */
-  GifPixelType *frame = d->interlaced ? malloc((size_t)d->width * d->height) : NULL;
+  /* Interlaced frames arrive in passes: their visible part is gathered first. */
+  GifPixelType *frame =
+      d->interlaced && shown ? malloc((size_t)(v.r1 - v.r0) * (size_t)(v.c1 - v.c0)) : NULL;
   ic_status status = IC_OK;
-  if (!row || !line || (d->interlaced && !frame))
+  if (!row || !line || (d->interlaced && shown && !frame))
     status = ic_fail(result, IC_ERR_NO_MEMORY, "GIF row allocation failed");
-  if (status == IC_OK && frame) {
-    static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
-    int done = 0;
-    for (int pass = 0; pass < 4 && status == IC_OK; pass++)
-      for (int r = start[pass]; r < d->height && status == IC_OK; r += step[pass]) {
-        if (++done % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
-          status = result->status;
-        else if (DGifGetLine(d->gif, frame + (size_t)r * d->width, d->width) != GIF_OK)
-          status = fail_from_gif(d->gif->Error, "frame", result);
-      }
-  }
+  if (status == IC_OK && frame) status = read_interlaced(d, &v, line, frame, result);
   if (status == IC_OK) status = sink->begin(sink, w, h, channels, result);
-  int next_line = 0; /* frame rows read so far (non-interlaced) */
+  int next = 0; /* frame rows read so far (non-interlaced) */
   for (uint32_t y = 0; y < h && status == IC_OK; y++) {
     if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
       status = result->status;
       break;
     }
-    /* Transparent canvas, or the frame's opaque cover of the whole screen. */
     memset(row, 0, stride);
-    int r = frame_row(d, y);
-    if (r >= 0) {
-      const GifPixelType *indices = NULL;
+    int r = (int)((int64_t)y - d->top);
+    if (shown && r >= v.r0 && r < v.r1) {
+      const GifPixelType *indices;
       if (frame) {
-        indices = frame + (size_t)r * d->width;
+        indices = frame + (size_t)(r - v.r0) * (size_t)(v.c1 - v.c0);
       } else {
         /* Rows above the screen are read and dropped. */
-        while (next_line <= r && status == IC_OK) {
-          if (DGifGetLine(d->gif, line, d->width) != GIF_OK)
-            status = fail_from_gif(d->gif->Error, "frame", result);
-          next_line++;
-        }
-        indices = line;
+        status = read_rows_to(d, &next, r, line, result);
+        indices = line + v.c0;
       }
       if (status != IC_OK) break;
-      compose_row(d, indices, row, channels);
+      compose_row(d, &v, indices, row, channels);
     }
     status = sink->row(sink, row, result);
   }
@@ -134,7 +167,8 @@ static ic_status gif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
 static uint64_t gif_working_memory(ic_decoder *base) {
   gif_decoder *d = (gif_decoder *)base;
   uint64_t bytes = (uint64_t)base->header.width * base->header.channels + (uint64_t)d->width;
-  if (d->interlaced) bytes += (uint64_t)d->width * d->height;
+  visible_part v = visible(d);
+  if (d->interlaced) bytes += (uint64_t)(v.r1 - v.r0) * (uint64_t)(v.c1 - v.c0);
   /* giflib's LZW state and stack. */
   return bytes + (32u << 10) + IC_DECODE_BASE_BYTES;
 }

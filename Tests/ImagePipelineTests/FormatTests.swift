@@ -82,6 +82,27 @@ extension DecodeSuites {
       #expect(pixel(image, 2, 2)[3] == 0)
     }
 
+    @Test("an interlaced frame far larger than its screen keeps only the part on the screen")
+    func gifLargeInterlacedFrame() throws {
+      // Row r has colour r % 3, like the test above; the frame is 300x300 on an 8x8 screen.
+      let indices = (0..<(300 * 300)).map { UInt8(($0 / 300) % 3) }
+      func gif(interlaced: Bool) -> [UInt8] {
+        let frame = FormatFixtures.GIFFrame(
+          width: 300, height: 300, indices: indices, interlaced: interlaced)
+        return FormatFixtures.gif(width: 8, height: 8, palette: Self.palette, frames: [frame])
+      }
+      let image = try pixels(gif(interlaced: true), box: 8)
+      for y in 0..<8 {
+        let c = Self.palette[y % 3]
+        #expect(pixel(image, 3, y) == [Int(c.0), Int(c.1), Int(c.2)], "row \(y)")
+      }
+      // The buffer of the interlaced frame is its 8x8 visible part, not 90,000 bytes.
+      let spec = ThumbnailSpec(width: 8, height: 8)
+      let interlaced = try thumbnailer.estimate(of: gif(interlaced: true), spec: spec)
+      let progressive = try thumbnailer.estimate(of: gif(interlaced: false), spec: spec)
+      #expect(interlaced.bytes - progressive.bytes <= 64)
+    }
+
     @Test("an animated WebP gives its first frame, placed on its canvas")
     func webpFirstFrame() throws {
       let red = try ImageEncoder.webp(solid([255, 0, 0], width: 16, height: 16), lossless: true)
