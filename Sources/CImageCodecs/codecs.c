@@ -33,13 +33,19 @@ typedef struct ic_encoder_entry {
   ic_encode_fn encode;
   /* Whether the format keeps an alpha channel (JPEG flattens it over white). */
   int keeps_alpha;
+  /* What the encoder's library holds beyond the output buffer: a fixed part and bytes per
+   * output pixel, measured as peak RSS against JPEG output (docs/BENCHMARKS.md, "Encoding"). */
+  uint32_t fixed_bytes;
+  uint32_t bytes_per_pixel;
 } ic_encoder_entry;
 
 static const ic_encoder_entry encoders[] = {
-    {IC_FORMAT_JPEG, ic_encode_jpeg, 0},
-    {IC_FORMAT_PNG, ic_encode_png, 1},
-    {IC_FORMAT_WEBP, ic_encode_webp, 1},
-    {IC_FORMAT_AVIF, ic_encode_avif, 1},
+    {IC_FORMAT_JPEG, ic_encode_jpeg, 0, 0, 0},
+    {IC_FORMAT_PNG, ic_encode_png, 1, 0, 0},
+    /* +0.4 MiB at 256 px. */
+    {IC_FORMAT_WEBP, ic_encode_webp, 1, 1u << 20, 4},
+    /* libaom: +5.6 MiB at 256 px, +18.4 MiB at 1024x683. */
+    {IC_FORMAT_AVIF, ic_encode_avif, 1, 6u << 20, 20},
 };
 
 ic_format ic_sniff(const uint8_t *bytes, size_t size) {
@@ -99,6 +105,13 @@ ic_status ic_encode_as(ic_format format, const uint8_t *pixels, uint32_t width,
 int ic_format_keeps_alpha(ic_format format) {
   for (size_t i = 0; i < COUNT(encoders); i++)
     if (encoders[i].format == format) return encoders[i].keeps_alpha;
+  return 0;
+}
+
+uint64_t ic_encoder_memory(ic_format format, uint32_t width, uint32_t height) {
+  for (size_t i = 0; i < COUNT(encoders); i++)
+    if (encoders[i].format == format)
+      return encoders[i].fixed_bytes + (uint64_t)encoders[i].bytes_per_pixel * width * height;
   return 0;
 }
 

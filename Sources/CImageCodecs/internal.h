@@ -246,6 +246,9 @@ ic_status ic_encode_as(ic_format format, const uint8_t *pixels, uint32_t width,
 /* Whether an output format keeps alpha (JPEG does not). */
 int ic_format_keeps_alpha(ic_format format);
 
+/* What encoding a width x height result holds beyond the output buffer (codecs.c's table). */
+uint64_t ic_encoder_memory(ic_format format, uint32_t width, uint32_t height);
+
 /* Premultiplied RGBA (what some libraries deliver) back to straight alpha, in place. */
 void ic_unpremultiply_row(uint8_t *rgba, uint32_t width);
 

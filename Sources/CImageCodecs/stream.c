@@ -89,12 +89,13 @@ ic_status ic_stream_contents(ic_stream *stream, const ic_limits *limits,
     *size = stream->size - stream->offset;
     return IC_OK;
   }
-  size_t capacity = 256 << 10, used = 0;
+  size_t capacity = cap < (256u << 10) ? cap + 1 : 256u << 10, used = 0;
   uint8_t *buffer = NULL;
   for (;;) {
     if (ic_check(control, result) != IC_OK) break;
     if (used == capacity || !buffer) {
-      if (buffer) capacity *= 2;
+      /* Doubling, but never past one byte over the cap. */
+      if (buffer) capacity = capacity > cap / 2 ? cap + 1 : capacity * 2;
       uint8_t *grown = realloc(buffer, capacity);
       if (!grown) {
         ic_fail(result, IC_ERR_NO_MEMORY, "source buffer allocation failed");
@@ -102,7 +103,9 @@ ic_status ic_stream_contents(ic_stream *stream, const ic_limits *limits,
       }
       buffer = grown;
     }
+    /* Never more than one byte past the cap: that byte says the file is over it. */
     size_t want = capacity - used;
+    if (cap < SIZE_MAX && want > cap + 1 - used) want = cap + 1 - used;
     size_t n = ic_stream_read(stream, buffer + used, want);
     used += n;
     if (used > cap) {

@@ -222,9 +222,15 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
           plan.crop_height * sy, plan.out_width, plan.out_height, request->filter);
       uint64_t output = (uint64_t)plan.out_width * plan.out_height * 4;
       /* Decoder and resampler run together; then the upright copy and the encoder's
-       * buffer beside the result. */
+       * buffer beside the result, and the encoder's library (AUTO writes PNG or JPEG, whose
+       * libraries hold no more than the buffer). Counted together: freed decoder memory is
+       * not always given back before the encoder allocates. */
+      uint64_t library = request->format == IC_OUTPUT_AUTO
+                             ? 0
+                             : ic_encoder_memory((ic_format)request->format, plan.out_width,
+                                                 plan.out_height);
       estimate->bytes = decoder->working_memory(decoder) + ic_resizer_bytes(resizer) +
-                        2 * output;
+                        2 * output + library;
       ic_resizer_destroy(resizer);
       estimate->decode_width = decode_w;
       estimate->decode_height = decode_h;

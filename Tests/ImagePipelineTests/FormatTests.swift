@@ -208,6 +208,21 @@ extension DecodeSuites {
       }
     }
 
+    @Test("a WebP or HEIF file read whole is refused past the decoder-memory cap, not buffered")
+    func wholeFileReadIsCapped() throws {
+      for path in ["webp-valid/libwebp-test-data/bryce.webp", "heif-valid/libheif/example.heic"] {
+        let size = try Corpus.bytes(path).count
+        let tight = Thumbnailer(limits: DecodingLimits(maxDecoderMemory: size - 1))
+        #expect("\(path)") {
+          _ = try tight.thumbnail(
+            contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: 64, height: 64))
+        } throws: { ($0 as? ThumbnailError)?.kind == "too_large" }
+        let enough = Thumbnailer(limits: DecodingLimits(maxDecoderMemory: size + (64 << 20)))
+        _ = try enough.thumbnail(
+          contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: 64, height: 64))
+      }
+    }
+
     @Test("WebP and AVIF output keep alpha; JPEG output flattens it")
     func outputAlpha() throws {
       let png = try ImageEncoder.png(AlphaTests.redBesideTransparentBlack(width: 40, height: 40))

@@ -14,7 +14,9 @@ extension DecodeSuites {
       let name: String
       let box: Int
       let make: @Sendable () throws -> String
-      var testDescription: String { "\(name) at \(box)" }
+      /// The output format (default: auto, PNG or JPEG).
+      var format = OutputFormat.auto
+      var testDescription: String { "\(name) at \(box) as \(format.rawValue)" }
     }
 
     static let corpusCases: [Case] = Corpus.entries.filter {
@@ -47,6 +49,15 @@ extension DecodeSuites {
       return try #require(sized.min { $0.1 < $1.1 }, "no small \(format)").0.url
     }
 
+    /// The encoders' own memory: AVIF's library holds several MiB (more at larger sizes).
+    static let encoderCases: [Case] = [256, 1024].flatMap { box in
+      [OutputFormat.webp, .avif].map { format in
+        Case(
+          name: "photo/coil/large.jpg", box: box, make: { Corpus.path("photo/coil/large.jpg") },
+          format: format)
+      }
+    }
+
     static let generatedCases: [Case] = [
       // DC scans alone (1/8), and libjpeg's whole-image coefficients (a 1024 box needs 1/2).
       Case(
@@ -74,25 +85,31 @@ extension DecodeSuites {
 
     /// Peak RSS in bytes of `thumbd thumbnail` on a file, less the same on a 16x16 image of
     /// the same format (the process, its libraries, the code paths of that format).
-    static func measuredPeak(_ file: String, box: Int) async throws -> Int {
+    static func measuredPeak(
+      _ file: String, box: Int, format: OutputFormat = .auto
+    ) async throws -> Int {
       let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("thumbd-estimate-\(UUID().uuidString.prefix(8))").path
       try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
       defer { try? FileManager.default.removeItem(atPath: directory) }
-      let format = SourceFormat.sniff(try [UInt8](Data(contentsOf: URL(fileURLWithPath: file))))
+      let source = SourceFormat.sniff(try [UInt8](Data(contentsOf: URL(fileURLWithPath: file))))
       var small = directory + "/tiny"
-      if format == .png || format == .jpeg {
+      if source == .png || source == .jpeg {
         let tiny = Bitmap(
           pixels: [UInt8](repeating: 128, count: 16 * 16 * 3), width: 16, height: 16, channels: 3)
-        try Data(format == .png ? ImageEncoder.png(tiny) : ImageEncoder.jpeg(tiny)).write(
+        try Data(source == .png ? ImageEncoder.png(tiny) : ImageEncoder.jpeg(tiny)).write(
           to: URL(fileURLWithPath: small))
       } else {
-        small = try tinyFile(of: try #require(format))
+        small = try tinyFile(of: try #require(source))
       }
       var peaks: [Int] = []
-      for input in [small, file] {
+      // The baseline writes PNG or JPEG: what an encoder's library holds is in the difference.
+      for (input, output) in [(small, OutputFormat.auto), (file, format)] {
         let outcome = try await ChildProcess.runThumbd(
-          ["thumbnail", input, "--size", "\(box)x\(box)", "-o", directory + "/out/"],
+          [
+            "thumbnail", input, "--size", "\(box)x\(box)", "--format", output.rawValue, "-o",
+            directory + "/out/",
+          ],
           measuringMemory: true)
         #expect(outcome.status == 0, "\(outcome.standardError)")
         peaks.append(outcome.maxRSSKiB * 1024)
@@ -102,15 +119,16 @@ extension DecodeSuites {
 
     @Test(
       "the estimate is never below the measured peak",
-      arguments: corpusCases + formatCases + generatedCases)
+      arguments: corpusCases + formatCases + encoderCases + generatedCases)
     func neverBelowPeak(item: Case) async throws {
       let file = try item.make()
       defer {
         if !file.hasPrefix(Corpus.root) { try? FileManager.default.removeItem(atPath: file) }
       }
       let estimate = try Thumbnailer().estimate(
-        contentsOf: file, spec: ThumbnailSpec(width: item.box, height: item.box))
-      let peak = try await Self.measuredPeak(file, box: item.box)
+        contentsOf: file,
+        spec: ThumbnailSpec(width: item.box, height: item.box, format: item.format))
+      let peak = try await Self.measuredPeak(file, box: item.box, format: item.format)
       // Peak RSS of one process run against another spreads by about half a MiB here (the
       // 16x16 baseline alone peaked up to 496 KiB above some real files): allow 1 MiB.
       #expect(
