@@ -17,14 +17,7 @@ extension DecodeSuites {
       "decode-ok files give a thumbnail of the right upright size",
       arguments: Corpus.entries(expected: "decode-ok"))
     func decodesValidFile(entry: Corpus.Entry) throws {
-      let thumbnail = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
-      let shown = try #require(entry.displayedSize, "manifest has no dimensions")
-      let expected = ImageMetrics.containSize(width: shown.width, height: shown.height, box: 256)
-      #expect(thumbnail.width == expected.width && thumbnail.height == expected.height)
-      // The bytes really are an image of that size, in the format they claim.
-      #expect(ImageFormat.sniff(thumbnail.data) == thumbnail.format)
-      let decoded = try thumbnailer.decodeFullResolution(of: thumbnail.data)
-      #expect(decoded.width == expected.width && decoded.height == expected.height)
+      try CorpusChecks.expectUprightThumbnail(entry, thumbnailer: thumbnailer, box: 256)
     }
 
     @Test(
@@ -42,13 +35,7 @@ extension DecodeSuites {
       "must-reject files give a typed error", .timeLimit(.minutes(1)),
       arguments: Corpus.entries(expected: "must-reject"))
     func rejectsBadFile(entry: Corpus.Entry) throws {
-      #expect(throws: ThumbnailError.self) {
-        _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
-      }
-      // The streaming file path must agree.
-      #expect(throws: ThumbnailError.self) {
-        _ = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-      }
+      CorpusChecks.expectRejected(entry, thumbnailer: thumbnailer, box: 256)
     }
 
     @Test(

@@ -15,13 +15,8 @@ extension DecodeSuites {
       "decode-ok files give a thumbnail of the right upright size",
       arguments: Corpus.formatEntries(expected: "decode-ok"))
     func decodesValidFile(entry: Corpus.Entry) throws {
-      let thumbnail = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
-      let shown = try #require(entry.displayedSize, "manifest has no dimensions")
-      let expected = ImageMetrics.containSize(width: shown.width, height: shown.height, box: 256)
-      #expect(thumbnail.width == expected.width && thumbnail.height == expected.height)
-      #expect(ImageFormat.sniff(thumbnail.data) == thumbnail.format)
-      let decoded = try thumbnailer.decodeFullResolution(of: thumbnail.data)
-      #expect(decoded.width == expected.width && decoded.height == expected.height)
+      let thumbnail = try CorpusChecks.expectUprightThumbnail(
+        entry, thumbnailer: thumbnailer, box: 256)
       let fromFile = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
       #expect(fromFile == thumbnail)
     }
@@ -30,12 +25,7 @@ extension DecodeSuites {
       "must-reject files give a typed error", .timeLimit(.minutes(1)),
       arguments: Corpus.formatEntries(expected: "must-reject"))
     func rejectsBadFile(entry: Corpus.Entry) throws {
-      #expect(throws: ThumbnailError.self) {
-        _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
-      }
-      #expect(throws: ThumbnailError.self) {
-        _ = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-      }
+      CorpusChecks.expectRejected(entry, thumbnailer: thumbnailer, box: 256)
     }
 
     @Test(

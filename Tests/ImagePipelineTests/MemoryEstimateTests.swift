@@ -33,10 +33,9 @@ extension DecodeSuites {
     }
 
     /// The WebP, GIF and HEIF images of the corpus of 0.25 MP or more.
-    static let formatCases: [Case] = Corpus.formatEntries(expected: "decode-ok").filter {
-      ["webp-valid", "gif-valid", "heif-valid"].contains($0.kind)
-        && ($0.storedSize.map { $0.width * $0.height >= 250_000 } ?? false)
-    }.map { entry in Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) }) }
+    static let formatCases: [Case] = Corpus.formatPhotos.map { entry in
+      Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) })
+    }
 
     /// The smallest decode-ok corpus file of a format: the baseline of its code paths.
     static func tinyFile(of format: SourceFormat) throws -> String {

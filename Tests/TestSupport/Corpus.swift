@@ -83,6 +83,13 @@ enum Corpus {
     formatEntries.filter { $0.expected == expected }
   }
 
+  /// The WebP, GIF and HEIF images that decode and are large enough to be photographs
+  /// (0.25 MP or more), whatever their content: the quality and memory checks' set.
+  static let formatPhotos: [Entry] = formatEntries(expected: "decode-ok").filter {
+    ["webp-valid", "gif-valid", "heif-valid"].contains($0.kind)
+      && ($0.storedSize.map { $0.width * $0.height >= 250_000 } ?? false)
+  }
+
   static func path(_ relative: String) -> String { root + "/" + relative }
 
   static func bytes(_ relative: String) throws -> [UInt8] {
