@@ -22,30 +22,73 @@ public struct AcceptedFormats: Sendable, Hashable {
     self.avif = avif
   }
 
-  /// The formats an `Accept` header names (nil: JPEG and PNG only). Pure; bounded by the
+  /// The formats an `Accept` header names (nil: JPEG and PNG only). Pure, and it allocates
+  /// nothing: browsers send `Accept` on every request, memory hits included. Bounded by the
   /// header, which the HTTP parser has already bounded.
   public init(acceptHeader: String?) {
     self = .basic
-    guard let acceptHeader else { return }
-    for range in acceptHeader.utf8.split(separator: UInt8(ascii: ",")) {
-      let parts = range.split(separator: UInt8(ascii: ";"))
-      guard let type = parts.first else { continue }
-      let name = Self.lowercasedTrimmed(type)
-      guard name == "image/webp" || name == "image/avif" else { continue }
-      var weight = 1.0
-      for parameter in parts.dropFirst() {
-        let text = Self.lowercasedTrimmed(parameter)
-        if text.hasPrefix("q="), let value = Double(text.dropFirst(2)) { weight = value }
+    guard var header = acceptHeader else { return }
+    header.withUTF8 { bytes in
+      var start = 0
+      while start < bytes.count {
+        var end = start
+        while end < bytes.count && bytes[end] != UInt8(ascii: ",") { end += 1 }
+        note(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+        start = end + 1
       }
-      guard weight > 0 else { continue }
-      if name == "image/webp" { webp = true } else { avif = true }
     }
   }
 
-  private static func lowercasedTrimmed(_ bytes: Substring.UTF8View.SubSequence) -> String {
-    let isSpace: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
-    let trimmed = bytes.drop(while: isSpace).reversed().drop(while: isSpace).reversed()
-    return String(decoding: trimmed, as: UTF8.self).lowercased()
+  /// One media range: `type/subtype` and its parameters, `q=0` meaning not acceptable.
+  private mutating func note(_ range: UnsafeBufferPointer<UInt8>) {
+    var typeEnd = 0
+    while typeEnd < range.count && range[typeEnd] != UInt8(ascii: ";") { typeEnd += 1 }
+    let type = Self.trimmed(range, 0, typeEnd)
+    let isWebP = Self.equalsLowercased(range, type, "image/webp")
+    guard isWebP || Self.equalsLowercased(range, type, "image/avif") else { return }
+    // Parameters: a q whose digits are all zero (0, 0.0, 0.000) refuses the type.
+    var at = typeEnd
+    while at < range.count {
+      var next = at + 1
+      while next < range.count && range[next] != UInt8(ascii: ";") { next += 1 }
+      let parameter = Self.trimmed(range, at + 1, next)
+      if parameter.count >= 2, range[parameter.lowerBound] | 0x20 == UInt8(ascii: "q"),
+        range[parameter.lowerBound + 1] == UInt8(ascii: "=")
+      {
+        let value = (parameter.lowerBound + 2)..<parameter.upperBound
+        if !value.contains(where: {
+          range[$0] >= UInt8(ascii: "1") && range[$0] <= UInt8(ascii: "9")
+        }) {
+          return
+        }
+      }
+      at = next
+    }
+    if isWebP { webp = true } else { avif = true }
+  }
+
+  /// `from..<to` without surrounding spaces and tabs.
+  private static func trimmed(_ bytes: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int)
+    -> Range<Int>
+  {
+    var (low, high) = (from, to)
+    while low < high && (bytes[low] == 0x20 || bytes[low] == 0x09) { low += 1 }
+    while high > low && (bytes[high - 1] == 0x20 || bytes[high - 1] == 0x09) { high -= 1 }
+    return low..<high
+  }
+
+  /// Whether `bytes[range]` is `word` (lower-case ASCII) in any case.
+  private static func equalsLowercased(
+    _ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ word: StaticString
+  ) -> Bool {
+    guard range.count == word.utf8CodeUnitCount else { return false }
+    let letters = word.utf8Start
+    for (i, at) in range.enumerated() {
+      let byte = bytes[at]
+      let lowered = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+      if lowered != letters[i] { return false }
+    }
+    return true
   }
 }
 
