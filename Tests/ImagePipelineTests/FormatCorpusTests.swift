@@ -42,6 +42,18 @@ extension DecodeSuites {
       }
     }
 
+    @Test("declared sizes over the pixel limit are refused from the header, before decoding")
+    func refusesHugeHeaders() throws {
+      for path in [
+        "gif-corrupt/gdk-pixbuf/bug785973_disabled.gif",  // a 4270 MP screen in 100 KB
+        "heif-valid/libvips/17000x17000.avif",  // 289 MP in 1340 bytes
+      ] {
+        #expect("\(path)") {
+          _ = try thumbnailer.thumbnail(of: Corpus.bytes(path), spec: spec)
+        } throws: { ($0 as? ThumbnailError)?.kind == "too_large" }
+      }
+    }
+
     @Test("the sniffer names each new format from its bytes")
     func sniffsEachFormat() throws {
       let cases: [(String, SourceFormat)] = [
