@@ -25,7 +25,8 @@ let package = Package(
       linkerSettings: [
         .linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("z"),
         .linkedLibrary("webp"), .linkedLibrary("webpdemux"), .linkedLibrary("gif"),
-        .linkedLibrary("heif"), .linkedLibrary("m"),
+        .linkedLibrary("heif"), .linkedLibrary("webpmux"), .linkedLibrary("lcms2"),
+        .linkedLibrary("m"),
       ]
     ),
     .target(

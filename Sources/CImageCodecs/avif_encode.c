@@ -67,6 +67,8 @@ ic_status ic_encode_avif(const uint8_t *pixels, uint32_t width, uint32_t height,
   uint8_t *plane = heif_image_get_plane(image, heif_channel_interleaved, &stride);
   size_t row = (size_t)width * channels;
   for (uint32_t y = 0; y < height; y++) memcpy(plane + (size_t)y * stride, pixels + y * row, row);
+  if (options->icc && options->icc_size > 0)
+    heif_image_set_raw_color_profile(image, "prof", options->icc, options->icc_size);
   struct heif_encoding_options *encoding = heif_encoding_options_alloc();
   if (encoding && options->avif_orientation >= 2 && options->avif_orientation <= 8)
     encoding->image_orientation = (enum heif_orientation)options->avif_orientation;

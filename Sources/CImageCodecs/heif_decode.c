@@ -176,7 +176,54 @@ static void heif_destroy(ic_decoder *base) {
   if (d->chosen && d->chosen != d->primary) heif_image_handle_release(d->chosen);
   if (d->primary) heif_image_handle_release(d->primary);
   if (d->context) heif_context_free(d->context);
+  ic_colour_info_clear(&base->header.colour);
   free(d);
+}
+
+/* The primary image's colour: its ICC profile (colr prof/rICC), else its nclx primaries and
+ * transfer curve. PQ and HLG (HDR) are not converted: they need tone mapping. */
+static void read_colour(heif_decoder *d, const ic_limits *limits) {
+  ic_colour_info *colour = &d->base.header.colour;
+  size_t size = heif_image_handle_get_raw_color_profile_size(d->primary);
+  if (size > 0) {
+    if (size > limits->max_profile_bytes) {
+      colour->damage = IC_PROFILE_OVERSIZED;
+    } else if ((colour->icc = malloc(size))) {
+      if (heif_image_handle_get_raw_color_profile(d->primary, colour->icc).code ==
+          heif_error_Ok) {
+        colour->icc_size = size;
+        return;
+      }
+      ic_colour_info_clear(colour);
+      colour->damage = IC_PROFILE_BROKEN;
+    }
+  }
+  struct heif_color_profile_nclx *nclx = NULL;
+  if (heif_image_handle_get_nclx_color_profile(d->primary, &nclx).code != heif_error_Ok ||
+      !nclx)
+    return;
+  switch ((int)nclx->transfer_characteristics) {
+    case 1: case 6: case 14: case 15: colour->transfer = 1; break;
+    case 4: colour->gamma = 2.2; break;
+    case 5: colour->gamma = 2.8; break;
+    case 8: colour->transfer = 8; break;
+    case 16: case 18: colour->damage = IC_PROFILE_UNLINKABLE; break;
+    default: colour->transfer = 13; break;
+  }
+  int primaries = (int)nclx->color_primaries;
+  if (primaries != 1 && primaries != 2 && nclx->color_primary_white_x > 0) {
+    double *p = colour->primaries;
+    p[0] = nclx->color_primary_white_x;
+    p[1] = nclx->color_primary_white_y;
+    p[2] = nclx->color_primary_red_x;
+    p[3] = nclx->color_primary_red_y;
+    p[4] = nclx->color_primary_green_x;
+    p[5] = nclx->color_primary_green_y;
+    p[6] = nclx->color_primary_blue_x;
+    p[7] = nclx->color_primary_blue_y;
+    colour->has_primaries = 1;
+  }
+  heif_nclx_color_profile_free(nclx);
 }
 
 ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
@@ -234,6 +281,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->base.header.height = (uint32_t)h;
   d->base.header.orientation = 1;
   d->base.header.channels = heif_image_handle_has_alpha_channel(d->primary) ? 4 : 3;
+  read_colour(d, limits);
   d->chosen = d->primary;
   d->chosen_width = (uint32_t)w;
   d->chosen_height = (uint32_t)h;

@@ -46,12 +46,47 @@ struct ic_sink {
   ic_status (*row)(ic_sink *sink, const uint8_t *row, ic_result *result);
 };
 
+/* The colour space a source's samples are in, before its decoder expands them to RGB. */
+typedef enum ic_colour_space {
+  IC_SPACE_RGB = 0,
+  IC_SPACE_GREY = 1,
+  /* CMYK JPEGs: their decoder converts rows to RGB itself (ic_colour_cmyk_row). */
+  IC_SPACE_CMYK = 2
+} ic_colour_space;
+
+/*
+ * How a source describes its colour, as its decoder found it (colour.c turns it into a
+ * transform). An ICC profile wins over everything else; then PNG's sRGB chunk, then gAMA
+ * and cHRM (or HEIF's nclx, given the same way).
+ */
+typedef struct ic_colour_info {
+  ic_colour_space space;
+  /* The embedded ICC profile (malloc'd, the decoder's; never more than max_profile_bytes). */
+  uint8_t *icc;
+  size_t icc_size;
+  /* IC_PROFILE_BROKEN or IC_PROFILE_OVERSIZED when a profile was there but is not usable. */
+  ic_profile_outcome damage;
+  int srgb;
+  /* Decoding exponent (2.2 for PNG's gAMA 45455); 0 when none. */
+  double gamma;
+  /* White point and red, green, blue primaries as CIE xy; has_primaries 0 when none. */
+  int has_primaries;
+  double primaries[8];
+  /* A transfer curve by nclx code (ITU-T H.273), when the source gives one instead of a
+   * gamma: 13 sRGB, 1/6/14/15 BT.709, 8 linear. 0 when none. */
+  int transfer;
+} ic_colour_info;
+
+/* Frees the profile. */
+void ic_colour_info_clear(ic_colour_info *info);
+
 /* What a decoder learnt from the header. */
 typedef struct ic_header {
   uint32_t width;
   uint32_t height;
   int orientation;
   int channels;
+  ic_colour_info colour;
 } ic_header;
 
 /*
@@ -218,6 +253,9 @@ typedef struct ic_encode_options {
   int webp_lossless;
   /* AVIF: orientation 1...8 written as irot/imir (0 or 1: none). For fixtures. */
   int avif_orientation;
+  /* An ICC profile to embed (IC_COLOUR_KEEP), or NULL. */
+  const uint8_t *icc;
+  size_t icc_size;
 } ic_encode_options;
 
 /* An encoder of the table (codecs.c): RGB or straight RGBA in, malloc'd bytes out. */
@@ -248,6 +286,65 @@ int ic_format_keeps_alpha(ic_format format);
 
 /* What encoding a width x height result holds beyond the output buffer (codecs.c's table). */
 uint64_t ic_encoder_memory(ic_format format, uint32_t width, uint32_t height);
+
+/*
+ * A cached colour transform into sRGB (colour.c): built once per profile and pixel layout,
+ * shared by every decode that needs it, safe to use from many threads at once.
+ */
+typedef struct ic_colour_transform ic_colour_transform;
+
+/*
+ * The transform that takes RGB (channels 3) or straight RGBA (4) rows of this source into
+ * sRGB, or NULL when none is needed or the profile is unusable; *outcome says which.
+ * Release a transform with ic_colour_release.
+ */
+ic_colour_transform *ic_colour_acquire(const ic_colour_info *info, int channels,
+                                       ic_profile_outcome *outcome);
+/* Converts width pixels of a row in place. */
+void ic_colour_apply(const ic_colour_transform *transform, uint8_t *row, uint32_t width);
+void ic_colour_release(ic_colour_transform *transform);
+
+/*
+ * The CMYK row converter of a CMYK JPEG: its own profile, else the standard one; NULL for
+ * the fixed formula. inverted: Adobe's convention, 0 for full ink. *outcome is
+ * IC_PROFILE_CONVERTED, or IC_PROFILE_STANDARD_CMYK with the damage of its own profile, if
+ * any, left in info->damage.
+ */
+ic_colour_transform *ic_colour_acquire_cmyk(const ic_colour_info *info, int inverted,
+                                            ic_profile_outcome *outcome);
+/*
+ * The colour step of one decode. Begun when the decoder's first row is due (it knows the
+ * row layout then): with IC_COLOUR_KEEP and a usable RGB profile the pixels stay and the
+ * profile moves to `kept` (malloc'd, the caller's to free); otherwise a transform to sRGB,
+ * run on the small result after resampling (finish), or on every decoded row first (row)
+ * when the transform bends too much for averaging to come before it. Records the outcome
+ * on the result. CMYK sources were converted by their decoder, which recorded its own.
+ */
+typedef struct ic_colour_step {
+  ic_colour_transform *transform;
+  int channels;
+  uint8_t *row;
+  uint8_t *kept;
+  size_t kept_size;
+} ic_colour_step;
+
+ic_status ic_colour_step_begin(ic_colour_step *step, ic_colour_info *info, ic_colour_mode mode,
+                               uint32_t width, int channels, ic_result *result);
+/* The row converted (a buffer of the step's) when the step converts early; else row. */
+const uint8_t *ic_colour_step_row(ic_colour_step *step, const uint8_t *row, uint32_t width);
+/* Converts the resampled result in place, unless the rows were converted already. */
+void ic_colour_step_finish(ic_colour_step *step, uint8_t *pixels, uint32_t width,
+                           uint32_t height);
+/* Releases the transform and the row (not `kept`). */
+void ic_colour_step_end(ic_colour_step *step);
+
+/* A whole bitmap to sRGB, in place (the full-resolution reference). */
+void ic_colour_convert(ic_colour_info *info, uint8_t *pixels, uint32_t width, uint32_t height,
+                       int channels, ic_result *result);
+
+/* Converts width CMYK pixels into RGB (3 bytes a pixel) in dst. */
+void ic_colour_cmyk_row(const ic_colour_transform *transform, const uint8_t *cmyk,
+                        uint8_t *rgb, uint32_t width);
 
 /* Premultiplied RGBA (what some libraries deliver) back to straight alpha, in place. */
 void ic_unpremultiply_row(uint8_t *rgba, uint32_t width);

@@ -66,6 +66,14 @@ typedef struct jpeg_decoder {
   int cmyk;
   int inverted_cmyk;
   int disable_dc;
+  /* ICC_PROFILE APP2 chunks by sequence number, held until the header is read; a chunk is
+   * in the table before its bytes are read, so a longjmp mid-read cannot leak it. */
+  uint8_t *icc_chunks[256];
+  uint32_t icc_chunk_sizes[256];
+  int icc_count;
+  size_t icc_total;
+  size_t icc_max;
+  ic_profile_outcome icc_damage;
 } jpeg_decoder;
 
 static void on_error_exit(j_common_ptr cinfo) {
@@ -203,9 +211,18 @@ static void use_stream_source(jpeg_decoder *d, ic_stream *stream) {
   d->cinfo.src = &src->pub;
 }
 
+static void free_icc_chunks(jpeg_decoder *d) {
+  for (int i = 0; i < 256; i++) {
+    free(d->icc_chunks[i]);
+    d->icc_chunks[i] = NULL;
+  }
+}
+
 static void jpeg_destroy_decoder(ic_decoder *base) {
   jpeg_decoder *d = (jpeg_decoder *)base;
   jpeg_destroy_decompress(&d->cinfo);
+  free_icc_chunks(d);
+  ic_colour_info_clear(&d->base.header.colour);
   free(d->exif);
   free(d->app1_reading);
   free(d);
@@ -246,6 +263,78 @@ static boolean read_app1(j_decompress_ptr cinfo) {
     free(buffer);
   }
   return TRUE;
+}
+
+/* Records damage to the profile: it is dropped, and later ICC chunks are skipped. */
+static void icc_damaged(jpeg_decoder *d, ic_profile_outcome damage) {
+  if (d->icc_damage == IC_PROFILE_NONE) d->icc_damage = damage;
+  free_icc_chunks(d);
+}
+
+/* APP2: keep ICC_PROFILE chunks, each checked (sequence, count) and all of them together
+ * capped at max_profile_bytes as they arrive; every other APP2 is skipped unread. */
+static boolean read_app2(j_decompress_ptr cinfo) {
+  jpeg_decoder *d = (jpeg_decoder *)((char *)cinfo - offsetof(jpeg_decoder, cinfo));
+  int high = next_byte(cinfo);
+  long length = (long)(high << 8 | next_byte(cinfo)) - 2;
+  static const uint8_t tag[12] = {'I', 'C', 'C', '_', 'P', 'R', 'O', 'F', 'I', 'L', 'E', 0};
+  if (length < 14) {
+    if (length > 0) (*cinfo->src->skip_input_data)(cinfo, length);
+    return TRUE;
+  }
+  uint8_t head[14];
+  for (int i = 0; i < 14; i++) head[i] = (uint8_t)next_byte(cinfo);
+  length -= 14;
+  if (memcmp(head, tag, 12) != 0 || d->icc_damage != IC_PROFILE_NONE) {
+    if (length > 0) (*cinfo->src->skip_input_data)(cinfo, length);
+    return TRUE;
+  }
+  int sequence = head[12], count = head[13];
+  if (sequence == 0 || count == 0 || sequence > count ||
+      (d->icc_count && count != d->icc_count) || d->icc_chunks[sequence] || length == 0) {
+    icc_damaged(d, IC_PROFILE_BROKEN);
+  } else if (d->icc_total + (size_t)length > d->icc_max) {
+    icc_damaged(d, IC_PROFILE_OVERSIZED);
+  } else {
+    uint8_t *chunk = malloc((size_t)length);
+    if (chunk) {
+      d->icc_count = count;
+      d->icc_chunks[sequence] = chunk;
+      d->icc_chunk_sizes[sequence] = (uint32_t)length;
+      d->icc_total += (size_t)length;
+      for (long i = 0; i < length; i++) chunk[i] = (uint8_t)next_byte(cinfo);
+      return TRUE;
+    }
+    icc_damaged(d, IC_PROFILE_BROKEN);
+  }
+  if (length > 0) (*cinfo->src->skip_input_data)(cinfo, length);
+  return TRUE;
+}
+
+/* The chunks in order as one profile, or the damage when one is missing. */
+static void assemble_icc(jpeg_decoder *d) {
+  ic_colour_info *colour = &d->base.header.colour;
+  colour->damage = d->icc_damage;
+  if (d->icc_damage != IC_PROFILE_NONE || d->icc_count == 0) return;
+  for (int i = 1; i <= d->icc_count; i++) {
+    if (!d->icc_chunks[i]) {
+      icc_damaged(d, IC_PROFILE_BROKEN);
+      colour->damage = IC_PROFILE_BROKEN;
+      return;
+    }
+  }
+  colour->icc = malloc(d->icc_total);
+  if (!colour->icc) {
+    free_icc_chunks(d);
+    return;
+  }
+  size_t offset = 0;
+  for (int i = 1; i <= d->icc_count; i++) {
+    memcpy(colour->icc + offset, d->icc_chunks[i], d->icc_chunk_sizes[i]);
+    offset += d->icc_chunk_sizes[i];
+  }
+  colour->icc_size = offset;
+  free_icc_chunks(d);
 }
 
 static uint32_t scaled(uint32_t size, unsigned num) {
@@ -333,9 +422,11 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   /* volatile: modified between setjmp and a possible longjmp. */
   uint8_t *volatile buffer = NULL;
   uint8_t *volatile rgb = NULL;
+  ic_colour_transform *volatile cmyk = NULL;
   if (setjmp(d->err.jump)) {
     free(buffer);
     free(rgb);
+    ic_colour_release(cmyk);
     return fail_from_libjpeg(d, result);
   }
   if (d->scale_num == 1 && !d->disable_dc && ic_jpeg_dc_applies(cinfo)) {
@@ -358,8 +449,14 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   }
   size_t stride = (size_t)width * components;
   buffer = malloc(stride * JPEG_ROWS_PER_READ);
-  if (d->cmyk) rgb = malloc((size_t)width * 3);
+  if (d->cmyk) {
+    rgb = malloc((size_t)width * 3);
+    ic_profile_outcome outcome;
+    cmyk = ic_colour_acquire_cmyk(&base->header.colour, d->inverted_cmyk, &outcome);
+    result->profile = outcome;
+  }
   if (!buffer || (d->cmyk && !rgb)) {
+    ic_colour_release(cmyk);
     free(buffer);
     free(rgb);
     return ic_fail(result, IC_ERR_NO_MEMORY, "row buffer allocation failed");
@@ -378,7 +475,8 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     for (JDIMENSION i = 0; i < got && status == IC_OK; i++) {
       const uint8_t *row = rows[i];
       if (d->cmyk) {
-        cmyk_to_rgb(row, rgb, width, d->inverted_cmyk);
+        if (cmyk) ic_colour_cmyk_row(cmyk, row, rgb, width);
+        else cmyk_to_rgb(row, rgb, width, d->inverted_cmyk);
         row = rgb;
       }
       status = sink->row(sink, row, result);
@@ -390,6 +488,7 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   report_warnings(d, result);
   free(buffer);
   free(rgb);
+  ic_colour_release(cmyk);
   return status;
 }
 
@@ -416,6 +515,7 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   d->err.control = control;
   d->err.max_scans = limits->max_scans;
   d->disable_dc = limits->disable_progressive_dc;
+  d->icc_max = limits->max_profile_bytes;
   if (setjmp(d->err.jump)) {
     fail_from_libjpeg(d, result);
     if (result->status == IC_ERR_TOO_LARGE) {
@@ -433,7 +533,12 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   if (stream->file) use_stream_source(d, stream);
   else jpeg_mem_src(&d->cinfo, stream->data, (unsigned long)stream->size);
   jpeg_set_marker_processor(&d->cinfo, JPEG_APP0 + 1, read_app1);
+  jpeg_set_marker_processor(&d->cinfo, JPEG_APP0 + 2, read_app2);
   jpeg_read_header(&d->cinfo, TRUE);
+  assemble_icc(d);
+  d->base.header.colour.space = d->cinfo.num_components == 1   ? IC_SPACE_GREY
+                                : d->cinfo.num_components == 4 ? IC_SPACE_CMYK
+                                                               : IC_SPACE_RGB;
   report_warnings(d, result);
   ic_status status = ic_check_limits(d->cinfo.image_width,
                                      d->cinfo.image_height, limits, result);

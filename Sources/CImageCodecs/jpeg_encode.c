@@ -78,6 +78,8 @@ ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width, uint32_t height,
     }
   }
   jpeg_start_compress(&cinfo, TRUE);
+  if (options->icc && options->icc_size > 0 && options->icc_size <= 0xffffffffu)
+    jpeg_write_icc_profile(&cinfo, options->icc, (unsigned int)options->icc_size);
   while (cinfo.next_scanline < height) {
     const uint8_t *src =
         pixels + (size_t)cinfo.next_scanline * width * channels;

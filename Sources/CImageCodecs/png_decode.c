@@ -57,6 +57,8 @@ typedef struct png_decoder {
   ic_status status;
   char message[160];
   uint32_t warnings;
+  /* libpng warned about the iCCP chunk (and dropped it). */
+  int icc_warning;
 } png_decoder;
 
 /* libpng's allocator: every block carries its size in front, so the budget can be kept. */
@@ -96,9 +98,9 @@ static void on_png_error(png_structp png, png_const_charp message) {
 }
 
 static void on_png_warning(png_structp png, png_const_charp message) {
-  (void)message;
   png_decoder *d = png_get_error_ptr(png);
   d->warnings++;
+  if (message && strncmp(message, "iCCP", 4) == 0) d->icc_warning = 1;
 }
 
 static void read_bytes(png_structp png, png_bytep out, size_t length) {
@@ -134,6 +136,7 @@ static void read_bytes(png_structp png, png_bytep out, size_t length) {
 static void png_destroy_decoder(ic_decoder *base) {
   png_decoder *d = (png_decoder *)base;
   png_destroy_read_struct(&d->png, d->info ? &d->info : NULL, NULL);
+  ic_colour_info_clear(&d->base.header.colour);
   free(d);
 }
 
@@ -241,6 +244,43 @@ static uint64_t png_working_memory(ic_decoder *base) {
   return bytes + stride * (d->passes > 1 ? d->base.header.height : 1);
 }
 
+/* The colour description: iCCP (copied), else sRGB, else gAMA and cHRM. libpng has checked
+ * each chunk and dropped the bad ones with a warning. */
+static void read_colour(png_decoder *d, int color_type, const ic_limits *limits) {
+  ic_colour_info *colour = &d->base.header.colour;
+  colour->space = color_type & PNG_COLOR_MASK_COLOR ? IC_SPACE_RGB : IC_SPACE_GREY;
+  if (d->icc_warning) colour->damage = IC_PROFILE_BROKEN;
+  png_charp name = NULL;
+  int compression = 0;
+  png_bytep profile = NULL;
+  png_uint_32 length = 0;
+  if (png_get_valid(d->png, d->info, PNG_INFO_iCCP) &&
+      png_get_iCCP(d->png, d->info, &name, &compression, &profile, &length) && profile &&
+      length > 0) {
+    if (length > limits->max_profile_bytes) {
+      colour->damage = IC_PROFILE_OVERSIZED;
+    } else if ((colour->icc = malloc(length))) {
+      memcpy(colour->icc, profile, length);
+      colour->icc_size = length;
+      return;
+    }
+  }
+  if (png_get_valid(d->png, d->info, PNG_INFO_sRGB)) {
+    colour->srgb = 1;
+    return;
+  }
+  double gamma = 0;
+  if (png_get_valid(d->png, d->info, PNG_INFO_gAMA) &&
+      png_get_gAMA(d->png, d->info, &gamma) && gamma > 0.01 && gamma < 10)
+    colour->gamma = 1.0 / gamma;
+  double *p = colour->primaries;
+  if (colour->space == IC_SPACE_RGB && png_get_valid(d->png, d->info, PNG_INFO_cHRM) &&
+      png_get_cHRM(d->png, d->info, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6],
+                   &p[7]))
+    colour->has_primaries = 1;
+  /* cHRM alone: the primaries on the sRGB curve. */
+}
+
 static int orientation_from_exif_chunk(png_structp png, png_infop info) {
 #ifdef PNG_eXIf_SUPPORTED
   png_uint_32 length = 0;
@@ -344,6 +384,7 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
   d->base.header.height = height;
   d->base.header.channels = channels;
   d->base.header.orientation = orientation_from_exif_chunk(d->png, d->info);
+  read_colour(d, color_type, limits);
   result->warnings = d->warnings;
   *out = &d->base;
   return IC_OK;

@@ -68,6 +68,9 @@ ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
                channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB,
                interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  if (options->icc && options->icc_size > 0 && options->icc_size <= 0xffffffffu)
+    png_set_iCCP(png, info, "icc", PNG_COMPRESSION_TYPE_BASE, options->icc,
+                 (png_uint_32)options->icc_size);
   png_write_info(png, info);
   /* Adam7: libpng picks each pass's pixels from the full rows it is given once per pass. */
   int passes = interlaced ? png_set_interlace_handling(png) : 1;

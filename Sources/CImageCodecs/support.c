@@ -60,6 +60,7 @@ void ic_limits_init(ic_limits *limits) {
   limits->decode_timeout_ms = 10000;
   limits->max_scans = 64;
   limits->max_scan_passes = 16;
+  limits->max_profile_bytes = 4u << 20;
 }
 
 void ic_request_init(ic_request *request) {

@@ -28,6 +28,10 @@ typedef struct resize_sink {
   ic_filter filter;
   ic_resizer *resizer;
   int channels;
+  ic_colour_info *colour;
+  ic_colour_mode colour_mode;
+  ic_colour_step step;
+  uint32_t decode_width;
 } resize_sink;
 
 static ic_status resize_begin(ic_sink *sink, uint32_t width, uint32_t height,
@@ -38,6 +42,10 @@ static ic_status resize_begin(ic_sink *sink, uint32_t width, uint32_t height,
   double sy = (double)height / s->full_height;
   const ic_plan *p = s->plan;
   s->channels = channels;
+  s->decode_width = width;
+  if (ic_colour_step_begin(&s->step, s->colour, s->colour_mode, width, channels, result) !=
+      IC_OK)
+    return result->status;
   s->resizer = ic_resizer_create(width, height, channels, p->crop_x * sx,
                                  p->crop_y * sy, p->crop_width * sx,
                                  p->crop_height * sy, p->out_width,
@@ -50,7 +58,8 @@ static ic_status resize_begin(ic_sink *sink, uint32_t width, uint32_t height,
 static ic_status resize_row(ic_sink *sink, const uint8_t *row,
                             ic_result *result) {
   (void)result;
-  ic_resizer_push_row(((resize_sink *)sink)->resizer, row);
+  resize_sink *s = (resize_sink *)sink;
+  ic_resizer_push_row(s->resizer, ic_colour_step_row(&s->step, row, s->decode_width));
   return IC_OK;
 }
 
@@ -64,6 +73,8 @@ static ic_status validate(const ic_request *request, ic_result *result) {
   if ((unsigned)request->fit > IC_FIT_FILL || (unsigned)request->filter > IC_FILTER_AREA ||
       (request->format != IC_OUTPUT_AUTO && !ic_format_encodable((ic_format)request->format)))
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown enum value");
+  if ((unsigned)request->colour > IC_COLOUR_KEEP)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown colour mode");
   if (request->avif_speed < 0 || request->avif_speed > 9)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "AVIF speed must be 0...9, got %d",
                    request->avif_speed);
@@ -108,7 +119,7 @@ static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
 static ic_status resample(ic_decoder *decoder, const ic_request *request,
                           const ic_limits *limits, ic_result *result,
                           uint8_t **pixels, uint32_t *width, uint32_t *height,
-                          int *channels) {
+                          int *channels, uint8_t **kept_icc, size_t *kept_size) {
   ic_plan plan;
   const ic_header *h = &decoder->header;
   uint32_t decode_w, decode_h;
@@ -121,6 +132,8 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
       .full_width = h->width,
       .full_height = h->height,
       .filter = request->filter,
+      .colour = &decoder->header.colour,
+      .colour_mode = request->colour,
   };
   status = decoder->run(decoder, &sink.base, result);
   if (status == IC_OK) {
@@ -130,7 +143,12 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
     *width = plan.out_width;
     *height = plan.out_height;
     *channels = sink.channels;
+    /* Colour on the small result: its cost does not grow with the source. */
+    if (*pixels) ic_colour_step_finish(&sink.step, *pixels, *width, *height);
   }
+  *kept_icc = sink.step.kept;
+  *kept_size = sink.step.kept_size;
+  ic_colour_step_end(&sink.step);
   ic_resizer_destroy(sink.resizer);
   return status;
 }
@@ -151,15 +169,20 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   uint8_t *pixels = NULL;
   uint32_t width = 0, height = 0;
   int channels = 0;
+  uint8_t *kept_icc = NULL;
+  size_t kept_size = 0;
   ic_status status = ic_decoder_open(&stream, limits, &control, result,
                                      &decoder);
   if (status == IC_OK) {
     status = resample(decoder, request, limits, result, &pixels, &width,
-                      &height, &channels);
+                      &height, &channels, &kept_icc, &kept_size);
     decoder->destroy(decoder);
   }
   ic_stream_close(&stream);
-  if (status != IC_OK) return status;
+  if (status != IC_OK) {
+    free(kept_icc);
+    return status;
+  }
 
   uint32_t upright_w, upright_h;
   uint8_t *upright = pixels;
@@ -167,8 +190,10 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     upright = ic_orient(pixels, width, height, channels, result->orientation,
                         &upright_w, &upright_h);
     free(pixels);
-    if (!upright)
+    if (!upright) {
+      free(kept_icc);
       return ic_fail(result, IC_ERR_NO_MEMORY, "orientation buffer failed");
+    }
     width = upright_w;
     height = upright_h;
   }
@@ -186,12 +211,15 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   ic_encode_options options = {.quality = request->quality,
                                .png_level = request->png_level,
                                .png_interlaced = 0,
-                               .avif_speed = request->avif_speed};
+                               .avif_speed = request->avif_speed,
+                               .icc = kept_icc,
+                               .icc_size = kept_size};
   status = ic_encode_as(format, upright, width, height, channels, &options, &result->data,
                         &result->size, result);
   result->format = format;
   if (!ic_format_keeps_alpha(format)) result->has_alpha = 0;
   free(upright);
+  free(kept_icc);
   result->encode_ns = ic_now_ns() - decoded;
   result->width = width;
   result->height = height;
@@ -229,8 +257,9 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
                              ? 0
                              : ic_encoder_memory((ic_format)request->format, plan.out_width,
                                                  plan.out_height);
+      /* The profile stays until encoding (copied into the output with IC_COLOUR_KEEP). */
       estimate->bytes = decoder->working_memory(decoder) + ic_resizer_bytes(resizer) +
-                        2 * output + library;
+                        2 * output + library + 2 * (uint64_t)h->colour.icc_size;
       ic_resizer_destroy(resizer);
       estimate->decode_width = decode_w;
       estimate->decode_height = decode_h;

@@ -186,7 +186,10 @@ static uint64_t webp_working_memory(ic_decoder *base) {
   return bytes + d->buffered + IC_DECODE_BASE_BYTES;
 }
 
-static void webp_destroy(ic_decoder *base) { free(base); }
+static void webp_destroy(ic_decoder *base) {
+  ic_colour_info_clear(&base->header.colour);
+  free(base);
+}
 
 /* Orientation from an EXIF chunk (a TIFF block, sometimes behind an "Exif\0\0" prefix). */
 static int exif_orientation(const uint8_t *bytes, size_t size) {
@@ -225,7 +228,7 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   WebPData whole = {data, size};
   WebPDemuxer *demux = WebPDemux(&whole);
   if (features.has_animation && !demux) {
-    free(d);
+    webp_destroy(&d->base);
     return ic_fail(result, IC_ERR_CORRUPT, "WebP animation container is damaged");
   }
   if (demux) {
@@ -235,11 +238,24 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
         d->base.header.orientation = exif_orientation(chunk.chunk.bytes, chunk.chunk.size);
       WebPDemuxReleaseChunkIterator(&chunk);
     }
+    if (WebPDemuxGetI(demux, WEBP_FF_FORMAT_FLAGS) & ICCP_FLAG) {
+      WebPChunkIterator chunk;
+      ic_colour_info *colour = &d->base.header.colour;
+      if (WebPDemuxGetChunk(demux, "ICCP", 1, &chunk) && chunk.chunk.size > 0) {
+        if (chunk.chunk.size > limits->max_profile_bytes)
+          colour->damage = IC_PROFILE_OVERSIZED;
+        else if ((colour->icc = malloc(chunk.chunk.size))) {
+          memcpy(colour->icc, chunk.chunk.bytes, chunk.chunk.size);
+          colour->icc_size = chunk.chunk.size;
+        }
+      }
+      WebPDemuxReleaseChunkIterator(&chunk);
+    }
     if (features.has_animation) {
       WebPIterator frame;
       if (!WebPDemuxGetFrame(demux, 1, &frame)) {
         WebPDemuxDelete(demux);
-        free(d);
+        webp_destroy(&d->base);
         return ic_fail(result, IC_ERR_CORRUPT, "WebP animation has no frame");
       }
       d->base.header.width = WebPDemuxGetI(demux, WEBP_FF_CANVAS_WIDTH);
@@ -256,7 +272,7 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
                      d->frame_height != d->base.header.height;
       if (WebPGetFeatures(d->frame, d->frame_size, &features) != VP8_STATUS_OK) {
         WebPDemuxDelete(demux);
-        free(d);
+        webp_destroy(&d->base);
         return ic_fail(result, IC_ERR_CORRUPT, "WebP first frame is damaged");
       }
     }
@@ -272,7 +288,7 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
       d->frame_width == 0 || d->frame_height == 0 ||
       d->frame_x + (uint64_t)d->frame_width > d->base.header.width ||
       d->frame_y + (uint64_t)d->frame_height > d->base.header.height) {
-    free(d);
+    webp_destroy(&d->base);
     return ic_fail(result, IC_ERR_CORRUPT, "WebP frame lies outside its canvas");
   }
   *out = &d->base;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <webp/encode.h>
+#include <webp/mux.h>
 
 ic_status ic_encode_webp(const uint8_t *pixels, uint32_t width, uint32_t height,
                          int channels, const ic_encode_options *options, uint8_t **out,
@@ -46,14 +47,30 @@ ic_status ic_encode_webp(const uint8_t *pixels, uint32_t width, uint32_t height,
     WebPMemoryWriterClear(&writer);
     return ic_fail(result, IC_ERR_ENCODE, "WebP encoding failed (%d)", error);
   }
-  /* Our callers free with free(): hand over a copy of libwebp's buffer. */
-  *out = malloc(writer.size);
-  if (!*out) {
-    WebPMemoryWriterClear(&writer);
-    return ic_fail(result, IC_ERR_NO_MEMORY, "output allocation failed");
+  const uint8_t *bytes = writer.mem;
+  size_t size = writer.size;
+  WebPData assembled = {NULL, 0};
+  if (options->icc && options->icc_size > 0) {
+    /* The profile goes in an ICCP chunk of an extended (VP8X) file, through the muxer. */
+    WebPData image = {writer.mem, writer.size}, profile = {options->icc, options->icc_size};
+    WebPMux *mux = WebPMuxCreate(&image, 0);
+    int muxed = mux && WebPMuxSetChunk(mux, "ICCP", &profile, 0) == WEBP_MUX_OK &&
+                WebPMuxAssemble(mux, &assembled) == WEBP_MUX_OK;
+    WebPMuxDelete(mux);
+    if (!muxed) {
+      WebPDataClear(&assembled);
+      WebPMemoryWriterClear(&writer);
+      return ic_fail(result, IC_ERR_ENCODE, "WebP profile chunk could not be added");
+    }
+    bytes = assembled.bytes;
+    size = assembled.size;
   }
-  memcpy(*out, writer.mem, writer.size);
-  *out_size = writer.size;
+  /* Our callers free with free(): hand over a copy of libwebp's buffer. */
+  *out = malloc(size);
+  if (*out) memcpy(*out, bytes, size);
+  *out_size = size;
+  WebPDataClear(&assembled);
   WebPMemoryWriterClear(&writer);
+  if (!*out) return ic_fail(result, IC_ERR_NO_MEMORY, "output allocation failed");
   return IC_OK;
 }

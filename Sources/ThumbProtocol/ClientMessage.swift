@@ -15,7 +15,7 @@ public enum ClientMessage: Sendable, Hashable {
   case release(round: Int)
 
   /// The thumbnail asked for, as sent: `w`, `h` and the optional `scale`, `fit`, `format`,
-  /// `quality`.
+  /// `quality`, `colour`.
   public struct Box: Sendable, Hashable {
     /// Box width in points (0 leaves it open).
     public var width: Int
@@ -29,23 +29,26 @@ public enum ClientMessage: Sendable, Hashable {
     public var format: String?
     /// Quality of the lossy formats.
     public var quality: Int?
+    /// `srgb` or `keep`: what becomes of the source's colour profile.
+    public var colour: String?
 
     /// A box with raw values, as a frame carries them (nil: not sent).
     public init(
-      width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?
+      width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?,
+      colour: String? = nil
     ) {
       (self.width, self.height, self.scale) = (width, height, scale)
-      (self.fit, self.format, self.quality) = (fit, format, quality)
+      (self.fit, self.format, self.quality, self.colour) = (fit, format, quality, colour)
     }
 
     /// A box from the protocol's own vocabulary.
     public init(
       width: Int, height: Int, scale: Double = 1, fit: Fit = .contain, format: Format? = nil,
-      quality: Int? = nil
+      quality: Int? = nil, colour: String? = nil
     ) {
       self.init(
         width: width, height: height, scale: Optional(scale), fit: Optional(fit.rawValue),
-        format: format?.rawValue, quality: quality)
+        format: format?.rawValue, quality: quality, colour: colour)
     }
   }
 
@@ -195,6 +198,7 @@ extension ClientMessage.Box {
     if let fit { header["fit"] = .string(fit) }
     if let format { header["format"] = .string(format) }
     if let quality { header["quality"] = .integer(quality) }
+    if let colour { header["colour"] = .string(colour) }
   }
 }
 
@@ -259,7 +263,8 @@ private struct FrameFields {
     }
     return ClientMessage.Box(
       width: width, height: height, scale: scale, fit: try optionalText("fit"),
-      format: try optionalText("format"), quality: try optionalInteger("quality"))
+      format: try optionalText("format"), quality: try optionalInteger("quality"),
+      colour: try optionalText("colour"))
   }
 
   func items() throws(SessionFrameError) -> [ClientMessage.PrefetchItem] {

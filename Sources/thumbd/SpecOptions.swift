@@ -1,7 +1,7 @@
 import ImagePipeline
 
 /// The thumbnail options shared by `thumbnail` and `warm`: --size, --scale, --fit, --format,
-/// --quality and --upscale.
+/// --quality, --upscale and --colour.
 enum SpecOptions {
   /// Applies `argument` to `spec` if it is one of these options; false when it is not.
   static func parse(
@@ -40,6 +40,12 @@ enum SpecOptions {
       spec.quality = try cursor.integer(for: argument, in: 1...100)
     case "--upscale":
       spec.allowUpscale = true
+    case "--colour":
+      let value = try cursor.value(for: argument)
+      guard let colour = ColourMode(rawValue: value) else {
+        throw .init(message: "--colour expects \(ColourMode.names), got '\(value)'")
+      }
+      spec.colour = colour
     default:
       return false
     }

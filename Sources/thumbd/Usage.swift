@@ -51,6 +51,9 @@ enum Usage {
                         scaled decoding, no HEIF embedded thumbnail (for
                         reference measurements).
       --upscale         Allow output larger than the source.
+      --colour MODE     srgb (convert through the embedded colour profile to
+                        sRGB, output untagged; the default) or keep (pixels
+                        as they are, the RGB profile copied into the output).
       --filter NAME     Final reduction kernel: catmull-rom (default),
                         lanczos3 (sharper, more ringing) or area (softest).
       --accept-damaged  Keep damaged or truncated JPEGs (grey-padded) instead

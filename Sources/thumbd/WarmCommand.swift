@@ -9,7 +9,7 @@ enum WarmCommand {
 
     Usage:
       thumbd warm FILE... --cache-dir DIR --size WxH [--disk-limit BYTES] [--scale N]
-                  [--fit MODE] [--format FMT] [--quality Q] [--upscale]
+                  [--fit MODE] [--format FMT] [--quality Q] [--upscale] [--colour MODE]
 
     Each FILE is loaded as file://<absolute path>, the key the daemon uses for
     that URL. Entries are written atomically; a warm run killed at any moment

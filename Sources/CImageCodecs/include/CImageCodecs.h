@@ -84,6 +84,35 @@ typedef enum ic_filter {
   IC_FILTER_AREA = 2
 } ic_filter;
 
+/** What happens to a source's colour profile. */
+typedef enum ic_colour_mode {
+  /** Converted to sRGB through the embedded profile (the default); output untagged. */
+  IC_COLOUR_SRGB = 0,
+  /** Pixels left as they are and an RGB profile copied into the output. Grey and CMYK
+   * profiles still convert (an RGB output cannot carry them). */
+  IC_COLOUR_KEEP = 1
+} ic_colour_mode;
+
+/** What the colour step did with the source's profile (for metrics). */
+typedef enum ic_profile_outcome {
+  /** No profile, or one that says sRGB (PNG sRGB chunk, gAMA 1/2.2): taken as sRGB. */
+  IC_PROFILE_NONE = 0,
+  /** Converted to sRGB through the embedded profile. */
+  IC_PROFILE_CONVERTED = 1,
+  /** Copied into the output unchanged (IC_COLOUR_KEEP). */
+  IC_PROFILE_KEPT = 2,
+  /** Present but damaged (bad chunks, truncated, unreadable by lcms2): ignored. */
+  IC_PROFILE_BROKEN = 3,
+  /** Larger than max_profile_bytes: ignored, its bytes never buffered past the cap. */
+  IC_PROFILE_OVERSIZED = 4,
+  /** Readable but not linkable to sRGB (wrong colour space for the image, lcms2 refused
+   * or ran past its memory cap): ignored. */
+  IC_PROFILE_UNLINKABLE = 5,
+  /** An untagged (or broken-profile) CMYK JPEG converted through the standard CMYK
+   * profile (ic_colour_set_cmyk_profile), or by formula when none is set. */
+  IC_PROFILE_STANDARD_CMYK = 6
+} ic_profile_outcome;
+
 /** Where the encoded source bytes come from: memory, or a file path. */
 typedef struct ic_source {
   /** In-memory bytes; used when path is NULL. Must outlive the call. */
@@ -114,6 +143,8 @@ typedef struct ic_limits {
   /** Blocks a JPEG's scans may decode in all, in whole-image passes (a progressive file
    * from jpegtran or mozjpeg needs 5-6); 0 for none. */
   uint32_t max_scan_passes;
+  /** Largest embedded colour profile read; larger ones are ignored (IC_PROFILE_OVERSIZED). */
+  uint32_t max_profile_bytes;
 } ic_limits;
 
 /** What thumbnail to make. The box is in output pixels (scale applied). */
@@ -135,6 +166,8 @@ typedef struct ic_request {
   int shrink_on_load;
   /** AVIF encoder speed, 0 (slowest, smallest) ... 9 (fastest). */
   int avif_speed;
+  /** What to do with the source's colour profile. */
+  ic_colour_mode colour;
 } ic_request;
 
 /** What happened, and the encoded thumbnail when status is IC_OK. */
@@ -163,6 +196,8 @@ typedef struct ic_result {
   int has_alpha;
   /** 1 when a progressive JPEG was decoded from its DC scans alone. */
   int dc_only;
+  /** What the colour step did with the source's profile. */
+  ic_profile_outcome profile;
 } ic_result;
 
 /** A decoded bitmap: 8-bit RGB (3 channels) or straight RGBA (4). */
@@ -174,7 +209,7 @@ typedef struct ic_bitmap {
 } ic_bitmap;
 
 /** Fills defaults: 65535 px a side, 100 MP, 512 MiB decoder memory, strict, 10 s a
- * decode, 64 scans, 16 passes of scan work. */
+ * decode, 64 scans, 16 passes of scan work, 4 MiB of colour profile. */
 void ic_limits_init(ic_limits *limits);
 
 /** AVIF encoder speed when a request does not say (docs/BENCHMARKS.md, "Encoding"). */
@@ -226,8 +261,9 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
 void ic_result_free(ic_result *result);
 
 /**
- * Decodes at full resolution, orientation applied, into an RGB or RGBA
- * bitmap. For references and tests: it holds the whole image in memory.
+ * Decodes at full resolution, orientation applied, converted to sRGB through the source's
+ * profile at full resolution, into an RGB or RGBA bitmap. For references and tests: it holds
+ * the whole image in memory.
  */
 ic_status ic_decode_full(const ic_source *source, const ic_limits *limits,
                          ic_bitmap *bitmap, ic_result *info);
@@ -258,6 +294,26 @@ ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
  */
 ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
                     ic_result *result);
+
+/**
+ * Sets the standard CMYK profile for CMYK JPEGs without a usable one of their own (copied;
+ * NULL or a profile lcms2 cannot read restores the fixed formula). Returns 1 when the
+ * profile was taken. Call at start-up; later thumbnails use it.
+ */
+int ic_colour_set_cmyk_profile(const uint8_t *icc, size_t size);
+
+/** The colour transform cache, for metrics and tests. */
+typedef struct ic_colour_stats {
+  /** Transforms built (profiles parsed and linked), and requests served from the cache. */
+  uint64_t builds;
+  uint64_t hits;
+  /** Transforms held now, and the bytes lcms2 holds for them. */
+  uint32_t entries;
+  uint64_t bytes;
+} ic_colour_stats;
+
+/** Reads the colour transform cache's counters. */
+void ic_colour_stats_get(ic_colour_stats *stats);
 
 /** Releases a bitmap's pixels. Safe to call twice. */
 void ic_bitmap_free(ic_bitmap *bitmap);

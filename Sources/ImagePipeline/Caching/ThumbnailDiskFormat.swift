@@ -1,13 +1,15 @@
 /// How a thumbnail is keyed and described in the disk cache.
 enum ThumbnailDiskFormat {
-  /// The disk key: every field that changes the output bytes, versioned. The revision is
+  /// The disk key: every field that changes the output bytes, versioned (v3: colour, and
+  /// thumbnails converted to sRGB). The revision is
   /// length-prefixed, so no URL or revision can make another request's key.
   static func key(for request: ImageRequest) -> String {
     let s = request.spec
     let rev = request.rev.map { "r\($0.utf8.count):\($0)" } ?? "-"
     return
-      "thumb-v2|\(rev)|\(s.pixelWidth)x\(s.pixelHeight)|\(s.scale)|\(s.fit.rawValue)"
-      + "|\(s.format.rawValue)|q\(s.quality)|\(s.allowUpscale ? "up" : "noup")|\(request.url)"
+      "thumb-v3|\(rev)|\(s.pixelWidth)x\(s.pixelHeight)|\(s.scale)|\(s.fit.rawValue)"
+      + "|\(s.format.rawValue)|q\(s.quality)|\(s.allowUpscale ? "up" : "noup")"
+      + "|\(s.colour.rawValue)|\(request.url)"
   }
 
   /// The disk group of every thumbnail of a source (all sizes, formats and revisions).

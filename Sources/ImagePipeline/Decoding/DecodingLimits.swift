@@ -19,6 +19,9 @@ public struct DecodingLimits: Sendable, Hashable {
   /// Blocks a JPEG's scans may decode in all, in whole-image passes (`tooComplex` beyond): a
   /// progressive file from jpegtran or mozjpeg needs 5-6.
   public var maxScanPasses: Int
+  /// Largest embedded colour profile read, in bytes; a larger one is ignored (the image is
+  /// taken as sRGB) and never buffered past this. 0 ignores every profile.
+  public var maxProfileBytes = 4 << 20
 
   /// Creates limits; the defaults are 65535 px a side, 100 MP and 512 MiB, strict, 10 s a
   /// decode, 64 scans and 16 passes of scan work.

@@ -27,6 +27,9 @@ public struct Thumbnail: Sendable, Hashable {
   /// Whether a progressive JPEG was decoded from its DC scans alone (at 1/8); not stored in
   /// caches.
   public var decodedFromDCScans = false
+  /// What the colour step did with the source's profile; not stored in caches (`.none` on a
+  /// hit).
+  public var profile = ProfileOutcome.none
 
   /// Creates a thumbnail value.
   public init(

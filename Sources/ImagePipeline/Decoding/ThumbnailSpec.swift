@@ -58,12 +58,16 @@ public struct ThumbnailSpec: Sendable, Hashable {
   public var quality: Int
   /// When false (the default) a thumbnail is never larger than its source.
   public var allowUpscale: Bool
+  /// What happens to the source's colour profile.
+  public var colour: ColourMode
 
   /// Creates a spec; call `validate()` before use with untrusted values.
   public init(
     width: Int, height: Int, scale: Double = 1, fit: FitMode = .contain,
-    format: OutputFormat = .auto, quality: Int = 80, allowUpscale: Bool = false
+    format: OutputFormat = .auto, quality: Int = 80, allowUpscale: Bool = false,
+    colour: ColourMode = .srgb
   ) {
+    self.colour = colour
     self.width = width
     self.height = height
     self.scale = scale

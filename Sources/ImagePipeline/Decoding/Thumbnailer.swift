@@ -149,6 +149,7 @@ public struct Thumbnailer: Sendable {
   private func decodeFull(_ source: ic_source, atLeast size: (Int, Int)? = nil) -> Result<
     Bitmap, ThumbnailError
   > {
+    _ = ColourManagement.defaultsLoaded
     var source = source
     var limits = cLimits
     var bitmap = ic_bitmap()
@@ -186,6 +187,7 @@ public struct Thumbnailer: Sendable {
       timeout.isFinite && timeout > 0 ? UInt32(min(timeout * 1000, 4e9).rounded(.up)) : 0
     limits.max_scans = UInt32(clamping: self.limits.maxScans)
     limits.max_scan_passes = UInt32(clamping: self.limits.maxScanPasses)
+    limits.max_profile_bytes = UInt32(clamping: self.limits.maxProfileBytes)
     return limits
   }
 
@@ -209,6 +211,7 @@ public struct Thumbnailer: Sendable {
     request.avif_speed = Int32(max(0, min(9, avifSpeed)))
     request.filter = filter.cValue
     request.shrink_on_load = shrinkOnLoad ? 1 : 0
+    request.colour = spec.colour.cValue
     return request
   }
 
@@ -216,6 +219,7 @@ public struct Thumbnailer: Sendable {
     _ source: inout ic_source, _ spec: ThumbnailSpec, _ cancellation: CancellationFlag?,
     _ result: inout ic_result
   ) {
+    _ = ColourManagement.defaultsLoaded
     var request = cRequest(spec)
     var limits = cLimits
     _ = ic_thumbnail(&source, &request, &limits, cancellation?.storage, &result)
@@ -233,6 +237,7 @@ public struct Thumbnailer: Sendable {
       sourceHeight: Int(result.source_height), orientation: Int(result.orientation),
       damageWarnings: Int(result.damage_warnings))
     thumbnail.decodedFromDCScans = result.dc_only != 0
+    thumbnail.profile = ProfileOutcome(result.profile)
     return thumbnail
   }
 }

@@ -37,6 +37,8 @@ public final class PipelineMetrics: Sendable {
     public var purges: Int
     /// Failed requests by error kind.
     public var errors: [String: Int]
+    /// Decodes by what their colour step did (`ProfileOutcome` raw values; `none` not counted).
+    public var profiles: [String: Int]
     /// Latency per stage: "queue" (waiting for a decode thread), "fetch", "decode", "encode",
     /// "total" (request to response).
     public var latencies: [String: LatencyHistogram.Snapshot]
@@ -60,6 +62,7 @@ public final class PipelineMetrics: Sendable {
   private let diskWritesSkipped = Atomic<Int>(0)
   private let errors = Mutex<[String: Int]>([:])
   private let revalidations = Mutex<[String: Int]>([:])
+  private let profiles = Mutex<[String: Int]>([:])
   private let staleServed = Atomic<Int>(0)
   private let sourceChanges = Atomic<Int>(0)
   private let purges = Atomic<Int>(0)
@@ -89,6 +92,10 @@ public final class PipelineMetrics: Sendable {
   func countStaleServed() { staleServed.add(1, ordering: .relaxed) }
   func countSourceChange() { sourceChanges.add(1, ordering: .relaxed) }
   func countPurge() { purges.add(1, ordering: .relaxed) }
+  func countProfile(_ outcome: ProfileOutcome) {
+    guard outcome != .none else { return }
+    profiles.withLock { $0[outcome.rawValue, default: 0] += 1 }
+  }
   func countError(_ kind: String) { errors.withLock { $0[kind, default: 0] += 1 } }
   func observe(_ stage: String, _ seconds: Double) { histograms[stage]?.observe(seconds) }
 
@@ -108,6 +115,7 @@ public final class PipelineMetrics: Sendable {
       sourceChanges: sourceChanges.load(ordering: .relaxed),
       purges: purges.load(ordering: .relaxed),
       errors: errors.withLock { $0 },
+      profiles: profiles.withLock { $0 },
       latencies: histograms.mapValues { $0.snapshot() })
   }
 }

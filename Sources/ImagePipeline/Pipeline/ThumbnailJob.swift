@@ -174,6 +174,7 @@ extension ThumbnailPipeline {
           of: bytes, spec: request.spec, cancellation: cancellation)
         metrics.observe("decode", timings.decode)
         metrics.observe("encode", timings.encode)
+        metrics.countProfile(thumbnail.profile)
         return thumbnail
       } catch {
         if error == .cancelled { throw CancellationError() }

@@ -119,6 +119,12 @@ public struct ConfigOption: Sendable {
       return true
     },
     integer("avif_speed", 0...9) { $0.avifSpeed = $1 },
+    ConfigOption("colour", expects: ColourMode.names) { config, value in
+      guard let text = value.string(), let mode = ColourMode(rawValue: text) else { return false }
+      config.colour = mode
+      return true
+    },
+    text("cmyk_profile") { $0.cmykProfile = $1 },
     integer("cache_max_age", 0...(10 * 365 * 86_400)) { $0.cacheMaxAge = $1 },
     seconds("source_default_ttl") { $0.sourceDefaultTTL = $1 },
     seconds("source_min_ttl") { $0.sourceMinTTL = $1 },

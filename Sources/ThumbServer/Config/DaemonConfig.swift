@@ -87,6 +87,11 @@ public struct DaemonConfig: Sendable, Hashable {
   public var autoAVIF = false
   /// AVIF encoder speed, 0 (slowest, smallest) ... 9.
   public var avifSpeed = Thumbnailer.defaultAVIFSpeed
+  /// What becomes of colour profiles when a request does not say: `srgb` or `keep`.
+  public var colour = ColourMode.srgb
+  /// The standard CMYK profile for CMYK JPEGs without a usable one of their own; empty for
+  /// the fixed formula.
+  public var cmykProfile = ColourManagement.defaultCMYKProfilePath
   /// Longest `Cache-Control: max-age` of thumbnails, in seconds; a source's remaining
   /// freshness is shorter when it is.
   public var cacheMaxAge = 86_400

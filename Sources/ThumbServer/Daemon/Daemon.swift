@@ -29,7 +29,15 @@ public final class Daemon: Sendable {
       configuration: try Self.pipelineConfiguration(config, loader, storage))
     let parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
-      defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF)
+      defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF,
+      defaultColour: config.colour)
+    if !ColourManagement.useStandardCMYKProfile(
+      contentsOf: config.cmykProfile.isEmpty ? nil : config.cmykProfile), !config.cmykProfile.isEmpty
+    {
+      logger.log(
+        .warn, "cmyk_profile_unusable",
+        ["path": config.cmykProfile, "fallback": "CMYK JPEGs without a profile use a formula"])
+    }
     let route = ThumbnailRoute(
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
     server = try HTTPServer(

@@ -114,6 +114,22 @@ struct PrometheusExposition {
       "Sources found changed (a file's stamp, an origin's new content); their entries dropped.",
       metrics.sourceChanges)
     out.counter("thumbd_purges_total", "Purges asked for (DELETE /v1/source).", metrics.purges)
+    out.family(
+      "thumbd_colour_profiles_total", "counter",
+      "Decodes by what became of the source's colour profile: converted, kept, standard_cmyk,"
+        + " and the warnings broken, oversized, unlinkable (ignored, the image taken as sRGB).")
+    for outcome in ProfileOutcome.allCases where outcome != .none {
+      out.sample(
+        "thumbd_colour_profiles_total{outcome=\"\(outcome.rawValue)\"}",
+        metrics.profiles[outcome.rawValue] ?? 0)
+    }
+    let colour = ColourManagement.stats()
+    out.family("thumbd_colour_transforms", "gauge", "Colour transforms cached now.")
+    out.sample("thumbd_colour_transforms", colour.entries)
+    out.counter(
+      "thumbd_colour_transform_builds_total",
+      "Colour transforms built (a profile parsed and linked); the rest came from the cache.",
+      colour.builds)
     out.family("thumbd_errors_total", "counter", "Failed requests by error kind.")
     for (kind, count) in metrics.errors.sorted(by: { $0.key < $1.key }) {
       out.sample("thumbd_errors_total{kind=\"\(kind)\"}", count)

@@ -12,12 +12,15 @@ public struct ThumbnailParameters: Sendable, Hashable {
   public var avifInAuto: Bool
   /// What the client accepts: `auto` resolves against it (`FormatNegotiation`).
   public var accepted: AcceptedFormats
+  /// What becomes of colour profiles when the request does not say.
+  public var defaultColour: ColourMode
 
   /// Creates the defaults.
   public init(
     defaultFormat: OutputFormat = .auto, defaultQuality: Int = 80, avifInAuto: Bool = false,
-    accepted: AcceptedFormats = .basic
+    accepted: AcceptedFormats = .basic, defaultColour: ColourMode = .srgb
   ) {
+    self.defaultColour = defaultColour
     self.defaultFormat = defaultFormat
     self.defaultQuality = defaultQuality
     self.avifInAuto = avifInAuto
@@ -35,13 +38,21 @@ public struct ThumbnailParameters: Sendable, Hashable {
   func spec(_ box: ClientMessage.Box) -> Result<ThumbnailSpec, ParameterError> {
     spec(
       width: box.width, height: box.height, scale: box.scale, fit: box.fit, format: box.format,
-      quality: box.quality)
+      quality: box.quality, colour: box.colour)
   }
 
   /// A validated spec, or the message explaining what is wrong.
   func spec(
-    width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?
+    width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?,
+    colour: String? = nil
   ) -> Result<ThumbnailSpec, ParameterError> {
+    var colourMode = defaultColour
+    if let colour {
+      guard let value = ColourMode(rawValue: colour) else {
+        return .failure(ParameterError("colour must be " + ColourMode.names))
+      }
+      colourMode = value
+    }
     var fitMode = FitMode.contain
     if let fit {
       guard let value = FitMode(rawValue: fit) else {
@@ -60,7 +71,7 @@ public struct ThumbnailParameters: Sendable, Hashable {
       outputFormat, accepted: accepted, avifEnabled: avifInAuto)
     let spec = ThumbnailSpec(
       width: width, height: height, scale: scale ?? 1, fit: fitMode, format: outputFormat,
-      quality: quality ?? defaultQuality)
+      quality: quality ?? defaultQuality, colour: colourMode)
     do {
       try spec.validate()
     } catch {

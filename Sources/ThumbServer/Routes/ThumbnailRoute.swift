@@ -2,7 +2,8 @@ import ImagePipeline
 import ThumbProtocol
 import ThumbSystem
 
-/// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=&priority=&rev=` (and HEAD).
+/// `GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=&colour=&priority=&rev=` (and
+/// HEAD).
 public struct ThumbnailRoute: Sendable {
   /// The pipeline that does the work.
   public let pipeline: ThumbnailPipeline
@@ -172,7 +173,7 @@ public struct ThumbnailRoute: Sendable {
     let spec: ThumbnailSpec
     switch parameters.spec(
       width: width, height: height, scale: scale, fit: request.queryValue("fit"),
-      format: format, quality: quality)
+      format: format, quality: quality, colour: request.queryValue("colour"))
     {
     case .success(let checked): spec = checked
     case .failure(let error): return bad(error.message)
