@@ -138,6 +138,8 @@ struct ic_colour_transform {
   ic_colour_transform *next;
 };
 
+/* Whether this thread's last acquire was served from the cache (for ic_result). */
+static __thread int entry_was_cached;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static ic_colour_transform *cache_head;
 static uint32_t cache_entries;
@@ -366,6 +368,7 @@ static ic_colour_transform *acquire(const uint8_t *icc, size_t icc_size,
                                     const ic_colour_info *info, layout layout,
                                     ic_profile_outcome *outcome) {
   pthread_once(&lcms_once, lcms_setup);
+  entry_was_cached = 0;
   /* The key: 'I' and the ICC bytes, or 'S' and the synthetic fields in a fixed form. */
   uint8_t synthetic[2 + 10 * sizeof(double)];
   const uint8_t *key = icc;
@@ -390,6 +393,7 @@ static ic_colour_transform *acquire(const uint8_t *icc, size_t icc_size,
       cache_hits++;
       pthread_mutex_unlock(&cache_lock);
       *outcome = IC_PROFILE_CONVERTED;
+      entry_was_cached = 1;
       return entry;
     }
   }
@@ -483,6 +487,7 @@ ic_status ic_colour_step_begin(ic_colour_step *step, ic_colour_info *info, ic_co
   ic_profile_outcome outcome;
   step->transform = ic_colour_acquire(info, channels, &outcome);
   result->profile = outcome;
+  result->transform_cached = step->transform && entry_was_cached;
   if (!step->transform) return IC_OK;
   if (mode == IC_COLOUR_KEEP && info->icc && info->space == IC_SPACE_RGB) {
     /* lcms2 linked it, so it is a profile worth copying. */
@@ -545,13 +550,15 @@ void ic_colour_release(ic_colour_transform *transform) {
 }
 
 ic_colour_transform *ic_colour_acquire_cmyk(const ic_colour_info *info, int inverted,
-                                            ic_profile_outcome *outcome) {
+                                            ic_profile_outcome *outcome, int *cached) {
+  *cached = 0;
   layout layout = inverted ? LAYOUT_CMYK_INVERTED : LAYOUT_CMYK;
   ic_profile_outcome own = info->damage;
   if (info->icc) {
     ic_colour_transform *transform = acquire(info->icc, info->icc_size, info, layout, &own);
     if (transform) {
       *outcome = IC_PROFILE_CONVERTED;
+      *cached = entry_was_cached;
       return transform;
     }
   }
@@ -569,6 +576,7 @@ ic_colour_transform *ic_colour_acquire_cmyk(const ic_colour_info *info, int inve
   if (standard) {
     ic_profile_outcome ignored;
     transform = acquire(standard, size, info, layout, &ignored);
+    *cached = transform && entry_was_cached;
     free(standard);
   }
   return transform;

@@ -311,7 +311,7 @@ void ic_colour_release(ic_colour_transform *transform);
  * any, left in info->damage.
  */
 ic_colour_transform *ic_colour_acquire_cmyk(const ic_colour_info *info, int inverted,
-                                            ic_profile_outcome *outcome);
+                                            ic_profile_outcome *outcome, int *cached);
 /*
  * The colour step of one decode. Begun when the decoder's first row is due (it knows the
  * row layout then): with IC_COLOUR_KEEP and a usable RGB profile the pixels stay and the

@@ -452,7 +452,8 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   if (d->cmyk) {
     rgb = malloc((size_t)width * 3);
     ic_profile_outcome outcome;
-    cmyk = ic_colour_acquire_cmyk(&base->header.colour, d->inverted_cmyk, &outcome);
+    cmyk = ic_colour_acquire_cmyk(&base->header.colour, d->inverted_cmyk, &outcome,
+                                  &result->transform_cached);
     result->profile = outcome;
   }
   if (!buffer || (d->cmyk && !rgb)) {

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <png.h>
+#include <zlib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,10 +69,20 @@ ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
                channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB,
                interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  if (options->icc && options->icc_size > 0 && options->icc_size <= 0xffffffffu)
-    png_set_iCCP(png, info, "icc", PNG_COMPRESSION_TYPE_BASE, options->icc,
-                 (png_uint_32)options->icc_size);
   png_write_info(png, info);
+  if (options->icc && options->icc_size > 0 && options->icc_size <= (64u << 20)) {
+    /* Written as it is: libpng's own iCCP checks refuse profiles lcms2 links and browsers
+     * honour (a ProPhoto profile with a non-D50 illuminant tag). */
+    uLong bound = compressBound((uLong)options->icc_size);
+    uint8_t *chunk = malloc(5 + bound);
+    if (!chunk) png_error(png, "profile buffer allocation failed");
+    memcpy(chunk, "icc\0\0", 5);
+    uLongf packed = bound;
+    int ok = compress2(chunk + 5, &packed, options->icc, (uLong)options->icc_size, 6) == Z_OK;
+    if (ok) png_write_chunk(png, (png_const_bytep) "iCCP", chunk, 5 + packed);
+    free(chunk);
+    if (!ok) png_error(png, "profile compression failed");
+  }
   /* Adam7: libpng picks each pass's pixels from the full rows it is given once per pass. */
   int passes = interlaced ? png_set_interlace_handling(png) : 1;
   for (int pass = 0; pass < passes; pass++)

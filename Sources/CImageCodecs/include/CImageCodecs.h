@@ -198,6 +198,8 @@ typedef struct ic_result {
   int dc_only;
   /** What the colour step did with the source's profile. */
   ic_profile_outcome profile;
+  /** 1 when the profile's transform came from the cache (not parsed and linked again). */
+  int transform_cached;
 } ic_result;
 
 /** A decoded bitmap: 8-bit RGB (3 channels) or straight RGBA (4). */

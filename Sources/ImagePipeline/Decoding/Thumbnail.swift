@@ -30,6 +30,9 @@ public struct Thumbnail: Sendable, Hashable {
   /// What the colour step did with the source's profile; not stored in caches (`.none` on a
   /// hit).
   public var profile = ProfileOutcome.none
+  /// Whether the profile's transform came from the cache rather than being parsed and linked
+  /// for this decode; not stored in caches.
+  public var profileTransformCached = false
 
   /// Creates a thumbnail value.
   public init(
@@ -69,5 +72,26 @@ public struct Bitmap: Sendable, Hashable {
     self.width = width
     self.height = height
     self.channels = channels
+  }
+}
+
+extension Thumbnail {
+  /// Equal when the output and what describes it are: how the colour step went this time
+  /// (`profile`, `profileTransformCached`) is left out, as a cache hit does not know it.
+  public static func == (a: Thumbnail, b: Thumbnail) -> Bool {
+    a.data == b.data && a.format == b.format && a.width == b.width && a.height == b.height
+      && a.hasAlpha == b.hasAlpha && a.sourceWidth == b.sourceWidth
+      && a.sourceHeight == b.sourceHeight && a.orientation == b.orientation
+      && a.damageWarnings == b.damageWarnings && a.source == b.source
+      && a.decodedFromDCScans == b.decodedFromDCScans
+  }
+
+  /// Hashes what `==` compares.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(digest)
+    hasher.combine(format)
+    hasher.combine(width)
+    hasher.combine(height)
+    hasher.combine(source)
   }
 }

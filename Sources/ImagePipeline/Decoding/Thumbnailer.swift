@@ -238,6 +238,7 @@ public struct Thumbnailer: Sendable {
       damageWarnings: Int(result.damage_warnings))
     thumbnail.decodedFromDCScans = result.dc_only != 0
     thumbnail.profile = ProfileOutcome(result.profile)
+    thumbnail.profileTransformCached = result.transform_cached != 0
     return thumbnail
   }
 }

@@ -1,0 +1,198 @@
+import ImagePipeline
+import Testing
+
+@testable import TestSupport
+
+extension DecodeSuites {
+  /// Embedded profiles to sRGB: against a full-resolution conversion, with broken, oversized
+  /// and odd profiles, CMYK, `keep`, and the transform cache.
+  @Suite("Colour profiles", .serialized)
+  struct ColourTests {
+    let thumbnailer = Thumbnailer()
+
+    static let profiled = Corpus.formatEntries.filter {
+      $0.kind == "icc" && $0.expected == "decode-ok"
+    }
+
+    /// The thumbnail at 256 and a reference: the full decode converted at full resolution,
+    /// then an exact area average to the thumbnail's size.
+    func difference(_ path: String, spec: ThumbnailSpec) throws -> (mean: Double, p99: Double) {
+      let thumbnail = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
+      let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+      let full = try thumbnailer.decodeFullResolution(contentsOf: path)
+      let reference = ImageMetrics.areaAverage(full, width: shown.width, height: shown.height)
+      return ColourDifference.ciede2000(reference, shown)
+    }
+
+    @Test(
+      "every profiled image is within CIEDE2000 mean 2, p99 5, of a full-size conversion",
+      arguments: profiled)
+    func matchesFullResolutionConversion(entry: Corpus.Entry) throws {
+      let spec = ThumbnailSpec(width: 256, height: 256, format: .png)
+      let (mean, p99) = try difference(entry.url, spec: spec)
+      #expect(mean <= 2, "\(entry.path): mean \(mean)")
+      #expect(p99 <= 5, "\(entry.path): p99 \(p99)")
+    }
+
+    @Test("a wide-gamut profile changes the pixels: converting is not a no-op")
+    func conversionChangesWideGamutPixels() throws {
+      let path = Corpus.path("icc/danbooru/countergirl-prophoto.jpg")
+      let converted = try thumbnailer.thumbnail(
+        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+      #expect(converted.profile == .converted)
+      let kept = try thumbnailer.thumbnail(
+        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256, format: .png, colour: .keep))
+      #expect(kept.profile == .kept)
+      // Decoded without its profile (the raw samples), kept differs clearly from converted.
+      let raw = try PNGChunks.stripped(kept.data, chunk: "iCCP")
+      let a = try thumbnailer.decodeFullResolution(of: converted.data)
+      let b = try thumbnailer.decodeFullResolution(of: raw)
+      #expect(ColourDifference.ciede2000(a, b).mean > 3)
+    }
+
+    @Test(
+      "keep copies the profile into every output format; read back, it shows the srgb result",
+      arguments: [OutputFormat.png, .jpeg, .webp, .avif])
+    func keepCarriesTheProfile(format: OutputFormat) throws {
+      let path = Corpus.path("icc/sdwebimage/SDWebImageHighLevelDiagram.jpeg")
+      let kept = try thumbnailer.thumbnail(
+        contentsOf: path,
+        spec: ThumbnailSpec(width: 256, height: 256, format: format, quality: 95, colour: .keep))
+      #expect(kept.profile == .kept)
+      let marker: [UInt8] =
+        switch format {
+        case .png: Array("iCCP".utf8)
+        case .jpeg: Array("ICC_PROFILE".utf8)
+        case .webp: Array("ICCP".utf8)
+        default: Array("prof".utf8)
+        }
+      #expect(kept.data.firstRange(of: marker) != nil)
+      let srgb = try thumbnailer.thumbnail(
+        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+      #expect(srgb.data.firstRange(of: Array("iCCP".utf8)) == nil, "srgb output is untagged")
+      // The kept file read back through its own profile shows what the srgb one shows.
+      let roundTrip = try thumbnailer.decodeFullResolution(of: kept.data)
+      let direct = try thumbnailer.decodeFullResolution(of: srgb.data)
+      let (mean, _) = ColourDifference.ciede2000(direct, roundTrip)
+      #expect(mean < 1.5, "\(format): mean \(mean)")
+    }
+
+    @Test("a broken profile is ignored: a thumbnail, outcome broken, the pixels as sRGB")
+    func brokenProfilesAreIgnored() throws {
+      let original = try Corpus.bytes("icc/danbooru/countergirl-p3.jpg")
+      let offset = try #require(original.firstRange(of: Array("ICC_PROFILE\0".utf8))).lowerBound
+      let untagged = try thumbnailer.thumbnail(
+        of: try JPEGSegments.stripped(original, marker: 0xE2),
+        spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+      #expect(untagged.profile == .none)
+      // Sequence 0, a count saying a second chunk follows, the profile's own signature gone.
+      var badSequence = original
+      badSequence[offset + 12] = 0
+      var missingChunk = original
+      missingChunk[offset + 13] = 2
+      var unreadable = original
+      let signature = try #require(original.firstRange(of: Array("acsp".utf8))).lowerBound
+      unreadable[signature] = UInt8(ascii: "x")
+      for bytes in [badSequence, missingChunk, unreadable] {
+        let thumbnail = try thumbnailer.thumbnail(
+          of: bytes, spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+        #expect(thumbnail.profile == .broken)
+        #expect(thumbnail.data == untagged.data)
+      }
+      let empty = try thumbnailer.thumbnail(
+        contentsOf: Corpus.path("icc/serenity/gradient_empty_icc.jpg"),
+        spec: ThumbnailSpec(width: 64, height: 64))
+      #expect(empty.profile == .broken)
+    }
+
+    @Test(
+      "a profile over max_profile_bytes is ignored as oversized, in JPEG, PNG and WebP",
+      arguments: [
+        "icc/danbooru/countergirl-p3.jpg", "icc/serenity/icc-v2.png",
+        "icc/metadata-extractor/HTC_Desire.webp",
+      ])
+    func oversizedProfilesAreIgnored(path: String) throws {
+      var limited = Thumbnailer()
+      limited.limits.maxProfileBytes = 500
+      let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
+      let thumbnail = try limited.thumbnail(contentsOf: Corpus.path(path), spec: spec)
+      #expect(thumbnail.profile == .oversized)
+      #expect(try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
+        != .oversized)
+    }
+
+    @Test("a profile libpng drops (CMYK profile on an RGB PNG) counts as broken")
+    func droppedPNGProfileIsBroken() throws {
+      let thumbnail = try thumbnailer.thumbnail(
+        contentsOf: Corpus.path("icc/imagetestsuite/0839d93f8e77e21acd0ac40a80b14b7b.png"),
+        spec: ThumbnailSpec(width: 64, height: 64))
+      #expect(thumbnail.profile == .broken)
+    }
+
+    @Test("CMYK and YCCK JPEGs go through their own profile, or the standard one without")
+    func cmykUsesItsProfile() throws {
+      let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
+      for path in ["icc/sharp/icc-cmyk.jpg", "icc/serenity/buggie-cmyk.jpg"] {
+        #expect(try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
+          == .converted, "\(path)")
+      }
+      let untagged = Corpus.path("jpeg-valid/sharp/Channel_digital_image_CMYK_color_no_profile.jpg")
+      let standard = try thumbnailer.thumbnail(contentsOf: untagged, spec: spec)
+      #expect(standard.profile == .standardCMYK)
+      // The standard profile is not the formula: a press profile's black is not 0,0,0.
+      #expect(ColourManagement.useStandardCMYKProfile(contentsOf: nil) == false)
+      let formula = try thumbnailer.thumbnail(contentsOf: untagged, spec: spec)
+      #expect(
+        ColourManagement.useStandardCMYKProfile(
+          contentsOf: ColourManagement.defaultCMYKProfilePath))
+      #expect(formula.data != standard.data)
+    }
+
+    @Test("PNG: sRGB and gAMA 1/2.2 are sRGB as they stand; a linear gAMA is converted")
+    func pngChunksDescribeColour() throws {
+      let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
+      let srgb = try thumbnailer.thumbnail(
+        contentsOf: Corpus.path("png-valid/libpng-testpngs/gray-8-sRGB.png"), spec: spec)
+      #expect(srgb.profile == .none)
+      let linear = try thumbnailer.thumbnail(
+        contentsOf: Corpus.path("png-valid/libpng-testpngs/gray-8-linear.png"), spec: spec)
+      #expect(linear.profile == .converted)
+      let plain = try thumbnailer.thumbnail(
+        contentsOf: Corpus.path("png-valid/libpng-testpngs/gray-8.png"), spec: spec)
+      #expect(plain.profile == .none)
+      #expect(linear.data != plain.data)
+    }
+
+    @Test("a profile is parsed and linked once: the next decode with it uses the cache")
+    func transformsAreCached() throws {
+      // A profile no other test uses: one byte of its copyright text changed.
+      var bytes = try Corpus.bytes("icc/danbooru/countergirl-adobergb.jpg")
+      let text = try #require(bytes.firstRange(of: Array("Copyright".utf8))).lowerBound
+      bytes[text] = UInt8(ascii: "K")
+      let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
+      let first = try thumbnailer.thumbnail(of: bytes, spec: spec)
+      #expect(first.profile == .converted)
+      #expect(!first.profileTransformCached)
+      for size in [16, 24, 32] {
+        let next = try thumbnailer.thumbnail(
+          of: bytes, spec: ThumbnailSpec(width: size, height: size, format: .png))
+        #expect(next.profileTransformCached)
+      }
+    }
+
+    @Test("the transform cache stays bounded however many profiles pass through")
+    func cacheIsBounded() throws {
+      var bytes = try Corpus.bytes("icc/danbooru/countergirl-p3.jpg")
+      let text = try #require(bytes.firstRange(of: Array("Copyright".utf8))).lowerBound
+      let spec = ThumbnailSpec(width: 16, height: 16, format: .png)
+      for variant in 0..<40 {
+        bytes[text] = UInt8(variant + 65)
+        bytes[text + 1] = UInt8(ascii: "#")
+        _ = try thumbnailer.thumbnail(of: bytes, spec: spec)
+      }
+      let stats = ColourManagement.stats()
+      #expect(stats.entries <= 32)
+      #expect(stats.bytes <= 48 << 20)
+    }
+  }
+}
