@@ -21,38 +21,10 @@ import tempfile
 import numpy as np
 from PIL import Image, ImageCms, ImageOps
 
+from exact_area import area_average
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "corpus"))
-
-
-def area_weights(n, m):
-    """m x n matrix: each output sample is the exact average of the input it covers."""
-    scale = n / m
-    w = np.zeros((m, n))
-    for i in range(m):
-        lo, hi = i * scale, (i + 1) * scale
-        for j in range(int(lo), min(n, int(np.ceil(hi)))):
-            w[i, j] = max(0.0, min(hi, j + 1) - max(lo, j))
-        w[i] /= w[i].sum()
-    return w
-
-
-def area_average(pixels, width, height):
-    """pixels: h x w x c floats (straight alpha in the last channel when c == 4)."""
-    wy = area_weights(pixels.shape[0], height)
-    wx = area_weights(pixels.shape[1], width)
-    def reduce(p):
-        rows = np.tensordot(wy, p, axes=(1, 0))  # height x w x c
-        return np.tensordot(rows, wx, axes=(1, 1)).transpose(0, 2, 1)
-
-    if pixels.shape[2] == 4:
-        alpha = pixels[..., 3:4] / 255.0
-        colour = reduce(pixels[..., :3] * alpha)
-        a = reduce(alpha)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            colour = np.where(a > 0, colour / a, 0)
-        return np.concatenate([colour, a * 255.0], axis=2)
-    return reduce(pixels)
 
 
 def to_lab(rgb):
@@ -133,10 +105,10 @@ def reference(path, bpc):
             converted = None
     if converted is None:
         converted = image.convert("RGB")
-    pixels = np.asarray(converted, dtype=np.float64)
     if alpha is not None:
-        pixels = np.concatenate([pixels, np.asarray(alpha, dtype=np.float64)[..., None]], 2)
-    return pixels
+        converted = converted.convert("RGBA")
+        converted.putalpha(alpha)
+    return converted
 
 
 def thumbnail(thumbd, path, size, out_dir):
@@ -173,7 +145,10 @@ def main():
             ours = thumbnail(args.thumbd, path, args.size, tmp)
             ref = reference(path, args.bpc)
             h, w = ours.shape[:2]
-            ref = area_average(ref, w, h) if ref.shape[:2] != (h, w) else ref
+            if ref.size != (w, h):
+                ref = area_average(ref, (w, h))
+            ref = np.asarray(ref.convert("RGBA" if ref.mode == "RGBA" else "RGB"),
+                             dtype=np.float64)
             mask = np.ones((h, w), bool)
             if ours.shape[2] == 4 or ref.shape[2] == 4:
                 a = ours[..., 3] if ours.shape[2] == 4 else np.full((h, w), 255.0)

@@ -290,27 +290,32 @@ static ic_profile_outcome build(const uint8_t *icc, size_t size, ic_colour_space
  * maps mid-grey to white) does not, and averaging before it gives wrong colours at edges.
  */
 static int nonlinearity(const ic_colour_transform *entry) {
-  enum { LEVELS = 17, PAIRS = LEVELS * LEVELS * (LEVELS - 1) * 3 };
-#define LEVEL(i) ((i) * 16 > 255 ? 255 : (i) * 16)
+  /* Steps of 16 along each axis, with the other two channels at 5 levels: 1275 pairs. */
+  enum { STEPS = 16, CROSS = 5, PAIRS = STEPS * CROSS * CROSS * 3 };
+  static const int cross[CROSS] = {0, 64, 128, 192, 255};
   int channels = entry->layout == LAYOUT_RGBA ? 4 : 3;
   /* Three runs of PAIRS pixels: the first colours, their neighbours, their means. */
   uint8_t *pixels = calloc((size_t)3 * PAIRS, (size_t)channels);
   if (!pixels) return 0;
   int n = 0;
-  for (int i = 0; i < LEVELS * LEVELS * LEVELS; i++) {
-    int at[3] = {i / (LEVELS * LEVELS), i / LEVELS % LEVELS, i % LEVELS};
-    for (int axis = 0; axis < 3; axis++) {
-      if (at[axis] + 1 >= LEVELS) continue;
-      for (int c = 0; c < channels; c++) {
-        int x = c < 3 ? LEVEL(at[c]) : 255;
-        int y = c < 3 ? LEVEL(at[c] + (c == axis)) : 255;
-        pixels[(size_t)n * channels + c] = (uint8_t)x;
-        pixels[((size_t)PAIRS + n) * channels + c] = (uint8_t)y;
-        pixels[((size_t)2 * PAIRS + n) * channels + c] = (uint8_t)((x + y + 1) / 2);
-      }
-      n++;
-    }
-  }
+  for (int axis = 0; axis < 3; axis++)
+    for (int step = 0; step < STEPS; step++)
+      for (int u = 0; u < CROSS; u++)
+        for (int v = 0; v < CROSS; v++, n++) {
+          int others[2] = {cross[u], cross[v]}, k = 0;
+          for (int c = 0; c < channels; c++) {
+            int x = 255, y = 255;
+            if (c == axis) {
+              x = step * 16;
+              y = step == STEPS - 1 ? 255 : x + 16;
+            } else if (c < 3) {
+              x = y = others[k++];
+            }
+            pixels[(size_t)n * channels + c] = (uint8_t)x;
+            pixels[((size_t)PAIRS + n) * channels + c] = (uint8_t)y;
+            pixels[((size_t)2 * PAIRS + n) * channels + c] = (uint8_t)((x + y + 1) / 2);
+          }
+        }
   if (entry->grey) {
     for (int i = 0; i < 3 * PAIRS; i++) {
       uint8_t *p = pixels + (size_t)i * channels;
@@ -341,7 +346,6 @@ static int nonlinearity(const ic_colour_transform *entry) {
   if (jump > 128) worst = 255;
   free(pixels);
   return worst;
-#undef LEVEL
 }
 
 /* ICC bytes for a synthetic description (malloc'd), or NULL. */
@@ -423,6 +427,8 @@ static ic_colour_transform *acquire(const uint8_t *icc, size_t icc_size,
     return NULL;
   }
   cache_builds++;
+  /* nonlinearity reads the row layout from the entry. */
+  entry->layout = layout;
   if (layout == LAYOUT_RGB || layout == LAYOUT_RGBA) {
     entry->early = nonlinearity(entry) > IC_COLOUR_MAX_BEND;
   }

@@ -341,6 +341,15 @@ static uint32_t scaled(uint32_t size, unsigned num) {
   return (uint32_t)(((uint64_t)size * num + 7) / 8);
 }
 
+/*
+ * How much more than the common headroom (IC_SHRINK_HEADROOM, 1.75) the 1/4 and 1/2 scales
+ * need: at 256 px against a full decode's Lanczos-3, a 6 MP photo with fine foliage decoded
+ * at 1/4 (681 px, 2.66x the output) scored 37.0 dB, at 1/2 46.0 dB; this ratio (3.0 in all)
+ * sends it to 1/2 and leaves 12 MP photos, which land at 1/8, where they were
+ * (docs/BENCHMARKS.md, "Resampling against vipsthumbnail").
+ */
+#define IC_JPEG_REDUCED_IDCT_HEADROOM (3.0 / 1.75)
+
 static void jpeg_choose_size(ic_decoder *base, uint32_t need_width,
                              uint32_t need_height, int allow_scaling,
                              uint32_t *width, uint32_t *height) {
@@ -351,8 +360,13 @@ static void jpeg_choose_size(ic_decoder *base, uint32_t need_width,
     /* Powers of two only: libjpeg-turbo has SIMD reduced IDCTs for them,
      * and the odd sizes (3/8, 5/8...) measured worse against an exact area
      * average. */
-    for (num = 1; num < 8; num *= 2)
-      if (scaled(w, num) >= need_width && scaled(h, num) >= need_height) break;
+    for (num = 1; num < 8; num *= 2) {
+      /* 1/8 is an exact 8x8 block average; the 2x2 and 4x4 IDCTs of 1/4 and 1/2 truncate
+       * each block's spectrum, which aliases fine detail, so they need more room above the
+       * output for the kernel to filter it (see IC_JPEG_REDUCED_IDCT_HEADROOM). */
+      double room = num == 1 ? 1.0 : IC_JPEG_REDUCED_IDCT_HEADROOM;
+      if (scaled(w, num) >= room * need_width && scaled(h, num) >= room * need_height) break;
+    }
   }
   d->scale_num = num;
   *width = scaled(w, num);

@@ -98,15 +98,17 @@ public final class ThumbClient: Sendable {
 
   /// Binds `slot` to `item` with `token` (and the content revision `rev`, when the caller's
   /// model knows one) and asks for its thumbnail; a previous load on the slot is superseded
-  /// (the daemon drops its interest in it).
+  /// (the daemon drops its interest in it). `colour` is `srgb` or `keep` (nil: the daemon's
+  /// default).
   public func load(
     slot: Int, item: String, token: Int, url: String, width: Int, height: Int, scale: Double = 1,
     fit: Fit = .contain, format: Format? = nil, quality: Int? = nil,
-    priority: Priority = .visible, rev: String? = nil
+    priority: Priority = .visible, rev: String? = nil, colour: String? = nil
   ) throws(ClientError) {
     current.withLock { $0[slot] = SlotBinding(item: item, token: token, rev: rev) }
     let box = ClientMessage.Box(
-      width: width, height: height, scale: scale, fit: fit, format: format, quality: quality)
+      width: width, height: height, scale: scale, fit: fit, format: format, quality: quality,
+      colour: colour)
     try send(
       .load(
         ClientMessage.Load(

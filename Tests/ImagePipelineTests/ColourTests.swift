@@ -117,8 +117,9 @@ extension DecodeSuites {
       let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
       let thumbnail = try limited.thumbnail(contentsOf: Corpus.path(path), spec: spec)
       #expect(thumbnail.profile == .oversized)
-      #expect(try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
-        != .oversized)
+      #expect(
+        try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
+          != .oversized)
     }
 
     @Test("a profile libpng drops (CMYK profile on an RGB PNG) counts as broken")
@@ -133,8 +134,9 @@ extension DecodeSuites {
     func cmykUsesItsProfile() throws {
       let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
       for path in ["icc/sharp/icc-cmyk.jpg", "icc/serenity/buggie-cmyk.jpg"] {
-        #expect(try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
-          == .converted, "\(path)")
+        #expect(
+          try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
+            == .converted, "\(path)")
       }
       let untagged = Corpus.path("jpeg-valid/sharp/Channel_digital_image_CMYK_color_no_profile.jpg")
       let standard = try thumbnailer.thumbnail(contentsOf: untagged, spec: spec)

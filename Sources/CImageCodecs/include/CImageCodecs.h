@@ -217,7 +217,7 @@ void ic_limits_init(ic_limits *limits);
 /** AVIF encoder speed when a request does not say (docs/BENCHMARKS.md, "Encoding"). */
 #define IC_AVIF_DEFAULT_SPEED 8
 
-/** Fills defaults: contain, auto format, quality 80, Catmull-Rom, shrink-on-load. */
+/** Fills defaults: contain, auto format, quality 80, Catmull-Rom, shrink-on-load, sRGB. */
 void ic_request_init(ic_request *request);
 
 /** Identifies a readable format from the first bytes (32 are enough). */

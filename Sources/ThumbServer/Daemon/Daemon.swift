@@ -32,7 +32,8 @@ public final class Daemon: Sendable {
       defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF,
       defaultColour: config.colour)
     if !ColourManagement.useStandardCMYKProfile(
-      contentsOf: config.cmykProfile.isEmpty ? nil : config.cmykProfile), !config.cmykProfile.isEmpty
+      contentsOf: config.cmykProfile.isEmpty ? nil : config.cmykProfile),
+      !config.cmykProfile.isEmpty
     {
       logger.log(
         .warn, "cmyk_profile_unusable",
