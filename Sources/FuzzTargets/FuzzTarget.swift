@@ -17,6 +17,7 @@ public struct FuzzTarget: Sendable {
   public static let all: [FuzzTarget] = [
     httpRequest, thumbnailQuery, sessionFrames, json, config, sourceURL, responseHead,
     ipAddress, diskEntry, freshness, decodeJPEG, decodePNG, decodeWebP, decodeGIF, decodeHEIF,
+    colourProfile,
   ]
 
   /// The target called `name`.
