@@ -219,11 +219,9 @@ static cmsHPROFILE synthetic_profile(const ic_colour_info *info) {
  * chunk, or gamma 1/2.2 on sRGB primaries (what most PNG writers stamp, meaning sRGB). */
 static int synthetic_is_srgb(const ic_colour_info *info) {
   if (info->srgb) return 1;
-  if (info->gamma <= 0 && (info->transfer == 0 || info->transfer == 13) &&
-      !info->has_primaries)
-    return 1;
-  if (info->gamma > 0 && fabs(info->gamma - 2.2) > 0.05) return 0;
-  if (info->gamma <= 0 && info->transfer != 0 && info->transfer != 13) return 0;
+  int srgb_curve = info->gamma > 0 ? fabs(info->gamma - 2.2) <= 0.05
+                                   : info->transfer == 0 || info->transfer == 13;
+  if (!srgb_curve) return 0;
   if (!info->has_primaries) return 1;
   for (int i = 0; i < 8; i++)
     if (fabs(info->primaries[i] - srgb_primaries[i]) > 0.01) return 0;

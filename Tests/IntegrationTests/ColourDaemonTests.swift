@@ -73,4 +73,25 @@ struct ColourDaemonTests {
     }
     #expect(image.map { $0.data.firstRange(of: Self.iccMarker) != nil } == true)
   }
+
+  @Test("cmyk_profile set empty keeps the formula: the default profile never loads over it")
+  func cmykProfileConfig() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let cmyk = directory + "/cmyk.jpg"
+    try Data(Corpus.bytes("jpeg-valid/sharp/Channel_digital_image_CMYK_color_no_profile.jpg"))
+      .write(to: URL(fileURLWithPath: cmyk))
+    let target = "/v1/thumbnail?url=file://\(cmyk)&w=64&h=64&format=png"
+    func thumbnail(_ extra: [String]) async throws -> [UInt8] {
+      let daemon = try await TestDaemon.start(
+        ["--file-root", directory, "--allow-scheme", "file"] + extra, directory: directory)
+      defer { daemon.stop() }
+      let response = SocketClient.request(daemon.socket, "GET", target)
+      #expect(SocketClient.status(of: response) == 200)
+      return SocketClient.body(of: response)
+    }
+    let standard = try await thumbnail([])
+    let formula = try await thumbnail(["--cmyk-profile", "", "--cache-dir", directory + "/c2"])
+    #expect(!standard.isEmpty && !formula.isEmpty)
+    #expect(!standard.elementsEqual(formula), "the formula and the standard profile differ")
+  }
 }

@@ -65,6 +65,15 @@ public enum ColourManagement {
   /// whether the profile was taken. At most 16 MiB is read.
   @discardableResult
   public static func useStandardCMYKProfile(contentsOf path: String?) -> Bool {
+    // The default goes first, so it can never load later over what was asked for here.
+    _ = defaultsLoaded
+    return load(path)
+  }
+
+  /// Loads the default CMYK profile once, for thumbnailers that were never told otherwise.
+  static let defaultsLoaded: Bool = load(defaultCMYKProfilePath)
+
+  private static func load(_ path: String?) -> Bool {
     guard let path, let bytes = SystemFiles.read(path, limit: 16 << 20) else {
       _ = ic_colour_set_cmyk_profile(nil, 0)
       return false
@@ -73,9 +82,6 @@ public enum ColourManagement {
       ic_colour_set_cmyk_profile($0.baseAddress, $0.count) != 0
     }
   }
-
-  /// Loads the default CMYK profile once, for thumbnailers that were never told otherwise.
-  static let defaultsLoaded: Bool = useStandardCMYKProfile(contentsOf: defaultCMYKProfilePath)
 
   /// The transform cache's counters.
   public struct Stats: Sendable, Hashable {
