@@ -69,7 +69,7 @@ void ic_request_init(ic_request *request) {
   request->format = IC_OUTPUT_AUTO;
   request->quality = 80;
   request->png_level = 2;
-  request->filter = IC_FILTER_CATMULL_ROM;
+  request->filter = IC_FILTER_LANCZOS3_AREA;
   request->shrink_on_load = 1;
   request->avif_speed = IC_AVIF_DEFAULT_SPEED;
 }

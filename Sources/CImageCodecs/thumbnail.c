@@ -70,7 +70,7 @@ static ic_status validate(const ic_request *request, ic_result *result) {
   if (request->png_level < 0 || request->png_level > 9)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "PNG level must be 0...9, got %d", request->png_level);
-  if ((unsigned)request->fit > IC_FIT_FILL || (unsigned)request->filter > IC_FILTER_AREA ||
+  if ((unsigned)request->fit > IC_FIT_FILL || (unsigned)request->filter > IC_FILTER_LANCZOS3_AREA ||
       (request->format != IC_OUTPUT_AUTO && !ic_format_encodable((ic_format)request->format)))
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown enum value");
   if ((unsigned)request->colour > IC_COLOUR_KEEP)

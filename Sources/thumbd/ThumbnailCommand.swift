@@ -89,7 +89,8 @@ enum ThumbnailCommand {
       case "--filter":
         let value = try cursor.value(for: argument)
         guard let filter = ResamplingFilter(rawValue: value) else {
-          throw UsageError(message: "--filter expects catmull-rom, lanczos3 or area")
+          let names = ResamplingFilter.allCases.map(\.rawValue).joined(separator: ", ")
+          throw UsageError(message: "--filter expects one of \(names)")
         }
         options.thumbnailer.filter = filter
       case "--accept-damaged":

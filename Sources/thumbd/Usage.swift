@@ -54,8 +54,10 @@ enum Usage {
       --colour MODE     srgb (convert through the embedded colour profile to
                         sRGB, output untagged; the default) or keep (pixels
                         as they are, the RGB profile copied into the output).
-      --filter NAME     Final reduction kernel: catmull-rom (default),
-                        lanczos3 (sharper, more ringing) or area (softest).
+      --filter NAME     Final reduction kernel: lanczos3-area (the default:
+                        Lanczos-3 blended with an area average), lanczos3
+                        (sharpest, most ringing), catmull-rom or area
+                        (softest).
       --accept-damaged  Keep damaged or truncated JPEGs (grey-padded) instead
                         of failing them.
       --max-pixels N    Refuse sources with more pixels. Default 100000000.

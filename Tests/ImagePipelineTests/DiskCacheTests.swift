@@ -246,7 +246,8 @@ struct DiskCacheCrashTests {
     var served = 0
     for path in inputs {
       let url = "file://" + URL(fileURLWithPath: path).standardizedFileURL.path
-      let key = ThumbnailDiskFormat.key(for: ImageRequest(url: url, spec: spec))
+      let key = ThumbnailDiskFormat.key(
+        for: ImageRequest(url: url, spec: spec), filter: Thumbnailer().filter)
       guard let entry = await cache.data(forKey: key, group: ThumbnailDiskFormat.group(for: url))
       else { continue }
       let thumbnail = try #require(

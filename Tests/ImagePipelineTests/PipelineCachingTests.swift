@@ -45,6 +45,27 @@ struct PipelineCachingTests {
     #expect(second.metrics.snapshot().diskHits == 1)
   }
 
+  @Test("a thumbnail made with another kernel is not served from the disk")
+  func diskKeyHoldsTheKernel() async throws {
+    let dir = directory()
+    let loader = CountingLoader(["origin/a.jpg": Self.photo])
+    do {
+      let first = ThumbnailPipeline(
+        configuration: .init(
+          dataLoader: loader, thumbnailer: Thumbnailer(filter: .catmullRom),
+          diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
+      #expect(try await first.response(for: request(64)).source == .miss)
+      await first.flushDiskWrites()
+    }
+    let second = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
+    let response = try await second.response(for: request(64))
+    #expect(response.source == .miss)
+    let fresh = try Thumbnailer().thumbnail(of: Self.photo, spec: request(64).spec)
+    #expect(response.thumbnail.data == fresh.data)
+  }
+
   @Test("the source cache spares a second size its download")
   func sourceCache() async throws {
     let loader = CountingLoader(["origin/a.jpg": Self.photo])

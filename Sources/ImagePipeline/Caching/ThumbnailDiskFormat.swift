@@ -1,13 +1,13 @@
 /// How a thumbnail is keyed and described in the disk cache.
 enum ThumbnailDiskFormat {
-  /// The disk key: every field that changes the output bytes, versioned (v3: colour, and
-  /// thumbnails converted to sRGB). The revision is
-  /// length-prefixed, so no URL or revision can make another request's key.
-  static func key(for request: ImageRequest) -> String {
+  /// The disk key: every field that changes the output bytes, the thumbnailer's kernel
+  /// among them, versioned (v4: the kernel). The revision is length-prefixed, so no URL or
+  /// revision can make another request's key.
+  static func key(for request: ImageRequest, filter: ResamplingFilter) -> String {
     let s = request.spec
     let rev = request.rev.map { "r\($0.utf8.count):\($0)" } ?? "-"
     return
-      "thumb-v3|\(rev)|\(s.pixelWidth)x\(s.pixelHeight)|\(s.scale)|\(s.fit.rawValue)"
+      "thumb-v4|\(filter.rawValue)|\(rev)|\(s.pixelWidth)x\(s.pixelHeight)|\(s.scale)|\(s.fit.rawValue)"
       + "|\(s.format.rawValue)|q\(s.quality)|\(s.allowUpscale ? "up" : "noup")"
       + "|\(s.colour.rawValue)|\(request.url)"
   }

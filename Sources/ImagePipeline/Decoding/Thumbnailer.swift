@@ -26,7 +26,7 @@ public struct Thumbnailer: Sendable {
 
   /// Creates a thumbnailer with the given limits and defaults elsewhere.
   public init(
-    limits: DecodingLimits = DecodingLimits(), filter: ResamplingFilter = .catmullRom,
+    limits: DecodingLimits = DecodingLimits(), filter: ResamplingFilter = .lanczos3Area,
     shrinkOnLoad: Bool = true, pngCompressionLevel: Int = 2
   ) {
     self.limits = limits

@@ -5,7 +5,7 @@ extension ThumbnailPipeline {
   /// source goes. Otherwise the source is fetched (shared per URL) and decoded on a worker;
   /// prefetch jobs first wait for a place (see `PrefetchAdmission`).
   func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Produced {
-    let diskKey = ThumbnailDiskFormat.key(for: request)
+    let diskKey = ThumbnailDiskFormat.key(for: request, filter: configuration.thumbnailer.filter)
     let group = ThumbnailDiskFormat.group(for: request.url)
     var candidate = memoryCache.peek(request)
     var fromDisk = false
