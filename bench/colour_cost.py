@@ -4,13 +4,15 @@
 Each JPEG of the set gets a copy tagged with an embedded profile (an APP2 ICC_PROFILE segment
 inserted after SOI, the image data untouched) and a copy with every APP2 segment removed.
 Each round thumbnails both sets with one `thumbd thumbnail --jobs 1` process each, in
-alternating order; the figure is the median over rounds of tagged / untagged.
+alternating order; the figure is the median over rounds of tagged / untagged, in wall time
+and in CPU time (user + system of the child, which the machine's other load disturbs less).
 
     python3 bench/colour_cost.py [--rounds 9] [--box 256x256] [--profile FILE.icc|JPEG]
         [--thumbd .build/release/thumbd] SET_DIR
 """
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -73,23 +75,30 @@ def main():
                 sets[kind].append(path)
         os.makedirs(os.path.join(tmp, "out"))
         times = {"tagged": [], "untagged": []}
+        cpu = {"tagged": [], "untagged": []}
         for round_ in range(args.rounds + 1):
             order = ["tagged", "untagged"] if round_ % 2 else ["untagged", "tagged"]
             for kind in order:
                 start = time.perf_counter()
+                used = resource.getrusage(resource.RUSAGE_CHILDREN)
                 subprocess.run([args.thumbd, "thumbnail", *sets[kind], "--size", args.box,
                                 "--jobs", "1", "-o", os.path.join(tmp, "out") + "/"],
                                check=True, capture_output=True)
+                now = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if round_:  # the first round warms the page cache
                     times[kind].append(time.perf_counter() - start)
-        ratios = [t / u for t, u in zip(times["tagged"], times["untagged"])]
+                    cpu[kind].append(now.ru_utime + now.ru_stime - used.ru_utime
+                                     - used.ru_stime)
         count = len(sets["tagged"])
         print(f"{count} files, {args.rounds} rounds, box {args.box}, profile "
               f"{len(profile)} bytes")
         for kind in ("untagged", "tagged"):
-            print(f"  {kind:9} {1000 * statistics.median(times[kind]) / count:7.1f} ms/image")
-        print(f"  tagged / untagged: median {statistics.median(ratios):.3f} "
-              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
+            print(f"  {kind:9} {1000 * statistics.median(times[kind]) / count:7.1f} ms/image, "
+                  f"CPU {1000 * statistics.median(cpu[kind]) / count:7.1f} ms/image")
+        for name, figures in (("wall", times), ("CPU", cpu)):
+            ratios = [t / u for t, u in zip(figures["tagged"], figures["untagged"]) if u > 0]
+            print(f"  tagged / untagged, {name}: median {statistics.median(ratios):.3f} "
+                  f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
 
 
 if __name__ == "__main__":

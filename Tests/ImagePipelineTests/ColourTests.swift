@@ -1,6 +1,6 @@
-import ImagePipeline
 import Testing
 
+@testable import ImagePipeline
 @testable import TestSupport
 
 extension DecodeSuites {
@@ -179,6 +179,48 @@ extension DecodeSuites {
         let next = try thumbnailer.thumbnail(
           of: bytes, spec: ThumbnailSpec(width: size, height: size, format: .png))
         #expect(next.profileTransformCached)
+      }
+    }
+
+    @Test(
+      "curve-and-matrix tables give lcms2's pixels to within one level, on every profiled image",
+      arguments: profiled)
+    func tablesMatchLCMS2(entry: Corpus.Entry) throws {
+      let spec = ThumbnailSpec(width: 256, height: 256, format: .png)
+      let fast = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+      let slow = try ColourManagement.withoutTables {
+        try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+      }
+      let a = try thumbnailer.decodeFullResolution(of: fast.data)
+      let b = try thumbnailer.decodeFullResolution(of: slow.data)
+      #expect(a.width == b.width && a.height == b.height)
+      let worst = zip(a.pixels, b.pixels).map { abs(Int($0) - Int($1)) }.max() ?? 0
+      #expect(worst <= 1, "\(entry.path): \(worst) levels")
+    }
+
+    @Test(
+      "wide-gamut camera profiles run as tables; the test suite's stepped profile does not",
+      arguments: [
+        ("icc/danbooru/countergirl-p3.jpg", true), ("icc/danbooru/countergirl-adobergb.jpg", true),
+        ("icc/danbooru/countergirl-prophoto.jpg", true),
+        ("icc/sdwebimage/TestICCProfile.jpg", false),
+      ])
+    func tablesWhereTheyFit(path: String, tables: Bool) throws {
+      // A copy of the profile with its creation date changed, so it is built now.
+      var bytes = try Corpus.bytes(path)
+      let segment = try #require(bytes.firstRange(of: Array("ICC_PROFILE\0".utf8))).lowerBound
+      bytes[segment + 14 + 24] ^= 0x5A
+      let before = ColourManagement.stats()
+      let thumbnail = try thumbnailer.thumbnail(
+        of: bytes, spec: ThumbnailSpec(width: 64, height: 64, format: .png))
+      #expect(thumbnail.profile == .converted)
+      #expect(!thumbnail.profileTransformCached)
+      let after = ColourManagement.stats()
+      if tables {
+        #expect(after.tables > before.tables)
+      } else {
+        // Other suites may build transforms meanwhile: only a lone build here proves it.
+        if after.builds == before.builds + 1 { #expect(after.tables == before.tables) }
       }
     }
 

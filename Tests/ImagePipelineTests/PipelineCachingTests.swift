@@ -47,19 +47,19 @@ struct PipelineCachingTests {
 
   @Test("a thumbnail made with another kernel is not served from the disk")
   func diskKeyHoldsTheKernel() async throws {
-    let dir = directory()
     let loader = CountingLoader(["origin/a.jpg": Self.photo])
-    do {
-      let first = ThumbnailPipeline(
-        configuration: .init(
-          dataLoader: loader, thumbnailer: Thumbnailer(filter: .catmullRom),
-          diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
-      #expect(try await first.response(for: request(64)).source == .miss)
-      await first.flushDiskWrites()
-    }
-    let second = ThumbnailPipeline(
+    let disk = try DiskCache(directory: directory(), sizeLimit: 1 << 24)
+    let first = ThumbnailPipeline(
       configuration: .init(
-        dataLoader: loader, diskCache: try DiskCache(directory: dir, sizeLimit: 1 << 24)))
+        dataLoader: loader, thumbnailer: Thumbnailer(filter: .catmullRom), diskCache: disk))
+    #expect(try await first.response(for: request(64)).source == .miss)
+    await first.flushDiskWrites()
+    let again = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: loader, thumbnailer: Thumbnailer(filter: .catmullRom), diskCache: disk))
+    // The same kernel is served from the disk, so the next miss is the kernel's doing.
+    #expect(try await again.response(for: request(64)).source == .disk)
+    let second = ThumbnailPipeline(configuration: .init(dataLoader: loader, diskCache: disk))
     let response = try await second.response(for: request(64))
     #expect(response.source == .miss)
     let fresh = try Thumbnailer().thumbnail(of: Self.photo, spec: request(64).spec)

@@ -313,13 +313,19 @@ typedef struct ic_colour_stats {
   /** Transforms built (profiles parsed and linked), and requests served from the cache. */
   uint64_t builds;
   uint64_t hits;
-  /** Transforms held now, and the bytes lcms2 holds for them. */
+  /** Transforms held now, and the bytes lcms2 (and our tables) hold for them. */
   uint32_t entries;
   uint64_t bytes;
+  /** Transforms built that run as curve-and-matrix tables instead of through lcms2. */
+  uint64_t tables;
 } ic_colour_stats;
 
 /** Reads the colour transform cache's counters. */
 void ic_colour_stats_get(ic_colour_stats *stats);
+
+/** Whether transforms that have tables use them (the default) or lcms2's transform, on the
+ * calling thread only: off only to compare the two in tests. */
+void ic_colour_set_tables(int enabled);
 
 /** Releases a bitmap's pixels. Safe to call twice. */
 void ic_bitmap_free(ic_bitmap *bitmap);

@@ -91,8 +91,18 @@ public enum ColourManagement {
     public var hits: Int
     /// Transforms held now.
     public var entries: Int
-    /// Bytes lcms2 holds for them.
+    /// Bytes lcms2 (and the tables) hold for them.
     public var bytes: Int
+    /// Transforms built that run as curve-and-matrix tables instead of through lcms2.
+    public var tables: Int
+  }
+
+  /// Runs `body` (synchronous, so on this thread) with lcms2's transforms in place of the
+  /// curve-and-matrix tables, to compare the two.
+  static func withoutTables<T>(_ body: () throws -> T) rethrows -> T {
+    ic_colour_set_tables(0)
+    defer { ic_colour_set_tables(1) }
+    return try body()
   }
 
   /// Reads the transform cache's counters.
@@ -101,6 +111,7 @@ public enum ColourManagement {
     ic_colour_stats_get(&stats)
     return Stats(
       builds: Int(clamping: stats.builds), hits: Int(clamping: stats.hits),
-      entries: Int(stats.entries), bytes: Int(clamping: stats.bytes))
+      entries: Int(stats.entries), bytes: Int(clamping: stats.bytes),
+      tables: Int(clamping: stats.tables))
   }
 }
