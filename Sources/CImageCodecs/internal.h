@@ -105,6 +105,13 @@ struct ic_decoder {
   /* Non-zero when the codec's own scaling averages every source pixel exactly (libwebp's
    * rescaler): it may then scale straight to the output size, with no headroom. */
   int exact_scaling;
+  /* Decoded pixels per source pixel, when choose_size picked a scale whose pixels each
+   * cover a fixed number of source pixels, the last row and column fewer (JPEG's DCT
+   * scaling: num/8, the size rounded up); 0 when the decoded image spans the source exactly
+   * (its size over the source's). Mapping a rounded-up size as if it spanned the source
+   * shifted the picture by up to 0.3 output pixels at its far edges: 37 dB instead of 46
+   * for a 2725-pixel-wide photo at 1/4 (docs/BENCHMARKS.md). */
+  double pixel_scale;
   /* Bytes run() will hold at its peak at the size choose_size picked, from the header
    * alone: coefficient buffers, whole-image buffers, rows, the library's own state. */
   uint64_t (*working_memory)(ic_decoder *decoder);

@@ -25,6 +25,8 @@ typedef struct resize_sink {
   ic_sink base;
   const ic_plan *plan;
   uint32_t full_width, full_height;
+  /* The decoder's pixel_scale (0: the decoded size over the full size). */
+  double pixel_scale;
   ic_filter filter;
   ic_resizer *resizer;
   int channels;
@@ -38,8 +40,8 @@ static ic_status resize_begin(ic_sink *sink, uint32_t width, uint32_t height,
                               int channels, ic_result *result) {
   resize_sink *s = (resize_sink *)sink;
   /* The plan is in full-resolution pixels; the decoder may deliver fewer. */
-  double sx = (double)width / s->full_width;
-  double sy = (double)height / s->full_height;
+  double sx = s->pixel_scale > 0 ? s->pixel_scale : (double)width / s->full_width;
+  double sy = s->pixel_scale > 0 ? s->pixel_scale : (double)height / s->full_height;
   const ic_plan *p = s->plan;
   s->channels = channels;
   s->decode_width = width;
@@ -131,6 +133,7 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
       .plan = &plan,
       .full_width = h->width,
       .full_height = h->height,
+      .pixel_scale = decoder->pixel_scale,
       .filter = request->filter,
       .colour = &decoder->header.colour,
       .colour_mode = request->colour,
@@ -243,7 +246,8 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
     status = plan_decode(decoder, request, limits, result, &plan, &decode_w, &decode_h);
     if (status == IC_OK) {
       const ic_header *h = &decoder->header;
-      double sx = (double)decode_w / h->width, sy = (double)decode_h / h->height;
+      double sx = decoder->pixel_scale > 0 ? decoder->pixel_scale : (double)decode_w / h->width;
+      double sy = decoder->pixel_scale > 0 ? decoder->pixel_scale : (double)decode_h / h->height;
       /* The resampler as the decode will build it (RGBA: the larger of the two). */
       ic_resizer *resizer = ic_resizer_create(
           decode_w, decode_h, 4, plan.crop_x * sx, plan.crop_y * sy, plan.crop_width * sx,
