@@ -337,7 +337,6 @@ static cmsToneCurve *transfer_curve(const ic_colour_info *info) {
   }
 }
 
-
 /* A profile for a gamma/primaries description (PNG gAMA + cHRM, HEIF nclx). */
 static cmsHPROFILE synthetic_profile(const ic_colour_info *info) {
   const double *p = info->has_primaries ? info->primaries : srgb_primaries;

@@ -96,8 +96,9 @@ static double filter_support(ic_filter filter) {
  * at 256 px (docs/BENCHMARKS.md, "Resampling against vipsthumbnail"): 0.60 / 0.65 / 0.70
  * score 47.3 / 48.0 / 48.7 dB mean against a Lanczos-3 reference on the corpus photos (vips
  * 47.1), 36.9 / 36.5 / 35.9 dB worst against an exact area average (the floor is 35) and
- * p99 4.3 / 4.6 / 4.9 CIEDE2000 worst on the profiled images (the floor is 5). 0.65 leaves
- * room on all three. */
+ * p99 4.3 / 4.6 / 4.9 CIEDE2000 worst on the profiled images (the floor is 5), all before
+ * scaled JPEG decodes stopped being shifted (which raised the first figure to 48.8 at 0.65).
+ * 0.65 leaves room on all three. */
 #define IC_LANCZOS3_SHARE 0.65
 
 static double filter_weight(ic_filter filter, double x) {

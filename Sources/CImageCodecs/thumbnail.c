@@ -36,12 +36,20 @@ typedef struct resize_sink {
   uint32_t decode_width;
 } resize_sink;
 
+/* Decoded pixels per source pixel along each axis: the decoder's fixed scale when it has
+ * one (see ic_decoder.pixel_scale), else the decoded size over the source's. */
+static void decode_scales(double pixel_scale, uint32_t width, uint32_t height,
+                          uint32_t full_width, uint32_t full_height, double *sx, double *sy) {
+  *sx = pixel_scale > 0 ? pixel_scale : (double)width / full_width;
+  *sy = pixel_scale > 0 ? pixel_scale : (double)height / full_height;
+}
+
 static ic_status resize_begin(ic_sink *sink, uint32_t width, uint32_t height,
                               int channels, ic_result *result) {
   resize_sink *s = (resize_sink *)sink;
   /* The plan is in full-resolution pixels; the decoder may deliver fewer. */
-  double sx = s->pixel_scale > 0 ? s->pixel_scale : (double)width / s->full_width;
-  double sy = s->pixel_scale > 0 ? s->pixel_scale : (double)height / s->full_height;
+  double sx, sy;
+  decode_scales(s->pixel_scale, width, height, s->full_width, s->full_height, &sx, &sy);
   const ic_plan *p = s->plan;
   s->channels = channels;
   s->decode_width = width;
@@ -246,8 +254,8 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
     status = plan_decode(decoder, request, limits, result, &plan, &decode_w, &decode_h);
     if (status == IC_OK) {
       const ic_header *h = &decoder->header;
-      double sx = decoder->pixel_scale > 0 ? decoder->pixel_scale : (double)decode_w / h->width;
-      double sy = decoder->pixel_scale > 0 ? decoder->pixel_scale : (double)decode_h / h->height;
+      double sx, sy;
+      decode_scales(decoder->pixel_scale, decode_w, decode_h, h->width, h->height, &sx, &sy);
       /* The resampler as the decode will build it (RGBA: the larger of the two). */
       ic_resizer *resizer = ic_resizer_create(
           decode_w, decode_h, 4, plan.crop_x * sx, plan.crop_y * sy, plan.crop_width * sx,
