@@ -7,6 +7,11 @@
 #   ROUNDS=5 DURATION=10 CONNECTIONS=64 NGINX_WORKERS=1 LOG_LEVEL=info bench/daemon_vs_nginx.sh
 #   THUMBD=/path/to/other/thumbd bench/daemon_vs_nginx.sh   # another build (no swift build)
 #   SOURCES=256 bench/daemon_vs_nginx.sh     # wrk over 256 distinct sources (and nginx files)
+#   BASELINE=/path/to/older/thumbd bench/daemon_vs_nginx.sh  # that build too, in every round
+#
+# With BASELINE, a second daemon of that build serves the same files and each round measures
+# nginx, thumbd and the baseline back to back: the last column, thumbd / baseline, compares
+# the two builds under the same noise (separate runs on this shared machine moved by 30%).
 #
 # The source is a file:// URL, so every memory hit includes the check that the file is
 # unchanged: a stat made after the request arrived, one per file per pass of the event loop.
@@ -47,17 +52,28 @@ if [ "$SOURCES" -gt 1 ]; then
 fi
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-thumbd_port=$(free_port)
+start_daemon() { # BINARY NAME PORT
+  "$1" serve --socket "$work/$2.sock" --listen "127.0.0.1:$3" \
+    --cache-dir "" --file-root "$(dirname "$image")" --log-level "${LOG_LEVEL:-warn}" \
+    2>"$work/$2.log" &
+  pids+=($!)
+  for _ in $(seq 100); do [ -S "$work/$2.sock" ] && break; sleep 0.1; done
+}
 # Request logging off on both sides (nginx: access_log off); LOG_LEVEL=info turns thumbd's on.
-"$THUMBD" serve --socket "$work/thumbd.sock" --listen "127.0.0.1:$thumbd_port" \
-  --cache-dir "" --file-root "$(dirname "$image")" --log-level "${LOG_LEVEL:-warn}" \
-  2>"$work/thumbd.log" &
-pids+=($!)
-for _ in $(seq 100); do [ -S "$work/thumbd.sock" ] && break; sleep 0.1; done
+thumbd_port=$(free_port)
+start_daemon "$THUMBD" thumbd "$thumbd_port"
+BASELINE=${BASELINE:-}
+daemons=(thumbd)
+if [ -n "$BASELINE" ]; then
+  baseline_port=$(free_port)
+  start_daemon "$BASELINE" baseline "$baseline_port"
+  daemons+=(baseline)
+fi
 encoded=$(python3 -c 'import sys,urllib.parse;print(urllib.parse.quote("file://"+sys.argv[1],safe=""))' "$image")
 target="/v1/thumbnail?url=$encoded&w=$SIZE&h=$SIZE"
 mkdir -p "$work/www"
 curl -sf --unix-socket "$work/thumbd.sock" "http://thumbd$target" -o "$work/www/thumb.jpg"
+[ -z "$BASELINE" ] || curl -sf --unix-socket "$work/baseline.sock" "http://thumbd$target" -o /dev/null
 bytes=$(stat -c %s "$work/www/thumb.jpg")
 if [ "$SOURCES" -gt 1 ]; then
   # Every source warm in memory, every nginx copy in place, and a wrk script rotating both.
@@ -65,7 +81,9 @@ if [ "$SOURCES" -gt 1 ]; then
   printf 'paths = {}\ni = 0\n' >"$work/rotate-nginx.lua"
   for i in $(seq 0 $((SOURCES - 1))); do
     url=$(python3 -c 'import sys,urllib.parse;print(urllib.parse.quote("file://"+sys.argv[1],safe=""))' "$work/files/$i.jpg")
-    curl -sf --unix-socket "$work/thumbd.sock" "http://thumbd/v1/thumbnail?url=$url&w=$SIZE&h=$SIZE" -o /dev/null
+    for d in "${daemons[@]}"; do
+      curl -sf --unix-socket "$work/$d.sock" "http://thumbd/v1/thumbnail?url=$url&w=$SIZE&h=$SIZE" -o /dev/null
+    done
     cp "$work/www/thumb.jpg" "$work/www/$i.jpg"
     echo "paths[$i] = \"/v1/thumbnail?url=$url&w=$SIZE&h=$SIZE\"" >>"$work/rotate-thumbd.lua"
     echo "paths[$i] = \"/$i.jpg\"" >>"$work/rotate-nginx.lua"
@@ -108,21 +126,46 @@ load_rate() { "$work/socketload" "$1" "$2" "$CONNECTIONS" "$DURATION" | awk '{pr
 
 echo "thumbnail: $bytes bytes (${SIZE}x${SIZE} box of $(basename "$image")), $CONNECTIONS connections,"
 echo "${DURATION}s per run, nginx worker_processes $NGINX_WORKERS, $(nproc) cores"
-printf '%-6s %-24s %12s %12s %7s\n' round client nginx thumbd ratio
+# One line per round and client: nginx's rate, thumbd's, thumbd / nginx, and with BASELINE
+# the baseline's rate, baseline / nginx and thumbd / baseline.
+report() { # ROUND CLIENT NGINX THUMBD [BASELINE]
+  if [ $# -eq 5 ]; then
+    printf '%-6s %-24s %10s %10s %6.2f %10s %6.2f %6.2f\n' "$1" "$2" "$3" "$4" \
+      "$(echo "$4 / $3" | bc -l)" "$5" "$(echo "$5 / $3" | bc -l)" "$(echo "$4 / $5" | bc -l)"
+  else
+    printf '%-6s %-24s %10s %10s %6.2f\n' "$1" "$2" "$3" "$4" "$(echo "$4 / $3" | bc -l)"
+  fi
+}
+if [ -n "$BASELINE" ]; then
+  printf '%-6s %-24s %10s %10s %6s %10s %6s %6s\n' round client nginx thumbd ratio baseline ratio t/b
+else
+  printf '%-6s %-24s %10s %10s %6s\n' round client nginx thumbd ratio
+fi
 if [ "$SOURCES" -gt 1 ]; then
   echo "$SOURCES distinct sources, requests rotating over them (wrk only)"
+  rotating() { wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" -s "$work/rotate-$1.lua" "http://127.0.0.1:$2/" | awk '/Requests\/sec/ {print $2}'; }
   for round in $(seq "$ROUNDS"); do
-    n=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" -s "$work/rotate-nginx.lua" "http://127.0.0.1:$nginx_port/" | awk '/Requests\/sec/ {print $2}')
-    t=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" -s "$work/rotate-thumbd.lua" "http://127.0.0.1:$thumbd_port/" | awk '/Requests\/sec/ {print $2}')
-    printf '%-6s %-24s %12s %12s %7.2f\n' "$round" "wrk tcp, rotating" "$n" "$t" "$(echo "$t / $n" | bc -l)"
+    n=$(rotating nginx "$nginx_port")
+    if [ -z "$BASELINE" ]; then
+      report "$round" "wrk tcp, rotating" "$n" "$(rotating thumbd "$thumbd_port")"
+    elif [ $((round % 2)) -eq 1 ]; then # the two builds take turns going first
+      t=$(rotating thumbd "$thumbd_port"); b=$(rotating thumbd "$baseline_port")
+      report "$round" "wrk tcp, rotating" "$n" "$t" "$b"
+    else
+      b=$(rotating thumbd "$baseline_port"); t=$(rotating thumbd "$thumbd_port")
+      report "$round" "wrk tcp, rotating" "$n" "$t" "$b"
+    fi
   done
   exit 0
 fi
 for round in $(seq "$ROUNDS"); do
-  n=$(wrk_rate "http://127.0.0.1:$nginx_port/thumb.jpg"); t=$(wrk_rate "http://127.0.0.1:$thumbd_port$target")
-  printf '%-6s %-24s %12s %12s %7.2f\n' "$round" "wrk tcp" "$n" "$t" "$(echo "$t / $n" | bc -l)"
-  n=$(load_rate "tcp:127.0.0.1:$nginx_port" /thumb.jpg); t=$(load_rate "tcp:127.0.0.1:$thumbd_port" "$target")
-  printf '%-6s %-24s %12s %12s %7.2f\n' "$round" "socketload tcp" "$n" "$t" "$(echo "$t / $n" | bc -l)"
-  n=$(load_rate "unix:$work/nginx.sock" /thumb.jpg); t=$(load_rate "unix:$work/thumbd.sock" "$target")
-  printf '%-6s %-24s %12s %12s %7.2f\n' "$round" "socketload unix" "$n" "$t" "$(echo "$t / $n" | bc -l)"
+  rates=("$(wrk_rate "http://127.0.0.1:$nginx_port/thumb.jpg")" "$(wrk_rate "http://127.0.0.1:$thumbd_port$target")")
+  [ -z "$BASELINE" ] || rates+=("$(wrk_rate "http://127.0.0.1:$baseline_port$target")")
+  report "$round" "wrk tcp" "${rates[@]}"
+  rates=("$(load_rate "tcp:127.0.0.1:$nginx_port" /thumb.jpg)" "$(load_rate "tcp:127.0.0.1:$thumbd_port" "$target")")
+  [ -z "$BASELINE" ] || rates+=("$(load_rate "tcp:127.0.0.1:$baseline_port" "$target")")
+  report "$round" "socketload tcp" "${rates[@]}"
+  rates=("$(load_rate "unix:$work/nginx.sock" /thumb.jpg)" "$(load_rate "unix:$work/thumbd.sock" "$target")")
+  [ -z "$BASELINE" ] || rates+=("$(load_rate "unix:$work/baseline.sock" "$target")")
+  report "$round" "socketload unix" "${rates[@]}"
 done

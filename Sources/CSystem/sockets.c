@@ -148,6 +148,20 @@ int ts_poll_create(void) {
   return fd >= 0 ? fd : fail();
 }
 
+ssize_t ts_send_two(int fd, const void *first, size_t first_length, const void *second,
+                    size_t second_length) {
+  struct iovec parts[2] = {{(void *)first, first_length}, {(void *)second, second_length}};
+  struct msghdr message;
+  memset(&message, 0, sizeof(message));
+  message.msg_iov = first_length ? parts : parts + 1;
+  message.msg_iovlen = first_length && second_length ? 2 : 1;
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &message, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
 int ts_poll_watch(int poller, int fd, uint32_t events, uint64_t token, int modify) {
   struct epoll_event event;
   memset(&event, 0, sizeof(event));

@@ -25,6 +25,27 @@ struct HTTPParserTests {
     #expect(request.keepAlive)
   }
 
+  @Test("field names are lowered, UTF-8 escapes decode, versions are matched exactly")
+  func bytesLevelRules() throws {
+    let request = try parse(
+      "GET /caf%C3%A9?name=na%C3%AFve+x&plain=abc HTTP/1.0\r\nX-MiXeD-Name: Kept As Sent\r\n\r\n"
+    )[0]
+    #expect(request.header("x-mixed-name") == "Kept As Sent")
+    #expect(request.path == "/caf\u{E9}" && request.queryValue("name") == "na\u{EF}ve x")
+    #expect(request.queryValue("plain") == "abc")
+    #expect(!request.keepAlive)  // HTTP/1.0 without keep-alive
+    #expect(throws: HTTPParseError.unsupportedVersion) {
+      _ = try parse("GET / HTTP/1.2\r\nHost: a\r\n\r\n")
+    }
+    #expect(throws: HTTPParseError.malformedRequestLine) {
+      _ = try parse("GET / HTTQ/1.1\r\nHost: a\r\n\r\n")
+    }
+    // An escape that decodes to a lone continuation byte is not UTF-8.
+    #expect(throws: HTTPParseError.malformedTarget) {
+      _ = try parse("GET /?url=%80 HTTP/1.1\r\nHost: a\r\n\r\n")
+    }
+  }
+
   @Test("pipelined requests come out in order, whole or split at any byte")
   func pipelining() throws {
     let text =

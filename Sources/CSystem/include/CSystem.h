@@ -9,6 +9,7 @@
 
 #include <spawn.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,6 +59,14 @@ int ts_connect_tcp(const char *address, uint16_t port);
  * close-on-exec. Returns 0 or a negative errno (-ENOTSOCK if not listening).
  */
 int ts_adopt_listener(int fd);
+
+/**
+ * Sends `first` then `second` (either may be empty) in one sendmsg, without SIGPIPE: a
+ * response's head and its body, which stays where it is (no copy into one buffer). Returns
+ * the bytes written or -1 with errno set (EINTR retried).
+ */
+ssize_t ts_send_two(int fd, const void *first, size_t first_length, const void *second,
+                    size_t second_length);
 
 /** A new epoll instance, or a negative errno. */
 int ts_poll_create(void);

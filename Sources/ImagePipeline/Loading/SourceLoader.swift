@@ -82,7 +82,9 @@ public final class SourceLoader: DataLoading {
   /// a file that cannot be stamped (which then counts as changed and is loaded, or refused).
   /// A stamp taken after `notBefore` is reused: requests for one file read in the same pass
   /// of the event loop share one `stat`, each still checked against the file as it was after
-  /// it arrived.
+  /// it arrived. A new stamp is recorded as taken at `notBefore`, which it follows, rather
+  /// than by reading the clock again: it then serves requests that arrived by `notBefore`,
+  /// never a later one.
   public func currentValidator(of url: String, notBefore: ContinuousClock.Instant)
     -> SourceValidator?
   {
@@ -99,7 +101,7 @@ public final class SourceLoader: DataLoading {
       checked = CheckedFile(confined)
       checkedFiles.setValue(checked, forKey: url, cost: 1)
     }
-    let at = ContinuousClock.now
+    let at = notBefore
     let stamp = FileDataLoader.stamp(of: checked.confined)
     checked.last.withLock { last in
       // Two threads may check at once: the later check stays.

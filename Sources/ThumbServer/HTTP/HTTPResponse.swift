@@ -32,8 +32,17 @@ public struct HTTPResponse: Sendable, Hashable {
   /// `Connection: close`) and body, as bytes. `headOnly` (an answer to HEAD) keeps every
   /// header GET would send, `Content-Length` included, and leaves the body out.
   public func serialized(keepAlive: Bool, headOnly: Bool = false) -> [UInt8] {
+    let (head, body) = wire(keepAlive: keepAlive, headOnly: headOnly)
+    return head + body
+  }
+
+  /// The same bytes as `serialized`, as the head and the body apart: a body of more than
+  /// `bodyCopyLimit` bytes is the response's own storage, written without a copy; a smaller
+  /// one is part of the head (one chunk costs less to send than two).
+  func wire(keepAlive: Bool, headOnly: Bool = false) -> (head: [UInt8], body: [UInt8]) {
+    let body = headOnly ? [] : self.body
     var bytes: [UInt8] = []
-    bytes.reserveCapacity(256 + body.count)
+    bytes.reserveCapacity(256 + (body.count <= Self.bodyCopyLimit ? body.count : 0))
     func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
     append("HTTP/1.1 \(status) \(Self.reason(status))\r\n")
     bytes += ResponseDate.headerLine
@@ -43,12 +52,18 @@ public struct HTTPResponse: Sendable, Hashable {
       append(value)
       append("\r\n")
     }
-    append("Content-Length: \(body.count)\r\n")
+    append("Content-Length: \(self.body.count)\r\n")
     if !keepAlive { append("Connection: close\r\n") }
     append("\r\n")
-    if !headOnly { bytes.append(contentsOf: body) }
-    return bytes
+    guard body.count > Self.bodyCopyLimit else {
+      bytes.append(contentsOf: body)
+      return (bytes, [])
+    }
+    return (bytes, body)
   }
+
+  /// Bodies up to this size are copied after the head.
+  static let bodyCopyLimit = 2048
 
   /// Equal status, headers (in order) and body.
   public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {

@@ -23,12 +23,12 @@ protocol ConnectionHandler: AnyObject {
   var pendingWork: Int { get }
   /// Unwritten bytes past which the handler stops taking work from its client.
   var outputLimit: Int { get }
-  /// The loop has read everything that was ready in this pass: work the handler deferred
-  /// with `EventLoop.deferUntilRead` starts now.
-  func readPassEnded(_ connection: LoopConnection)
+  /// The loop has read everything that was ready in this pass, by `readBy`: work the
+  /// handler deferred with `EventLoop.deferUntilRead` starts now.
+  func readPassEnded(_ connection: LoopConnection, readBy: ContinuousClock.Instant)
 }
 
 extension ConnectionHandler {
   /// Handlers that defer nothing.
-  func readPassEnded(_ connection: LoopConnection) {}
+  func readPassEnded(_ connection: LoopConnection, readBy: ContinuousClock.Instant) {}
 }

@@ -77,6 +77,8 @@ final class EventLoop: @unchecked Sendable {
   private var resting: [UInt64: UInt64] = [:]
   /// Connections whose handlers wait for the end of this pass's reads.
   private var deferred: [LoopConnection] = []
+  /// What `firstInPass` has seen in this pass.
+  private var keysThisPass = Set<Int>()
   private var lastSweep: UInt64 = 0
   private var lastExhaustionLog: UInt64 = 0
   private let pending = Mutex<[@Sendable () -> Void]>([])
@@ -214,12 +216,19 @@ final class EventLoop: @unchecked Sendable {
   }
 
   /// Asks for `connection`'s handler to hear `readPassEnded` once every connection that was
-  /// ready in this pass has been read. The HTTP handler answers its requests then, so that
-  /// everything a check made while answering sees (a file's `stat`) is later than every
-  /// request of the pass, and one check can serve them all.
+  /// ready in this pass has been read. The HTTP handler answers its repeated requests then,
+  /// so that everything a check made while answering sees (a file's `stat`) is later than
+  /// every request of the pass, and one check can serve them all.
   func deferUntilRead(_ connection: LoopConnection) {
     assertInLoop()
     deferred.append(connection)
+  }
+
+  /// True the first time `key` (a request target's hash) is offered in this pass: the
+  /// request may be answered at once; false for a repeat, which waits for `readPassEnded`.
+  func firstInPass(_ key: Int) -> Bool {
+    assertInLoop()
+    return keysThisPass.insert(key).inserted
   }
 
   private func endReadPass() {
@@ -227,10 +236,13 @@ final class EventLoop: @unchecked Sendable {
     while !deferred.isEmpty {
       let ready = deferred
       deferred.removeAll()
+      // One reading of the clock for the pass: every request in it had arrived by then.
+      let readBy = ContinuousClock.now
       for connection in ready where connection.isOpen {
-        connection.handler.readPassEnded(connection)
+        connection.handler.readPassEnded(connection, readBy: readBy)
       }
     }
+    keysThisPass.removeAll(keepingCapacity: true)
   }
 
   private func runPending() {
@@ -357,6 +369,10 @@ final class EventLoop: @unchecked Sendable {
       } else if completed || connection.partialSince == nil {
         connection.partialSince = now
       }
+      // A short read emptied the socket's queue: the poller is level-triggered and reports
+      // what arrives later, so reading on until EAGAIN would only add a `read` per request
+      // (one of the three system calls of a memory hit).
+      if n < readBuffer.count { return }
     }
   }
 
@@ -369,38 +385,27 @@ final class EventLoop: @unchecked Sendable {
 
   /// Queues bytes for writing, counting them in the total.
   func queueOutput(_ bytes: [UInt8], on connection: LoopConnection) {
-    if connection.outputOffset == connection.output.count {
-      connection.output = bytes
-      connection.outputOffset = 0
-    } else {
-      connection.output += bytes
-    }
+    connection.output.append(bytes)
     totalPendingOutput += bytes.count
   }
 
   func flush(_ connection: LoopConnection) {
     assertInLoop()
     while connection.hasPendingOutput {
-      let n = connection.output.withUnsafeBytes {
-        send(
-          connection.fd, $0.baseAddress! + connection.outputOffset,
-          $0.count - connection.outputOffset, Int32(MSG_NOSIGNAL))
+      let n = connection.output.write { first, second in
+        ts_send_two(connection.fd, first.baseAddress, first.count, second.baseAddress, second.count)
       }
       if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
         watchWritable(connection, true)
         return
       }
-      if n < 0 && errno == EINTR { continue }
       if n <= 0 {
         closeConnection(connection)
         return
       }
-      connection.outputOffset += n
       totalPendingOutput -= n
       connection.lastActivity = Self.now()
     }
-    connection.output = []
-    connection.outputOffset = 0
     watchWritable(connection, false)
     if connection.closesAfterWrite {
       discardUnreadInput(connection)
@@ -444,8 +449,7 @@ final class EventLoop: @unchecked Sendable {
     connection.isOpen = false
     connection.handler.closed(connection)
     totalPendingOutput -= connection.pendingOutput
-    connection.output = []
-    connection.outputOffset = 0
+    connection.output.removeAll()
     _ = ts_poll_forget(poller, connection.fd)
     close(connection.fd)
   }

@@ -16,9 +16,8 @@ final class LoopConnection: @unchecked Sendable {
   let fd: Int32
   unowned let loop: EventLoop
   var handler: any ConnectionHandler
-  /// Bytes serialised but not yet written, from `outputOffset` on.
-  var output: [UInt8] = []
-  var outputOffset = 0
+  /// Bytes serialised but not yet written.
+  var output = OutputQueue()
   /// Set when what is queued now is the last output: close once it is written.
   private(set) var closesAfterWrite = false
   /// No more input is read (after a final answer); a hang-up then closes at once.
@@ -42,15 +41,17 @@ final class LoopConnection: @unchecked Sendable {
     partialSince = now
   }
 
-  var hasPendingOutput: Bool { outputOffset < output.count }
+  var hasPendingOutput: Bool { !output.isEmpty }
 
   /// Bytes serialised but not yet written.
-  var pendingOutput: Int { output.count - outputOffset }
+  var pendingOutput: Int { output.count }
 
-  /// Queues bytes after everything queued before and starts writing them.
-  func write(_ bytes: [UInt8]) {
-    guard isOpen, !bytes.isEmpty else { return }
+  /// Queues bytes after everything queued before and starts writing them; `more` follows
+  /// `bytes` without being copied next to them (a response's body after its head).
+  func write(_ bytes: [UInt8], _ more: [UInt8] = []) {
+    guard isOpen, !bytes.isEmpty || !more.isEmpty else { return }
     loop.queueOutput(bytes, on: self)
+    loop.queueOutput(more, on: self)
     loop.flush(self)
   }
 
