@@ -74,9 +74,9 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     for request in complete {
       // The first request of the pass for its target is answered at once; the others wait
       // for the pass to end, where one check of their source (a file's `stat`), later than
-      // all of them, serves them all. Answering at once saves the wait where nothing would
-      // be shared (256 rotating sources: 0.89 of the build before the check, against 0.84
-      // with every answer kept to the pass's end, bench/daemon_vs_nginx.sh).
+      // all of them, serves them all. With 256 rotating sources this measured 1.04 times the
+      // rate of keeping every answer to the pass's end and 1.12 times that of answering all
+      // at once (docs/BENCHMARKS.md, "Freshness").
       let now = queued.isEmpty && loop.firstInPass(request.target.hashValue)
       queued.append(request)
       if now { dispatchQueued(connection) }
