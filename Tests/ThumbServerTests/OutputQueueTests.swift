@@ -59,7 +59,7 @@ struct OutputQueueTests {
     #expect(wire.body == body && wire.head.suffix(4) == [13, 10, 13, 10])
     var fds: [Int32] = [0, 0]
     #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
-    defer { fds.forEach { _ = close($0) } }
+    defer { for fd in fds { close(fd) } }
     var queue = OutputQueue()
     queue.append(wire.head)
     queue.append(wire.body)
