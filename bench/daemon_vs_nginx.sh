@@ -158,14 +158,25 @@ if [ "$SOURCES" -gt 1 ]; then
   done
   exit 0
 fi
+# measure CLIENT-LABEL FUNCTION NGINX-TARGET THUMBD-TARGET BASELINE-TARGET: one report line,
+# the two builds taking turns going first.
+measure() {
+  local n t b
+  n=$($2 "$3")
+  if [ -z "$BASELINE" ]; then
+    report "$round" "$1" "$n" "$($2 "$4")"
+  elif [ $((round % 2)) -eq 1 ]; then
+    t=$($2 "$4"); b=$($2 "$5"); report "$round" "$1" "$n" "$t" "$b"
+  else
+    b=$($2 "$5"); t=$($2 "$4"); report "$round" "$1" "$n" "$t" "$b"
+  fi
+}
+wrk_at() { wrk_rate "http://127.0.0.1:$1"; }
+load_at() { load_rate "${1% *}" "${1#* }"; }
 for round in $(seq "$ROUNDS"); do
-  rates=("$(wrk_rate "http://127.0.0.1:$nginx_port/thumb.jpg")" "$(wrk_rate "http://127.0.0.1:$thumbd_port$target")")
-  [ -z "$BASELINE" ] || rates+=("$(wrk_rate "http://127.0.0.1:$baseline_port$target")")
-  report "$round" "wrk tcp" "${rates[@]}"
-  rates=("$(load_rate "tcp:127.0.0.1:$nginx_port" /thumb.jpg)" "$(load_rate "tcp:127.0.0.1:$thumbd_port" "$target")")
-  [ -z "$BASELINE" ] || rates+=("$(load_rate "tcp:127.0.0.1:$baseline_port" "$target")")
-  report "$round" "socketload tcp" "${rates[@]}"
-  rates=("$(load_rate "unix:$work/nginx.sock" /thumb.jpg)" "$(load_rate "unix:$work/thumbd.sock" "$target")")
-  [ -z "$BASELINE" ] || rates+=("$(load_rate "unix:$work/baseline.sock" "$target")")
-  report "$round" "socketload unix" "${rates[@]}"
+  measure "wrk tcp" wrk_at "$nginx_port/thumb.jpg" "$thumbd_port$target" "${baseline_port:-0}$target"
+  measure "socketload tcp" load_at "tcp:127.0.0.1:$nginx_port /thumb.jpg" \
+    "tcp:127.0.0.1:$thumbd_port $target" "tcp:127.0.0.1:${baseline_port:-0} $target"
+  measure "socketload unix" load_at "unix:$work/nginx.sock /thumb.jpg" \
+    "unix:$work/thumbd.sock $target" "unix:$work/baseline.sock $target"
 done
