@@ -10,11 +10,13 @@
 #   BASELINE=/path/to/older/thumbd bench/daemon_vs_nginx.sh  # that build too, in every round
 #
 # With BASELINE, a second daemon of that build serves the same files and each round measures
-# nginx, thumbd and the baseline back to back: the last column, thumbd / baseline, compares
-# the two builds under the same noise (separate runs on this shared machine moved by 30%).
+# nginx, thumbd and the baseline back to back, the two builds taking turns going first: the
+# last column, thumbd / baseline, compares them under the same noise (separate runs on this
+# shared machine moved by 30%).
 #
 # The source is a file:// URL, so every memory hit includes the check that the file is
-# unchanged: a stat made after the request arrived, one per file per pass of the event loop.
+# unchanged: a stat made after the request arrived, at most two per file per pass of the
+# event loop (the pass's first request for it at once, one shared by the repeats).
 # With SOURCES=N the requests rotate over N copies of the image, so concurrent requests seldom
 # share a stat: the cost of one stat per request.
 #
