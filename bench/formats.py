@@ -27,7 +27,7 @@ the 1.75x headroom (128x128), with and without it (--full-decode): ms per image,
 an exact area average of the full image.
 
 Usage: bench/formats.py [--rounds N] [--threads single|default|both] [--thumbd PATH]
-                        [--work DIR] [decode] [encode] [thumbs]
+                        [--work DIR] [--sets NAME,...] [decode] [encode] [thumbs]
 Needs vipsthumbnail (libvips-tools), Pillow and numpy; build first: swift build -c release.
 """
 import argparse
@@ -230,12 +230,19 @@ def main():
     p.add_argument("--thumbd", default=os.path.join(ROOT, ".build", "release", "thumbd"))
     p.add_argument("--work", default="/tmp/thumbd-formats-bench")
     p.add_argument("--threads", choices=["single", "default", "both"], default="both")
+    p.add_argument("--sets", help="decode only these sets (comma-separated names)")
     p.add_argument("what", nargs="*", default=["decode", "encode", "thumbs"])
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     if "decode" in args.what:
-        decode_bench(args.thumbd, build_sets(args.thumbd, args.work), args.rounds, args.work,
-                     args.threads)
+        sets = build_sets(args.thumbd, args.work)
+        if args.sets:
+            wanted = args.sets.split(",")
+            unknown = [name for name in wanted if name not in sets]
+            if unknown:
+                p.error(f"no set {', '.join(unknown)}; there are: {', '.join(sets)}")
+            sets = {name: sets[name] for name in wanted}
+        decode_bench(args.thumbd, sets, args.rounds, args.work, args.threads)
     if "encode" in args.what:
         encode_bench(args.thumbd, args.rounds, args.work)
     if "thumbs" in args.what:

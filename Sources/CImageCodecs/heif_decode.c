@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct heif_decoder {
   ic_decoder base;
@@ -30,6 +31,8 @@ typedef struct heif_decoder {
   int av1;
   /* Bytes of the file read into memory (a path source), 0 for a source given in memory. */
   uint64_t buffered;
+  /* libheif's own interleaved 8-bit RGB instead of its planes (ic_limits.heif_interleaved). */
+  int interleaved;
 } heif_decoder;
 
 /* Brands in the ftyp box: the major one, then the compatible ones that fit in the bytes. */
@@ -55,6 +58,21 @@ int ic_avif_sniff(const uint8_t *bytes, size_t size) {
 
 int ic_heic_sniff(const uint8_t *bytes, size_t size) {
   return !ic_avif_sniff(bytes, size) && has_brand(bytes, size, heic_brands);
+}
+
+/*
+ * Threads libheif may decode a grid's tiles on (it uses none for other images): one per
+ * core, at most IC_HEIF_MAX_TILE_THREADS. A 12 MP phone photo is a grid of 48 tiles, and a
+ * decode on one thread took 0.66-0.83 s where two cores took 0.33-0.40 (docs/BENCHMARKS.md):
+ * a picture waited for alone gets the whole machine, and under load the extra threads only
+ * share the cores the pipeline's decode threads already keep busy.
+ */
+#define IC_HEIF_MAX_TILE_THREADS 4
+
+static int heif_tile_threads(void) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores <= 1) return 0; /* 0: on the calling thread */
+  return cores < IC_HEIF_MAX_TILE_THREADS ? (int)cores : IC_HEIF_MAX_TILE_THREADS;
 }
 
 static ic_status fail_from_heif(struct heif_error error, const char *what, ic_result *result) {
@@ -108,46 +126,100 @@ static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t nee
   *height = d->chosen_height;
 }
 
+/* One plane of the decoded image: its rows, stride, bits and samples a pixel. */
+typedef struct heif_plane {
+  const uint8_t *data;
+  int stride;
+  /* Significant bits (8 to 16); samples over 8 bits are 16-bit words in host order. */
+  int bits;
+  /* Samples a pixel: 1 for a plane of planar RGB, 3 or 4 for libheif's interleaved RGB. */
+  int samples;
+} heif_plane;
+
+static int get_plane(const struct heif_image *image, enum heif_channel channel, int samples,
+                     int width, int height, heif_plane *plane) {
+  plane->data = heif_image_get_plane_readonly(image, channel, &plane->stride);
+  plane->bits = heif_image_get_bits_per_pixel_range(image, channel);
+  plane->samples = samples;
+  int bytes = plane->bits > 8 ? 2 : 1;
+  /* Interleaved rows are copied as they are: 8-bit, one sample a channel. */
+  return plane->data && plane->bits >= 8 && plane->bits <= 16 &&
+         (samples == 1 || plane->bits == 8) &&
+         heif_image_get_width(image, channel) == width &&
+         heif_image_get_height(image, channel) == height &&
+         plane->stride / bytes / samples >= width;
+}
+
+/* Row y of a plane into out: an interleaved row as it is, a plane's samples into every
+ * channels-th byte, reduced to 8 bits (rounded). */
+static void put_plane_row(const heif_plane *plane, int y, int width, uint8_t *out,
+                          int channels) {
+  const uint8_t *src = plane->data + (size_t)y * plane->stride;
+  if (plane->samples != 1) {
+    memcpy(out, src, (size_t)width * plane->samples);
+    return;
+  }
+  if (plane->bits == 8) {
+    for (int x = 0; x < width; x++) out[(size_t)x * channels] = src[x];
+    return;
+  }
+  const uint16_t *wide = (const uint16_t *)src;
+  uint32_t max = (1u << plane->bits) - 1;
+  for (int x = 0; x < width; x++) {
+    uint32_t v = wide[x] > max ? max : wide[x];
+    out[(size_t)x * channels] = (uint8_t)((v * 255 + max / 2) / max);
+  }
+}
+
+/*
+ * libheif 1.15 turns every coded image into planar RGB 4:4:4 before anything else (grids
+ * are assembled in it, tile by tile): asking for that layout spares a second conversion of
+ * the whole frame into interleaved RGB, 14% of a 12 MP grid's decode (docs/BENCHMARKS.md),
+ * and its 3 bytes a pixel. Rows are interleaved here, one at a time. libheif then also
+ * leaves samples over 8 bits as they are (convert_hdr_to_8bit acts only within a
+ * conversion), so they are reduced here.
+ */
 static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   heif_decoder *d = (heif_decoder *)base;
   if (ic_check(d->control, result) != IC_OK) return result->status;
   int alpha = base->header.channels == 4;
+  int channels = alpha ? 4 : 3;
+  enum heif_chroma chroma = !d->interleaved ? heif_chroma_444
+                            : alpha         ? heif_chroma_interleaved_RGBA
+                                            : heif_chroma_interleaved_RGB;
   struct heif_decoding_options *options = heif_decoding_options_alloc();
   if (!options) return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF options allocation failed");
   options->convert_hdr_to_8bit = 1;
   struct heif_image *image = NULL;
   struct heif_error error =
-      heif_decode_image(d->chosen, &image, heif_colorspace_RGB,
-                        alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB,
-                        options);
+      heif_decode_image(d->chosen, &image, heif_colorspace_RGB, chroma, options);
   heif_decoding_options_free(options);
   if (error.code != heif_error_Ok) return fail_from_heif(error, "decode", result);
   ic_status status = ic_check(d->control, result);
-  int stride = 0;
-  const uint8_t *plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride);
-  int w = heif_image_get_width(image, heif_channel_interleaved);
-  int h = heif_image_get_height(image, heif_channel_interleaved);
-  int channels = alpha ? 4 : 3;
-  if (status == IC_OK && (!plane || w <= 0 || h <= 0 || stride < w * channels ||
-                          heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) != 8))
-    status = ic_fail(result, IC_ERR_CORRUPT, "HEIF decode gave no 8-bit image");
+  static const enum heif_channel names[4] = {heif_channel_R, heif_channel_G, heif_channel_B,
+                                             heif_channel_Alpha};
+  int planes = d->interleaved ? 1 : channels;
+  enum heif_channel first = d->interleaved ? heif_channel_interleaved : heif_channel_R;
+  int w = heif_image_get_width(image, first), h = heif_image_get_height(image, first);
+  heif_plane plane[4];
+  int complete = w > 0 && h > 0;
+  for (int c = 0; c < planes && complete; c++)
+    complete = get_plane(image, d->interleaved ? first : names[c],
+                         d->interleaved ? channels : 1, w, h, &plane[c]);
+  if (status == IC_OK && !complete)
+    status = ic_fail(result, IC_ERR_CORRUPT, "HEIF decode gave no complete RGB image");
   int premultiplied = alpha && heif_image_is_premultiplied_alpha(image);
-  uint8_t *row = premultiplied ? malloc((size_t)w * 4) : NULL;
-  if (status == IC_OK && premultiplied && !row)
-    status = ic_fail(result, IC_ERR_NO_MEMORY, "row allocation failed");
+  uint8_t *row = status == IC_OK ? malloc((size_t)w * channels) : NULL;
+  if (status == IC_OK && !row) status = ic_fail(result, IC_ERR_NO_MEMORY, "row allocation failed");
   if (status == IC_OK) status = sink->begin(sink, (uint32_t)w, (uint32_t)h, channels, result);
   for (int y = 0; y < h && status == IC_OK; y++) {
     if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
       status = result->status;
       break;
     }
-    const uint8_t *src = plane + (size_t)y * stride;
-    if (row) {
-      memcpy(row, src, (size_t)w * 4);
-      ic_unpremultiply_row(row, (uint32_t)w);
-      src = row;
-    }
-    status = sink->row(sink, src, result);
+    for (int c = 0; c < planes; c++) put_plane_row(&plane[c], y, w, row + c, channels);
+    if (premultiplied) ic_unpremultiply_row(row, (uint32_t)w);
+    status = sink->row(sink, row, result);
   }
   free(row);
   heif_image_release(image);
@@ -161,13 +233,17 @@ static uint64_t heif_working_memory(ic_decoder *base) {
   uint64_t pixels = (uint64_t)((d->chosen_width + 127) / 128 * 128) *
                     ((d->chosen_height + 127) / 128 * 128);
   uint64_t sample = d->bits > 8 ? 2 : 1, channels = (uint64_t)base->header.channels;
-  /* The codec's planes and libheif's copy of them, counted as full-resolution 4:4:4 (chroma
-   * is often a quarter of that, which covers the codec's own state), and the interleaved
-   * 8-bit result: 9 bytes a pixel for 8-bit RGB, against 6.1-8.0 measured for 12 MP HEIC and
-   * AVIF files; AV1 adds a copy (film grain: 16 bytes a pixel measured on a 1.3 MP file).
-   * MemoryEstimateTests checks every corpus file. */
-  uint64_t copies = d->av1 ? 3 : 2;
-  return pixels * (copies * channels * sample + channels) + d->buffered + (4u << 20) +
+  /* The codec's planes and libheif's planar RGB copy of them, counted as full-resolution
+   * 4:4:4 (chroma is often a quarter of that, which covers the codec's own state and the
+   * tiles in flight on other threads): 6 bytes a pixel for 8-bit RGB, against 3.5 measured
+   * for a 12 MP HEVC grid and 9.7 for a 4 MP 10-bit HEIC at two bytes a sample. dav1d holds
+   * more: film grain is applied into further copies (abandoned_filmgrain.avif peaks at 16
+   * bytes a pixel inside dav1d, with or without libheif's interleaved copy), so AV1 counts
+   * four.
+   * Rows are interleaved one at a time (heif_run). MemoryEstimateTests checks every corpus
+   * file. */
+  uint64_t copies = d->av1 ? 4 : 2;
+  return pixels * copies * channels * sample + d->buffered + (4u << 20) +
          IC_DECODE_BASE_BYTES;
 }
 
@@ -240,6 +316,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->base.working_memory = heif_working_memory;
   d->control = control;
   d->buffered = stream->owned_size;
+  d->interleaved = limits->heif_interleaved;
   size_t magic_length = 0;
   const uint8_t *magic = ic_stream_magic(stream, &magic_length);
   d->av1 = ic_avif_sniff(magic, magic_length);
@@ -250,8 +327,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   }
   uint32_t side = limits->max_width > limits->max_height ? limits->max_width : limits->max_height;
   if (side) heif_context_set_maximum_image_size_limit(d->context, (int)side);
-  /* Grid tiles decode on the calling thread: the pipeline sizes its own thread pool. */
-  heif_context_set_max_decoding_threads(d->context, 0);
+  heif_context_set_max_decoding_threads(d->context, heif_tile_threads());
   struct heif_error error =
       heif_context_read_from_memory_without_copy(d->context, data, size, NULL);
   if (error.code == heif_error_Ok)

@@ -140,6 +140,9 @@ typedef struct ic_limits {
   /** When non-zero, a progressive JPEG at 1/8 goes through libjpeg's whole-image decode
    * instead of its DC scans alone (for comparisons). */
   int disable_progressive_dc;
+  /** When non-zero, HEIC and AVIF rows come from libheif's own interleaved 8-bit conversion
+   * instead of its planar RGB (for comparisons). */
+  int heif_interleaved;
   /** Milliseconds a decode may take, wall clock, from header to last row; 0 for none. */
   uint32_t decode_timeout_ms;
   /** Most scans a JPEG may have (real encoders write about 10); 0 for none. */

@@ -23,6 +23,9 @@ public struct Thumbnailer: Sendable {
   /// Whether progressive JPEGs at 1/8 decode from their DC scans alone; off only to compare
   /// with libjpeg's whole-image decode.
   var progressiveDC = true
+  /// Whether HEIC and AVIF rows are interleaved from libheif's planar RGB; off only to compare
+  /// with libheif's own interleaved conversion.
+  var heifPlanar = true
 
   /// Creates a thumbnailer with the given limits and defaults elsewhere.
   public init(
@@ -182,6 +185,7 @@ public struct Thumbnailer: Sendable {
     limits.accept_damaged = self.limits.acceptDamaged ? 1 : 0
     limits.disable_png_fast_path = pngFastPath ? 0 : 1
     limits.disable_progressive_dc = progressiveDC ? 0 : 1
+    limits.heif_interleaved = heifPlanar ? 0 : 1
     let timeout = self.limits.decodeTimeout
     limits.decode_timeout_ms =
       timeout.isFinite && timeout > 0 ? UInt32(min(timeout * 1000, 4e9).rounded(.up)) : 0

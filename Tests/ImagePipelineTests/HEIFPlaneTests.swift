@@ -1,0 +1,41 @@
+import Testing
+
+@testable import ImagePipeline
+@testable import TestSupport
+
+extension DecodeSuites {
+  /// The HEIF decoder takes libheif's planar RGB and interleaves it row by row itself, and
+  /// reduces 10- and 12-bit samples to 8 bits itself (libheif skips that without a conversion).
+  /// Checked against libheif's own interleaved 8-bit conversion on every HEIC and AVIF of the
+  /// corpus that decodes: a swapped or missing plane, a wrong stride or a wrong reduction is
+  /// off by tens of levels; libheif truncates where thumbd rounds, which is one level apart
+  /// before the colour transform and a few after it.
+  @Suite("HEIF planes against libheif's own conversion", .serialized)
+  struct HEIFPlaneTests {
+    static let files = Corpus.formatEntries(expected: "decode-ok").filter {
+      $0.kind == "heif-valid"
+    }
+
+    @Test("planar rows match libheif's interleaved conversion", arguments: files)
+    func planesMatchLibheif(entry: Corpus.Entry) throws {
+      var libheif = Thumbnailer()
+      libheif.heifPlanar = false
+      let expected = try libheif.decodeFullResolution(contentsOf: entry.url)
+      let decoded = try Thumbnailer().decodeFullResolution(contentsOf: entry.url)
+      try #require(
+        decoded.width == expected.width && decoded.height == expected.height
+          && decoded.channels == expected.channels)
+      let wide = entry.note.contains("10-bit") || entry.note.contains("12-bit")
+      var worst = 0
+      var total = 0
+      for (ours, theirs) in zip(decoded.pixels, expected.pixels) {
+        let d = abs(Int(ours) - Int(theirs))
+        worst = max(worst, d)
+        total += d
+      }
+      let mean = Double(total) / Double(max(1, decoded.pixels.count))
+      // 8-bit files: the same samples, interleaved. Wider ones: rounding against truncation.
+      #expect(wide ? worst <= 8 && mean <= 0.6 : worst == 0, "worst \(worst), mean \(mean)")
+    }
+  }
+}
