@@ -13,6 +13,7 @@
 #include "internal.h"
 
 #include <libheif/heif.h>
+#include <libheif/heif_plugin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ typedef struct heif_decoder {
   uint64_t buffered;
   /* libheif's own interleaved 8-bit RGB instead of its planes (ic_limits.heif_interleaved). */
   int interleaved;
+  /* HEVC through libde265 rather than FFmpeg (ic_limits.hevc_libde265). */
+  int libde265;
+  uint64_t max_pixels;
 } heif_decoder;
 
 /* Brands in the ftyp box: the major one, then the compatible ones that fit in the bytes. */
@@ -187,6 +191,10 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   enum heif_chroma chroma = !d->interleaved ? heif_chroma_444
                             : alpha         ? heif_chroma_interleaved_RGBA
                                             : heif_chroma_interleaved_RGB;
+  /* Registered here, not at open: a file refused from its header never loads libavcodec. */
+  const struct heif_decoder_plugin *hevc =
+      d->av1 || d->libde265 ? NULL : ic_hevc_plugin(d->max_pixels);
+  if (hevc) heif_register_decoder(d->context, hevc);
   struct heif_decoding_options *options = heif_decoding_options_alloc();
   if (!options) return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF options allocation failed");
   options->convert_hdr_to_8bit = 1;
@@ -317,6 +325,8 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->control = control;
   d->buffered = stream->owned_size;
   d->interleaved = limits->heif_interleaved;
+  d->libde265 = limits->hevc_libde265;
+  d->max_pixels = limits->max_pixels;
   size_t magic_length = 0;
   const uint8_t *magic = ic_stream_magic(stream, &magic_length);
   d->av1 = ic_avif_sniff(magic, magic_length);

@@ -181,6 +181,11 @@ IC_DECLARE_DECODER(png);
 IC_DECLARE_DECODER(webp);
 IC_DECLARE_DECODER(gif);
 IC_DECLARE_DECODER(heif);
+/* HEVC for libheif on FFmpeg's decoder (hevc_avcodec.c), loaded on first use; NULL when
+ * libavcodec cannot be loaded (libheif's libde265 plugin decodes then). max_pixels is the
+ * calling decode's limit (0: none), folded into the cap every decoder in the process uses. */
+struct heif_decoder_plugin;
+const struct heif_decoder_plugin *ic_hevc_plugin(uint64_t max_pixels);
 /* HEIC and AVIF share libheif's decoder; only their brands differ. */
 int ic_heic_sniff(const uint8_t *bytes, size_t size);
 int ic_avif_sniff(const uint8_t *bytes, size_t size);

@@ -143,6 +143,9 @@ typedef struct ic_limits {
   /** When non-zero, HEIC and AVIF rows come from libheif's own interleaved 8-bit conversion
    * instead of its planar RGB (for comparisons). */
   int heif_interleaved;
+  /** When non-zero, HEIC goes through libheif's own HEVC decoder (libde265) instead of
+   * FFmpeg's (for comparisons). */
+  int hevc_libde265;
   /** Milliseconds a decode may take, wall clock, from header to last row; 0 for none. */
   uint32_t decode_timeout_ms;
   /** Most scans a JPEG may have (real encoders write about 10); 0 for none. */
@@ -235,6 +238,10 @@ const char *ic_format_name(ic_format format);
 
 /** Whether the codecs can write this format. */
 int ic_format_encodable(ic_format format);
+
+/** The HEVC decoder HEIC images go through: "ffmpeg" when libavcodec loads (on this first
+ * call, if no HEIC has loaded it yet), else "libde265", libheif's own. */
+const char *ic_hevc_decoder(void);
 
 /**
  * Decodes, resizes, orients and encodes one image.

@@ -18,6 +18,9 @@ public struct Thumbnailer: Sendable {
   public var avifSpeed = Thumbnailer.defaultAVIFSpeed
   /// The AVIF speed chosen by measurement at 256 px (docs/BENCHMARKS.md, "Encoding").
   public static let defaultAVIFSpeed = Int(IC_AVIF_DEFAULT_SPEED)
+  /// The HEVC decoder HEIC images go through: "ffmpeg" (libavcodec, loaded on first use) or,
+  /// where libavcodec is missing, "libde265" (libheif's own).
+  public static var hevcDecoder: String { String(cString: ic_hevc_decoder()) }
   /// Whether common PNGs take the fast IDAT path; off only to compare it with libpng's.
   var pngFastPath = true
   /// Whether progressive JPEGs at 1/8 decode from their DC scans alone; off only to compare
@@ -26,6 +29,9 @@ public struct Thumbnailer: Sendable {
   /// Whether HEIC and AVIF rows are interleaved from libheif's planar RGB; off only to compare
   /// with libheif's own interleaved conversion.
   var heifPlanar = true
+  /// Whether HEIC decodes on FFmpeg's HEVC decoder (when libavcodec loads); off only to
+  /// compare with libheif's own, libde265.
+  var hevcOnFFmpeg = true
 
   /// Creates a thumbnailer with the given limits and defaults elsewhere.
   public init(
@@ -186,6 +192,7 @@ public struct Thumbnailer: Sendable {
     limits.disable_png_fast_path = pngFastPath ? 0 : 1
     limits.disable_progressive_dc = progressiveDC ? 0 : 1
     limits.heif_interleaved = heifPlanar ? 0 : 1
+    limits.hevc_libde265 = hevcOnFFmpeg ? 0 : 1
     let timeout = self.limits.decodeTimeout
     limits.decode_timeout_ms =
       timeout.isFinite && timeout > 0 ? UInt32(min(timeout * 1000, 4e9).rounded(.up)) : 0
