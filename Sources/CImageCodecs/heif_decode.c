@@ -283,9 +283,13 @@ static void read_colour(heif_decoder *d, const ic_limits *limits) {
     }
   }
   struct heif_color_profile_nclx *nclx = NULL;
+  /* libheif 1.15 allocates the description before checking its values and hands it back
+   * with the error when one is unknown: it is freed either way (found by decode-heif). */
   if (heif_image_handle_get_nclx_color_profile(d->primary, &nclx).code != heif_error_Ok ||
-      !nclx)
+      !nclx) {
+    if (nclx) heif_nclx_color_profile_free(nclx);
     return;
+  }
   switch ((int)nclx->transfer_characteristics) {
     case 1: case 6: case 14: case 15: colour->transfer = 1; break;
     case 4: colour->gamma = 2.2; break;
