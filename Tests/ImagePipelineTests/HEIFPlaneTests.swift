@@ -46,9 +46,10 @@ extension DecodeSuites {
     /// rejects, the other must not show.
     @Test(
       "FFmpeg's HEVC decoder gives libde265's pixels",
-      arguments: heics + Corpus.formatEntries(expected: "must-reject").filter {
-        $0.kind == "heif-corrupt" && $0.path.lowercased().hasSuffix(".heic")
-      })
+      arguments: heics
+        + Corpus.formatEntries(expected: "must-reject").filter {
+          $0.kind == "heif-corrupt" && $0.path.lowercased().hasSuffix(".heic")
+        })
     func ffmpegMatchesLibde265(entry: Corpus.Entry) throws {
       // scripts/bootstrap installs libavcodec: without it both sides would be libde265.
       #expect(Thumbnailer.hevcDecoder == "ffmpeg")
