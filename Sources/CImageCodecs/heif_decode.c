@@ -1,6 +1,6 @@
 /*
- * HEIC and AVIF decoding (libheif, with libde265 for HEVC and dav1d/aom for AV1 in Debian's
- * build): the primary image with its transforms (irot, imir, clap) applied by libheif, alpha,
+ * HEIC and AVIF decoding (libheif, with FFmpeg's decoder for HEVC, hevc_avcodec.c, or
+ * libheif's libde265 without it, and dav1d/aom for AV1 in Debian's build): the primary image with its transforms (irot, imir, clap) applied by libheif, alpha,
  * and 10/12-bit samples reduced to 8 bits. EXIF orientation is not applied on top: HEIF's
  * own transforms take precedence, and a second rotation would be wrong.
  *
@@ -67,7 +67,7 @@ int ic_heic_sniff(const uint8_t *bytes, size_t size) {
 /*
  * Threads libheif may decode a grid's tiles on (it uses none for other images): one per
  * core, at most IC_HEIF_MAX_TILE_THREADS. A 12 MP phone photo is a grid of 48 tiles, and a
- * decode on one thread took 0.66-0.83 s where two cores took 0.33-0.40 (docs/BENCHMARKS.md):
+ * decode on one thread took 0.59-0.87 s where two cores took 0.33-0.40 (docs/BENCHMARKS.md):
  * a picture waited for alone gets the whole machine, and under load the extra threads only
  * share the cores the pipeline's decode threads already keep busy.
  */

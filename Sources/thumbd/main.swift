@@ -1,3 +1,5 @@
+import ImagePipeline
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -18,7 +20,8 @@ case "warm":
 case "serve":
   status = await ServeCommand.run(Array(arguments.dropFirst()))
 case "--version":
-  print("thumbd \(Usage.version)")
+  // Which HEVC decoder HEIC goes through: FFmpeg's when libavcodec loads, else libde265.
+  print("thumbd \(Usage.version)\nHEVC decoder: \(Thumbnailer.hevcDecoder)")
   status = 0
 default:
   printError("thumbd: unknown command '\(arguments[0])'\n\n\(Usage.main)")
