@@ -180,6 +180,40 @@ struct MemoryTests {
     #expect(refused.maxRSSKiB - baseline < 16 * 1024, "\(refused.maxRSSKiB) KiB")
   }
 
+  /// The header checks see the size a HEIF file declares (`ispe`); the bitstream may hold a
+  /// larger frame. FFmpeg's `max_pixels`, set from the limits, refuses that frame before it
+  /// is allocated: here a 1280x854 picture declared as 64x43, under a 100,000-pixel limit.
+  /// Without the guard it decodes whole. A process of its own: the guard is per process.
+  @Test("a HEVC frame larger than its declared size is refused past max_pixels")
+  func hevcFrameOverDeclaredSize() async throws {
+    var bytes = try Corpus.bytes("heif-valid/libheif/example.heic")
+    let declared: [UInt8] = [0, 0, 0x05, 0x00, 0, 0, 0x03, 0x56]  // 1280 x 854
+    let ispe = Array("ispe".utf8)
+    var patched = 0
+    for at in bytes.indices.dropLast(15)
+    where Array(bytes[at..<(at + 4)]) == ispe && Array(bytes[(at + 8)..<(at + 16)]) == declared {
+      bytes.replaceSubrange((at + 8)..<(at + 16), with: [0, 0, 0, 64, 0, 0, 0, 43])
+      patched += 1
+    }
+    try #require(patched == 1)
+    let out = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-declared-\(UUID().uuidString.prefix(8))").path
+    try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: out) }
+    let input = out + "/declared-small.heic"
+    try Data(bytes).write(to: URL(fileURLWithPath: input))
+    let limited = try await ChildProcess.runThumbd([
+      "thumbnail", input, "--size", "32x32", "--max-pixels", "100000", "-o", out + "/limited.png",
+    ])
+    #expect(limited.status == 1, "\(limited.standardError)")
+    #expect(!FileManager.default.fileExists(atPath: out + "/limited.png"))
+    // Under the default limit the same file decodes: the refusal above is the limit's.
+    let unlimited = try await ChildProcess.runThumbd([
+      "thumbnail", input, "--size", "32x32", "-o", out + "/unlimited.png",
+    ])
+    #expect(unlimited.status == 0, "\(unlimited.standardError)")
+  }
+
   /// About 24 MB of any thumbd run is the baseline of the loaded Foundation, FoundationNetworking
   /// and libcurl libraries (`thumbd --help` alone peaks there); the decode adds a few MB.
   @Test("the 6000x3300 PNG streams: peak far below its 79 MB RGBA size")
