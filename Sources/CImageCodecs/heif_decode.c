@@ -1,7 +1,8 @@
 /*
  * HEIC and AVIF decoding (libheif, with FFmpeg's decoder for HEVC, hevc_avcodec.c, or
- * libheif's libde265 without it, and dav1d/aom for AV1 in Debian's build): the primary image with its transforms (irot, imir, clap) applied by libheif, alpha,
- * and 10/12-bit samples reduced to 8 bits. EXIF orientation is not applied on top: HEIF's
+ * libheif's libde265 without it, and dav1d/aom for AV1 in Debian's build): the primary
+ * image with its transforms (irot, imir, clap) applied by libheif, alpha, and 10/12-bit
+ * samples reduced to 8 bits. EXIF orientation is not applied on top: HEIF's
  * own transforms take precedence, and a second rotation would be wrong.
  *
  * The codecs decode whole frames, so the size is checked against the limits before decoding
@@ -247,9 +248,8 @@ static uint64_t heif_working_memory(ic_decoder *base) {
    * for a 12 MP HEVC grid and 9.7 for a 4 MP 10-bit HEIC at two bytes a sample. dav1d holds
    * more: film grain is applied into further copies (abandoned_filmgrain.avif peaks at 16
    * bytes a pixel inside dav1d, with or without libheif's interleaved copy), so AV1 counts
-   * four.
-   * Rows are interleaved one at a time (heif_run). MemoryEstimateTests checks every corpus
-   * file. */
+   * four. Rows are interleaved one at a time (heif_run). MemoryEstimateTests checks every
+   * corpus file. */
   uint64_t copies = d->av1 ? 4 : 2;
   return pixels * copies * channels * sample + d->buffered + (4u << 20) +
          IC_DECODE_BASE_BYTES;

@@ -1,7 +1,7 @@
 /*
  * HEVC for libheif on FFmpeg's decoder (libavcodec), as a decoder plugin that outranks
  * libheif's own libde265 plugin. HEVC decoding is exact by specification, so the planes are
- * the same as libde265's (HEIFDecoderTests compares them on every corpus HEIC); FFmpeg's
+ * the same as libde265's (HEIFPlaneTests compares them on every corpus HEIC); FFmpeg's
  * SIMD kernels make a 12 MP phone photo's tiles 1.5x as fast (docs/BENCHMARKS.md).
  *
  * libavcodec and libavutil are opened with dlopen on the first HEIC, never linked: they
@@ -55,7 +55,7 @@ static pthread_once_t av_once = PTHREAD_ONCE_INIT;
 
 /* The largest frame, in pixels, any decoder opened in this process allows (UINT64_MAX once
  * one allows any size): FFmpeg refuses a bitstream whose frame is larger before allocating
- * it. The plugin cannot see the limits of the decode that runs it (libheif calls it from its
+ * it (CLITests: a frame larger than the size its file declares). The plugin cannot see the limits of the decode that runs it (libheif calls it from its
  * tile threads), so this is the general guard behind the header checks of heif_decode.c,
  * which apply each decode's own limits to the sizes the file declares. */
 static _Atomic uint64_t pixel_cap;
