@@ -16,6 +16,7 @@
 #include <libheif/heif.h>
 #include <libheif/heif_plugin.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,9 +76,16 @@ int ic_heic_sniff(const uint8_t *bytes, size_t size) {
 #define IC_HEIF_MAX_TILE_THREADS 4
 
 static int heif_tile_threads(void) {
+  /* glibc reads /sys for the core count: once per process, not once per decode (-1: not yet). */
+  static _Atomic int threads = -1;
+  int known = atomic_load_explicit(&threads, memory_order_relaxed);
+  if (known >= 0) return known;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores <= 1) return 0; /* 0: on the calling thread */
-  return cores < IC_HEIF_MAX_TILE_THREADS ? (int)cores : IC_HEIF_MAX_TILE_THREADS;
+  known = cores <= 1 ? 0 /* on the calling thread */
+          : cores < IC_HEIF_MAX_TILE_THREADS ? (int)cores
+                                             : IC_HEIF_MAX_TILE_THREADS;
+  atomic_store_explicit(&threads, known, memory_order_relaxed);
+  return known;
 }
 
 static ic_status fail_from_heif(struct heif_error error, const char *what, ic_result *result) {
