@@ -83,6 +83,13 @@ final class TestOrigin: @unchecked Sendable {
     self.listener = listener
     var yes: Int32 = 1
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+    // A fixed send buffer, inherited by every accepted connection: once a client stops
+    // reading, the origin blocks after this much (the kernel doubles it) beyond the client's
+    // receive window, so what it counts as sent no longer depends on how long the client
+    // takes to hang up. Loopback autotuning grew it up to 4 MiB, and an endless body once
+    // counted 64 KiB past the fetcher test's cap + 1 MiB on a loaded machine.
+    var sendBuffer: Int32 = 64 << 10
+    setsockopt(listener, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
