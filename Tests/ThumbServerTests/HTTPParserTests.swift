@@ -63,6 +63,42 @@ struct HTTPParserTests {
     #expect(parser.bufferedBytes == 0)
   }
 
+  @Test("a header is found by its name in any ASCII case, and only by its name")
+  func headerLookup() throws {
+    let request = try parse("GET / HTTP/1.1\r\nHost: a\r\nX-Thumbd-Client: list-1\r\n\r\n")[0]
+    for name in ["x-thumbd-client", "X-Thumbd-Client", "X-THUMBD-CLIENT"] {
+      #expect(request.header(name) == "list-1")
+    }
+    #expect(request.header("x-thumbd-clien") == nil && request.header("X-Thumbd-Client2") == nil)
+    #expect(request.header("x-thumbd-cl\u{130}ent") == nil)
+  }
+
+  @Test("the blank line ending a head is found at every offset, and the bytes after it kept")
+  func headEndAtEveryOffset() throws {
+    for padding in 0..<12 {
+      let value = String(repeating: "v", count: padding)
+      let text = "GET /a HTTP/1.1\r\nHost: h\r\nX: \(value)\r\n\r\nGET /b HTTP/1.1\r\nHo"
+      var parser = HTTPRequestParser()
+      let requests = try parser.feed(Array(text.utf8))
+      #expect(requests.map(\.path) == ["/a"] && requests[0].header("x") == value)
+      #expect(parser.bufferedBytes == "GET /b HTTP/1.1\r\nHo".utf8.count)
+      #expect(try parser.feed(Array("st: h\r\n\r\n".utf8)).map(\.path) == ["/b"])
+      #expect(parser.bufferedBytes == 0)
+    }
+  }
+
+  @Test("bytes after an upgrade request, read with it, are handed over whole")
+  func upgradeRemainder() throws {
+    var parser = HTTPRequestParser()
+    let requests = try parser.feed(
+      Array(
+        ("GET /v1/session HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: thumbd-session\r\n\r\n"
+          + "{\"op\":1}\nGET / HTTP/1.1\r\n\r\n").utf8))
+    #expect(requests.count == 1 && parser.awaitingUpgradeDecision)
+    #expect(parser.takeRemainder() == Array("{\"op\":1}\nGET / HTTP/1.1\r\n\r\n".utf8))
+    #expect(parser.bufferedBytes == 0)
+  }
+
   @Test("Connection: close and upgrade tokens are read")
   func connectionTokens() throws {
     let request = try parse(

@@ -31,7 +31,9 @@ struct RouterTests {
     #expect(first.header("Cache-Control") == "public, max-age=3600")
     #expect(first.header("X-Thumbd-Cache") == "miss")
     let etag = try #require(first.header("ETag"))
-    #expect(etag.hasPrefix("\"") && !etag.hasPrefix("W/"))
+    // Strong: the quoted 16 lower-case hex digits of a 64-bit digest.
+    #expect(etag.utf8.count == 18 && etag.hasPrefix("\"") && etag.hasSuffix("\""))
+    #expect(etag.dropFirst().dropLast().allSatisfy { $0.isHexDigit && !$0.isUppercase })
     #expect(ImageFormat.sniff(first.body) == .jpeg)
     let text = String(decoding: first.serialized(keepAlive: true), as: UTF8.self)
     #expect(
@@ -43,6 +45,29 @@ struct RouterTests {
     let (other, _) = await router.respond(
       to: try get(target, headers: "If-None-Match: \"nope\"\r\n"))
     #expect(other.status == 200)
+  }
+
+  @Test("the wire form: status line, Date, headers in order, decimal Content-Length")
+  func wireForm() throws {
+    for (status, reason) in [(200, "OK"), (304, "Not Modified"), (418, "Status")] {
+      for length in [0, 1, 9, 10, 99, 100, 2048, 2049, 65_536, 1_234_567] {
+        let response = HTTPResponse(
+          status: status, headers: [("A", "1"), ("B", "two")],
+          body: [UInt8](repeating: 7, count: length))
+        let bytes = response.serialized(keepAlive: length % 2 == 0)
+        let head = String(decoding: bytes.prefix(bytes.count - length), as: UTF8.self)
+        let lines = head.components(separatedBy: "\r\n")
+        #expect(lines[0] == "HTTP/1.1 \(status) \(reason)")
+        #expect(lines[1].hasPrefix("Date: ") && lines[1].hasSuffix(" GMT"))
+        let close = length % 2 == 0 ? [] : ["Connection: close"]
+        #expect(
+          Array(lines[2...]) == ["A: 1", "B: two", "Content-Length: \(length)"] + close + ["", ""])
+        #expect(bytes.suffix(length).allSatisfy { $0 == 7 })
+        let headOnly = response.serialized(keepAlive: true, headOnly: true)
+        #expect(
+          String(decoding: headOnly, as: UTF8.self).hasSuffix("Content-Length: \(length)\r\n\r\n"))
+      }
+    }
   }
 
   @Test(

@@ -42,10 +42,14 @@ public struct HTTPRequest: Sendable, Hashable {
   /// The first value of a header, by case-insensitive name.
   public func header(_ name: String) -> String? {
     // Stored names are lower case, and so are the callers' names: compare as given first,
-    // with no new string per lookup.
+    // with no new string per lookup. Names are ASCII tokens, compared ASCII-insensitively
+    // (RFC 9110, section 5.1), so only a name with an ASCII capital needs another look.
     if let field = headers.first(where: { $0.name == name }) { return field.value }
-    let lowered = name.lowercased()
-    return lowered == name ? nil : headers.first { $0.name == lowered }?.value
+    let capital = UInt8(ascii: "A")...UInt8(ascii: "Z")
+    guard name.utf8.contains(where: capital.contains) else { return nil }
+    let lowered = String(
+      decoding: name.utf8.map { capital.contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
+    return headers.first { $0.name == lowered }?.value
   }
 
   /// The first value of a query parameter.

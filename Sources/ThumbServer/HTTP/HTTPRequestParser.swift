@@ -51,7 +51,10 @@ public struct HTTPLimits: Sendable, Hashable {
 public struct HTTPRequestParser: Sendable {
   /// The limits in force.
   public let limits: HTTPLimits
+  /// Bytes received; those before `consumed` are parsed already. They are dropped when a
+  /// feed's parsing ends, so one read's requests are parsed where they lie, unmoved.
   private var buffer: [UInt8] = []
+  private var consumed = 0
   private var pendingHead: HTTPRequest?
   private var pendingBody = 0
 
@@ -59,7 +62,7 @@ public struct HTTPRequestParser: Sendable {
   public init(limits: HTTPLimits = HTTPLimits()) { self.limits = limits }
 
   /// Bytes received but not yet part of a complete request.
-  public var bufferedBytes: Int { buffer.count }
+  public var bufferedBytes: Int { buffer.count - consumed }
 
   /// Set after a request asking for a protocol upgrade: parsing stops there, because the
   /// bytes after it may belong to the new protocol. `resume()` goes on if the upgrade is
@@ -79,6 +82,7 @@ public struct HTTPRequestParser: Sendable {
   }
 
   private mutating func parseAvailable() throws(HTTPParseError) -> [HTTPRequest] {
+    defer { dropConsumed() }
     var requests: [HTTPRequest] = []
     while !awaitingUpgradeDecision, let request = try nextRequest() {
       requests.append(request)
@@ -87,17 +91,29 @@ public struct HTTPRequestParser: Sendable {
     return requests
   }
 
+  /// Forgets the parsed bytes (nearly always all of them: the storage is kept for the next
+  /// read).
+  private mutating func dropConsumed() {
+    if consumed == buffer.count {
+      buffer.removeAll(keepingCapacity: true)
+    } else if consumed > 0 {
+      buffer.removeFirst(consumed)
+    }
+    consumed = 0
+  }
+
   /// Takes the bytes after the last complete request (for a protocol upgrade).
   public mutating func takeRemainder() -> [UInt8] {
+    dropConsumed()
     defer { buffer.removeAll() }
     return buffer
   }
 
   private mutating func nextRequest() throws(HTTPParseError) -> HTTPRequest? {
     if var head = pendingHead {
-      guard buffer.count >= pendingBody else { return nil }
-      head.body = Array(buffer[0..<pendingBody])
-      buffer.removeFirst(pendingBody)
+      guard bufferedBytes >= pendingBody else { return nil }
+      head.body = Array(buffer[consumed..<(consumed + pendingBody)])
+      consumed += pendingBody
       pendingHead = nil
       return head
     }
@@ -105,15 +121,14 @@ public struct HTTPRequestParser: Sendable {
       try checkIncompleteHead()
       return nil
     }
-    let head = Array(buffer[0..<headEnd])
-    buffer.removeFirst(headEnd + 4)
-    var request = try Self.parseHead(head, limits: limits)
+    var request = try Self.parseHead(buffer[consumed..<headEnd], limits: limits)
+    consumed = headEnd + 4
     let length = try Self.contentLength(request)
     guard length <= limits.maxBodyBytes else { throw .bodyTooLarge }
     if length == 0 { return request }
-    if buffer.count >= length {
-      request.body = Array(buffer[0..<length])
-      buffer.removeFirst(length)
+    if bufferedBytes >= length {
+      request.body = Array(buffer[consumed..<(consumed + length)])
+      consumed += length
       return request
     }
     pendingHead = request
@@ -121,51 +136,70 @@ public struct HTTPRequestParser: Sendable {
     return nil
   }
 
-  /// Offset of the CRLFCRLF ending the head, if present.
+  /// Index in `buffer` of the CRLFCRLF ending the head that starts at `consumed`, if present.
   private func findHeadEnd() -> Int? {
-    guard buffer.count >= 4 else { return nil }
-    var i = 0
-    while i + 3 < buffer.count {
-      if buffer[i] == 13 && buffer[i + 1] == 10 && buffer[i + 2] == 13 && buffer[i + 3] == 10 {
-        return i
+    buffer.withUnsafeBufferPointer { bytes in
+      var i = consumed
+      while i + 3 < bytes.count {
+        if bytes[i + 3] != 10 {
+          // No CRLFCRLF starts at i or i + 2 (each needs an LF at i + 3), nor at i + 1 or
+          // i + 3 unless i + 3 holds a CR.
+          i += bytes[i + 3] == 13 ? 1 : 4
+          continue
+        }
+        if bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 { return i }
+        i += 1
       }
-      i += 1
+      return nil
     }
-    return nil
   }
 
   /// Fails early on an incomplete head that already breaks the limits.
   private func checkIncompleteHead() throws(HTTPParseError) {
-    if buffer.count > limits.maxHeadBytes + 4 { throw .headersTooLarge }
-    if let lineEnd = buffer.firstIndex(of: 10) {
-      if lineEnd > limits.maxRequestLine + 1 { throw .requestLineTooLong }
-    } else if buffer.count > limits.maxRequestLine + 1 {
+    let pending = buffer[consumed...]
+    if pending.count > limits.maxHeadBytes + 4 { throw .headersTooLarge }
+    if let lineEnd = pending.firstIndex(of: 10) {
+      if lineEnd - consumed > limits.maxRequestLine + 1 { throw .requestLineTooLong }
+    } else if pending.count > limits.maxRequestLine + 1 {
       throw .requestLineTooLong
     }
   }
 
-  static func parseHead(_ head: [UInt8], limits: HTTPLimits) throws(HTTPParseError) -> HTTPRequest {
+  /// Parses a request head (the bytes before its blank line). Two passes, neither of which
+  /// collects lines: the first refuses a bare LF anywhere and counts the fields, the second
+  /// parses each line where it lies.
+  static func parseHead(_ head: ArraySlice<UInt8>, limits: HTTPLimits) throws(HTTPParseError)
+    -> HTTPRequest
+  {
     guard head.count <= limits.maxHeadBytes else { throw .headersTooLarge }
-    var lines: [ArraySlice<UInt8>] = []
-    var start = 0
-    var i = 0
-    while i < head.count {
-      if head[i] == 10 {
-        guard i > start, head[i - 1] == 13 else { throw .bareLineFeed }
-        lines.append(head[start..<(i - 1)])
-        start = i + 1
-      }
-      i += 1
+    var fields = 0
+    var start = head.startIndex
+    var firstLineEnd: Int?
+    for i in head.indices where head[i] == 10 {
+      guard i > start, head[i - 1] == 13 else { throw .bareLineFeed }
+      if firstLineEnd == nil { firstLineEnd = i - 1 }
+      fields += 1
+      start = i + 1
     }
-    lines.append(head[start..<head.count])
-    guard let requestLine = lines.first else { throw .malformedRequestLine }
+    let requestLine = head[head.startIndex..<(firstLineEnd ?? head.endIndex)]
     guard requestLine.count <= limits.maxRequestLine else { throw .requestLineTooLong }
     var request = try parseRequestLine(requestLine)
-    guard lines.count - 1 <= limits.maxHeaders else { throw .tooManyHeaders }
-    for line in lines.dropFirst() {
-      request.headers.append(try parseHeader(line))
+    guard fields <= limits.maxHeaders else { throw .tooManyHeaders }
+    if fields > 0 {
+      request.headers.reserveCapacity(fields)
+      start = requestLine.endIndex + 2
+      var i = start
+      while i < head.endIndex {
+        if head[i] == 10 {
+          request.headers.append(try parseHeader(head[start..<(i - 1)]))
+          start = i + 1
+        }
+        i += 1
+      }
+      request.headers.append(try parseHeader(head[start..<head.endIndex]))
     }
-    let hosts = request.headers.count { $0.name == "host" }
+    var hosts = 0
+    for field in request.headers where field.name == "host" { hosts += 1 }
     if request.minorVersion == 1 && hosts == 0 { throw .missingHost }
     if hosts > 1 { throw .duplicateHost }
     return request
@@ -179,13 +213,11 @@ public struct HTTPRequestParser: Sendable {
       let secondSpace = line[(firstSpace + 1)...].firstIndex(of: 32),
       !line[(secondSpace + 1)...].contains(32)
     else { throw .malformedRequestLine }
-    let parts = [
-      line[..<firstSpace], line[(firstSpace + 1)..<secondSpace], line[(secondSpace + 1)...],
-    ]
-    guard !parts[0].isEmpty, parts[0].allSatisfy(HTTPSyntax.isTokenByte) else {
+    let method = line[..<firstSpace]
+    guard !method.isEmpty, method.allSatisfy(HTTPSyntax.isTokenByte) else {
       throw .malformedRequestLine
     }
-    let version = parts[2]
+    let version = line[(secondSpace + 1)...]
     let minor: Int
     if version.elementsEqual("HTTP/1.1".utf8) {
       minor = 1
@@ -196,7 +228,7 @@ public struct HTTPRequestParser: Sendable {
     } else {
       throw .malformedRequestLine
     }
-    let target = parts[1]
+    let target = line[(firstSpace + 1)..<secondSpace]
     guard target.first == UInt8(ascii: "/"), target.allSatisfy({ $0 > 32 && $0 < 127 }) else {
       throw .malformedTarget
     }
@@ -208,19 +240,25 @@ public struct HTTPRequestParser: Sendable {
     }
     var query: [HTTPRequest.QueryItem] = []
     if let mark {
-      let queryBytes = target[(mark + 1)...]
-      for pair in queryBytes.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
-        let equals = pair.firstIndex(of: UInt8(ascii: "="))
-        guard let name = percentDecode(pair[..<(equals ?? pair.endIndex)], plusIsSpace: true),
-          let value = equals.map({ percentDecode(pair[($0 + 1)...], plusIsSpace: true) }) ?? ""
-        else { throw .malformedTarget }
-        query.append(.init(name: name, value: value))
+      // Pairs split at '&', empty ones skipped.
+      var start = mark + 1
+      while start < target.endIndex {
+        let end = target[start...].firstIndex(of: UInt8(ascii: "&")) ?? target.endIndex
+        if end > start {
+          let pair = target[start..<end]
+          let equals = pair.firstIndex(of: UInt8(ascii: "="))
+          guard let name = percentDecode(pair[..<(equals ?? end)], plusIsSpace: true),
+            let value = equals.map({ percentDecode(pair[($0 + 1)...], plusIsSpace: true) }) ?? ""
+          else { throw .malformedTarget }
+          query.append(.init(name: name, value: value))
+        }
+        start = end + 1
       }
     }
-    let targetString = String(decoding: target, as: UTF8.self)
     return HTTPRequest(
-      method: String(decoding: parts[0], as: UTF8.self), target: targetString, path: path,
-      query: query, minorVersion: minor, headers: [], body: [])
+      method: String(decoding: method, as: UTF8.self),
+      target: String(decoding: target, as: UTF8.self), path: path, query: query,
+      minorVersion: minor, headers: [], body: [])
   }
 
   private static func parseHeader(_ line: ArraySlice<UInt8>) throws(HTTPParseError)
@@ -248,12 +286,16 @@ public struct HTTPRequestParser: Sendable {
   }
 
   private static func contentLength(_ request: HTTPRequest) throws(HTTPParseError) -> Int {
-    if request.headers.contains(where: { $0.name == "transfer-encoding" }) {
-      throw .unsupportedTransferEncoding
+    var first: String?
+    var agree = true
+    for field in request.headers {
+      if field.name == "transfer-encoding" { throw .unsupportedTransferEncoding }
+      guard field.name == "content-length" else { continue }
+      // Every Content-Length must say the same.
+      if let first { agree = agree && field.value == first } else { first = field.value }
     }
-    let values = request.headers.filter { $0.name == "content-length" }.map(\.value)
-    guard let first = values.first else { return 0 }
-    guard values.allSatisfy({ $0 == first }), !first.isEmpty, first.count <= 18,
+    guard let first else { return 0 }
+    guard agree, !first.isEmpty, first.utf8.count <= 18,
       first.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let length = Int(first)
     else { throw .invalidContentLength }
     return length
@@ -268,6 +310,37 @@ public struct HTTPRequestParser: Sendable {
     if !text.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) {
       return utf8String(text)
     }
+    // Decoded straight into the string's storage while every byte is ASCII (a URL parameter
+    // nearly always is); otherwise again, through an array, to validate the UTF-8.
+    var valid = true
+    let decoded = String(unsafeUninitializedCapacity: text.count) { out in
+      var index = text.startIndex
+      var count = 0
+      while index < text.endIndex {
+        var b = text[index]
+        if b == UInt8(ascii: "%") {
+          guard index + 2 < text.endIndex, let h = hexValue(text[index + 1]),
+            let l = hexValue(text[index + 2])
+          else {
+            valid = false
+            return 0
+          }
+          b = h << 4 | l
+          index += 3
+        } else {
+          if b == UInt8(ascii: "+") && plusIsSpace { b = 32 }
+          index += 1
+        }
+        guard b < 0x80 else {
+          valid = false
+          return 0
+        }
+        out[count] = b
+        count += 1
+      }
+      return count
+    }
+    if valid { return decoded }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(text.count)
     var index = text.startIndex
@@ -284,7 +357,7 @@ public struct HTTPRequestParser: Sendable {
       bytes.append(b == UInt8(ascii: "+") && plusIsSpace ? 32 : b)
       index += 1
     }
-    return utf8String(bytes[...])
+    return String(validating: bytes, as: UTF8.self)
   }
 
   /// `bytes` as a string when they are valid UTF-8. ASCII, what nearly every target is,

@@ -7,14 +7,15 @@ import Synchronization
 enum ResponseDate {
   private static let cache = Mutex<(second: Int, line: [UInt8])>((-1, []))
 
-  /// `Date: <now as an IMF-fixdate>\r\n`.
-  static var headerLine: [UInt8] {
+  /// Appends `Date: <now as an IMF-fixdate>\r\n` to `bytes`, copied under the lock (no
+  /// reference to the shared line leaves it).
+  static func appendHeaderLine(to bytes: inout [UInt8]) {
     let second = Int(WallClock.now())
-    return cache.withLock { cache in
+    cache.withLock { cache in
       if cache.second != second {
         cache = (second, Array("Date: \(HTTPDate.format(Double(second)))\r\n".utf8))
       }
-      return cache.line
+      bytes.append(contentsOf: cache.line)
     }
   }
 }

@@ -10,6 +10,8 @@ public struct ThumbnailRoute: Sendable {
   /// The longest `Cache-Control: max-age`, in seconds; a source's remaining freshness is
   /// shorter when it is.
   public let maxAge: Int
+  /// `Cache-Control` for a source fresh for `maxAge` or longer.
+  private let fullAge: (public: String, private: String)
   /// Defaults for parameters a request leaves out.
   public let parameters: ThumbnailParameters
 
@@ -36,6 +38,7 @@ public struct ThumbnailRoute: Sendable {
   ) {
     self.pipeline = pipeline
     self.maxAge = maxAge
+    fullAge = ("public, max-age=\(maxAge)", "private, max-age=\(maxAge)")
     self.parameters = parameters
   }
 
@@ -78,20 +81,30 @@ public struct ThumbnailRoute: Sendable {
   ) -> HTTPResponse {
     let thumbnail = response.thumbnail
     let etag = Self.etag(of: thumbnail)
-    var headers: [(name: String, value: String)] = [
-      ("ETag", etag), ("Cache-Control", Self.cacheControl(thumbnail.source, maxAge: maxAge)),
-    ]
+    let unchanged = Self.matches(request.header("if-none-match"), etag: etag)
+    var headers: [(name: String, value: String)] = []
+    headers.reserveCapacity(6)
+    if !unchanged { headers.append(("Content-Type", thumbnail.format.mimeType)) }
+    headers.append(("ETag", etag))
+    headers.append(("Cache-Control", cacheControl(thumbnail.source)))
     if let modified = thumbnail.source.lastModified {
       headers.append(("Last-Modified", Self.lastModified.text(for: modified)))
     }
     headers.append(("X-Thumbd-Cache", response.source.rawValue))
     // Negotiated from Accept: a shared cache must key on it, hits included.
     if negotiated { headers.append(("Vary", "Accept")) }
-    if Self.matches(request.header("if-none-match"), etag: etag) {
-      return HTTPResponse(status: 304, headers: headers)
-    }
-    headers.insert(("Content-Type", thumbnail.format.mimeType), at: 0)
+    if unchanged { return HTTPResponse(status: 304, headers: headers) }
     return HTTPResponse(status: 200, headers: headers, body: thumbnail.data)
+  }
+
+  /// `Cache-Control` for `source` by `cacheControl(_:maxAge:)`, with the usual values (a
+  /// source fresh for at least `maxAge`) made once rather than per response.
+  private func cacheControl(_ source: SourceVersion) -> String {
+    let freshness = source.freshness
+    if !freshness.noStore && freshness.remaining(now: WallClock.now()) >= Double(maxAge) {
+      return freshness.isPrivate ? fullAge.private : fullAge.public
+    }
+    return Self.cacheControl(source, maxAge: maxAge)
   }
 
   /// `Last-Modified` values already formatted: one source's date is written on every hit.
@@ -109,10 +122,18 @@ public struct ThumbnailRoute: Sendable {
     return (freshness.isPrivate ? "private" : "public") + ", max-age=\(seconds)"
   }
 
-  /// A strong validator: the digest of the thumbnail's bytes.
+  /// A strong validator: the digest of the thumbnail's bytes, as 16 hex digits in quotes.
   static func etag(of thumbnail: Thumbnail) -> String {
-    let hex = String(thumbnail.digest, radix: 16)
-    return "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\""
+    let digest = thumbnail.digest
+    return String(unsafeUninitializedCapacity: 18) { text in
+      text[0] = UInt8(ascii: "\"")
+      for i in 0..<16 {
+        let nibble = UInt8(truncatingIfNeeded: digest >> (60 - 4 * i)) & 15
+        text[1 + i] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+      }
+      text[17] = UInt8(ascii: "\"")
+      return 18
+    }
   }
 
   /// `If-None-Match`: `*` or a list of entity tags, weak ones compared weakly.
