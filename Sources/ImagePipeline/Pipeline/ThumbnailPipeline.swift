@@ -156,10 +156,27 @@ public final class ThumbnailPipeline: Sendable {
       throw remembered
     }
     do {
-      let delivery = try await thumbnails.value(
+      var delivery = try await thumbnails.value(
         for: request, subscriber: id, priority: priority, client: client
       ) { request, context in
         try await self.produce(request, context)
+      }
+      // A job or download this request joined may have read the file before the request
+      // came and a change after it: a file's thumbnail is checked against the file as it is
+      // now, and made again if it changed. A job started after the first one ended started
+      // after this request, so one more try nearly always settles it; the bound is for a
+      // file rewritten faster than it decodes.
+      for _ in 0..<2 {
+        guard case .file = delivery.value.thumbnail.source.validator,
+          case .changed = verdict(
+            for: request.url, stored: delivery.value.thumbnail.source, received: started)
+        else { break }
+        sourceChanged(request.url)
+        delivery = try await thumbnails.value(
+          for: request, subscriber: id, priority: priority, client: client
+        ) { request, context in
+          try await self.produce(request, context)
+        }
       }
       let produced = delivery.value
       if delivery.joined && produced.source != .stale {

@@ -52,9 +52,9 @@ public struct HTTPResponse: Sendable, Hashable {
     bytes.append(contentsOf: "\r\n".utf8)
     ResponseDate.appendHeaderLine(to: &bytes)
     for (name, value) in headers {
-      bytes.append(contentsOf: name.utf8)
+      Self.append(name, to: &bytes)
       bytes.append(contentsOf: ": ".utf8)
-      bytes.append(contentsOf: value.utf8)
+      Self.append(value, to: &bytes)
       bytes.append(contentsOf: "\r\n".utf8)
     }
     bytes.append(contentsOf: "Content-Length: ".utf8)
@@ -67,6 +67,13 @@ public struct HTTPResponse: Sendable, Hashable {
       return (bytes, [])
     }
     return (bytes, body)
+  }
+
+  /// Appends the UTF-8 of `text` as one copy (the generic sequence append of a string's
+  /// `utf8` view was 2% of a memory hit).
+  static func append(_ text: String, to bytes: inout [UInt8]) {
+    var text = text
+    text.withUTF8 { bytes.append(contentsOf: $0) }
   }
 
   /// Appends `value` (not negative) in decimal digits.
