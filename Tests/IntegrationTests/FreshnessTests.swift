@@ -165,6 +165,104 @@ struct FreshnessTests {
   }
 
   @Test(
+    "concurrent clients: a request sent after a change, alone or pipelined behind an older one, never gets an older picture"
+  )
+  func concurrentChanges() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let root = directory + "/files"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    let photo = root + "/photo.png"
+    let versions = Versions(path: photo)
+    try Data(Versions.picture(0)).write(to: URL(fileURLWithPath: photo))
+    let daemon = try await TestDaemon.start(
+      ["--file-root", root, "--cache-dir", ""], directory: directory)
+    defer { daemon.stop() }
+    let target = Self.target("file://" + photo)
+    let request = "GET \(target) HTTP/1.1\r\nHost: thumbd\r\n"
+    let socket = daemon.socket
+
+    // Eight clients at once, each on threads of its own, 24 rounds each. Every third round
+    // pipelines: the first request, a change, then the second on the same connection, which
+    // the daemon may read in one piece with the first.
+    let failures = await withTaskGroup(of: [String].self) { group in
+      for client in 0..<8 {
+        group.addTask {
+          await Self.offPool {
+            var failures: [String] = []
+            for round in 0..<24 {
+              let known = round % 4 == client % 4 ? versions.change() : versions.newest
+              if round % 3 == 0 {
+                let fd = SocketClient.connect(socket)
+                SocketClient.sendAll(fd, Array((request + "\r\n").utf8))
+                let later = versions.change()
+                SocketClient.sendAll(fd, Array((request + "Connection: close\r\n\r\n").utf8))
+                let both = SocketClient.readToEnd(fd)
+                close(fd)
+                let (first, second) = Self.split(both)
+                let seen = (Versions.version(of: first), Versions.version(of: second))
+                if seen.0 < known || seen.1 < later {
+                  failures.append("pipelined: \(seen.0) for \(known), \(seen.1) for \(later)")
+                }
+              } else {
+                let seen = Versions.version(of: SocketClient.get(socket, target).response)
+                if seen < known { failures.append("got \(seen) after \(known) was in place") }
+              }
+            }
+            return failures
+          }
+        }
+      }
+      return await group.reduce(into: []) { $0 += $1 }
+    }
+    #expect(failures.isEmpty, "\(failures)")
+    #expect(versions.newest > 60)
+  }
+
+  /// Numbered versions of one picture, each put in place by a rename (never seen half
+  /// written), and the newest in place.
+  final class Versions: Sendable {
+    let path: String
+    private let published = Mutex(0)
+
+    init(path: String) { self.path = path }
+
+    /// Version v in two channels, 16 levels apart: up to 256 versions, each unmistakable.
+    static func picture(_ version: Int) -> [UInt8] {
+      Pictures.solid((UInt8(version % 16 * 16), UInt8(version / 16 * 16), 200))
+    }
+
+    /// The version a response shows; -1 for anything but a picture.
+    static func version(of response: [UInt8]) -> Int {
+      guard SocketClient.status(of: response) == 200,
+        let seen = Pictures.centre(of: SocketClient.body(of: response))
+      else { return -1 }
+      return (Int(seen.0) + 8) / 16 + (Int(seen.1) + 8) / 16 * 16
+    }
+
+    var newest: Int { published.withLock { $0 } }
+
+    /// Puts the next version in place; returns its number once it is there.
+    func change() -> Int {
+      published.withLock { newest in
+        newest += 1
+        let temporary = path + ".\(newest).tmp"
+        try! Data(Self.picture(newest)).write(to: URL(fileURLWithPath: temporary))
+        rename(temporary, path)
+        return newest
+      }
+    }
+  }
+
+  /// Two responses read back to back, apart (by the first one's Content-Length).
+  static func split(_ bytes: [UInt8]) -> (first: [UInt8], second: [UInt8]) {
+    guard let end = bytes.firstRange(of: [13, 10, 13, 10]),
+      let length = SocketClient.header("Content-Length", in: bytes).flatMap({ Int($0) }),
+      end.upperBound + length <= bytes.count
+    else { return (bytes, []) }
+    return (Array(bytes[..<(end.upperBound + length)]), Array(bytes[(end.upperBound + length)...]))
+  }
+
+  @Test(
     "http: after max-age the new picture is served; 200 requests for a stale entry make one conditional request, and its 304 decodes nothing"
   )
   func revalidation() async throws {
