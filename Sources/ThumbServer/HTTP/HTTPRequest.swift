@@ -19,8 +19,9 @@ public struct HTTPRequest: Sendable, Hashable {
   /// Whether it came over a network listener (TCP) rather than the Unix socket, for routes
   /// that only local clients may use.
   public var overNetwork = false
-  /// When the server had read it whole (no earlier than its arrival): a check of its source
-  /// made after this moment is fresh for it.
+  /// An instant by which it had begun to arrive (its first byte was in the server's socket),
+  /// or later: its client sent it after any change it knew of, so a check of its source made
+  /// after this moment is fresh for it.
   public var received: ContinuousClock.Instant?
 
   /// One `name=value` pair of the query.

@@ -193,6 +193,8 @@ final class EventLoop: @unchecked Sendable {
       let count = ts_poll_wait(
         poller, &events, Int32(events.count), resting.isEmpty ? timeout : min(timeout, 100))
       guard count >= 0 else { continue }
+      // After the poll: what it reported readable had arrived by now (`arrivalBound`).
+      let polled = ContinuousClock.now
       for event in events.prefix(Int(count)) {
         if event.token == 1 {
           _ = ts_wakeup_drain(wakeup)
@@ -206,7 +208,9 @@ final class EventLoop: @unchecked Sendable {
             // unanswered work loses its subscriber.
             closeConnection(connection)
           } else if hungUp || event.events & UInt32(TS_READABLE) != 0 {
+            connection.arrivalBound = polled
             readAvailable(connection)
+            connection.arrivalBound = nil
           }
           if connection.isOpen && event.events & UInt32(TS_WRITABLE) != 0 { flush(connection) }
         }

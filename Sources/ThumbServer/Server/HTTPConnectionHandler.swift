@@ -71,13 +71,17 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     }
     guard !complete.isEmpty else { return false }
     awaitingFirstRequest = false
-    for request in complete {
-      // The first request of the pass for its target is answered at once; the others wait
-      // for the pass to end, where one check of their source (a file's `stat`), later than
-      // all of them, serves them all. With 256 rotating sources this measured 1.04 times the
-      // rate of keeping every answer to the pass's end and 1.12 times that of answering all
-      // at once (docs/BENCHMARKS.md, "Freshness").
-      let now = queued.isEmpty && loop.firstInPass(request.target.hashValue)
+    for var request in complete {
+      // A request the poll saw arriving is answered at once: a check of its source made
+      // after the poll is fresh for it, so every such request of the pass for one source
+      // shares the first one's check. Of the others (pipelined behind it, or read when
+      // reading resumed), the first of the pass for its target is answered at once too, with
+      // a check of its own; the rest wait for the pass to end, where one check, later than
+      // all of them, serves them all. Answers kept to the pass's end cost a second wake-up of
+      // their clients on a Unix socket (docs/BENCHMARKS.md, "Freshness").
+      let covered = connection.takeArrivalBound()
+      request.received = covered
+      let now = queued.isEmpty && (covered != nil || loop.firstInPass(request.target.hashValue))
       queued.append(request)
       if now { dispatchQueued(connection) }
     }

@@ -31,6 +31,12 @@ final class LoopConnection: @unchecked Sendable {
   /// When the partial input now buffered started arriving (the accept time until the first
   /// request); nil while nothing is half-received.
   var partialSince: UInt64?
+  /// While the loop reads a connection its poller reported readable: when the poll returned.
+  /// The first byte of the first request those reads complete was in the socket by then (the
+  /// poll saw it, or it was read earlier), so its client sent it before that instant, and a
+  /// check of its source made after it is fresh for it. Only the first request: the bytes of
+  /// another behind it may have come later. See `takeArrivalBound`.
+  var arrivalBound: ContinuousClock.Instant?
 
   init(id: ConnectionID, fd: Int32, loop: EventLoop, handler: any ConnectionHandler, now: UInt64) {
     self.id = id
@@ -42,6 +48,12 @@ final class LoopConnection: @unchecked Sendable {
   }
 
   var hasPendingOutput: Bool { !output.isEmpty }
+
+  /// `arrivalBound` for the request just completed, once: nil for every later one.
+  func takeArrivalBound() -> ContinuousClock.Instant? {
+    defer { arrivalBound = nil }
+    return arrivalBound
+  }
 
   /// Bytes serialised but not yet written.
   var pendingOutput: Int { output.count }

@@ -1,0 +1,81 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+@testable import TestSupport
+@testable import ThumbServer
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The HTTP handler's use of the poll's instant: the first request a read completes is
+/// answered with a check of its file made after the poll, shared with the other requests of
+/// the pass; a request behind it in the same read may have come after a change, so it gets
+/// a check of its own. Driven by hand on a loop that is not running (its state is then
+/// the test's thread's), over a real socket pair, a real file and a real pipeline.
+@Suite("Arrival bound")
+struct ArrivalBoundTests {
+  /// Every whole response the handler has written so far, by its status line and
+  /// `X-Thumbd-Cache`.
+  private static func responses(on fd: Int32) -> [String] {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+      let n = buffer.withUnsafeMutableBytes {
+        recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+      }
+      guard n > 0 else { break }
+      bytes += buffer[0..<n]
+    }
+    let text = String(decoding: bytes, as: UTF8.self)
+    return text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { response in
+      let cache = response.components(separatedBy: "\r\n").first {
+        $0.hasPrefix("X-Thumbd-Cache: ")
+      }
+      return String(response.prefix(3)) + " " + (cache?.dropFirst(16) ?? "-")
+    }
+  }
+
+  @Test("only the first request of a read shares the pass's check; one behind it sees a change")
+  func firstRequestOnly() async throws {
+    let root = TestDaemon.makeDirectory()
+    let real = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+    let photo = real + "/photo.jpg"
+    try Data(try Corpus.bytes("photo/coil/normal.jpg")).write(to: URL(fileURLWithPath: photo))
+    let loader = SourceLoader(policy: SourcePolicy(allowedSchemes: ["file"], fileRoots: [real]))
+    let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
+    let router = Router(thumbnails: ThumbnailRoute(pipeline: pipeline), fetcher: loader)
+    let url = ("file://" + photo).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+    let request = Array("GET /v1/thumbnail?url=\(url)&w=64&h=64 HTTP/1.1\r\nHost: t\r\n\r\n".utf8)
+    var warm = HTTPRequestParser()
+    #expect(await router.respond(to: try warm.feed(request)[0]).0.status == 200)
+
+    let loop = try EventLoop(limits: ServerLimits(), logger: nil) { _ in fatalError("no accepts") }
+    var fds: [Int32] = [0, 0]
+    #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+    defer { close(fds[1]) }
+    let handler = HTTPConnectionHandler(
+      router: router, upgraders: [], logger: nil, loop: loop, limits: HTTPLimits(),
+      outputLimit: 1 << 20)
+    let connection = LoopConnection(
+      id: ConnectionID(value: 1), fd: fds[0], loop: loop, handler: handler, now: 0)
+    defer { loop.closeConnection(connection) }
+
+    // The poll: a request it saw is answered at once, its file checked after the poll.
+    let polled = ContinuousClock.now
+    connection.arrivalBound = polled
+    _ = handler.received(request[...], on: connection)
+    #expect(Self.responses(on: fds[1]) == ["200 memory"])
+
+    // The file changes after that check. A request that was in the socket at the poll may
+    // still be answered with the check (its client sent it before the change); the one read
+    // behind it in the same read may have been sent after the change, and must not be.
+    try Data(try Corpus.bytes("photo/coil/large.jpg")).write(to: URL(fileURLWithPath: photo))
+    connection.arrivalBound = polled
+    _ = handler.received((request + request)[...], on: connection)
+    // The second was checked afresh, found the change and went to be made anew.
+    #expect(Self.responses(on: fds[1]) == ["200 memory"], "the second request shared the check")
+    #expect(pipeline.metrics.snapshot().sourceChanges == 1)
+  }
+}
