@@ -59,6 +59,7 @@ start_daemon() { # BINARY NAME PORT
     --cache-dir "" --file-root "$(dirname "$image")" --log-level "${LOG_LEVEL:-warn}" \
     2>"$work/$2.log" &
   pids+=($!)
+  echo $! >"$work/$2.pid"
   for _ in $(seq 100); do [ -S "$work/$2.sock" ] && break; sleep 0.1; done
 }
 # Request logging off on both sides (nginx: access_log off); LOG_LEVEL=info turns thumbd's on.
@@ -130,16 +131,39 @@ echo "thumbnail: $bytes bytes (${SIZE}x${SIZE} box of $(basename "$image")), $CO
 echo "${DURATION}s per run, nginx worker_processes $NGINX_WORKERS, $(nproc) cores"
 # One line per round and client: nginx's rate, thumbd's, thumbd / nginx, and with BASELINE
 # the baseline's rate, baseline / nginx and thumbd / baseline.
+#
+# With BASELINE, each daemon's CPU time (utime + stime, /proc/PID/stat) over a run is divided by
+# the requests it answered, and the line ends with the baseline's CPU per request over this
+# build's (b/t cpu): under load the rate follows the CPU a request costs, and this figure moves
+# far less than the rates when other tenants take the machine's cores. The summary at the end
+# gives the median of both ratios per client.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$(cat "$work/$1.pid")/stat"; }
+# timed NAME FUNCTION ARGS...: the function's rate, and the daemon NAME's CPU µs per request
+# into $work/cpu-NAME.
+timed() {
+  local name=$1 before rate after
+  shift
+  before=$(cpu_ticks "$name")
+  rate=$("$@")
+  after=$(cpu_ticks "$name")
+  echo "($after - $before) * 1000000 / $(getconf CLK_TCK) / ($rate * $DURATION)" | bc -l >"$work/cpu-$name"
+  echo "$rate"
+}
 report() { # ROUND CLIENT NGINX THUMBD [BASELINE]
   if [ $# -eq 5 ]; then
-    printf '%-6s %-24s %10s %10s %6.2f %10s %6.2f %6.2f\n' "$1" "$2" "$3" "$4" \
-      "$(echo "$4 / $3" | bc -l)" "$5" "$(echo "$5 / $3" | bc -l)" "$(echo "$4 / $5" | bc -l)"
+    local tc bc
+    tc=$(cat "$work/cpu-thumbd")
+    bc=$(cat "$work/cpu-baseline")
+    printf '%-6s %-24s %10s %10s %6.2f %10s %6.2f %6.2f %8.2f %8.2f %6.2f\n' "$1" "$2" "$3" "$4" \
+      "$(echo "$4 / $3" | bc -l)" "$5" "$(echo "$5 / $3" | bc -l)" "$(echo "$4 / $5" | bc -l)" \
+      "$tc" "$bc" "$(echo "$bc / $tc" | bc -l)" | tee -a "$work/rounds"
   else
     printf '%-6s %-24s %10s %10s %6.2f\n' "$1" "$2" "$3" "$4" "$(echo "$4 / $3" | bc -l)"
   fi
 }
 if [ -n "$BASELINE" ]; then
-  printf '%-6s %-24s %10s %10s %6s %10s %6s %6s\n' round client nginx thumbd ratio baseline ratio t/b
+  printf '%-6s %-24s %10s %10s %6s %10s %6s %6s %8s %8s %6s\n' round client nginx thumbd ratio \
+    baseline ratio t/b "t us/req" "b us/req" "b/t cpu"
 else
   printf '%-6s %-24s %10s %10s %6s\n' round client nginx thumbd ratio
 fi
@@ -151,14 +175,15 @@ if [ "$SOURCES" -gt 1 ]; then
     if [ -z "$BASELINE" ]; then
       report "$round" "wrk tcp, rotating" "$n" "$(rotating thumbd "$thumbd_port")"
     elif [ $((round % 2)) -eq 1 ]; then # the two builds take turns going first
-      t=$(rotating thumbd "$thumbd_port"); b=$(rotating thumbd "$baseline_port")
+      t=$(timed thumbd rotating thumbd "$thumbd_port")
+      b=$(timed baseline rotating thumbd "$baseline_port")
       report "$round" "wrk tcp, rotating" "$n" "$t" "$b"
     else
-      b=$(rotating thumbd "$baseline_port"); t=$(rotating thumbd "$thumbd_port")
+      b=$(timed baseline rotating thumbd "$baseline_port")
+      t=$(timed thumbd rotating thumbd "$thumbd_port")
       report "$round" "wrk tcp, rotating" "$n" "$t" "$b"
     fi
   done
-  exit 0
 fi
 # measure CLIENT-LABEL FUNCTION NGINX-TARGET THUMBD-TARGET BASELINE-TARGET: one report line,
 # the two builds taking turns going first.
@@ -168,17 +193,33 @@ measure() {
   if [ -z "$BASELINE" ]; then
     report "$round" "$1" "$n" "$($2 "$4")"
   elif [ $((round % 2)) -eq 1 ]; then
-    t=$($2 "$4"); b=$($2 "$5"); report "$round" "$1" "$n" "$t" "$b"
+    t=$(timed thumbd "$2" "$4"); b=$(timed baseline "$2" "$5"); report "$round" "$1" "$n" "$t" "$b"
   else
-    b=$($2 "$5"); t=$($2 "$4"); report "$round" "$1" "$n" "$t" "$b"
+    b=$(timed baseline "$2" "$5"); t=$(timed thumbd "$2" "$4"); report "$round" "$1" "$n" "$t" "$b"
   fi
 }
 wrk_at() { wrk_rate "http://127.0.0.1:$1"; }
 load_at() { load_rate "${1% *}" "${1#* }"; }
-for round in $(seq "$ROUNDS"); do
+[ "$SOURCES" -gt 1 ] || for round in $(seq "$ROUNDS"); do
   measure "wrk tcp" wrk_at "$nginx_port/thumb.jpg" "$thumbd_port$target" "${baseline_port:-0}$target"
   measure "socketload tcp" load_at "tcp:127.0.0.1:$nginx_port /thumb.jpg" \
     "tcp:127.0.0.1:$thumbd_port $target" "tcp:127.0.0.1:${baseline_port:-0} $target"
   measure "socketload unix" load_at "unix:$work/nginx.sock /thumb.jpg" \
     "unix:$work/thumbd.sock $target" "unix:$work/baseline.sock $target"
 done
+if [ -n "$BASELINE" ]; then
+  echo "medians over $ROUNDS rounds, this build against the baseline:"
+  python3 - "$work/rounds" <<'SUMMARY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    fields = line.split()
+    # round, client words..., then 9 numbers
+    client = " ".join(fields[1:-9])
+    rows.setdefault(client, []).append((float(fields[-4]), float(fields[-1])))
+for client, values in rows.items():
+    rate = statistics.median(v[0] for v in values)
+    cpu = statistics.median(v[1] for v in values)
+    print(f"  {client:<24} rate t/b {rate:.2f}   cpu per request b/t {cpu:.2f}")
+SUMMARY
+fi
