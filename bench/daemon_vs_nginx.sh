@@ -15,8 +15,9 @@
 # shared machine moved by 30%).
 #
 # The source is a file:// URL, so every memory hit includes the check that the file is
-# unchanged: a stat made after the request arrived, at most two per file per pass of the
-# event loop (the pass's first request for it at once, one shared by the repeats).
+# unchanged: a stat made after the poll that saw the request arrive, one per file per pass of
+# the event loop, shared by the pass's requests for it (pipelined ones behind the first of a
+# read add at most two more).
 # With SOURCES=N the requests rotate over N copies of the image, so concurrent requests seldom
 # share a stat: the cost of one stat per request.
 #
