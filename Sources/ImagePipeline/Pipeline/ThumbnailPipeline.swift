@@ -156,11 +156,14 @@ public final class ThumbnailPipeline: Sendable {
       throw remembered
     }
     do {
-      var delivery = try await thumbnails.value(
-        for: request, subscriber: id, priority: priority, client: client
-      ) { request, context in
-        try await self.produce(request, context)
+      func deliver() async throws -> CoalescingStage<ImageRequest, Produced>.Delivery {
+        try await thumbnails.value(
+          for: request, subscriber: id, priority: priority, client: client
+        ) { request, context in
+          try await self.produce(request, context)
+        }
       }
+      var delivery = try await deliver()
       // A job or download this request joined may have read the file before the request
       // came and a change after it: a file's thumbnail is checked against the file as it is
       // now, and made again if it changed. A job started after the first one ended started
@@ -172,11 +175,7 @@ public final class ThumbnailPipeline: Sendable {
             for: request.url, stored: delivery.value.thumbnail.source, received: started)
         else { break }
         sourceChanged(request.url)
-        delivery = try await thumbnails.value(
-          for: request, subscriber: id, priority: priority, client: client
-        ) { request, context in
-          try await self.produce(request, context)
-        }
+        delivery = try await deliver()
       }
       let produced = delivery.value
       if delivery.joined && produced.source != .stale {
