@@ -311,53 +311,56 @@ public struct HTTPRequestParser: Sendable {
       return utf8String(text)
     }
     // Decoded straight into the string's storage while every byte is ASCII (a URL parameter
-    // nearly always is); otherwise again, through an array, to validate the UTF-8.
-    var valid = true
+    // nearly always is); otherwise again, into an array, to validate the UTF-8.
+    var nonASCII = false
+    var whole = true
     let decoded = String(unsafeUninitializedCapacity: text.count) { out in
-      var index = text.startIndex
       var count = 0
-      while index < text.endIndex {
-        var b = text[index]
-        if b == UInt8(ascii: "%") {
-          guard index + 2 < text.endIndex, let h = hexValue(text[index + 1]),
-            let l = hexValue(text[index + 2])
-          else {
-            valid = false
-            return 0
-          }
-          b = h << 4 | l
-          index += 3
-        } else {
-          if b == UInt8(ascii: "+") && plusIsSpace { b = 32 }
-          index += 1
-        }
+      whole = decodeEscapes(text, plusIsSpace: plusIsSpace) { b in
         guard b < 0x80 else {
-          valid = false
-          return 0
+          nonASCII = true
+          return false
         }
         out[count] = b
         count += 1
+        return true
       }
-      return count
+      return whole ? count : 0
     }
-    if valid { return decoded }
+    if whole { return decoded }
+    guard nonASCII else { return nil }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(text.count)
+    let decodes = decodeEscapes(text, plusIsSpace: plusIsSpace) { b in
+      bytes.append(b)
+      return true
+    }
+    guard decodes else { return nil }
+    return String(validating: bytes, as: UTF8.self)
+  }
+
+  /// Hands `emit` each byte `text` decodes to, in order (%XX escapes, and '+' as a space when
+  /// `plusIsSpace`). False on a broken escape, or as soon as `emit` returns false.
+  @inline(__always)
+  private static func decodeEscapes(
+    _ text: ArraySlice<UInt8>, plusIsSpace: Bool, _ emit: (UInt8) -> Bool
+  ) -> Bool {
     var index = text.startIndex
     while index < text.endIndex {
-      let b = text[index]
+      var b = text[index]
       if b == UInt8(ascii: "%") {
         guard index + 2 < text.endIndex, let h = hexValue(text[index + 1]),
           let l = hexValue(text[index + 2])
-        else { return nil }
-        bytes.append(h << 4 | l)
+        else { return false }
+        b = h << 4 | l
         index += 3
-        continue
+      } else {
+        if b == UInt8(ascii: "+") && plusIsSpace { b = 32 }
+        index += 1
       }
-      bytes.append(b == UInt8(ascii: "+") && plusIsSpace ? 32 : b)
-      index += 1
+      guard emit(b) else { return false }
     }
-    return String(validating: bytes, as: UTF8.self)
+    return true
   }
 
   /// `bytes` as a string when they are valid UTF-8. ASCII, what nearly every target is,
