@@ -95,6 +95,14 @@ struct FreshnessTests {
     try #require(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
   }
 
+  /// A daemon directory with a file root in it, and the path of the photo the tests put there.
+  static func fileRoot() throws -> (directory: String, root: String, photo: String) {
+    let directory = TestDaemon.makeDirectory()
+    let root = directory + "/files"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    return (directory, root, root + "/photo.png")
+  }
+
   static func modificationTime(_ path: String) -> timespec {
     var info = stat()
     stat(path, &info)
@@ -105,10 +113,7 @@ struct FreshnessTests {
     "a file overwritten with other content is served anew: from memory, from disk, after a restart, with its mtime restored, and renamed over"
   )
   func fileChanges() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let root = directory + "/files"
-    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-    let photo = root + "/photo.png"
+    let (directory, root, photo) = try Self.fileRoot()
     // Level 0 (stored) PNGs: every colour has the same byte count, so the size alone cannot
     // tell the versions apart.
     func picture(_ colour: (UInt8, UInt8, UInt8)) -> [UInt8] {
@@ -168,10 +173,7 @@ struct FreshnessTests {
     "concurrent clients: a request sent after a change, alone or pipelined behind an older one, never gets an older picture"
   )
   func concurrentChanges() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let root = directory + "/files"
-    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-    let photo = root + "/photo.png"
+    let (directory, root, photo) = try Self.fileRoot()
     let versions = Versions(path: photo)
     try Data(Versions.picture(0)).write(to: URL(fileURLWithPath: photo))
     let daemon = try await TestDaemon.start(
