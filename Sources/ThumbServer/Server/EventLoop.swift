@@ -79,6 +79,11 @@ final class EventLoop: @unchecked Sendable {
   private var deferred: [LoopConnection] = []
   /// What `firstInPass` has seen in this pass.
   private var keysThisPass = Set<Int>()
+  /// Connections whose output drained, for `ConnectionHandler.drained`. A flush never calls
+  /// its handler itself: a handler writes from inside its own callbacks, and a flush that
+  /// called back into it would nest one level per answer (100,000 pipelined requests answered
+  /// at once overflowed the loop's stack). The loop delivers these between events instead.
+  private var drainedNotices: [LoopConnection] = []
   private var lastSweep: UInt64 = 0
   private var lastExhaustionLog: UInt64 = 0
   private let pending = Mutex<[@Sendable () -> Void]>([])
@@ -214,8 +219,25 @@ final class EventLoop: @unchecked Sendable {
           }
           if connection.isOpen && event.events & UInt32(TS_WRITABLE) != 0 { flush(connection) }
         }
+        deliverDrainedNotices()
       }
       endReadPass()
+    }
+  }
+
+  /// Tells handlers whose output drained, from the loop itself rather than from inside a
+  /// write. A handler may write again meanwhile (and drain again): the loop goes on until
+  /// none is left, iterating, never nesting.
+  private func deliverDrainedNotices() {
+    while !drainedNotices.isEmpty {
+      let ready = drainedNotices
+      drainedNotices.removeAll(keepingCapacity: true)
+      for connection in ready {
+        connection.drainedNoticeQueued = false
+        if connection.isOpen && !connection.hasPendingOutput {
+          connection.handler.drained(connection)
+        }
+      }
     }
   }
 
@@ -236,8 +258,8 @@ final class EventLoop: @unchecked Sendable {
   }
 
   private func endReadPass() {
-    // A handler may read again (resuming a paused connection) and so defer again.
-    while !deferred.isEmpty {
+    // A handler may read again (resuming a paused connection) and so defer again, or drain.
+    while !deferred.isEmpty || !drainedNotices.isEmpty {
       let ready = deferred
       deferred.removeAll()
       // One reading of the clock for the pass: every request in it had arrived by then.
@@ -245,6 +267,7 @@ final class EventLoop: @unchecked Sendable {
       for connection in ready where connection.isOpen {
         connection.handler.readPassEnded(connection, readBy: readBy)
       }
+      deliverDrainedNotices()
     }
     keysThisPass.removeAll(keepingCapacity: true)
   }
@@ -254,7 +277,10 @@ final class EventLoop: @unchecked Sendable {
       defer { queue.removeAll() }
       return queue
     }
-    for work in ready { work() }
+    for work in ready {
+      work()
+      deliverDrainedNotices()
+    }
   }
 
   // MARK: - Accepting
@@ -414,8 +440,9 @@ final class EventLoop: @unchecked Sendable {
     if connection.closesAfterWrite {
       discardUnreadInput(connection)
       closeConnection(connection)
-    } else {
-      connection.handler.drained(connection)
+    } else if !connection.drainedNoticeQueued {
+      connection.drainedNoticeQueued = true
+      drainedNotices.append(connection)
     }
   }
 

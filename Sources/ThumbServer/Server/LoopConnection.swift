@@ -25,6 +25,8 @@ final class LoopConnection: @unchecked Sendable {
   /// Reading waits while the handler cannot take more work.
   private(set) var readPaused = false
   var watchingWritable = false
+  /// The loop owes the handler a `drained` call (`EventLoop.deliverDrainedNotices`).
+  var drainedNoticeQueued = false
   var isOpen = true
   /// Monotonic nanoseconds of the last byte read or written.
   var lastActivity: UInt64
