@@ -39,6 +39,9 @@ typedef struct heif_decoder {
   /* HEVC through libde265 rather than FFmpeg (ic_limits.hevc_libde265). */
   int libde265;
   uint64_t max_pixels;
+  /* The item graph and real sizes (heif_scan.c), and the item run() decodes. */
+  ic_heif_layout layout;
+  uint32_t primary_id, chosen_id;
 } heif_decoder;
 
 /* Brands in the ftyp box: the major one, then the compatible ones that fit in the bytes. */
@@ -88,9 +91,18 @@ static int heif_tile_threads(void) {
   return known;
 }
 
+/* The primary image's item ID (libheif 1.15 has no handle accessor for it). */
+static uint32_t primary_item_id(heif_decoder *d) {
+  heif_item_id id = 0;
+  if (heif_context_get_primary_image_ID(d->context, &id).code != heif_error_Ok) return 0;
+  return id;
+}
+
 static ic_status fail_from_heif(struct heif_error error, const char *what, ic_result *result) {
   ic_status status = IC_ERR_CORRUPT;
-  if (error.subcode == heif_suberror_Security_limit_exceeded)
+  /* Sizes over the limits were refused by the scan, which names them: what libheif still
+   * calls a security limit is a damaged file (an extent past the end, say). */
+  if (error.subcode == heif_suberror_Security_limit_exceeded && result->source_width > 0)
     status = IC_ERR_TOO_LARGE;
   else if (error.code == heif_error_Memory_allocation_error)
     status = IC_ERR_NO_MEMORY;
@@ -113,6 +125,7 @@ static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t nee
   heif_decoder *d = (heif_decoder *)base;
   if (d->chosen && d->chosen != d->primary) heif_image_handle_release(d->chosen);
   d->chosen = d->primary;
+  d->chosen_id = d->primary_id;
   d->chosen_width = base->header.width;
   d->chosen_height = base->header.height;
   int count = allow_scaling ? heif_image_handle_get_number_of_thumbnails(d->primary) : 0;
@@ -129,6 +142,7 @@ static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t nee
                                                       base->header.width, base->header.height)) {
       if (d->chosen != d->primary) heif_image_handle_release(d->chosen);
       d->chosen = thumb;
+      d->chosen_id = ids[i];
       d->chosen_width = (uint32_t)tw;
       d->chosen_height = (uint32_t)th;
     } else {
@@ -243,12 +257,26 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   return status;
 }
 
+/* Pixels of a frame as codecs allocate it: whole coding blocks (AV1 superblocks of up to
+ * 128, HEVC trees of 64): a 16 x 17000 AVIF holds frames 128 wide (measured: 24 MB). */
+static uint64_t block_pixels(uint64_t width, uint64_t height) {
+  return (width + 127) / 128 * 128 * ((height + 127) / 128 * 128);
+}
+
 static uint64_t heif_working_memory(ic_decoder *base) {
   heif_decoder *d = (heif_decoder *)base;
-  /* Codecs allocate whole coding blocks (AV1 superblocks of up to 128, HEVC trees of 64):
-   * a 16 x 17000 AVIF holds frames 128 wide (measured: 24 MB). */
-  uint64_t pixels = (uint64_t)((d->chosen_width + 127) / 128 * 128) *
-                    ((d->chosen_height + 127) / 128 * 128);
+  /* The largest of the size libheif reports and what the scan read from the bitstreams and
+   * grid boxes; then the tiles in flight (one a tile thread, or one) and the alpha plane. */
+  uint32_t width = d->chosen_width, height = d->chosen_height;
+  const ic_heif_image *scanned = ic_heif_layout_image(&d->layout, d->chosen_id);
+  uint64_t pixels = block_pixels(width, height);
+  if (scanned) {
+    uint64_t found = block_pixels(scanned->width, scanned->height);
+    if (found > pixels) pixels = found;
+    int threads = heif_tile_threads();
+    pixels += scanned->tile_pixels * (uint64_t)(threads > 1 ? threads : 1) +
+              scanned->alpha_pixels;
+  }
   uint64_t sample = d->bits > 8 ? 2 : 1, channels = (uint64_t)base->header.channels;
   /* The codec's planes and libheif's planar RGB copy of them, counted as full-resolution
    * 4:4:4 (chroma is often a quarter of that, which covers the codec's own state and the
@@ -268,6 +296,7 @@ static void heif_destroy(ic_decoder *base) {
   if (d->chosen && d->chosen != d->primary) heif_image_handle_release(d->chosen);
   if (d->primary) heif_image_handle_release(d->primary);
   if (d->context) heif_context_free(d->context);
+  ic_heif_scan_free(&d->layout);
   ic_colour_info_clear(&base->header.colour);
   free(d);
 }
@@ -347,8 +376,16 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
     free(d);
     return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF context allocation failed");
   }
+  /* The graph and the real sizes first: libheif recurses along references and trusts ispe. */
+  if (ic_heif_scan(data, size, limits, result, &d->layout) != IC_OK) {
+    heif_destroy(&d->base);
+    return result->status;
+  }
+  /* Never above libheif's own default (32768 a side): past it, libheif 1.15 computes a grid's
+   * plane size in 32 bits and writes past what it allocated. */
   uint32_t side = limits->max_width > limits->max_height ? limits->max_width : limits->max_height;
-  if (side) heif_context_set_maximum_image_size_limit(d->context, (int)side);
+  if (side == 0 || side > IC_HEIF_MAX_SIDE) side = IC_HEIF_MAX_SIDE;
+  heif_context_set_maximum_image_size_limit(d->context, (int)side);
   heif_context_set_max_decoding_threads(d->context, heif_tile_threads());
   struct heif_error error =
       heif_context_read_from_memory_without_copy(d->context, data, size, NULL);
@@ -360,6 +397,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
     heif_destroy(&d->base);
     return result->status;
   }
+  d->primary_id = primary_item_id(d);
   int w = heif_image_handle_get_width(d->primary), h = heif_image_handle_get_height(d->primary);
   int iw = heif_image_handle_get_ispe_width(d->primary);
   int ih = heif_image_handle_get_ispe_height(d->primary);
@@ -381,6 +419,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->base.header.channels = heif_image_handle_has_alpha_channel(d->primary) ? 4 : 3;
   read_colour(d, limits);
   d->chosen = d->primary;
+  d->chosen_id = d->primary_id;
   d->chosen_width = (uint32_t)w;
   d->chosen_height = (uint32_t)h;
   *out = &d->base;

@@ -186,6 +186,34 @@ IC_DECLARE_DECODER(heif);
  * calling decode's limit (0: none), folded into the cap every decoder in the process uses. */
 struct heif_decoder_plugin;
 const struct heif_decoder_plugin *ic_hevc_plugin(uint64_t max_pixels);
+/*
+ * What heif_scan.c found before libheif read the file: for the primary image and each of its
+ * thumbnails, the size its decode allocates (the largest of its declared size, its coded
+ * frame and its grid's or overlay's output), its largest tile and its alpha plane.
+ */
+#define IC_HEIF_MAX_TILES 1024
+/* libheif's largest image side by default (32768); thumbd never raises it: past it, libheif
+ * 1.15 computes a grid's plane size in 32 bits and writes past what it allocated. */
+#define IC_HEIF_MAX_SIDE 32768
+/* Tiles under 512x512 a grid may have: each tile costs a decoder's setup (65,025 tiles of
+ * 64x64 took 28 s of CPU). */
+#define IC_HEIF_SMALL_TILES 256
+typedef struct ic_heif_image {
+  uint32_t id, width, height;
+  uint64_t tile_pixels, alpha_pixels;
+} ic_heif_image;
+typedef struct ic_heif_layout {
+  ic_heif_image *images;
+  uint32_t count;
+} ic_heif_layout;
+/* Reads the item graph and real sizes of the HEIF file in data; refuses cycles, derived
+ * inputs to derived images, too many tiles, coded frames larger than declared, and sizes
+ * over the limits, before libheif sees any of it. */
+ic_status ic_heif_scan(const uint8_t *data, size_t size, const ic_limits *limits,
+                       ic_result *result, ic_heif_layout *layout);
+void ic_heif_scan_free(ic_heif_layout *layout);
+/* The scan's entry for item id, NULL when it has none. */
+const ic_heif_image *ic_heif_layout_image(const ic_heif_layout *layout, uint32_t id);
 /* HEIC and AVIF share libheif's decoder; only their brands differ. */
 int ic_heic_sniff(const uint8_t *bytes, size_t size);
 int ic_avif_sniff(const uint8_t *bytes, size_t size);

@@ -180,11 +180,14 @@ struct MemoryTests {
     #expect(refused.maxRSSKiB - baseline < 16 * 1024, "\(refused.maxRSSKiB) KiB")
   }
 
-  /// The header checks see the size a HEIF file declares (`ispe`); the bitstream may hold a
-  /// larger frame. FFmpeg's `max_pixels`, set from the limits, refuses that frame before it
-  /// is allocated: here a 1280x854 picture declared as 64x43, under a 100,000-pixel limit.
-  /// Without the guard it decodes whole. A process of its own: the guard is per process.
-  @Test("a HEVC frame larger than its declared size is refused past max_pixels")
+  /// The header checks once saw only the size a HEIF file declares (`ispe`), while the
+  /// bitstream may hold a larger frame. The scan before libheif (heif_scan.c) reads the SPS:
+  /// here a 1280x854 picture declared as 64x43 is refused as too large under a 100,000-pixel
+  /// limit, and as a lie (corrupt) under the default one. (FFmpeg's `max_pixels`, set from the
+  /// limits, stays behind it as a second guard.)
+  @Test(
+    "a HEVC frame larger than its declared size is refused: too large past max_pixels, corrupt under it"
+  )
   func hevcFrameOverDeclaredSize() async throws {
     var bytes = try Corpus.bytes("heif-valid/libheif/example.heic")
     let declared: [UInt8] = [0, 0, 0x05, 0x00, 0, 0, 0x03, 0x56]  // 1280 x 854
@@ -205,13 +208,18 @@ struct MemoryTests {
     let limited = try await ChildProcess.runThumbd([
       "thumbnail", input, "--size", "32x32", "--max-pixels", "100000", "-o", out + "/limited.png",
     ])
-    #expect(limited.status == 1, "\(limited.standardError)")
+    #expect(
+      limited.status == 1 && limited.standardError.contains("too_large"), "\(limited.standardError)"
+    )
     #expect(!FileManager.default.fileExists(atPath: out + "/limited.png"))
-    // Under the default limit the same file decodes: the refusal above is the limit's.
     let unlimited = try await ChildProcess.runThumbd([
       "thumbnail", input, "--size", "32x32", "-o", out + "/unlimited.png",
     ])
-    #expect(unlimited.status == 0, "\(unlimited.standardError)")
+    #expect(
+      unlimited.status == 1 && unlimited.standardError.contains("corrupt"),
+      "\(unlimited.standardError)")
+    #expect(
+      unlimited.standardError.contains("coded frame is 1280x85"), "\(unlimited.standardError)")
   }
 
   /// About 24 MB of any thumbd run is the baseline of the loaded Foundation, FoundationNetworking

@@ -2,10 +2,13 @@ import CImageCodecs
 
 /// Reading `ic_result` values coming back from C.
 enum CodecResult {
-  /// The NUL-terminated message buffer as a String.
+  /// The NUL-terminated message buffer as a String, on one line: libraries' messages (libheif's)
+  /// can hold line breaks and other control characters, and every failure is one line in the
+  /// CLI's output and the logs.
   static func message(of result: inout ic_result) -> String {
     withUnsafeBytes(of: &result.message) { raw in
-      String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+      String(
+        decoding: raw.prefix { $0 != 0 }.map { $0 < 0x20 || $0 == 0x7F ? 0x20 : $0 }, as: UTF8.self)
     }
   }
 
