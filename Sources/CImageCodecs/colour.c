@@ -63,11 +63,17 @@ typedef union block_header {
 static void *counted_malloc(cmsContext context, cmsUInt32Number size) {
   (void)context;
   if (build_bytes && *build_bytes + size > IC_COLOUR_BUILD_MAX) return NULL;
-  if (atomic_load(&lcms_bytes) + size > IC_COLOUR_TOTAL_MAX) return NULL;
+  /* Reserved before allocating: builds run on several threads at once. */
+  uint64_t held = atomic_load(&lcms_bytes);
+  do {
+    if (held + size > IC_COLOUR_TOTAL_MAX) return NULL;
+  } while (!atomic_compare_exchange_weak(&lcms_bytes, &held, held + size));
   block_header *block = malloc(sizeof(block_header) + size);
-  if (!block) return NULL;
+  if (!block) {
+    atomic_fetch_sub(&lcms_bytes, size);
+    return NULL;
+  }
   block->size = size;
-  atomic_fetch_add(&lcms_bytes, size);
   if (build_bytes) *build_bytes += size;
   return block + 1;
 }
@@ -376,10 +382,19 @@ static cmsColorSpaceSignature space_signature(ic_colour_space space) {
   }
 }
 
-/* Builds a transform from ICC bytes (called with cache_lock held and this thread's build
- * counter set). */
+/* Called at the start of every build, for tests (ic_colour_set_build_gate). */
+static void (*_Atomic build_gate)(void);
+
+void ic_colour_set_build_gate(void (*gate)(void)) { atomic_store(&build_gate, gate); }
+
+/* Builds a transform from ICC bytes (without cache_lock: a slow build delays only the
+ * decodes that need it; with this thread's build counter set). */
 static ic_profile_outcome build(const uint8_t *icc, size_t size, ic_colour_space space,
                                 layout layout, ic_colour_transform *entry) {
+  void (*gate)(void) = atomic_load(&build_gate);
+  if (gate) gate();
+  /* lcms2 cannot be interrupted while it links: what it would spend is bounded first. */
+  if (!ic_icc_bounded(icc, size)) return IC_PROFILE_UNLINKABLE;
   cmsHPROFILE source = cmsOpenProfileFromMem(icc, (cmsUInt32Number)size);
   if (!source) return IC_PROFILE_BROKEN;
   if (cmsGetColorSpace(source) != space_signature(space)) {
@@ -504,6 +519,21 @@ static uint8_t *synthetic_icc(const ic_colour_info *info, size_t *size) {
   return bytes;
 }
 
+/* A cached entry for the key, referenced and marked used; NULL when there is none. */
+static ic_colour_transform *find_locked(uint64_t hash, const uint8_t *key, size_t key_size,
+                                        layout layout, ic_colour_space space) {
+  for (ic_colour_transform *entry = cache_head; entry; entry = entry->next) {
+    if (entry->hash == hash && entry->layout == layout && entry->space == space &&
+        entry->key_size == key_size && memcmp(entry->key, key, key_size) == 0) {
+      entry->references++;
+      entry->last_use = ++cache_clock;
+      cache_hits++;
+      return entry;
+    }
+  }
+  return NULL;
+}
+
 /*
  * The entry for a profile (icc, or the synthetic description when icc is NULL) and layout,
  * from the cache or built now; NULL with *outcome saying why when there is none.
@@ -529,18 +559,16 @@ static ic_colour_transform *acquire(const uint8_t *icc, size_t icc_size,
   }
   uint64_t hash = fnv1a(key, key_size) ^ ((uint64_t)layout << 56) ^ (uint64_t)info->space;
   pthread_mutex_lock(&cache_lock);
-  for (ic_colour_transform *entry = cache_head; entry; entry = entry->next) {
-    if (entry->hash == hash && entry->layout == layout && entry->space == info->space &&
-        entry->key_size == key_size && memcmp(entry->key, key, key_size) == 0) {
-      entry->references++;
-      entry->last_use = ++cache_clock;
-      cache_hits++;
-      pthread_mutex_unlock(&cache_lock);
-      *outcome = IC_PROFILE_CONVERTED;
-      entry_was_cached = 1;
-      return entry;
-    }
+  ic_colour_transform *cached = find_locked(hash, key, key_size, layout, info->space);
+  pthread_mutex_unlock(&cache_lock);
+  if (cached) {
+    *outcome = IC_PROFILE_CONVERTED;
+    entry_was_cached = 1;
+    return cached;
   }
+  /* Built outside the lock: a first-time build (lcms2 links a long profile for seconds and
+   * cannot be interrupted) must not hold up decodes whose transforms are cached. Two threads
+   * may build the same profile at once; the second to finish uses the first's. */
   ic_colour_transform *entry = calloc(1, sizeof(*entry));
   uint8_t *copy = entry ? malloc(key_size) : NULL;
   ic_profile_outcome built = IC_PROFILE_UNLINKABLE;
@@ -563,17 +591,26 @@ static ic_colour_transform *acquire(const uint8_t *icc, size_t icc_size,
     if (entry) free(entry->tables);
     free(copy);
     free(entry);
-    pthread_mutex_unlock(&cache_lock);
     *outcome = built;
     return NULL;
   }
-  cache_builds++;
-  if (entry->tables) cache_tables++;
   /* nonlinearity reads the row layout from the entry. */
   entry->layout = layout;
   if (layout == LAYOUT_RGB || layout == LAYOUT_RGBA) {
     entry->early = nonlinearity(entry) > IC_COLOUR_MAX_BEND;
   }
+  pthread_mutex_lock(&cache_lock);
+  cached = find_locked(hash, key, key_size, layout, info->space);
+  if (cached) {
+    pthread_mutex_unlock(&cache_lock);
+    entry->key = copy;
+    entry_free(entry);
+    *outcome = IC_PROFILE_CONVERTED;
+    entry_was_cached = 1;
+    return cached;
+  }
+  cache_builds++;
+  if (entry->tables) cache_tables++;
   entry->hash = hash;
   entry->key = copy;
   entry->key_size = key_size;

@@ -214,6 +214,9 @@ ic_status ic_heif_scan(const uint8_t *data, size_t size, const ic_limits *limits
 void ic_heif_scan_free(ic_heif_layout *layout);
 /* The scan's entry for item id, NULL when it has none. */
 const ic_heif_image *ic_heif_layout_image(const ic_heif_layout *layout, uint32_t id);
+/* Whether an ICC profile's element chains and segmented curves are short enough to link
+ * (icc_bounds.c); 0 to leave it unlinked. */
+int ic_icc_bounded(const uint8_t *icc, size_t size);
 /* HEIC and AVIF share libheif's decoder; only their brands differ. */
 int ic_heic_sniff(const uint8_t *bytes, size_t size);
 int ic_avif_sniff(const uint8_t *bytes, size_t size);

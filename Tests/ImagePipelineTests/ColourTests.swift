@@ -1,3 +1,6 @@
+import CImageCodecs
+import Foundation
+import Synchronization
 import Testing
 
 @testable import ImagePipeline
@@ -224,6 +227,53 @@ extension DecodeSuites {
       }
     }
 
+    @Test("a short element chain links; a long one is refused before lcms2 links it")
+    func elementChains() throws {
+      let pixels = [UInt8](repeating: 100, count: 16 * 16 * 3)
+      let png = try ImageEncoder.png(Bitmap(pixels: pixels, width: 16, height: 16, channels: 3))
+      let spec = ThumbnailSpec(width: 8, height: 8, format: .png)
+      let short = try ICCFixtures.png(
+        png, profile: ICCFixtures.rgbProfile(floatTag: ICCFixtures.chainedMatrices(3)))
+      #expect(try thumbnailer.thumbnail(of: short, spec: spec).profile == .converted)
+      let segments = try ICCFixtures.png(
+        png, profile: ICCFixtures.rgbProfile(floatTag: ICCFixtures.segmentedCurves(4)))
+      #expect(try thumbnailer.thumbnail(of: segments, spec: spec).profile == .converted)
+      let long = try ICCFixtures.png(
+        png, profile: ICCFixtures.rgbProfile(floatTag: ICCFixtures.chainedMatrices(50_000)))
+      #expect(try thumbnailer.thumbnail(of: long, spec: spec).profile == .unlinkable)
+    }
+
+    /// A build held at the gate stands for a slow first-time link (lcms2 spent 51 s on one
+    /// profile, uninterruptibly): a decode whose transform is cached must not wait for it.
+    @Test("a first-time transform build does not delay a decode that needs a cached transform")
+    func buildDoesNotBlockCachedDecodes() async throws {
+      let cached = try Corpus.bytes("icc/danbooru/countergirl-p3.jpg")
+      // A profile nothing else uses, so that its decode builds.
+      var building = try Corpus.bytes("icc/danbooru/countergirl-adobergb.jpg")
+      let text = try #require(building.firstRange(of: Array("Copyright".utf8))).lowerBound
+      building[text] = UInt8(ascii: "Q")
+      building[text + 1] = UInt8(ascii: "!")
+      let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
+      _ = try thumbnailer.thumbnail(of: cached, spec: spec)
+      BuildGate.install()
+      defer { BuildGate.remove() }
+      let thumbnailer = thumbnailer
+      let toBuild = building
+      async let held = offPool {
+        BuildGate.mark()
+        return try thumbnailer.thumbnail(of: toBuild, spec: spec)
+      }
+      #expect(await BuildGate.entered(within: .seconds(30)), "the build never reached the gate")
+      // The build is held: a decode needing the cached transform goes on, off the pool so a
+      // lock it waits on cannot stall the test's own threads.
+      let other = try await offPoolWithin(.seconds(20)) {
+        try thumbnailer.thumbnail(of: cached, spec: spec)
+      }
+      #expect(other?.profileTransformCached == true, "the cached decode waited for the build")
+      BuildGate.release()
+      #expect(try await held.profile == .converted)
+    }
+
     @Test("the transform cache stays bounded however many profiles pass through")
     func cacheIsBounded() throws {
       var bytes = try Corpus.bytes("icc/danbooru/countergirl-p3.jpg")
@@ -239,4 +289,50 @@ extension DecodeSuites {
       #expect(stats.bytes <= 48 << 20)
     }
   }
+}
+
+/// Holds a colour transform build at lcms2's door (`ic_colour_set_build_gate`): only builds on
+/// a thread marked with `mark()`, so other suites' builds pass through.
+enum BuildGate {
+  static let enteredSignal = DispatchSemaphore(value: 0)
+  static let releaseSignal = DispatchSemaphore(value: 0)
+  static let key = "thumbd.test.build-gate"
+
+  static func install() {
+    ic_colour_set_build_gate {
+      guard Thread.current.threadDictionary[BuildGate.key] != nil else { return }
+      BuildGate.enteredSignal.signal()
+      BuildGate.releaseSignal.wait()
+    }
+  }
+
+  /// Marks the calling thread: its builds stop at the gate.
+  static func mark() { Thread.current.threadDictionary[key] = true }
+
+  static func entered(within limit: Duration) async -> Bool {
+    let seconds = Double(limit.components.seconds)
+    return (try? await offPool { enteredSignal.wait(timeout: .now() + seconds) == .success })
+      ?? false
+  }
+
+  static func release() { releaseSignal.signal() }
+
+  static func remove() { ic_colour_set_build_gate(nil) }
+}
+
+/// `work` on a thread of its own; nil when it has not finished within `limit` (it goes on).
+func offPoolWithin<T: Sendable>(_ limit: Duration, _ work: @escaping @Sendable () throws -> T)
+  async throws -> T?
+{
+  let seconds = Double(limit.components.seconds)
+  let outcome = Mutex<Result<T, any Error>?>(nil)
+  let done = DispatchSemaphore(value: 0)
+  Thread.detachNewThread {
+    let result = Result { try work() }
+    outcome.withLock { $0 = result }
+    done.signal()
+  }
+  let finished = try await offPool { done.wait(timeout: .now() + seconds) == .success }
+  guard finished, let result = outcome.withLock({ $0 }) else { return nil }
+  return try result.get()
 }

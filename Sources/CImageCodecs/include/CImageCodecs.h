@@ -337,6 +337,11 @@ void ic_colour_stats_get(ic_colour_stats *stats);
  * calling thread only: off only to compare the two in tests. */
 void ic_colour_set_tables(int enabled);
 
+/** For tests: a function called at the start of every transform build (not for one served
+ * from the cache), on the building thread; NULL for none. A test holds a build there to show
+ * that decodes needing cached transforms do not wait for it. */
+void ic_colour_set_build_gate(void (*gate)(void));
+
 /** Releases a bitmap's pixels. Safe to call twice. */
 void ic_bitmap_free(ic_bitmap *bitmap);
 
