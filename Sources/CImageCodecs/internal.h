@@ -217,6 +217,10 @@ const ic_heif_image *ic_heif_layout_image(const ic_heif_layout *layout, uint32_t
 /* Whether an ICC profile's element chains and segmented curves are short enough to link
  * (icc_bounds.c); 0 to leave it unlinked. */
 int ic_icc_bounded(const uint8_t *icc, size_t size);
+/* The prefix-code groups libwebp builds tables for from a VP8L bitstream (webp_lossless.c),
+ * and its main image's colour cache bits: the bitstream is read up to its entropy image. */
+ic_status ic_vp8l_groups(const uint8_t *data, size_t size, const ic_control *control,
+                         ic_result *result, uint32_t *groups, int *cache_bits);
 /* HEIC and AVIF share libheif's decoder; only their brands differ. */
 int ic_heic_sniff(const uint8_t *bytes, size_t size);
 int ic_avif_sniff(const uint8_t *bytes, size_t size);

@@ -7,8 +7,9 @@
  * 34.4 dB against an exact area average of the full image on the corpus's 24 MP photo, going
  * to the output size directly scores more; docs/BENCHMARKS.md). A thumbnail never holds the
  * full-size picture: the output buffer is the scaled size. The bitstream is
- * appended in slices to the incremental decoder, rows go to the sink as they are finished,
- * and the control is checked between slices.
+ * appended in doubling slices to the incremental decoder, rows go to the sink as they are
+ * finished, and the control is checked between slices. A lossless bitstream's prefix-code
+ * groups are counted first (webp_lossless.c): libwebp allocates tables for each.
  */
 #include "internal.h"
 
@@ -18,8 +19,15 @@
 #include <webp/decode.h>
 #include <webp/demux.h>
 
-/* Bitstream bytes handed to the incremental decoder between two checks of the control. */
-#define WEBP_SLICE (64 * 1024)
+/* Bitstream bytes first handed to the incremental decoder; each later slice doubles what it
+ * has. libwebp 1.2 parses a lossless header from its first byte again on each update while
+ * the header is incomplete: with fixed 64 KiB slices a 15 MB header cost 6 s and 610 MB
+ * (quadratic); doubling keeps the re-reading under twice the file, and the control is still
+ * checked between slices. */
+#define WEBP_FIRST_SLICE (64 * 1024)
+/* Prefix-code groups a lossless WebP may have: libwebp's encoder writes at most 2,600, and
+ * libwebp 1.2 allocates about 12 KB of tables for each (webp_lossless.c). */
+#define IC_WEBP_MAX_GROUPS 4096
 
 typedef struct webp_decoder {
   ic_decoder base;
@@ -35,6 +43,9 @@ typedef struct webp_decoder {
   uint32_t out_width, out_height;
   /* Bytes of the file read into memory (a path source), 0 for a source given in memory. */
   uint64_t buffered;
+  /* Lossless: the prefix-code groups libwebp builds tables for, and the colour cache bits. */
+  uint32_t groups;
+  int cache_bits;
 } webp_decoder;
 
 int ic_webp_sniff(const uint8_t *bytes, size_t size) {
@@ -127,7 +138,8 @@ static ic_status webp_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     }
     int frame_rows = 0;
     if (code == VP8_STATUS_SUSPENDED && fed < d->frame_size) {
-      size_t n = d->frame_size - fed < WEBP_SLICE ? d->frame_size - fed : WEBP_SLICE;
+      size_t slice = fed < WEBP_FIRST_SLICE ? WEBP_FIRST_SLICE : fed;
+      size_t n = d->frame_size - fed < slice ? d->frame_size - fed : slice;
       /* WebPIUpdate reads our buffer in place; WebPIAppend would copy the file. */
       fed += n;
       code = WebPIUpdate(idec, d->frame, fed);
@@ -179,8 +191,13 @@ static uint64_t webp_working_memory(ic_decoder *base) {
    * references reach anywhere), lossy a band of YUV rows and per-macroblock state, plus
    * the whole alpha plane when there is one. */
   uint64_t bytes = out + (uint64_t)d->out_width * 4 * 9;
+  /* libwebp 1.2's Huffman tables of one group, by colour cache bits (its kTableSize), as
+   * 4-byte entries, and the group's own record. */
+  static const uint16_t table_entries[12] = {2954, 2956, 2958, 2962, 2970, 2986,
+                                             3018, 3082, 3210, 3466, 3978, 5002};
   if (d->lossless)
-    bytes += w * h * 4 + w * 16 * 4;
+    bytes += w * h * 4 + w * 16 * 4 +
+             (uint64_t)d->groups * (table_entries[d->cache_bits] * 4u + 128);
   else
     bytes += w * 64 + (d->frame_alpha ? w * h : 0);
   return bytes + d->buffered + IC_DECODE_BASE_BYTES;
@@ -189,6 +206,25 @@ static uint64_t webp_working_memory(ic_decoder *base) {
 static void webp_destroy(ic_decoder *base) {
   ic_colour_info_clear(&base->header.colour);
   free(base);
+}
+
+/* The payload of the first `tag` chunk in a RIFF file or in a frame's chunks. */
+static int find_chunk(const uint8_t *bytes, size_t size, const char *tag, const uint8_t **out,
+                      size_t *out_size) {
+  size_t at = size >= 12 && memcmp(bytes, "RIFF", 4) == 0 ? 12 : 0;
+  while (at + 8 <= size) {
+    size_t length = (size_t)bytes[at + 4] | (size_t)bytes[at + 5] << 8 |
+                    (size_t)bytes[at + 6] << 16 | (size_t)bytes[at + 7] << 24;
+    size_t body = at + 8;
+    if (length > size - body) length = size - body; /* truncated: what is there */
+    if (memcmp(bytes + at, tag, 4) == 0) {
+      *out = bytes + body;
+      *out_size = length;
+      return 1;
+    }
+    at = body + length + (length & 1);
+  }
+  return 0;
 }
 
 /* Orientation from an EXIF chunk (a TIFF block, sometimes behind an "Exif\0\0" prefix). */
@@ -280,6 +316,23 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   }
   d->frame_alpha = features.has_alpha;
   d->lossless = features.format == 2;
+  if (d->lossless) {
+    /* The groups libwebp will build tables for, read before it runs. */
+    const uint8_t *vp8l = NULL;
+    size_t vp8l_size = 0;
+    if (!find_chunk(d->frame, d->frame_size, "VP8L", &vp8l, &vp8l_size) ||
+        ic_vp8l_groups(vp8l, vp8l_size, control, result, &d->groups, &d->cache_bits) != IC_OK) {
+      webp_destroy(&d->base);
+      return ic_fail(result, IC_ERR_CORRUPT, "WebP lossless bitstream is missing");
+    }
+    if (d->groups > IC_WEBP_MAX_GROUPS) {
+      uint32_t groups = d->groups;
+      webp_destroy(&d->base);
+      return ic_fail(result, IC_ERR_TOO_COMPLEX,
+                     "WebP lossless image has %u prefix-code groups (at most %d)", groups,
+                     IC_WEBP_MAX_GROUPS);
+    }
+  }
   d->base.header.channels = d->frame_alpha || canvas_alpha ? 4 : 3;
   /* A first frame smaller than its canvas lands on the scaled canvas at rounded edges: with
    * headroom the kernel makes those edges exact. */
