@@ -27,8 +27,8 @@ struct HostileWebPTests {
     Case(name: "1024x1024 naming 65,536 groups", kind: "too_complex") {
       W.file(width: 1024, height: 1024, groups: 65536) { UInt32($0) }
     },
-    Case(name: "512x512 naming 5,000 groups", kind: "too_complex") {
-      W.file(width: 512, height: 512, groups: 5000) { UInt32($0 % 5000) }
+    Case(name: "272x272 naming 4,624 groups", kind: "too_complex") {
+      W.file(width: 272, height: 272, groups: 4624) { UInt32($0) }
     },
     // Finding 7: a header of megabytes was re-read from its first byte on every 64 KiB slice.
     Case(name: "3000x2500 behind a 3.5 MB header of 15-bit codes", kind: nil) {
