@@ -240,9 +240,17 @@ ic_status ic_gif_open(ic_stream *stream, const ic_limits *limits, const ic_contr
   d->width = image->Width;
   d->height = image->Height;
   d->interlaced = image->Interlace;
-  if (d->width <= 0 || d->height <= 0 ||
-      (limits->max_pixels && (uint64_t)d->width * d->height > limits->max_pixels)) {
+  if (d->width <= 0 || d->height <= 0) {
     ic_fail(result, IC_ERR_CORRUPT, "GIF frame of %dx%d", d->width, d->height);
+    gif_destroy(&d->base);
+    return result->status;
+  }
+  if (limits->max_pixels && (uint64_t)d->width * d->height > limits->max_pixels) {
+    /* Its size, not the screen's, is what the typed error reports. */
+    result->source_width = (uint32_t)d->width;
+    result->source_height = (uint32_t)d->height;
+    ic_fail(result, IC_ERR_TOO_LARGE, "GIF frame of %dx%d is over the pixel limit", d->width,
+            d->height);
     gif_destroy(&d->base);
     return result->status;
   }

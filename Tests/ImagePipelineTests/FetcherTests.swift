@@ -34,6 +34,8 @@ struct FetcherTests {
       case "/to-private":
         return .init(status: 302, headers: ["Location": "http://10.255.0.1/x.jpg"])
       case "/to-photo": return .init(status: 302, headers: ["Location": "/photo.jpg"])
+      case "/to-file": return .init(status: 302, headers: ["Location": "file:///etc/passwd"])
+      case "/to-ftp": return .init(status: 301, headers: ["Location": "ftp://127.0.0.1/x.jpg"])
       case "/loop": return .init(status: 302, headers: ["Location": "/loop"])
       default:
         if path.hasPrefix("/hop/") {
@@ -90,6 +92,23 @@ struct FetcherTests {
     defer { origin.stop() }
     #expect(try await fetch(origin.url("/photo.jpg")).get() == Self.photo)
     #expect(try await fetch(origin.url("/to-photo")).get() == Self.photo)
+  }
+
+  @Test(
+    "a redirect to file: or another scheme is refused as not allowed, even where file roots are",
+    arguments: ["/to-file", "/to-ftp"])
+  func redirectToOtherScheme(path: String) async throws {
+    let origin = try Self.origin()
+    defer { origin.stop() }
+    let policy = SourcePolicy(
+      allowedSchemes: ["http", "https", "file", "ftp"], allowedNetworks: IPNetwork.loopback,
+      fileRoots: ["/etc"])
+    let result = await fetch(origin.url(path), policy)
+    guard case .failure(.notAllowed(let reason)) = result else {
+      Issue.record("\(path): \(result)")
+      return
+    }
+    #expect(reason.contains("redirect"))
   }
 
   @Test("404 gives httpStatus(404) and is fetched once: 4xx are never retried")

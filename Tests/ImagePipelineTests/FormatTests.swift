@@ -103,6 +103,18 @@ extension DecodeSuites {
       #expect(interlaced.bytes - progressive.bytes <= 64)
     }
 
+    @Test("a GIF frame over the pixel limit is too large, with the frame's size, not corrupt")
+    func gifFrameOverPixelLimit() throws {
+      let frame = FormatFixtures.GIFFrame(
+        width: 300, height: 300, indices: [UInt8](repeating: 1, count: 300 * 300))
+      let gif = FormatFixtures.gif(width: 8, height: 8, palette: Self.palette, frames: [frame])
+      var limits = DecodingLimits()
+      limits.maxPixels = 10_000
+      #expect(throws: ThumbnailError.tooLarge(width: 300, height: 300)) {
+        try Thumbnailer(limits: limits).thumbnail(of: gif, spec: ThumbnailSpec(width: 8, height: 8))
+      }
+    }
+
     @Test("an animated WebP gives its first frame, placed on its canvas")
     func webpFirstFrame() throws {
       let red = try ImageEncoder.webp(solid([255, 0, 0], width: 16, height: 16), lossless: true)

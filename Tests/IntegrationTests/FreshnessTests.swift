@@ -400,6 +400,42 @@ struct FreshnessTests {
     #expect(Self.get(daemon, Self.target(origin.url, extra: "&rev=r" + longest)).status == 400)
   }
 
+  @Test("purge finds a source by any spelling: a fragment, an upper-case scheme, file://localhost")
+  func purgeBySpelling() async throws {
+    let origin = try ChangingOrigin()
+    defer { origin.origin.stop() }
+    origin.update { $0.cacheControl = "max-age=3600" }
+    let root = TestDaemon.makeDirectory()
+    let file = root + "/pictures/a.png"
+    try FileManager.default.createDirectory(
+      atPath: root + "/pictures", withIntermediateDirectories: true)
+    try Data(Pictures.solid((10, 200, 30))).write(to: URL(fileURLWithPath: file))
+    let daemon = try await TestDaemon.start([
+      "--allow-private", "--file-root", root + "/pictures",
+    ])
+    defer { daemon.stop() }
+    func encode(_ text: String) -> String {
+      text.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+    }
+    let http = origin.url
+    let spellings = [
+      (asked: http, purged: http.replacingOccurrences(of: "http://", with: "HTTP://") + "#frag"),
+      (asked: "file://" + file, purged: "FILE://localhost" + file + "#frag"),
+      (asked: "file://localhost" + file + "#x", purged: "file://" + file),
+    ]
+    for (asked, purged) in spellings {
+      let target = "/v1/thumbnail?url=\(encode(asked))&w=16&h=16&format=png"
+      #expect(Self.get(daemon, target).status == 200)
+      #expect(Self.get(daemon, target).cache == "memory")
+      let response = SocketClient.request(
+        daemon.socket, "DELETE", "/v1/source?url=\(encode(purged))")
+      let text = String(decoding: SocketClient.body(of: response), as: UTF8.self)
+      #expect((Int(text.filter(\.isNumber)) ?? 0) >= 1, "\(purged): \(text)")
+      #expect(
+        Self.get(daemon, target).cache == "miss", "\(asked) kept its thumbnail after \(purged)")
+    }
+  }
+
   @Test(
     "purge drops every size and format; the next request is a miss; over TCP it is refused unless enabled"
   )

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import Testing
 import ThumbClient
@@ -254,6 +255,32 @@ struct ServerBoundsTests {
     for fd in clients { close(fd) }
     await eventually("serving again") { SocketClient.get(daemon.socket, "/healthz").status == 200 }
     #expect(daemon.stop() == 0)
+  }
+
+  @Test(
+    "out of descriptors with 400 idle TCP connections, the idle ones give way: a new client is served, over the Unix socket too"
+  )
+  func idleConnectionsGiveWayWithoutDescriptors() async throws {
+    let daemon = try await TestDaemon.start(
+      ["--cache-dir", "", "--listen", "127.0.0.1:0"], descriptorLimit: 256)
+    defer { daemon.stop() }
+    let port = try #require(SessionTests.tcpPort(in: daemon.log))
+    var idle: [Int32] = []
+    defer { for fd in idle { close(fd) } }
+    for _ in 0..<400 {
+      let fd = ts_connect_tcp("127.0.0.1", port)
+      if fd >= 0 { idle.append(fd) }
+    }
+    // The daemon has taken them all (or their backlog): every descriptor it has is in use.
+    await eventually("the daemon ran out of descriptors") {
+      daemon.log.contains("event=descriptors_exhausted")
+    }
+    for attempt in 0..<5 {
+      #expect(
+        SocketClient.get(daemon.socket, "/healthz").status == 200, "Unix socket, try \(attempt)")
+      let tcp = SocketClient.getTCP(port: port, "/healthz")
+      #expect(SocketClient.status(of: tcp) == 200, "TCP, try \(attempt)")
+    }
   }
 
   /// Sends prefetch rounds of `perRound` items named `prefix` + number, then a load with an

@@ -26,6 +26,16 @@ struct FormatNegotiationTests {
     #expect(accepted == AcceptedFormats(webp: webp, avif: avif), "\(header ?? "nil")")
   }
 
+  @Test("several Accept lines are one list: a format named on the second counts")
+  func severalAcceptFields() throws {
+    var parser = HTTPRequestParser()
+    let text =
+      "GET /x HTTP/1.1\r\nHost: t\r\nAccept: text/html\r\nAccept: image/webp\r\n"
+      + "accept: image/avif;q=0.5\r\n\r\n"
+    let request = try #require(try parser.feed(Array(text.utf8)).first)
+    #expect(AcceptedFormats(acceptOf: request) == AcceptedFormats(webp: true, avif: true))
+  }
+
   @Test("auto resolves to AVIF only when enabled, then WebP, else stays auto; named formats stay")
   func resolves() {
     let both = AcceptedFormats(webp: true, avif: true)

@@ -68,6 +68,11 @@ final class HTTPFetcher: Sendable {
         }
         counters.redirects.add(1, ordering: .relaxed)
         current = try current.resolving(location)
+        // An origin may send its client elsewhere on the web, never into the machine's files.
+        guard current.scheme == "http" || current.scheme == "https" else {
+          throw FetchError.notAllowed(
+            "a redirect may lead only to http or https, not \(current.scheme)")
+        }
       }
     }
   }

@@ -77,6 +77,13 @@ public struct SourceURL: Sendable, Hashable, CustomStringConvertible {
     return "\(scheme)://\(hostForURL)\(explicitPort)\(target)"
   }
 
+  /// `text` in normal form when it parses (the spelling every cache key and purge uses, so
+  /// `FILE://localhost/a.png#x` and `file:///a.png` name one source); as it is otherwise, to
+  /// be refused with the parser's reason where it is fetched.
+  public static func normalized(_ text: String) -> String {
+    (try? SourceURL(text))?.description ?? text
+  }
+
   /// A `Location` header resolved against this URL (RFC 3986, section 5.2), then parsed with
   /// the same rules.
   public func resolving(_ reference: String) throws(FetchError) -> SourceURL {

@@ -1,8 +1,11 @@
 /// What a consumer asks for: a source and the thumbnail to make of it. Two equal requests share
 /// one decode; requests with the same URL share one download.
 public struct ImageRequest: Hashable, Sendable {
-  /// The source URL (`http`, `https` or `file`), as the data loader understands it.
-  public var url: String
+  /// The source URL (`http`, `https` or `file`), as the data loader understands it, in normal
+  /// form (`SourceURL.normalized`): spellings of one source share its cache entries.
+  public var url: String {
+    didSet { url = SourceURL.normalized(url) }
+  }
   /// Size, scale, fit and format of the thumbnail.
   public var spec: ThumbnailSpec
   /// The content revision the consumer's model holds, if it knows one. Part of the cache key:
@@ -12,7 +15,7 @@ public struct ImageRequest: Hashable, Sendable {
 
   /// Creates a request.
   public init(url: String, spec: ThumbnailSpec, rev: String? = nil) {
-    self.url = url
+    self.url = SourceURL.normalized(url)
     self.spec = spec
     self.rev = rev
   }

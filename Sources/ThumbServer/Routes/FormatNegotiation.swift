@@ -27,7 +27,18 @@ public struct AcceptedFormats: Sendable, Hashable {
   /// header, which the HTTP parser has already bounded.
   public init(acceptHeader: String?) {
     self = .basic
-    guard var header = acceptHeader else { return }
+    if let header = acceptHeader { read(header) }
+  }
+
+  /// The formats every `Accept` field of `request` names together: a field may be sent on
+  /// several lines, which mean one comma-separated list (RFC 9110, section 5.3).
+  public init(acceptOf request: HTTPRequest) {
+    self = .basic
+    for field in request.headers where field.name == "accept" { read(field.value) }
+  }
+
+  private mutating func read(_ value: String) {
+    var header = value
     header.withUTF8 { bytes in
       var start = 0
       while start < bytes.count {

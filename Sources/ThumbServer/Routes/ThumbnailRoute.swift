@@ -190,7 +190,7 @@ public struct ThumbnailRoute: Sendable {
     let format = request.queryValue("format")
     let negotiated = parameters.negotiates(format: format)
     var parameters = parameters
-    if negotiated { parameters.accepted = AcceptedFormats(acceptHeader: request.header("accept")) }
+    if negotiated { parameters.accepted = AcceptedFormats(acceptOf: request) }
     let spec: ThumbnailSpec
     switch parameters.spec(
       width: width, height: height, scale: scale, fit: request.queryValue("fit"),

@@ -289,6 +289,12 @@ final class EventLoop: @unchecked Sendable {
     while true {
       let fd = ts_accept(listener)
       if fd == -EMFILE || fd == -ENFILE {
+        // Out of descriptors, as with a full table: the connection idle longest gives up its
+        // own, so idle connections cannot lock every client out (the Unix socket included).
+        if closeLongestIdle() {
+          noteExhaustion("the longest idle connection closed")
+          continue
+        }
         shedWithoutDescriptors(token, listener)
         return
       }
@@ -326,14 +332,18 @@ final class EventLoop: @unchecked Sendable {
       reserveDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
     _ = ts_poll_forget(poller, listener)
+    resting[token] = Self.now() + 100_000_000
+    noteExhaustion("new connections shed for 100 ms")
+  }
+
+  /// Logs running out of descriptors, at most once every ten seconds.
+  private func noteExhaustion(_ action: String) {
     let now = Self.now()
-    resting[token] = now + 100_000_000
-    if now &- lastExhaustionLog > 10_000_000_000 {
-      lastExhaustionLog = now
-      logger?.log(
-        .warn, "descriptors_exhausted",
-        ["connections": String(connections.count), "action": "new connections shed for 100 ms"])
-    }
+    guard now &- lastExhaustionLog > 10_000_000_000 else { return }
+    lastExhaustionLog = now
+    logger?.log(
+      .warn, "descriptors_exhausted",
+      ["connections": String(connections.count), "action": action])
   }
 
   private func wakeRestingListeners(_ now: UInt64) {

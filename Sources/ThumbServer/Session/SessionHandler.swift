@@ -95,7 +95,7 @@ struct SessionUpgrader: ProtocolUpgrader {
     // The formats a session's `auto` loads may become are stated once, by the upgrade
     // request's Accept.
     var parameters = parameters
-    parameters.accepted = AcceptedFormats(acceptHeader: request.header("accept"))
+    parameters.accepted = AcceptedFormats(acceptOf: request)
     let handler = SessionHandler(
       id: connection.id, loop: connection.loop, pipeline: pipeline, parameters: parameters,
       memory: memory, logger: logger)
