@@ -1,4 +1,5 @@
 import Foundation
+import ImagePipeline
 import Testing
 
 /// The outside robustness test's findings as inputs: small ones from
@@ -225,6 +226,72 @@ enum HostileInputs {
       Input(
         name: "max_size.jpg", bytes: try! Corpus.bytes("adversarial/jpeg-decoder/max_size.jpg"),
         kind: "too_large"))
+    list += newSurface
+    return list
+  }()
+
+  /// The formats and colour management the second round added (HostileHEIFTests,
+  /// HostileWebPTests and HostileProfileTests have every shape; these are one of each kind).
+  static let newSurface: [Input] = {
+    typealias F = HEIFFixtures
+    let tile = try! F.av1Still(width: 64, height: 64)
+    func tileItem(_ id: UInt32) -> F.Item {
+      F.Item(
+        id: id, type: "av01", properties: [F.ispe(64, 64), tile.av1C, F.pixi(bits: 8)],
+        data: tile.data)
+    }
+    var list: [Input] = []
+    // An iden of itself: libheif recursed without end.
+    list.append(
+      Input(
+        name: "heif-iden-of-itself",
+        bytes: F.file(
+          brand: "avif", primary: 1,
+          items: [F.Item(id: 1, type: "iden", properties: [F.ispe(64, 64)])],
+          references: [F.Reference("dimg", from: 1, to: [1])]),
+        kind: "corrupt"))
+    // Declared 64x64, coded 20000x20000: 2.1 GB a decode.
+    let header = F.av1SequenceHeader(width: 20000, height: 20000)
+    list.append(
+      Input(
+        name: "avif-lying-ispe",
+        bytes: F.file(
+          brand: "avif", primary: 1,
+          items: [
+            F.Item(
+              id: 1, type: "av01", properties: [F.ispe(64, 64), F.av1C(header), F.pixi(bits: 8)],
+              data: header)
+          ]),
+        kind: "too_large"))
+    // 24,336 real tiles: 8 to 12 s of CPU in libheif.
+    let tiles = (0..<(156 * 156)).map { tileItem(UInt32($0 + 2)) }
+    list.append(
+      Input(
+        name: "heif-24336-tiles",
+        bytes: F.file(
+          brand: "avif", primary: 1,
+          items: [
+            F.Item(
+              id: 1, type: "grid", properties: [F.ispe(9984, 9984)],
+              data: F.grid(rows: 156, columns: 156, width: 9984, height: 9984))
+          ] + tiles,
+          references: [F.Reference("dimg", from: 1, to: tiles.map(\.id))]),
+        kind: "too_complex"))
+    // 50,000 chained matrices in a PNG's profile: 51 s in lcms2; now ignored.
+    let pixels = [UInt8](repeating: 120, count: 32 * 32 * 3)
+    let png = try! ImageEncoder.png(Bitmap(pixels: pixels, width: 32, height: 32, channels: 3))
+    list.append(
+      Input(
+        name: "png-icc-50000-matrices",
+        bytes: try! ICCFixtures.png(
+          png, profile: ICCFixtures.rgbProfile(floatTag: ICCFixtures.chainedMatrices(50_000))),
+        kind: nil))
+    // 65,536 prefix-code groups: 371 MB of tables in libwebp.
+    list.append(
+      Input(
+        name: "webp-65536-groups",
+        bytes: WebPLosslessFixtures.file(width: 1024, height: 1024, groups: 65536) { UInt32($0) },
+        kind: "too_complex"))
     return list
   }()
 }
