@@ -7,6 +7,10 @@ struct FetchKey: Hashable, Sendable {
   let cached: SourceValidator?
   /// Ask the source even when its cached bytes are fresh (a request with a new revision).
   let revalidate: Bool
+  /// The revision the request names. A download is shared only by requests for the same
+  /// revision: one for R+1 must not join a download begun for R, which may have started
+  /// before the source changed (a session was shown older revisions that way).
+  let rev: String?
 }
 
 /// A source's answer, with the memory its bytes hold in the budget: released when the last

@@ -65,7 +65,9 @@ extension ThumbnailPipeline {
     let fetched: FetchedSource
     do {
       fetched = try await fetchSource(
-        FetchKey(url: request.url, cached: known?.validator, revalidate: request.rev != nil),
+        FetchKey(
+          url: request.url, cached: known?.validator, revalidate: request.rev != nil,
+          rev: request.rev),
         context)
     } catch let error as PipelineError {
       guard let stale = candidate, let known, case .fetch = error else { throw error }
