@@ -36,6 +36,11 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
     var threads = 0
     var idleThreads = 0
     var nextWaiter: UInt64 = 0
+    /// Waiters numbered but not yet queued. A deadline or a cancellation can come in that
+    /// window (a task cancelled before it ran is told at once); it is kept in `left` and
+    /// answers the waiter as soon as it would queue, so nobody waits for a lookup they left.
+    var arriving: Set<UInt64> = []
+    var left: [UInt64: any Error] = [:]
   }
 
   /// Lookups running at once (threads).
@@ -47,11 +52,25 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
   private let lock = ConditionLock()
   private var state = State()
 
+  /// The lookup itself: getaddrinfo, or a stand-in in tests.
+  private let resolve: @Sendable (String) -> Result<[IPAddress], FetchError>
+
   /// Creates a resolver; threads start on demand and end after 30 idle seconds.
-  public init(maxThreads: Int = 16, maxQueued: Int = 1024, cacheSeconds: Double = 30) {
+  public convenience init(maxThreads: Int = 16, maxQueued: Int = 1024, cacheSeconds: Double = 30) {
+    self.init(
+      maxThreads: maxThreads, maxQueued: maxQueued, cacheSeconds: cacheSeconds,
+      resolve: SystemResolver.getaddrinfo)
+  }
+
+  /// A resolver whose lookups are `resolve` (tests hold them at a gate).
+  init(
+    maxThreads: Int, maxQueued: Int, cacheSeconds: Double,
+    resolve: @escaping @Sendable (String) -> Result<[IPAddress], FetchError>
+  ) {
     self.maxThreads = max(1, maxThreads)
     self.maxQueued = max(1, maxQueued)
     self.cacheSeconds = cacheSeconds
+    self.resolve = resolve
   }
 
   /// See `NameResolving`.
@@ -60,6 +79,7 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
     let (cached, id) = lock.withLock { () -> ([IPAddress]?, UInt64) in
       state.nextWaiter += 1
       guard let entry = state.cache[host], entry.expires > now else {
+        state.arriving.insert(state.nextWaiter)
         return (nil, state.nextWaiter)
       }
       return (entry.addresses, state.nextWaiter)
@@ -82,8 +102,13 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
   private func enqueue(
     _ host: String, _ id: UInt64, _ continuation: CheckedContinuation<[IPAddress], any Error>
   ) {
-    enum Next { case queued, startThread, refuse }
+    enum Next {
+      case queued, startThread, refuse
+      case gone(any Error)
+    }
     let next = lock.withLock { () -> Next in
+      state.arriving.remove(id)
+      if let error = state.left.removeValue(forKey: id) { return .gone(error) }
       if state.lookups[host] == nil {
         guard state.queue.count < maxQueued else { return .refuse }
         state.lookups[host] = Lookup()
@@ -99,6 +124,8 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
       return .startThread
     }
     switch next {
+    case .gone(let error):
+      continuation.resume(throwing: error)
     case .refuse:
       continuation.resume(throwing: FetchError.transport("too many name lookups are waiting"))
     case .startThread:
@@ -110,13 +137,20 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
 
   /// Answers one waiter early (deadline, cancellation); its lookup goes on for the others.
   private func leave(_ host: String, _ id: UInt64, with error: any Error) {
-    let continuation = lock.withLock { state.lookups[host]?.waiters.removeValue(forKey: id) }
+    let continuation = lock.withLock { () -> CheckedContinuation<[IPAddress], any Error>? in
+      if state.arriving.contains(id) {
+        // Not queued yet: it is answered the moment it would be.
+        if state.left[id] == nil { state.left[id] = error }
+        return nil
+      }
+      return state.lookups[host]?.waiters.removeValue(forKey: id)
+    }
     continuation?.resume(throwing: error)
   }
 
   private func workLoop() {
     while let host = nextHost() {
-      let result = Self.resolve(host)
+      let result = resolve(host)
       let waiters = lock.withLock { () -> [CheckedContinuation<[IPAddress], any Error>] in
         if case .success(let addresses) = result, cacheSeconds > 0 {
           let now = Self.now()
@@ -157,12 +191,12 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
     }
   }
 
-  private static func resolve(_ host: String) -> Result<[IPAddress], FetchError> {
+  @Sendable private static func getaddrinfo(_ host: String) -> Result<[IPAddress], FetchError> {
     var hints = addrinfo()
     hints.ai_family = AF_UNSPEC
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
     var list: UnsafeMutablePointer<addrinfo>?
-    let status = getaddrinfo(host, nil, &hints, &list)
+    let status = Glibc.getaddrinfo(host, nil, &hints, &list)
     guard status == 0, let first = list else {
       return .failure(
         .transport("cannot resolve \(host): \(String(cString: gai_strerror(status)))"))
