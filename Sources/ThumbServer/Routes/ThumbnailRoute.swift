@@ -148,6 +148,16 @@ public struct ThumbnailRoute: Sendable {
     return false
   }
 
+  /// Every query parameter `/v1/thumbnail` reads. `parse` reads them only through this type,
+  /// so the list is complete by construction; a shared cache in front (nginx's
+  /// `proxy_cache_key`) must key on each that shapes the image, which a test holds it to.
+  enum ThumbnailQuery: String, CaseIterable {
+    case url, w, h, scale, fit, format, quality, colour, rev, priority
+
+    /// Whether the parameter changes the image (priority only orders the work).
+    var shapesImage: Bool { self != .priority }
+  }
+
   /// A request's query read: the image asked for, its priority and whether its format was
   /// negotiated from `Accept`, or the 400 to answer.
   enum Parsed {
@@ -160,46 +170,48 @@ public struct ThumbnailRoute: Sendable {
     func bad(_ message: String) -> Parsed {
       .rejected(.error(400, kind: "bad_request", message: message))
     }
-    guard let url = request.queryValue("url"), !url.isEmpty else {
+    // Parameters are read only by their case in `ThumbnailQuery`: its list is complete.
+    func value(_ parameter: ThumbnailQuery) -> String? { request.queryValue(parameter.rawValue) }
+    guard let url = value(.url), !url.isEmpty else {
       return bad("the url parameter is required")
     }
-    func integer(_ name: String, default value: Int) -> Int? {
-      guard let text = request.queryValue(name) else { return value }
+    func integer(_ name: ThumbnailQuery, default fallback: Int) -> Int? {
+      guard let text = value(name) else { return fallback }
       return Int(text)
     }
-    guard let width = integer("w", default: 0), let height = integer("h", default: 0) else {
+    guard let width = integer(.w, default: 0), let height = integer(.h, default: 0) else {
       return bad("w and h must be integers")
     }
     var scale: Double?
-    if let text = request.queryValue("scale") {
+    if let text = value(.scale) {
       guard let value = Double(text) else { return bad("scale must be a number") }
       scale = value
     }
     let priority: ImagePriority
-    switch request.queryValue("priority") {
+    switch value(.priority) {
     case nil, "visible": priority = .visible
     case "normal": priority = .normal
     case "prefetch": priority = .prefetch
     default: return bad("priority must be visible, normal or prefetch")
     }
     var quality: Int?
-    if let text = request.queryValue("quality") {
+    if let text = value(.quality) {
       guard let value = Int(text) else { return bad("quality must be an integer") }
       quality = value
     }
-    let format = request.queryValue("format")
+    let format = value(.format)
     let negotiated = parameters.negotiates(format: format)
     var parameters = parameters
     if negotiated { parameters.accepted = AcceptedFormats(acceptOf: request) }
     let spec: ThumbnailSpec
     switch parameters.spec(
-      width: width, height: height, scale: scale, fit: request.queryValue("fit"),
-      format: format, quality: quality, colour: request.queryValue("colour"))
+      width: width, height: height, scale: scale, fit: value(.fit),
+      format: format, quality: quality, colour: value(.colour))
     {
     case .success(let checked): spec = checked
     case .failure(let error): return bad(error.message)
     }
-    let rev = request.queryValue("rev")
+    let rev = value(.rev)
     if let rev, rev.isEmpty || rev.utf8.count > Wire.maxRevisionLength {
       return bad("rev must be 1 to \(Wire.maxRevisionLength) bytes")
     }
