@@ -23,11 +23,11 @@ struct TestDaemon {
 
   /// Starts the daemon with `arguments` after its socket and (unless given) cache directory;
   /// waits until /healthz answers. With `descriptorLimit`, it runs under that RLIMIT_NOFILE
-  /// (soft and hard, so it cannot raise it).
+  /// (soft and hard, so it cannot raise it); `wrapper` runs before it and execs it.
   static func start(
     _ arguments: [String] = [], directory: String = makeDirectory(),
     environment: [String: String] = [:], inside namespace: NetworkNamespace? = nil,
-    descriptorLimit: Int? = nil
+    descriptorLimit: Int? = nil, wrapper: [String] = []
   ) async throws -> TestDaemon {
     let socket = directory + "/thumbd.sock"
     var all = ["serve", "--socket", socket]
@@ -38,7 +38,8 @@ struct TestDaemon {
     if !arguments.contains("--connect-timeout") { all += ["--connect-timeout", "120"] }
     if !arguments.contains("--request-timeout") { all += ["--request-timeout", "120"] }
     let logPath = directory + "/thumbd.log"
-    var argv = [ChildProcess.thumbd] + all + arguments
+    // A wrapper (a filter, say) execs the daemon in its own place: the pid stays the daemon's.
+    var argv = wrapper + [ChildProcess.thumbd] + all + arguments
     if let limit = descriptorLimit {
       // exec keeps the pid: the test still signals and measures the daemon itself.
       argv = ["/bin/sh", "-c", "ulimit -n \(limit) && exec \"$0\" \"$@\""] + argv
