@@ -3,8 +3,11 @@
  *
  * Every colour type and depth is expanded to 8-bit RGB or RGBA by libpng's
  * own transforms. Non-interlaced images stream one row at a time into the
- * sink; Adam7 needs all seven passes before any row is complete, so it is
- * the one case that holds the image (bounded by the pixel limit).
+ * sink. Adam7 needs all seven passes before any row is complete: its passes'
+ * pixels are added into sums of f x f blocks as they arrive (f chosen like a
+ * DCT scale, from the output size), so a 10000x10000 interlaced PNG becomes a
+ * thumbnail without its full-size image; only a decode that cannot shrink
+ * (f = 1) holds the image, at one byte a sample.
  * png_read_end runs too, so a bad CRC or Adler-32 after the last row is
  * still an error, unless the image data goes on for more than
  * IC_PNG_TAIL_ALLOWANCE bytes after the last row: then the complete rows are
@@ -54,6 +57,8 @@ typedef struct png_decoder {
   int fast;
   uint32_t idat_length;
   int passes;
+  /* Adam7: the side of the blocks choose_size picked (1: the full image). */
+  uint32_t block;
   ic_status status;
   char message[160];
   uint32_t warnings;
@@ -140,14 +145,28 @@ static void png_destroy_decoder(ic_decoder *base) {
   free(d);
 }
 
+/* Blocks of an Adam7 image at most this wide: sums of premultiplied samples (at most
+ * 255 x 255 each) over 255 x 255 pixels stay within 32 bits. */
+#define IC_PNG_MAX_BLOCK 255
+
+static uint32_t blocks(uint32_t size, uint32_t block) { return (size + block - 1) / block; }
+
+/* Non-interlaced rows stream at full size. Adam7 shrinks by the largest block side whose
+ * size still covers what is needed: an exact area average, like JPEG's 1/8 DCT scale. */
 static void png_choose_size(ic_decoder *base, uint32_t need_width,
                             uint32_t need_height, int allow_scaling,
                             uint32_t *width, uint32_t *height) {
-  (void)need_width;
-  (void)need_height;
-  (void)allow_scaling;
-  *width = base->header.width;
-  *height = base->header.height;
+  png_decoder *d = (png_decoder *)base;
+  uint32_t w = base->header.width, h = base->header.height, block = 1;
+  if (d->passes > 1 && allow_scaling) {
+    while (block < IC_PNG_MAX_BLOCK && blocks(w, block + 1) >= need_width &&
+           blocks(h, block + 1) >= need_height)
+      block++;
+  }
+  d->block = block;
+  base->pixel_scale = block > 1 ? 1.0 / block : 0;
+  *width = blocks(w, block);
+  *height = blocks(h, block);
 }
 
 static ic_status fail_from_libpng(png_decoder *d, ic_result *result) {
@@ -156,28 +175,104 @@ static ic_status fail_from_libpng(png_decoder *d, ic_result *result) {
                  "%s", d->message);
 }
 
+/*
+ * Adam7: each pass's rows (libpng hands them over as they are stored, without its own
+ * interlace handling) are scattered to their places: into the image (block 1), or added into
+ * the sums of block x block cells, premultiplied by alpha. Once every pass is in, the rows go
+ * to the sink: each cell the average of the pixels it holds (the last row and column of
+ * cells hold fewer).
+ */
+typedef struct adam7 {
+  uint32_t width, height, block, out_width, out_height;
+  int channels;
+  uint8_t *image;  /* block 1 */
+  uint32_t *sums;  /* block > 1: out_width x out_height x channels */
+  uint8_t *row;    /* one pass row, then one output row */
+} adam7;
+
+static void adam7_add(adam7 *a, const uint8_t *row, uint32_t y, uint32_t x0, uint32_t dx,
+                      uint32_t count) {
+  int c = a->channels;
+  if (a->block == 1) {
+    uint8_t *line = a->image + (size_t)y * a->width * c;
+    for (uint32_t i = 0; i < count; i++) memcpy(line + (size_t)(x0 + i * dx) * c, row + (size_t)i * c, (size_t)c);
+    return;
+  }
+  uint32_t *cells = a->sums + (size_t)(y / a->block) * a->out_width * c;
+  for (uint32_t i = 0; i < count; i++) {
+    const uint8_t *p = row + (size_t)i * c;
+    uint32_t *cell = cells + (size_t)((x0 + i * dx) / a->block) * c;
+    if (c == 4) {
+      uint32_t alpha = p[3];
+      cell[0] += p[0] * alpha;
+      cell[1] += p[1] * alpha;
+      cell[2] += p[2] * alpha;
+      cell[3] += alpha;
+    } else {
+      cell[0] += p[0];
+      cell[1] += p[1];
+      cell[2] += p[2];
+    }
+  }
+}
+
+/* Rows to the sink once every pass is in. */
+static ic_status adam7_emit(adam7 *a, ic_sink *sink, ic_result *result) {
+  int c = a->channels;
+  ic_status status = IC_OK;
+  for (uint32_t y = 0; y < a->out_height && status == IC_OK; y++) {
+    if (a->block == 1) {
+      status = sink->row(sink, a->image + (size_t)y * a->width * c, result);
+      continue;
+    }
+    uint32_t rows = y == a->out_height - 1 ? a->height - y * a->block : a->block;
+    const uint32_t *cells = a->sums + (size_t)y * a->out_width * c;
+    for (uint32_t x = 0; x < a->out_width; x++) {
+      uint32_t columns = x == a->out_width - 1 ? a->width - x * a->block : a->block;
+      uint32_t count = rows * columns;
+      const uint32_t *cell = cells + (size_t)x * c;
+      uint8_t *out = a->row + (size_t)x * c;
+      if (c == 4) {
+        uint32_t alpha = cell[3];
+        for (int k = 0; k < 3; k++)
+          out[k] = alpha ? (uint8_t)(((uint64_t)cell[k] + alpha / 2) / alpha) : 0;
+        out[3] = (uint8_t)((alpha + count / 2) / count);
+      } else {
+        for (int k = 0; k < 3; k++) out[k] = (uint8_t)((cell[k] + count / 2) / count);
+      }
+    }
+    status = sink->row(sink, a->row, result);
+  }
+  return status;
+}
+
+static void adam7_free(adam7 *a) {
+  free(a->image);
+  free(a->sums);
+  free(a->row);
+}
+
 static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   png_decoder *d = (png_decoder *)base;
   uint32_t width = base->header.width, height = base->header.height;
   int channels = base->header.channels;
   size_t stride = (size_t)width * channels;
   uint8_t *volatile pixels = NULL;
+  /* volatile: read after libpng longjmps back here. */
+  adam7 interlaced = {0};
+  adam7 *volatile a = NULL;
   if (setjmp(png_jmpbuf(d->png))) {
     if (d->tail_exceeded) {
       /* libpng drains the stream inside the last png_read_row, after that row is complete:
        * what follows is only more image data. Keep the rows: the last one (still in the
-       * buffer) or, for Adam7, the whole image. */
-      ic_status status = IC_OK;
-      if (d->passes > 1) {
-        for (uint32_t y = 0; y < height && status == IC_OK; y++)
-          status = sink->row(sink, pixels + stride * y, result);
-      } else {
-        status = sink->row(sink, pixels, result);
-      }
+       * buffer) or, for Adam7, every pass's. */
+      ic_status status = a ? adam7_emit(a, sink, result) : sink->row(sink, pixels, result);
       result->warnings = d->warnings + 1;
+      if (a) adam7_free(a);
       free(pixels);
       return status;
     }
+    if (a) adam7_free(a);
     free(pixels);
     return fail_from_libpng(d, result);
   }
@@ -188,21 +283,51 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     result->warnings = d->warnings;
     return status;
   }
-  ic_status status = sink->begin(sink, width, height, channels, result);
+  uint32_t block = d->passes > 1 && d->block ? d->block : 1;
+  ic_status status = sink->begin(sink, blocks(width, block), blocks(height, block), channels, result);
   if (status != IC_OK) return status;
-  /* Streaming keeps one row; Adam7 needs the whole image across passes. */
-  size_t rows_held = d->passes > 1 ? height : 1;
-  pixels = malloc(stride * rows_held);
-  if (!pixels)
-    return ic_fail(result, IC_ERR_NO_MEMORY, "pixel buffer allocation failed");
+  if (d->passes > 1) {
+    interlaced.width = width;
+    interlaced.height = height;
+    interlaced.block = block;
+    interlaced.channels = channels;
+    interlaced.out_width = blocks(width, block);
+    interlaced.out_height = blocks(height, block);
+    interlaced.row = malloc(stride);
+    if (block == 1)
+      interlaced.image = malloc(stride * height);
+    else
+      interlaced.sums = calloc((size_t)interlaced.out_width * interlaced.out_height * channels,
+                               sizeof(uint32_t));
+    a = &interlaced;
+    if (!interlaced.row || (!interlaced.image && !interlaced.sums)) {
+      adam7_free(a);
+      return ic_fail(result, IC_ERR_NO_MEMORY, "pixel buffer allocation failed");
+    }
+  } else {
+    pixels = malloc(stride);
+    if (!pixels) return ic_fail(result, IC_ERR_NO_MEMORY, "pixel buffer allocation failed");
+  }
+  /* Rows libpng will hand over in all, for the tail allowance on the last one. */
+  uint64_t calls = 0, done = 0;
   for (int pass = 0; pass < d->passes; pass++) {
-    for (uint32_t y = 0; y < height; y++) {
+    if (d->passes == 1)
+      calls += height;
+    else if (PNG_PASS_COLS(width, pass) > 0)
+      calls += PNG_PASS_ROWS(height, pass);
+  }
+  for (int pass = 0; pass < d->passes; pass++) {
+    uint32_t rows = d->passes == 1 ? height : PNG_PASS_ROWS(height, pass);
+    uint32_t columns = d->passes == 1 ? width : PNG_PASS_COLS(width, pass);
+    if (columns == 0) continue; /* libpng skips an empty pass */
+    for (uint32_t y = 0; y < rows; y++) {
       if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
+        if (a) adam7_free(a);
         free(pixels);
         return result->status;
       }
-      uint8_t *row = pixels + (rows_held > 1 ? stride * y : 0);
-      if (pass == d->passes - 1 && y == height - 1) {
+      uint8_t *row = a ? a->row : pixels;
+      if (++done == calls) {
         /* libpng reads the rest of the stream inside this call, once the row is out: count
          * from here, allowing the row's own data (at most its raw size, plus deflate's
          * framing and libpng's 8 KiB reads) on top of IC_PNG_TAIL_ALLOWANCE. */
@@ -211,7 +336,10 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
         d->tail_allowance = IC_PNG_TAIL_ALLOWANCE + 2 * (stride + 1) + (16 << 10);
       }
       png_read_row(d->png, row, NULL);
-      if (d->passes == 1) {
+      if (a) {
+        adam7_add(a, row, d->passes == 1 ? y : PNG_ROW_FROM_PASS_ROW(y, pass),
+                  PNG_COL_FROM_PASS_COL(0, pass), 1u << PNG_PASS_COL_SHIFT(pass), columns);
+      } else {
         status = sink->row(sink, row, result);
         if (status != IC_OK) {
           free(pixels);
@@ -223,25 +351,29 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   /* Reads the rest of the stream: the final CRC and Adler-32 checks (within the
    * allowance: see read_bytes). */
   png_read_end(d->png, NULL);
-  if (d->passes > 1) {
-    for (uint32_t y = 0; y < height && status == IC_OK; y++)
-      status = sink->row(sink, pixels + stride * y, result);
-  }
+  if (a) status = adam7_emit(a, sink, result);
   result->warnings = d->warnings;
+  if (a) adam7_free(a);
   free(pixels);
   return status;
 }
 
 /* What png_run will hold: libpng's allocations so far (text and profile chunks are kept),
- * its two rows and zlib's state, and ours: a row, or the whole image for Adam7. */
+ * its two rows and zlib's state, and ours: a row, and for Adam7 the block sums (4 bytes a
+ * sample of the reduced size) or, unreduced, the whole image. */
 static uint64_t png_working_memory(ic_decoder *base) {
   png_decoder *d = (png_decoder *)base;
-  uint64_t stride = (uint64_t)d->base.header.width * d->base.header.channels;
+  uint64_t width = d->base.header.width, height = d->base.header.height;
+  uint64_t channels = (uint64_t)d->base.header.channels, stride = width * channels;
   enum { ZLIB_STATE = 48 << 10 };
   uint64_t bytes = IC_DECODE_BASE_BYTES + d->allocated + ZLIB_STATE;
   if (d->fast) return bytes + 2 * (stride + 1);
-  bytes += 4 * ((uint64_t)d->base.header.width * 8 + 16);
-  return bytes + stride * (d->passes > 1 ? d->base.header.height : 1);
+  bytes += 4 * (width * 8 + 16) + stride;
+  if (d->passes == 1) return bytes;
+  uint32_t block = d->block ? d->block : 1;
+  if (block == 1) return bytes + stride * height;
+  return bytes + blocks((uint32_t)width, block) * (uint64_t)blocks((uint32_t)height, block) *
+                     channels * 4;
 }
 
 /* The colour description: iCCP (copied), else sRGB, else gAMA and cHRM. libpng has checked
@@ -361,7 +493,9 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
   if (color_type == PNG_COLOR_TYPE_GRAY ||
       color_type == PNG_COLOR_TYPE_GRAY_ALPHA)
     png_set_gray_to_rgb(d->png);
-  d->passes = png_set_interlace_handling(d->png);
+  /* Adam7's passes are read as they are stored (no png_set_interlace_handling): png_run
+   * places their pixels itself, into block sums. */
+  d->passes = interlace == PNG_INTERLACE_ADAM7 ? 7 : 1;
   uint64_t consumed_by_info = d->consumed;
   png_read_update_info(d->png, d->info);
   /* The common case takes the fast IDAT path (png_fast.c) when libpng has
