@@ -113,6 +113,11 @@ int ic_jpeg_dc_applies(j_decompress_ptr cinfo) {
   case JCS_RGB:
     if (cinfo->num_components != 3) return 0;
     break;
+  case JCS_CMYK:
+  case JCS_YCCK:
+    /* Rows leave as CMYK, as libjpeg's would: the decoder's CMYK sink converts them. */
+    if (cinfo->num_components != 4) return 0;
+    break;
   default:
     return 0;
   }
@@ -153,8 +158,8 @@ uint64_t ic_jpeg_dc_memory(j_decompress_ptr cinfo) {
     bytes += blocks * sizeof(int16_t);
     if (k > 1) bytes += blocks * (2 * sizeof(uint64_t) + (uint64_t)k * k * sizeof(float));
   }
-  /* The output row of each component and of RGB. */
-  return bytes + (uint64_t)div_up(cinfo->image_width, 8) * (cinfo->num_components + 3);
+  /* The output row of each component and of RGB or CMYK. */
+  return bytes + (uint64_t)div_up(cinfo->image_width, 8) * (cinfo->num_components + 4);
 }
 
 /* ---- Bytes and markers ---- */
@@ -813,10 +818,12 @@ ic_status ic_jpeg_dc_run(j_decompress_ptr cinfo, const ic_control *control, ic_s
   }
 
   uint32_t width = div_up(cinfo->image_width, 8), height = div_up(cinfo->image_height, 8);
-  ic_status status = sink->begin(sink, width, height, 3, result);
   int components = cinfo->num_components;
+  /* RGB, or CMYK for four components (YCCK's YCC to RGB, then inverted, as libjpeg does). */
+  int out_channels = components == 4 ? 4 : 3;
+  ic_status status = sink->begin(sink, width, height, out_channels, result);
   uint8_t *planes = pool_alloc(cinfo, (size_t)width * (size_t)components);
-  uint8_t *rgb = pool_alloc(cinfo, (size_t)width * 3);
+  uint8_t *rgb = pool_alloc(cinfo, (size_t)width * (size_t)out_channels);
   for (uint32_t y = 0; y < height && status == IC_OK; y++) {
     if (y % IC_CANCEL_CHECK_ROWS == 0) status = ic_check(control, result);
     if (status != IC_OK) break;
@@ -824,6 +831,22 @@ ic_status ic_jpeg_dc_run(j_decompress_ptr cinfo, const ic_control *control, ic_s
       component_row(s, ci, y, width, planes + (size_t)width * ci);
     if (components == 1) {
       for (uint32_t x = 0; x < width; x++) rgb[x * 3] = rgb[x * 3 + 1] = rgb[x * 3 + 2] = planes[x];
+    } else if (components == 4) {
+      const uint8_t *k = planes + 3 * (size_t)width;
+      if (cinfo->jpeg_color_space == JCS_YCCK) {
+        /* YCC to RGB into the first three places, then C, M, Y = 255 - R, G, B. */
+        for (uint32_t x = 0; x < width; x++) {
+          uint8_t one[3];
+          ycc_to_rgb(planes + x, planes + width + x, planes + 2 * (size_t)width + x, 1, one);
+          rgb[x * 4] = (uint8_t)(255 - one[0]);
+          rgb[x * 4 + 1] = (uint8_t)(255 - one[1]);
+          rgb[x * 4 + 2] = (uint8_t)(255 - one[2]);
+          rgb[x * 4 + 3] = k[x];
+        }
+      } else {
+        for (uint32_t x = 0; x < width; x++)
+          for (int ci = 0; ci < 4; ci++) rgb[x * 4 + ci] = planes[(size_t)width * ci + x];
+      }
     } else if (cinfo->jpeg_color_space == JCS_YCbCr) {
       ycc_to_rgb(planes, planes + width, planes + 2 * (size_t)width, width, rgb);
     } else {

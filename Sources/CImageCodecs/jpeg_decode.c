@@ -380,6 +380,28 @@ static uint64_t round_up(uint64_t value, uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+/* Coefficient buffers libjpeg allocates for an arithmetic-coded multi-scan file, past which
+ * it is refused before they are: the DC-scan reader (jpeg_dc_scans.c) reads Huffman codes
+ * only, so such a file has no path without every block's 64 coefficients (a 10000x10000
+ * one held 191 MiB for a 256-pixel thumbnail). Real ones are rare and small. */
+#define IC_JPEG_ARITH_MAX_COEFFICIENTS (64u << 20)
+
+/* Bytes of libjpeg's whole-image coefficient arrays (a multi-scan file). */
+static uint64_t coefficient_bytes(j_decompress_ptr cinfo) {
+  uint64_t bytes = 0;
+  for (int ci = 0; ci < cinfo->num_components; ci++) {
+    const jpeg_component_info *c = &cinfo->comp_info[ci];
+    bytes += round_up(c->width_in_blocks, (uint64_t)c->h_samp_factor) *
+             round_up(c->height_in_blocks, (uint64_t)c->v_samp_factor) * DCTSIZE2 *
+             sizeof(JCOEF);
+  }
+  return bytes;
+}
+
+static int multi_scan(j_decompress_ptr cinfo) {
+  return cinfo->progressive_mode || cinfo->comps_in_scan < cinfo->num_components;
+}
+
 /* What jpeg_run will hold at the chosen scale. */
 static uint64_t jpeg_working_memory(ic_decoder *base) {
   jpeg_decoder *d = (jpeg_decoder *)base;
@@ -393,15 +415,8 @@ static uint64_t jpeg_working_memory(ic_decoder *base) {
    * context that smooth upsampling keeps, the upsampled rows, and our row buffers. */
   bytes += width * (uint64_t)components * cinfo->max_v_samp_factor * 8 * 3 +
            width * (uint64_t)(components + 3) * JPEG_ROWS_PER_READ;
-  if (cinfo->progressive_mode || cinfo->comps_in_scan < cinfo->num_components) {
-    /* A multi-scan file: libjpeg keeps every block's 64 coefficients. */
-    for (int ci = 0; ci < components; ci++) {
-      const jpeg_component_info *c = &cinfo->comp_info[ci];
-      bytes += round_up(c->width_in_blocks, (uint64_t)c->h_samp_factor) *
-               round_up(c->height_in_blocks, (uint64_t)c->v_samp_factor) * DCTSIZE2 *
-               sizeof(JCOEF);
-    }
-  }
+  /* A multi-scan file: libjpeg keeps every block's 64 coefficients. */
+  if (multi_scan(cinfo)) bytes += coefficient_bytes(cinfo);
   return bytes;
 }
 
@@ -423,6 +438,35 @@ static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, uint32_t width,
   }
 }
 
+/* CMYK rows to RGB on their way to the sink: through the file's profile (or the standard
+ * one), else the formula. Both decode paths (libjpeg's and the DC scans') hand their rows
+ * to it. */
+typedef struct cmyk_sink {
+  ic_sink base;
+  ic_sink *next;
+  ic_colour_transform *transform;
+  int inverted;
+  uint32_t width;
+  uint8_t *rgb;
+} cmyk_sink;
+
+static ic_status cmyk_begin(ic_sink *sink, uint32_t width, uint32_t height, int channels,
+                            ic_result *result) {
+  cmyk_sink *s = (cmyk_sink *)sink;
+  if (channels != 4) return ic_fail(result, IC_ERR_CORRUPT, "unexpected component count %d", channels);
+  s->width = width;
+  s->rgb = malloc((size_t)width * 3);
+  if (!s->rgb) return ic_fail(result, IC_ERR_NO_MEMORY, "row buffer allocation failed");
+  return s->next->begin(s->next, width, height, 3, result);
+}
+
+static ic_status cmyk_row(ic_sink *sink, const uint8_t *row, ic_result *result) {
+  cmyk_sink *s = (cmyk_sink *)sink;
+  if (s->transform) ic_colour_cmyk_row(s->transform, row, s->rgb, s->width);
+  else cmyk_to_rgb(row, s->rgb, s->width, s->inverted);
+  return s->next->row(s->next, s->rgb, result);
+}
+
 static void report_warnings(jpeg_decoder *d, ic_result *result) {
   result->warnings = d->err.warnings;
   result->damage_warnings = d->err.damage_warnings;
@@ -438,75 +482,76 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   struct jpeg_decompress_struct *cinfo = &d->cinfo;
   /* volatile: modified between setjmp and a possible longjmp. */
   uint8_t *volatile buffer = NULL;
-  uint8_t *volatile rgb = NULL;
-  ic_colour_transform *volatile cmyk = NULL;
+  cmyk_sink cmyk = {.base = {.begin = cmyk_begin, .row = cmyk_row}, .next = sink};
+  cmyk_sink *volatile converting = NULL;
   if (setjmp(d->err.jump)) {
     free(buffer);
-    free(rgb);
-    ic_colour_release(cmyk);
+    if (converting) {
+      free(converting->rgb);
+      ic_colour_release(converting->transform);
+    }
     return fail_from_libjpeg(d, result);
   }
+  ic_sink *out = sink;
+  if (d->cmyk) {
+    ic_profile_outcome outcome;
+    cmyk.inverted = d->inverted_cmyk;
+    cmyk.transform = ic_colour_acquire_cmyk(&base->header.colour, d->inverted_cmyk, &outcome,
+                                            &result->transform_cached);
+    result->profile = outcome;
+    converting = &cmyk;
+    out = &cmyk.base;
+  }
+  ic_status status;
   if (d->scale_num == 1 && !d->disable_dc && ic_jpeg_dc_applies(cinfo)) {
     /* Every output pixel is a block's DC: the AC scans need not be decoded, nor the
      * whole image's coefficients kept (see jpeg_dc_scans.c). */
     result->dc_only = 1;
-    ic_status status = ic_jpeg_dc_run(cinfo, d->err.control, sink, result);
+    status = ic_jpeg_dc_run(cinfo, d->err.control, out, result);
     report_warnings(d, result);
-    return status;
-  }
-  cinfo->scale_num = d->scale_num;
-  cinfo->scale_denom = 8;
-  jpeg_start_decompress(cinfo);
-  uint32_t width = cinfo->output_width, height = cinfo->output_height;
-  int components = cinfo->output_components;
-  if ((d->cmyk && components != 4) || (!d->cmyk && components != 3)) {
-    free(buffer);
-    return ic_fail(result, IC_ERR_CORRUPT, "unexpected component count %d",
-                   components);
-  }
-  size_t stride = (size_t)width * components;
-  buffer = malloc(stride * JPEG_ROWS_PER_READ);
-  if (d->cmyk) {
-    rgb = malloc((size_t)width * 3);
-    ic_profile_outcome outcome;
-    cmyk = ic_colour_acquire_cmyk(&base->header.colour, d->inverted_cmyk, &outcome,
-                                  &result->transform_cached);
-    result->profile = outcome;
-  }
-  if (!buffer || (d->cmyk && !rgb)) {
-    ic_colour_release(cmyk);
-    free(buffer);
-    free(rgb);
-    return ic_fail(result, IC_ERR_NO_MEMORY, "row buffer allocation failed");
-  }
-  JSAMPROW rows[JPEG_ROWS_PER_READ];
-  for (int i = 0; i < JPEG_ROWS_PER_READ; i++) rows[i] = buffer + stride * i;
-  ic_status status = sink->begin(sink, width, height, 3, result);
-  while (status == IC_OK && cinfo->output_scanline < height) {
-    status = ic_check(d->err.control, result);
-    if (status != IC_OK) break;
-    JDIMENSION got = jpeg_read_scanlines(cinfo, rows, JPEG_ROWS_PER_READ);
-    if (got == 0) {
-      status = ic_fail(result, IC_ERR_TRUNCATED, "decoder returned no rows");
-      break;
-    }
-    for (JDIMENSION i = 0; i < got && status == IC_OK; i++) {
-      const uint8_t *row = rows[i];
-      if (d->cmyk) {
-        if (cmyk) ic_colour_cmyk_row(cmyk, row, rgb, width);
-        else cmyk_to_rgb(row, rgb, width, d->inverted_cmyk);
-        row = rgb;
+  } else if (cinfo->arith_code && multi_scan(cinfo) &&
+             coefficient_bytes(cinfo) > IC_JPEG_ARITH_MAX_COEFFICIENTS) {
+    status = ic_fail(result, IC_ERR_TOO_COMPLEX,
+                     "an arithmetic-coded multi-scan JPEG of %ux%u needs %llu MiB of "
+                     "coefficients (at most %u)",
+                     cinfo->image_width, cinfo->image_height,
+                     (unsigned long long)(coefficient_bytes(cinfo) >> 20),
+                     IC_JPEG_ARITH_MAX_COEFFICIENTS >> 20);
+  } else {
+    cinfo->scale_num = d->scale_num;
+    cinfo->scale_denom = 8;
+    jpeg_start_decompress(cinfo);
+    uint32_t width = cinfo->output_width, height = cinfo->output_height;
+    int components = cinfo->output_components;
+    if ((d->cmyk && components != 4) || (!d->cmyk && components != 3)) {
+      status = ic_fail(result, IC_ERR_CORRUPT, "unexpected component count %d", components);
+    } else {
+      size_t stride = (size_t)width * components;
+      buffer = malloc(stride * JPEG_ROWS_PER_READ);
+      status = buffer ? out->begin(out, width, height, components, result)
+                      : ic_fail(result, IC_ERR_NO_MEMORY, "row buffer allocation failed");
+      JSAMPROW rows[JPEG_ROWS_PER_READ];
+      for (int i = 0; i < JPEG_ROWS_PER_READ && buffer; i++) rows[i] = buffer + stride * i;
+      while (status == IC_OK && cinfo->output_scanline < height) {
+        status = ic_check(d->err.control, result);
+        if (status != IC_OK) break;
+        JDIMENSION got = jpeg_read_scanlines(cinfo, rows, JPEG_ROWS_PER_READ);
+        if (got == 0) {
+          status = ic_fail(result, IC_ERR_TRUNCATED, "decoder returned no rows");
+          break;
+        }
+        for (JDIMENSION i = 0; i < got && status == IC_OK; i++)
+          status = out->row(out, rows[i], result);
       }
-      status = sink->row(sink, row, result);
+      /* Reads on to EOI, so damage after the last scan (a second SOF, bogus
+       * tables) is still an error rather than silently ignored. */
+      if (status == IC_OK) jpeg_finish_decompress(cinfo);
+      report_warnings(d, result);
     }
   }
-  /* Reads on to EOI, so damage after the last scan (a second SOF, bogus
-   * tables) is still an error rather than silently ignored. */
-  if (status == IC_OK) jpeg_finish_decompress(cinfo);
-  report_warnings(d, result);
   free(buffer);
-  free(rgb);
-  ic_colour_release(cmyk);
+  free(cmyk.rgb);
+  ic_colour_release(cmyk.transform);
   return status;
 }
 

@@ -42,6 +42,25 @@ extension DecodeSuites {
       }
     }
 
+    @Test(
+      "CMYK and YCCK progressive copies take the DC path at 1/8 and match libjpeg's decode",
+      arguments: [
+        "jpeg-valid/jpeg-decoder/jpg-cmyk-2.jpg", "jpeg-valid/jpeg-decoder/ycck.jpg",
+        "jpeg-valid/sharp/Channel_digital_image_CMYK_color_no_profile.jpg",
+        "jpeg-valid/thumbor/cmyk-icc.jpg", "jpeg-valid/zune-image/four_components.jpg",
+      ])
+    func fourComponents(path: String) throws {
+      let copy = try Transcoded.copy(of: Corpus.path(path), as: .progressive)
+      defer { try? FileManager.default.removeItem(atPath: copy) }
+      let (dc, libjpeg) = try Self.bothPaths(copy)
+      #expect(dc.width == libjpeg.width && dc.height == libjpeg.height)
+      let psnr = ImageMetrics.psnr(dc, libjpeg)
+      #expect(psnr >= 40, "\(path): \(psnr) dB")
+      let small = try Thumbnailer().thumbnail(
+        contentsOf: copy, spec: ThumbnailSpec(width: 16, height: 16))
+      #expect(small.decodedFromDCScans, "\(path) did not take the DC path")
+    }
+
     @Test("luma alone is exact: a grey progressive copy equals libjpeg's 1/8 decode")
     func greyIsExact() throws {
       let grey = FileManager.default.temporaryDirectory
