@@ -124,7 +124,8 @@ static void skip(reader *r, size_t bytes) {
   r->left -= bytes;
 }
 
-/* The next box in r: its type and body. 0 at the end, -1 when malformed. */
+/* The next box in r: its type and body. 0 at the end, -1 when malformed, -2 when it runs
+ * past the end of what encloses it (its type is set: a truncated file). */
 static int next_box(heif_scan *s, reader *r, uint32_t *type, reader *body) {
   if (r->left == 0) return 0;
   if (++s->boxes > IC_HEIF_MAX_BOXES) return -1;
@@ -135,7 +136,8 @@ static int next_box(heif_scan *s, reader *r, uint32_t *type, reader *body) {
   if (r->bad) return -1;
   size_t header = start_left - r->left;
   if (size == 0) size = start_left; /* to the end of what encloses it */
-  if (size < header || size > start_left) return -1;
+  if (size < header) return -1;
+  if (size > start_left) return -2;
   body->p = r->p;
   body->left = (size_t)(size - header);
   body->bad = 0;
@@ -795,6 +797,12 @@ ic_status ic_heif_scan(const uint8_t *data, size_t size, const ic_limits *limits
       break;
     }
     status = read_meta(&s, body);
+  }
+  if (status == IC_OK && found == -2) {
+    char name[5] = {(char)(type >> 24), (char)(type >> 16), (char)(type >> 8), (char)type, 0};
+    for (int i = 0; i < 4; i++)
+      if (name[i] < 0x20 || name[i] > 0x7e) name[i] = '?';
+    status = ic_fail(result, IC_ERR_TRUNCATED, "HEIF file ends inside its '%s' box", name);
   }
   if (status == IC_OK && found < 0) status = corrupt(&s, "file's boxes are malformed");
   if (status == IC_OK && !metas)

@@ -77,6 +77,10 @@ struct HostileHEIFTests {
         brand: "avif", primary: 1, items: [Self.tileItem(1), alpha],
         references: [Reference("auxl", from: 2, to: [1])])
     },
+    // Finding 9: an extent past the end said "0x0 exceeds the size limits".
+    Case(name: "a 2x2 grid cut short inside its mdat", kinds: ["truncated"]) {
+      Array(Self.tiledGrid(rows: 2, columns: 2).dropLast(100))
+    },
     // Finding 2: a grid far larger than its ispe, one real tile: libheif 1.15 computed its
     // plane in 32 bits and wrote past it.
     Case(name: "a 40000x53688 grid declared 64x64 over one 512x512 tile", kinds: ["too_large"]) {
