@@ -20,6 +20,28 @@ public enum HTTPParseError: Error, Sendable, Hashable {
   case malformedTarget
 }
 
+extension HTTPParseError: CaseIterable, CustomStringConvertible {
+  /// A sentence for the client's error body and the log (not the case's name).
+  public var description: String {
+    switch self {
+    case .requestLineTooLong: "The request line is too long."
+    case .headersTooLarge: "The request's header fields are too large."
+    case .tooManyHeaders: "The request has too many header fields."
+    case .malformedRequestLine: "The request line is not METHOD TARGET HTTP/1.x."
+    case .unsupportedVersion: "Only HTTP/1.0 and HTTP/1.1 are served."
+    case .malformedHeader: "A header field is malformed."
+    case .obsoleteLineFolding: "A header field is folded over lines, which HTTP/1.1 forbids."
+    case .bareLineFeed: "A line ends in a bare line feed; HTTP needs CR LF."
+    case .missingHost: "An HTTP/1.1 request needs a Host field."
+    case .duplicateHost: "The request has more than one Host field."
+    case .invalidContentLength: "The Content-Length is not a single decimal number."
+    case .unsupportedTransferEncoding: "Only bodies with a Content-Length are accepted."
+    case .bodyTooLarge: "The request body is too large."
+    case .malformedTarget: "The request target is malformed."
+    }
+  }
+}
+
 /// Size limits for request heads and bodies.
 public struct HTTPLimits: Sendable, Hashable {
   /// Longest request line, CRLF excluded.

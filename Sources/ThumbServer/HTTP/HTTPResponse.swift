@@ -28,7 +28,7 @@ public struct HTTPResponse: Sendable, Hashable {
       status: status, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
   }
 
-  /// Status line, headers (with `Date`, `Content-Length` and, when closing,
+  /// Status line, headers (with `Date`, `Content-Length` but on a 304, and, when closing,
   /// `Connection: close`) and body, as bytes. `headOnly` (an answer to HEAD) keeps every
   /// header GET would send, `Content-Length` included, and leaves the body out.
   public func serialized(keepAlive: Bool, headOnly: Bool = false) -> [UInt8] {
@@ -57,9 +57,13 @@ public struct HTTPResponse: Sendable, Hashable {
       Self.append(value, to: &bytes)
       bytes.append(contentsOf: "\r\n".utf8)
     }
-    bytes.append(contentsOf: "Content-Length: ".utf8)
-    Self.appendDecimal(self.body.count, to: &bytes)
-    bytes.append(contentsOf: "\r\n".utf8)
+    // A 304 has no body, and a Content-Length on it must be the 200's (RFC 9110, section
+    // 8.6): none is sent rather than a 0 that would contradict the representation.
+    if status != 304 {
+      bytes.append(contentsOf: "Content-Length: ".utf8)
+      Self.appendDecimal(self.body.count, to: &bytes)
+      bytes.append(contentsOf: "\r\n".utf8)
+    }
     if !keepAlive { bytes.append(contentsOf: "Connection: close\r\n".utf8) }
     bytes.append(contentsOf: "\r\n".utf8)
     guard body.count > Self.bodyCopyLimit else {
