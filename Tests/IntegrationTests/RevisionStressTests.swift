@@ -103,30 +103,34 @@ struct RevisionStressTests {
     let shared = Shared()
     let socket = daemon.socket
     let urls = (0..<Self.items).map(items.url)
+    // Blocking socket calls: each lane on a thread of its own, never on the cooperative pool
+    // (three blocked pool threads starved every other suite running beside this one).
     let httpClients = (0..<3).map { lane in
-      Task.detached {
-        var random = SeededRandom(seed: seed &+ UInt64(lane) &* 977)
-        var served = 0
-        for _ in 0..<60 {
-          let item = Int.random(in: 0..<Self.items, using: &random)
-          let revision = shared.model.withLock { $0[item] }
-          let target =
-            "/v1/thumbnail?url="
-            + urls[item].addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-            + "&w=12&h=12&format=png&rev=r\(revision)"
-          let answer = SocketClient.get(socket, target)
-          guard answer.status == 200 else { continue }
-          served += 1
-          let body = SocketClient.body(of: answer.response)
-          guard let seen = Self.shown(body), seen.item == item, seen.revision >= revision else {
-            shared.failures.withLock {
-              $0.append(
-                "item \(item) rev \(revision): shown \(String(describing: Self.shown(body)))")
+      Task {
+        try await offPool {
+          var random = SeededRandom(seed: seed &+ UInt64(lane) &* 977)
+          var served = 0
+          for _ in 0..<60 {
+            let item = Int.random(in: 0..<Self.items, using: &random)
+            let revision = shared.model.withLock { $0[item] }
+            let target =
+              "/v1/thumbnail?url="
+              + urls[item].addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+              + "&w=12&h=12&format=png&rev=r\(revision)"
+            let answer = SocketClient.get(socket, target)
+            guard answer.status == 200 else { continue }
+            served += 1
+            let body = SocketClient.body(of: answer.response)
+            guard let seen = Self.shown(body), seen.item == item, seen.revision >= revision else {
+              shared.failures.withLock {
+                $0.append(
+                  "item \(item) rev \(revision): shown \(String(describing: Self.shown(body)))")
+              }
+              continue
             }
-            continue
           }
+          return served
         }
-        return served
       }
     }
 
@@ -159,7 +163,7 @@ struct RevisionStressTests {
       }
     }
     var served = 0
-    for task in httpClients { served += await task.value }
+    for task in httpClients { served += try await task.value }
     for client in clients { client.close() }
     for log in logs { await log.finished() }
     var delivered = 0

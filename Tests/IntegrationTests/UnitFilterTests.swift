@@ -28,14 +28,22 @@ struct UnitFilterTests {
       "gif-valid/gdk-pixbuf/test-animation.gif",
     ].filter { FileManager.default.fileExists(atPath: Corpus.path($0)) }
     #expect(samples.count >= 4)
-    for sample in samples {
-      let url = ("file://" + Corpus.path(sample)).addingPercentEncoding(
-        withAllowedCharacters: .alphanumerics)!
-      for format in ["jpeg", "png", "webp", "avif"] {
-        let answer = SocketClient.get(
-          daemon.socket, "/v1/thumbnail?url=\(url)&w=48&h=48&format=\(format)")
-        #expect(answer.status == 200, "\(sample) as \(format): \(answer.status)")
+    let socket = daemon.socket
+    // Blocking socket calls, off the cooperative pool.
+    let statuses = try await offPool {
+      samples.flatMap { sample in
+        let url = ("file://" + Corpus.path(sample)).addingPercentEncoding(
+          withAllowedCharacters: .alphanumerics)!
+        return ["jpeg", "png", "webp", "avif"].map { format in
+          (
+            sample, format,
+            SocketClient.get(socket, "/v1/thumbnail?url=\(url)&w=48&h=48&format=\(format)").status
+          )
+        }
       }
+    }
+    for (sample, format, status) in statuses {
+      #expect(status == 200, "\(sample) as \(format): \(status)")
     }
     #expect(kill(daemon.pid, 0) == 0, "the daemon died under the filter")
     #expect(daemon.stop() == 0, "\(daemon.log.suffix(400))")

@@ -33,6 +33,23 @@ enum ChildProcess {
     return directory.appendingPathComponent("thumbd").path
   }()
 
+  /// The release build's `thumbd` when it was built after the debug one beside the tests
+  /// (`swift test` relinks the debug one whenever the code changed, and CI builds release after
+  /// it), else the debug one: for load a debug daemon would take minutes over (the pipelined
+  /// floods).
+  static let thumbdFastest: String = {
+    let debug = thumbd
+    let release = URL(fileURLWithPath: debug).deletingLastPathComponent()
+      .deletingLastPathComponent().appendingPathComponent("release/thumbd").path
+    func modified(_ path: String) -> Date? {
+      (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+    }
+    guard let built = modified(release), let tested = modified(debug), built >= tested else {
+      return debug
+    }
+    return release
+  }()
+
   static let timeMarker = "THUMBD_TEST_MAXRSS_KIB="
 
   /// Spawns `thumbd` with the arguments and waits for it. With `measuringMemory`, it runs under

@@ -27,7 +27,7 @@ struct TestDaemon {
   static func start(
     _ arguments: [String] = [], directory: String = makeDirectory(),
     environment: [String: String] = [:], inside namespace: NetworkNamespace? = nil,
-    descriptorLimit: Int? = nil, wrapper: [String] = []
+    descriptorLimit: Int? = nil, wrapper: [String] = [], binary: String = ChildProcess.thumbd
   ) async throws -> TestDaemon {
     let socket = directory + "/thumbd.sock"
     var all = ["serve", "--socket", socket]
@@ -39,7 +39,7 @@ struct TestDaemon {
     if !arguments.contains("--request-timeout") { all += ["--request-timeout", "120"] }
     let logPath = directory + "/thumbd.log"
     // A wrapper (a filter, say) execs the daemon in its own place: the pid stays the daemon's.
-    var argv = wrapper + [ChildProcess.thumbd] + all + arguments
+    var argv = wrapper + [binary] + all + arguments
     if let limit = descriptorLimit {
       // exec keeps the pid: the test still signals and measures the daemon itself.
       argv = ["/bin/sh", "-c", "ulimit -n \(limit) && exec \"$0\" \"$@\""] + argv
