@@ -57,11 +57,15 @@ struct ThumbloadTests {
     #expect(report.wrongDeliveries > 0)
     #expect(Gates().exitStatus(for: report) == 1)
     #expect(Gates().failures(of: report).first?.contains("wrong deliveries") == true)
-    // The same run against the library's real slot rules: nothing wrong.
-    let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
-    #expect(honest.wrongDeliveries == 0)
-    #expect(honest.images > 0 && honest.cancelledWork.loadsSuperseded > 0)
-    #expect(Gates().exitStatus(for: honest) == 0)
+    // The same run against the library's real slot rules: nothing wrong. A time window: on a
+    // busy machine a run may finish no image, so up to three runs (every one must be clean).
+    for attempt in 0..<3 {
+      let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
+      #expect(honest.wrongDeliveries == 0)
+      #expect(Gates().exitStatus(for: honest) == 0 || honest.images == 0)
+      if honest.images > 0 && honest.cancelledWork.loadsSuperseded > 0 { break }
+      #expect(attempt < 2, "no image in three honest runs")
+    }
   }
 
   /// A loader that forgets every version: what it loads is never stale and never changes, as
@@ -96,15 +100,26 @@ struct ThumbloadTests {
       configuration: .init(
         dataLoader: VersionBlindLoader(
           loader: SourceLoader(policy: SourcePolicy(allowedNetworks: IPNetwork.loopback)))))
-    let ignoring = try await Runner(
+    // Runs are time windows: on a machine the rest of the suite keeps busy, one may show too
+    // few images to catch what it looks for, so each side gets up to three (every honest run
+    // must be clean; one blind run showing stale pictures proves the check can fail).
+    var ignoring = try await Runner(
       target: LibraryTarget(pipeline: blind), options: options, origin: origin
     ).run()
+    for _ in 0..<2 where ignoring.staleDeliveries == 0 {
+      ignoring = try await Runner(
+        target: LibraryTarget(pipeline: blind), options: options, origin: origin
+      ).run()
+    }
     #expect(ignoring.staleDeliveries > 0 && ignoring.wrongDeliveries == 0)
     #expect(Gates().exitStatus(for: ignoring) == 1)
     #expect(Gates().failures(of: ignoring).contains { $0.contains("stale deliveries") })
-    let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
-    #expect(honest.staleDeliveries == 0, "\(honest.staleExamples)")
-    #expect(honest.images > 0 && honest.wrongDeliveries == 0)
+    for _ in 0..<3 {
+      let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
+      #expect(honest.staleDeliveries == 0, "\(honest.staleExamples)")
+      #expect(honest.images > 0 && honest.wrongDeliveries == 0)
+      if origin.revalidations.notModified > 0 { break }
+    }
     #expect(origin.revalidations.notModified > 0, "the real pipeline never revalidated")
   }
 
