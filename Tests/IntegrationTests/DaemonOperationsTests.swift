@@ -125,7 +125,9 @@ struct DaemonOperationsTests {
     #expect(body(warm.response) == body(cold))
   }
 
-  @Test("logs: one JSON line per request, source reduced to scheme, host and hash; SIGHUP reopens")
+  @Test(
+    "logs: one JSON line per request with its format or error kind, source reduced to scheme, host and hash; SIGHUP reopens"
+  )
   func logs() async throws {
     let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
     defer { origin.stop() }
@@ -150,8 +152,17 @@ struct DaemonOperationsTests {
     #expect(records.count == lines.count, "every line is a JSON object")
     let request = try #require(records.first { $0["path"] == "/v1/thumbnail" })
     #expect(request["status"] == "200" && request["cache"] == "miss")
+    // The output format of a thumbnail, and the error kind of an error, are in the line.
+    #expect(request["format"] == "jpeg" && request["error"] == nil, "\(request)")
     let source = try #require(request["src"])
     #expect(source.hasPrefix("http://127.0.0.1:\(origin.port)#") && source.count > 30)
+    #expect(SocketClient.get(daemon.socket, "/v1/thumbnail?w=20").status == 400)
+    await eventually("error logged") {
+      ((try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "").contains(
+        "\"error\":\"bad_request\"")
+    }
+    // Thumbnails sent by format, in /metrics.
+    #expect(daemon.metric("thumbd_responses_total{format=\"jpeg\"}") == 1)
     // Rotation: move the file away, SIGHUP, and new lines land in a new file.
     try FileManager.default.moveItem(atPath: logFile, toPath: logFile + ".1")
     kill(daemon.pid, SIGHUP)

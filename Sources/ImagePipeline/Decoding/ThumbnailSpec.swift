@@ -93,7 +93,7 @@ public struct ThumbnailSpec: Sendable, Hashable {
   /// Throws `invalidSpec` when a field is out of range.
   public func validate() throws(ThumbnailError) {
     guard width >= 0, height >= 0, width > 0 || height > 0 else {
-      throw .invalidSpec("width and height must be >= 0 and not both 0")
+      throw .invalidSpec("the box's width (w) and height (h) must be 0 or more, and not both 0")
     }
     guard scale.isFinite, scale >= 0.1, scale <= 8 else {
       throw .invalidSpec("scale must be between 0.1 and 8")

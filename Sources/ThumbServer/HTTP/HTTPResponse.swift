@@ -8,12 +8,21 @@ public struct HTTPResponse: Sendable, Hashable {
   public var headers: [(name: String, value: String)]
   /// The body; empty for 304 and HEAD.
   public var body: [UInt8]
+  /// The error kind of an error response (`error(_:kind:message:)`), for the access log.
+  public var errorKind: String?
 
   /// Creates a response.
   public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
     self.status = status
     self.headers = headers
     self.body = body
+  }
+
+  /// The image format of a thumbnail response (`jpeg`, `png`, `webp`, `avif`), from its
+  /// Content-Type; nil for anything else.
+  public var imageFormat: String? {
+    guard let type = header("content-type"), type.hasPrefix("image/") else { return nil }
+    return String(type.dropFirst(6))
   }
 
   /// The first value of a header, by case-insensitive name.
@@ -24,8 +33,10 @@ public struct HTTPResponse: Sendable, Hashable {
   /// A JSON error body `{"error": KIND, "message": ...}`.
   public static func error(_ status: Int, kind: String, message: String) -> HTTPResponse {
     let body = "{\"error\":\(JSONValue.quote(kind)),\"message\":\(JSONValue.quote(message))}\n"
-    return HTTPResponse(
+    var response = HTTPResponse(
       status: status, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+    response.errorKind = kind
+    return response
   }
 
   /// Status line, headers (with `Date`, `Content-Length` but on a 304, and, when closing,

@@ -12,7 +12,8 @@ struct PrometheusExposition {
 
   static func render(
     metrics: PipelineMetrics.Snapshot, workload: ThumbnailPipeline.Workload,
-    requestsByStatus: [Int: Int], fetcher: FetcherFigures? = nil,
+    requestsByStatus: [Int: Int], responsesByFormat: [String: Int] = [:],
+    fetcher: FetcherFigures? = nil,
     disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
     memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0
   ) -> String {
@@ -20,6 +21,11 @@ struct PrometheusExposition {
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
     for (status, count) in requestsByStatus.sorted(by: { $0.key < $1.key }) {
       out.sample("thumbd_requests_total{status=\"\(status)\"}", count)
+    }
+    out.family(
+      "thumbd_responses_total", "counter", "Thumbnails sent (200 over HTTP), by image format.")
+    for (format, count) in responsesByFormat.sorted(by: { $0.key < $1.key }) {
+      out.sample("thumbd_responses_total{format=\"\(format)\"}", count)
     }
     out.family("thumbd_cache_hits_total", "counter", "Requests answered from a cache, by tier.")
     out.sample("thumbd_cache_hits_total{tier=\"memory\"}", metrics.memoryHits)

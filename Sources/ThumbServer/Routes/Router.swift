@@ -38,12 +38,12 @@ public final class Router: Sendable {
   public func answer(_ request: HTTPRequest) -> RouteAnswer {
     switch route(request) {
     case .now(let response, let source):
-      count(response.status)
+      statuses.count(response)
       return .now(response, source)
     case .later(let work):
       return .later { [self] in
         let (response, source) = await work()
-        count(response.status)
+        statuses.count(response)
         return (response, source)
       }
     }
@@ -98,7 +98,8 @@ public final class Router: Sendable {
       .later {
         let text = PrometheusExposition.render(
           metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
-          requestsByStatus: statuses.snapshot, fetcher: fetcher.map(FetcherFigures.init),
+          requestsByStatus: statuses.snapshot, responsesByFormat: statuses.formats,
+          fetcher: fetcher.map(FetcherFigures.init),
           disk: await pipeline.diskCache?.statistics, memory: pipeline.memoryBudget,
           memoryCache: pipeline.memoryCache.statistics,
           logFailures: Logger.writeFailures)
@@ -112,11 +113,22 @@ public final class Router: Sendable {
   }
 }
 
-/// Responses by status, for `/metrics`.
+/// Responses by status, and thumbnails by image format, for `/metrics`.
 final class StatusCounts: Sendable {
-  private let counts = Mutex<[Int: Int]>([:])
+  private let counts = Mutex<(statuses: [Int: Int], formats: [String: Int])>(([:], [:]))
 
-  func count(_ status: Int) { counts.withLock { $0[status, default: 0] += 1 } }
+  func count(_ status: Int) { counts.withLock { $0.statuses[status, default: 0] += 1 } }
 
-  var snapshot: [Int: Int] { counts.withLock { $0 } }
+  /// Counts a response's status and, for an image, its format (a 304 names none).
+  func count(_ response: HTTPResponse) {
+    let format = response.status == 200 ? response.imageFormat : nil
+    counts.withLock {
+      $0.statuses[response.status, default: 0] += 1
+      if let format { $0.formats[format, default: 0] += 1 }
+    }
+  }
+
+  var snapshot: [Int: Int] { counts.withLock { $0.statuses } }
+
+  var formats: [String: Int] { counts.withLock { $0.formats } }
 }

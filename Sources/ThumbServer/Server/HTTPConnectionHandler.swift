@@ -254,6 +254,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
       ("ms", Logger.milliseconds(ContinuousClock.now - started)),
     ]
     if let source { fields.append(("cache", source.rawValue)) }
+    if let format = response.imageFormat { fields.append(("format", format)) }
+    if let kind = response.errorKind { fields.append(("error", kind)) }
     if let url = request.queryValue("url") { fields.append(("src", LogRedaction.source(url))) }
     logger.log(.info, "request", fields: fields)
   }
