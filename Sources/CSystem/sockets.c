@@ -65,17 +65,38 @@ int ts_listen_unix(const char *path, uint32_t mode, int backlog) {
   return fd;
 }
 
+/* An IPv4 or IPv6 literal and a port as a socket address; 0, or -EINVAL for neither. */
+static int tcp_address(const char *address, uint16_t port, struct sockaddr_storage *out,
+                       socklen_t *length) {
+  memset(out, 0, sizeof(*out));
+  struct sockaddr_in *in = (struct sockaddr_in *)out;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+  if (inet_pton(AF_INET, address, &in->sin_addr) == 1) {
+    in->sin_family = AF_INET;
+    in->sin_port = htons(port);
+    *length = sizeof(*in);
+    return 0;
+  }
+  if (inet_pton(AF_INET6, address, &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(port);
+    *length = sizeof(*in6);
+    return 0;
+  }
+  return -EINVAL;
+}
+
 int ts_listen_tcp(const char *address, uint16_t port, int backlog) {
-  struct sockaddr_in in;
-  memset(&in, 0, sizeof(in));
-  in.sin_family = AF_INET;
-  in.sin_port = htons(port);
-  if (inet_pton(AF_INET, address, &in.sin_addr) != 1) return -EINVAL;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  struct sockaddr_storage at;
+  socklen_t length;
+  if (tcp_address(address, port, &at, &length) != 0) return -EINVAL;
+  int fd = socket(at.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail();
   int yes = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  if (bind(fd, (struct sockaddr *)&in, sizeof(in)) != 0 || listen(fd, backlog) != 0) {
+  /* An IPv6 address means that address alone, not IPv4 as well. */
+  if (at.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &yes, sizeof(yes));
+  if (bind(fd, (struct sockaddr *)&at, length) != 0 || listen(fd, backlog) != 0) {
     int error = errno;
     close(fd);
     return -error;
@@ -84,10 +105,11 @@ int ts_listen_tcp(const char *address, uint16_t port, int backlog) {
 }
 
 int ts_local_port(int fd) {
-  struct sockaddr_in in;
-  socklen_t length = sizeof(in);
-  if (getsockname(fd, (struct sockaddr *)&in, &length) != 0) return fail();
-  return ntohs(in.sin_port);
+  struct sockaddr_storage at;
+  socklen_t length = sizeof(at);
+  if (getsockname(fd, (struct sockaddr *)&at, &length) != 0) return fail();
+  if (at.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&at)->sin6_port);
+  return ntohs(((struct sockaddr_in *)&at)->sin_port);
 }
 
 int ts_accept(int listener) {
@@ -115,16 +137,14 @@ int ts_connect_unix(const char *path) {
 }
 
 int ts_connect_tcp(const char *address, uint16_t port) {
-  struct sockaddr_in in;
-  memset(&in, 0, sizeof(in));
-  in.sin_family = AF_INET;
-  in.sin_port = htons(port);
-  if (inet_pton(AF_INET, address, &in.sin_addr) != 1) return -EINVAL;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_storage at;
+  socklen_t length;
+  if (tcp_address(address, port, &at, &length) != 0) return -EINVAL;
+  int fd = socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail();
   int yes = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-  if (connect(fd, (struct sockaddr *)&in, sizeof(in)) != 0) {
+  if (connect(fd, (struct sockaddr *)&at, length) != 0) {
     int error = errno;
     close(fd);
     return -error;

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import ImagePipeline
 import Synchronization
@@ -397,6 +398,24 @@ struct SessionTests {
     await eventually("served over TCP") { log.images.count == 1 }
     #expect(log.images.first.map { Self.item(shownBy: $0.data) } == 8)
     client.close()
+  }
+
+  @Test("the TCP listener takes an IPv6 address: [::1]:0 serves, on that address alone")
+  func ipv6Listener() async throws {
+    let daemon = try await TestDaemon.start(["--cache-dir", "", "--listen", "[::1]:0"])
+    defer { daemon.stop() }
+    let log = daemon.log
+    let range = try #require(log.range(of: "[::1]:"), "\(log)")
+    let port = try #require(UInt16(log[range.upperBound...].prefix { $0.isNumber }))
+    let fd = ts_connect_tcp("::1", port)
+    try #require(fd >= 0, "connect to [::1]:\(port): \(fd)")
+    defer { close(fd) }
+    #expect(
+      SocketClient.sendAll(
+        fd, Array("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)))
+    #expect(SocketClient.status(of: SocketClient.readToEnd(fd)) == 200)
+    // Not IPv4 as well: the listener is that address alone.
+    #expect(ts_connect_tcp("127.0.0.1", port) < 0)
   }
 
   /// The TCP port from the daemon's `listening` log line, which the daemon writes before it

@@ -76,6 +76,13 @@ struct ConfigTests {
     #expect(config.cacheDir == "/c/t")
     #expect(config.drainTimeout == 2.5)
     #expect(ListenAddress(config.listen) == ListenAddress("127.0.0.1:8080"))
+    // IPv6 in brackets; no zone ids, no bare IPv6, no names.
+    #expect(ListenAddress("[::1]:0")?.host == "::1")
+    #expect(ListenAddress("[::1]:8089")?.isLoopback == true)
+    #expect(ListenAddress("[2001:db8::1]:80")?.isLoopback == false)
+    for bad in ["::1:80", "[::1%lo]:80", "[localhost]:80", "[1.2.3.4]:80", "[::1]"] {
+      #expect(ListenAddress(bad) == nil, "\(bad)")
+    }
     #expect(try load(["--allow-private=false"]).allowPrivate == false)
     let expanded = ConfigLoader.expand(
       "${A:-${B:-/fallback}}/x$C", environment: ["B": "/b", "C": "y"])

@@ -50,7 +50,7 @@ int ts_accept(int listener);
 /** Connects (blocking, close-on-exec) to a Unix socket; fd or negative errno. */
 int ts_connect_unix(const char *path);
 
-/** Connects (blocking, close-on-exec, no Nagle) to an IPv4 address and port. */
+/** Connects (blocking, close-on-exec, no Nagle) to an IPv4 or IPv6 address and port. */
 int ts_connect_tcp(const char *address, uint16_t port);
 
 /**

@@ -42,7 +42,7 @@ public struct ConfigOption: Sendable {
       config.socketMode = mode
       return true
     },
-    ConfigOption("listen", expects: "HOST:PORT with an IPv4 address, or \"\" for none") {
+    ConfigOption("listen", expects: "IPv4:PORT or [IPv6]:PORT, or \"\" for none") {
       config, value in
       guard let text = value.string(), text.isEmpty || ListenAddress(text) != nil else {
         return false
@@ -205,21 +205,34 @@ public struct ConfigOption: Sendable {
   }
 }
 
-/// `HOST:PORT` for the TCP listener.
+/// `IPv4:PORT` or `[IPv6]:PORT` for the TCP listener.
 public struct ListenAddress: Sendable, Hashable {
-  /// The IPv4 address to bind.
+  /// The address to bind: an IPv4 or IPv6 literal (without brackets).
   public let host: String
   /// The port (0 picks one).
   public let port: UInt16
 
-  /// Parses `HOST:PORT`; nil when malformed.
+  /// Parses `IPv4:PORT` or `[IPv6]:PORT`; nil when malformed.
   public init?(_ text: String) {
     guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...])
     else { return nil }
-    let host = String(text[..<colon])
-    let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-    guard octets.count == 4, octets.allSatisfy({ UInt8($0) != nil }) else { return nil }
+    var host = String(text[..<colon])
+    if host.hasPrefix("[") && host.hasSuffix("]") {
+      host = String(host.dropFirst().dropLast())
+      guard !host.contains("%"), case .v6 = IPAddress(host) else { return nil }
+    } else {
+      let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+      guard octets.count == 4, octets.allSatisfy({ UInt8($0) != nil }) else { return nil }
+    }
     self.host = host
     self.port = port
+  }
+
+  /// Whether the address is a loopback one (127.0.0.0/8 or ::1).
+  public var isLoopback: Bool { host.hasPrefix("127.") || IPAddress(host) == IPAddress("::1") }
+
+  /// `host:port`, with an IPv6 host in brackets.
+  public func endpoint(port: Int) -> String {
+    host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
   }
 }

@@ -67,7 +67,7 @@ public final class Daemon: Sendable {
   /// authentication); returns the bound endpoint.
   public func listenOnTCP() throws -> [String] {
     guard let address = ListenAddress(config.listen) else { return [] }
-    if !address.host.hasPrefix("127.") {
+    if !address.isLoopback {
       logger.log(
         .warn, "listen_unauthenticated",
         ["address": config.listen, "advice": "keep TCP on loopback or behind a proxy"])
@@ -75,7 +75,7 @@ public final class Daemon: Sendable {
     let fd = ts_listen_tcp(address.host, address.port, 1024)
     guard fd >= 0 else { throw ServerError.system("listen on \(config.listen)", -fd) }
     try server.listen(on: fd)
-    return ["\(address.host):\(ts_local_port(fd))"]
+    return [address.endpoint(port: Int(ts_local_port(fd)))]
   }
 
   /// Starts the event loop.
