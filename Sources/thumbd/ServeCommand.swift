@@ -11,10 +11,15 @@ import ThumbSystem
 /// `THUMBD_...` variables and flags, in rising precedence (docs/CONFIG.md).
 enum ServeCommand {
   static var usage: String {
+    // Each option: its flag and what it takes, then its meaning and default from the table
+    // docs/CONFIG.md shows (ConfigOption.documentation), wrapped, without Markdown.
     let options = ConfigOption.all.map { option in
       let flag = option.isSwitch ? option.flag : "\(option.flag) VALUE"
-      // At least one space between a long flag and what it expects.
-      return "  " + flag.padded(to: 29) + " " + option.expects
+      let plain = { (text: String) in text.replacing("`", with: "") }
+      let text =
+        plain(option.meaning) + " (default: " + plain(option.defaultValue) + "; "
+        + (option.isSwitch ? "a switch" : option.expects) + ")"
+      return "  " + flag + "\n" + wrapped(text, indent: 6, width: 96)
     }
     return """
       thumbd serve: serve thumbnails over a Unix socket (and optionally TCP).
@@ -31,6 +36,22 @@ enum ServeCommand {
         --config FILE                 JSON config file (also THUMBD_CONFIG)
 
       """ + options.joined(separator: "\n")
+  }
+
+  /// `text` in lines of at most `width` columns, each indented by `indent` spaces.
+  static func wrapped(_ text: String, indent: Int, width: Int) -> String {
+    var lines: [String] = []
+    var line = ""
+    for word in text.split(separator: " ") {
+      if !line.isEmpty && indent + line.count + 1 + word.count > width {
+        lines.append(line)
+        line = ""
+      }
+      line += (line.isEmpty ? "" : " ") + word
+    }
+    if !line.isEmpty { lines.append(line) }
+    let margin = String(repeating: " ", count: indent)
+    return lines.map { margin + $0 }.joined(separator: "\n")
   }
 
   static func run(_ arguments: [String]) async -> Int32 {

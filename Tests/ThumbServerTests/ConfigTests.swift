@@ -42,6 +42,43 @@ struct ConfigTests {
     }
   }
 
+  @Test("docs/CONFIG.md's table and --help come from one text: every row's default and meaning")
+  func docsTableIsTheHelpText() throws {
+    let docs = try String(contentsOfFile: Self.repository + "/docs/CONFIG.md", encoding: .utf8)
+    var rows: [String: (String, String)] = [:]
+    for line in docs.split(separator: "\n") where line.hasPrefix("| `") {
+      let cells = line.split(separator: "|", omittingEmptySubsequences: false).map {
+        $0.trimmingCharacters(in: .whitespaces)
+      }
+      guard cells.count >= 7, cells[3].hasPrefix("`THUMBD_") else { continue }
+      rows[String(cells[1].dropFirst().dropLast())] = (
+        cells[4], cells[5...].dropLast().joined(separator: "|")
+      )
+    }
+    #expect(Set(rows.keys) == Set(ConfigOption.all.map(\.key)))
+    for option in ConfigOption.all {
+      let row = try #require(rows[option.key], "docs/CONFIG.md has no row for \(option.key)")
+      #expect(row.0 == option.defaultValue, "\(option.key): docs say \(row.0)")
+      #expect(row.1 == option.meaning, "\(option.key): the docs' meaning differs from --help's")
+      #expect(!option.meaning.isEmpty)
+    }
+  }
+
+  @Test("an unknown flag gets the nearest real ones")
+  func didYouMean() {
+    #expect(ConfigOption.near("--memory-limt").first == "--memory-limit")
+    #expect(ConfigOption.near("--listn").first == "--listen")
+    #expect(ConfigOption.near("--zzzzzzzzzz").isEmpty)
+    #expect(throws: ConfigError.self) {
+      _ = try ConfigLoader.load(arguments: ["--memory-limt", "1MiB"], environment: [:])
+    }
+    do {
+      _ = try ConfigLoader.load(arguments: ["--memry-budget", "1MiB"], environment: [:])
+    } catch {
+      #expect("\(error)".contains("did you mean --memory-budget"), "\(error)")
+    }
+  }
+
   @Test("flags beat environment variables, which beat the file, which beats the defaults")
   func precedence() throws {
     let file = FileManager.default.temporaryDirectory

@@ -100,7 +100,10 @@ public enum ConfigLoader {
         }
         let option = ConfigOption.all.first { $0.flag == name }
         guard name == "--config" || option != nil else {
-          error = error ?? ConfigError(key: nil, origin: argument, message: "unknown option")
+          let guesses = ConfigOption.near(name).prefix(2)
+          let hint =
+            guesses.isEmpty ? "" : "; did you mean " + guesses.joined(separator: " or ") + "?"
+          error = error ?? ConfigError(key: nil, origin: argument, message: "unknown option" + hint)
           continue
         }
         let text: String

@@ -1,0 +1,211 @@
+/// What each `thumbd serve` option means and defaults to, as `--help` prints it and
+/// docs/CONFIG.md's table shows it: one text for both (`ConfigTests` holds the table to it).
+extension ConfigOption {
+  /// What the option does, as docs/CONFIG.md's table says it (Markdown).
+  public var meaning: String { Self.documentation[key]?.meaning ?? "" }
+
+  /// The default, as docs/CONFIG.md's table writes it (Markdown).
+  public var defaultValue: String { Self.documentation[key]?.defaultValue ?? "" }
+
+  /// Option flags within `distance` edits of `flag`, nearest first: the "did you mean" of an
+  /// unknown flag.
+  public static func near(_ flag: String, distance: Int = 3) -> [String] {
+    let scored = (all.map(\.flag) + ["--config"]).map { ($0, editDistance($0, flag)) }
+    return scored.filter { $0.1 <= distance }.sorted { $0.1 < $1.1 }.map(\.0)
+  }
+
+  /// Levenshtein distance over bytes (flags are ASCII).
+  static func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a.utf8)
+    let b = Array(b.utf8)
+    var previous = Array(0...b.count)
+    for i in 1...max(a.count, 1) where !a.isEmpty {
+      var current = [i] + [Int](repeating: 0, count: b.count)
+      for j in stride(from: 1, through: b.count, by: 1) {
+        current[j] = min(
+          previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+      }
+      previous = current
+    }
+    return a.isEmpty ? b.count : previous[b.count]
+  }
+
+  /// The default as the docs write it, and the meaning, by config key.
+  static let documentation: [String: (defaultValue: String, meaning: String)] = [
+    "socket": (
+      "`${XDG_RUNTIME_DIR:-/tmp}/thumbd.sock`",
+      "Unix socket path; a stale socket file is replaced only if nothing answers on it, any other file there is left alone"
+    ),
+    "socket_mode": (
+      "`\"0660\"`", "socket permissions (octal), set exactly, never wider even briefly"
+    ),
+    "listen": (
+      "`\"\"` (none)",
+      "extra TCP listener `IPv4:PORT` or `[IPv6]:PORT` (port 0 picks one; the `listening` log line, written before the first answer, says which); keep it on loopback"
+    ),
+    "cache_dir": (
+      "`${CACHE_DIRECTORY:-${XDG_CACHE_HOME:-/var/tmp}}/thumbd`",
+      "disk cache of thumbnails (`\"\"` for none); `CACHE_DIRECTORY` is what systemd's `CacheDirectory=` sets"
+    ),
+    "disk_limit": ("`1GiB`", "disk cache budget; least recently used entries go first"),
+    "memory_limit": (
+      "`64MiB`", "memory cache budget, bytes of encoded thumbnails (no entry above a tenth)"
+    ),
+    "memory_count_limit": ("4096", "memory cache entries"),
+    "memory_budget": (
+      "`256MiB`",
+      "what the pipeline's work may hold at once: source bytes in flight (each download reserves 4 MiB before it starts, more is counted as it arrives), every decode's memory estimate from its header while it runs, and the memory cache (which gives way: it is trimmed when work needs the room). Work that does not fit waits, visible first; a job that alone needs more gets 413 `too_large`. At least 16 MiB; sizing rule below"
+    ),
+    "idle_trim": (
+      "2",
+      "seconds without work after which freed memory goes back to the kernel (`malloc_trim`); 0: never"
+    ),
+    "malloc_arenas": (
+      "2",
+      "glibc malloc arenas (0: glibc's default, eight per core); `MALLOC_ARENA_MAX` in the environment wins"
+    ),
+    "malloc_mmap_threshold": (
+      "`1MiB`",
+      "allocations from this size up are mapped on their own and given back when freed (0: glibc's sliding threshold, which climbs to 32 MiB); `MALLOC_MMAP_THRESHOLD_` wins"
+    ),
+    "max_source_bytes": (
+      "`32MiB`", "largest source download or file (413 beyond), enforced while it streams"
+    ),
+    "max_pixels": (
+      "100000000", "largest source width x height, checked from the header before decoding (413)"
+    ),
+    "max_dimension": ("65535", "longest source side in pixels (413)"),
+    "decode_timeout": (
+      "10",
+      "seconds a decode may take, wall clock (422 `decode_timeout` beyond; 0 for none): the guard behind every specific decoder limit"
+    ),
+    "allowed_schemes": (
+      "`[\"http\",\"https\",\"file\"]`", "source URL schemes; `file` still needs `file_roots`"
+    ),
+    "allowed_hosts": (
+      "`[]` (any public host)",
+      "origin host allowlist; `.example.com` takes the domain and its subdomains"
+    ),
+    "file_roots": (
+      "`[]` (no file URLs)",
+      "directories `file://` sources must stay inside, after resolving symlinks"
+    ),
+    "allow_private": (
+      "false",
+      "accept every origin address, loopback and private ones included (tests); prefer `allowed_networks`"
+    ),
+    "allowed_networks": (
+      "`[]`",
+      "non-public networks accepted besides public addresses, and nothing else: CIDRs such as `127.0.0.0/8` for a sidecar origin or `10.20.0.0/16` for an intranet. Checked on every resolved address and again on every address the fetcher connects to"
+    ),
+    "fetch_concurrency": (
+      "16",
+      "downloads at once for visible and normal work; more wait, most urgent first. Prefetch downloads take only free slots (at most three quarters) and never keep a visible download waiting, so up to 1.75x this many may run"
+    ),
+    "origin_connections": (
+      "8",
+      "downloads from one origin (host and port) at once, and the kept-alive connections to it; an origin that never answers holds at most this many download slots"
+    ),
+    "decode_threads": ("0 (one per core)", "decode threads"),
+    "max_queued_decodes": (
+      "256", "decodes allowed to wait; beyond it requests get 503 with `Retry-After`"
+    ),
+    "prefetch_concurrency": (
+      "8",
+      "prefetch jobs in progress at once (downloading, waiting for a decode, decoding); more wait, and a free place goes to the session holding the fewest, so one session's flood of hints cannot starve another's look-ahead. While visible requests arrive, sessions not showing anything themselves share only a quarter of the places"
+    ),
+    "max_connections": (
+      "10000",
+      "client connections at once; when all are taken, the connection idle longest is closed for a new one (with none idle, the new one is refused)"
+    ),
+    "header_timeout": (
+      "10",
+      "seconds for a request head (or a session frame) to arrive, from the accept or from its first byte; slower clients are closed"
+    ),
+    "idle_timeout": (
+      "60", "seconds a kept-alive connection may sit without a request (sessions are exempt)"
+    ),
+    "session_memory": (
+      "`64MiB`",
+      "bytes all sessions' announced, unanswered prefetch items may hold (each session at most 2 MiB of it); an item past the bound is answered `prefetch_error` `busy`"
+    ),
+    "connect_timeout": (
+      "5", "seconds to the origin's response head, name lookup and connect included (504 beyond)"
+    ),
+    "request_timeout": (
+      "20", "seconds for a whole fetch: every redirect hop, retry and backoff (504 beyond)"
+    ),
+    "max_redirects": (
+      "3",
+      "redirects followed (0-100), each hop checked against the policy again; a redirect's body is never read"
+    ),
+    "fetch_retries": (
+      "2",
+      "attempts after the first for connect failures, resets and 429/502/503/504 from the origin, with exponential backoff and jitter (or the origin's `Retry-After`), all within `request_timeout`; other 4xx and undecodable images are never retried"
+    ),
+    "dns_cache_seconds": (
+      "30",
+      "how long a name lookup's answer is reused (0: every attempt looks up again); caching cannot weaken the address rules, which are applied again to every address right before connecting"
+    ),
+    "ca_file": ("`\"\"` (system bundle)", "CA certificates (PEM bundle) trusted for https origins"),
+    "ca_path": (
+      "`\"\"` (system directory)", "directory of hashed CA certificates for https origins"
+    ),
+    "default_format": (
+      "`auto`",
+      "output format when a request names none: `auto` (negotiated from `Accept`: AVIF when accepted and `auto_avif` is on, else WebP when accepted, else PNG with transparency and JPEG without), `png`, `jpeg`, `webp`, `avif`"
+    ),
+    "default_quality": ("80", "quality of JPEG, WebP and AVIF output when a request names none"),
+    "auto_avif": (
+      "false",
+      "let `format=auto` choose AVIF for clients whose `Accept` names `image/avif` (off: AVIF encoding costs several times WebP's; see docs/BENCHMARKS.md, \"Encoding\")"
+    ),
+    "avif_speed": ("8", "AVIF encoder speed, 0 (slowest, smallest) to 9"),
+    "colour": (
+      "srgb",
+      "what becomes of embedded colour profiles when a request gives no `colour`: `srgb` converts to sRGB (output untagged), `keep` leaves the pixels and copies an RGB profile into the output"
+    ),
+    "cmyk_profile": (
+      "/usr/share/color/icc/ghostscript/default_cmyk.icc",
+      "standard CMYK profile for CMYK JPEGs without a usable profile of their own (Debian's libgs-common); empty, missing or not CMYK: a fixed formula, with a warning in the log"
+    ),
+    "cache_max_age": (
+      "86400",
+      "longest `Cache-Control: max-age=` of thumbnails, seconds; a source's remaining freshness is shorter when it is"
+    ),
+    "source_default_ttl": (
+      "300",
+      "freshness of an http(s) source whose origin sends no `max-age`, `s-maxage` or `Expires`, and the `max-age` `file://` thumbnails advertise (files are checked on every request)"
+    ),
+    "source_min_ttl": (
+      "0",
+      "an origin's lifetime is raised to at least this, except with `no-cache`, `no-store` or `must-revalidate`, whose word wins"
+    ),
+    "source_max_ttl": ("604800", "no source stays fresh longer, whatever its origin says"),
+    "stale_while_revalidate": (
+      "0",
+      "seconds a stale thumbnail may be served (`X-Thumbd-Cache: stale`) while one revalidation runs; the origin's own `stale-while-revalidate` wins when shorter, `must-revalidate`/`no-cache` make it 0"
+    ),
+    "stale_if_error": (
+      "0",
+      "seconds past its freshness a stale thumbnail may be served (`X-Thumbd-Cache: stale`) when the origin fails or times out; 0: an error. The origin's own `stale-if-error` wins when shorter"
+    ),
+    "network_purge": (
+      "false",
+      "accept `DELETE /v1/source` on the TCP listener too (it is always accepted on the Unix socket)"
+    ),
+    "negative_cache_seconds": (
+      "0", "how long a failed source is answered from memory without new work"
+    ),
+    "log_level": (
+      "`info`",
+      "`debug` (adds one line per session load), `info` (one line per request), `warn`, `error`"
+    ),
+    "log_format": ("`logfmt`", "`logfmt` or `json` (one object per line, all values strings)"),
+    "log_file": ("`\"\"` (stderr)", "append logs to this file; SIGHUP reopens it after rotation"),
+    "drain_timeout": (
+      "10",
+      "seconds SIGTERM/SIGINT wait for in-flight requests and session loads; what is left is cancelled and counted in the `stopped` log line"
+    ),
+  ]
+}
