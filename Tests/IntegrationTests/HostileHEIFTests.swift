@@ -198,17 +198,10 @@ struct HostileHEIFTests {
     let input = directory + "/input.avif"
     let bytes = shape.bytes()
     try Data(bytes).write(to: URL(fileURLWithPath: input))
-    // THUMBD_WRITE_FUZZ_SEEDS=DIR keeps each shape under 64 KiB as a decode-heif fuzz seed
-    // (Tests/Fuzz/decode-heif holds them).
-    if let seeds = ProcessInfo.processInfo.environment["THUMBD_WRITE_FUZZ_SEEDS"],
-      bytes.count < 1 << 16
-    {
-      let name = shape.name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" }
-      try Data(bytes).write(to: URL(fileURLWithPath: seeds + "/seed-" + String(name.prefix(48))))
-    }
-    let baseline = try await ChildProcess.runThumbd(["--help"], measuringMemory: true).maxRSSKiB
-    let run = try await ChildProcess.runThumbd(
-      ["thumbnail", input, "--size", "64x64", "-o", directory + "/out.png"], measuringMemory: true)
+    // Tests/Fuzz/decode-heif holds the seeds this writes.
+    try ChildProcess.keepAsFuzzSeed(bytes, name: shape.name)
+    let (run, above) = try await ChildProcess.thumbnailMeasured(
+      input, size: "64x64", output: directory + "/out.png")
     if shape.kinds.isEmpty {
       #expect(run.status == 0, "\(run.standardError)")
     } else {
@@ -225,6 +218,6 @@ struct HostileHEIFTests {
     }
     #expect(run.cpuSeconds < 1, "\(run.cpuSeconds) s of CPU")
     #expect(
-      run.maxRSSKiB - baseline < 64 * 1024, "\(run.maxRSSKiB - baseline) KiB above the baseline")
+      above < 64 * 1024, "\(above) KiB above the baseline")
   }
 }

@@ -169,3 +169,26 @@ enum ChildProcess {
     return status.flatMap { $0 }.map(exitStatus)
   }
 }
+
+extension ChildProcess {
+  /// `input` thumbnailed by the CLI in a process of its own, under GNU time: the outcome, and
+  /// its peak RSS above the baseline of `thumbd --help` (the hostile-input tests' measure).
+  static func thumbnailMeasured(_ input: String, size: String, output: String) async throws
+    -> (run: Outcome, aboveBaselineKiB: Int)
+  {
+    let baseline = try await runThumbd(["--help"], measuringMemory: true).maxRSSKiB
+    let run = try await runThumbd(
+      ["thumbnail", input, "--size", size, "-o", output], measuringMemory: true)
+    return (run, run.maxRSSKiB - baseline)
+  }
+
+  /// With `THUMBD_WRITE_FUZZ_SEEDS=DIR` set, keeps `bytes` (when under `limit`) in DIR as a
+  /// fuzz seed named after `name` (Tests/Fuzz/<target>/ holds those kept).
+  static func keepAsFuzzSeed(_ bytes: [UInt8], name: String, limit: Int = 1 << 16) throws {
+    guard let seeds = ProcessInfo.processInfo.environment["THUMBD_WRITE_FUZZ_SEEDS"],
+      bytes.count < limit
+    else { return }
+    let slug = name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" }
+    try Data(bytes).write(to: URL(fileURLWithPath: seeds + "/seed-" + String(slug.prefix(48))))
+  }
+}
