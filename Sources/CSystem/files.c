@@ -7,6 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -57,15 +60,61 @@ int ts_open_root(const char *root) {
   return directory < 0 ? fail() : directory;
 }
 
-int ts_open_beneath(const char *root, const char *relative, int flags, int walk) {
-  int directory = ts_open_root(root);
-  if (directory < 0) return directory;
-  int fd = ts_open_beneath_at(directory, relative, flags, walk);
-  close(directory);
+/* Whether `path` is `root` or below it. */
+static int is_beneath(const char *path, const char *root) {
+  size_t length = strlen(root);
+  if (length == 1 && root[0] == '/') return path[0] == '/';
+  return strncmp(path, root, length) == 0 && (path[length] == '/' || path[length] == 0);
+}
+
+/* The second chance for links openat2's RESOLVE_BENEATH refuses (absolute, or climbing out
+ * and back): resolve to an O_PATH descriptor, which opens nothing, read where it is, and
+ * reopen that very inode only when it lies below the root. */
+static int open_resolved_beneath(int directory, const char *root_path, const char *relative,
+                                 int flags) {
+  struct ts_open_how how = {.flags = O_PATH | O_CLOEXEC, .mode = 0,
+                            .resolve = TS_RESOLVE_NO_MAGICLINKS};
+  long located = syscall(SYS_openat2, directory, relative, &how, sizeof(how));
+  if (located < 0) return fail();
+  int path_fd = (int)located;
+  char proc[64];
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", path_fd);
+  char real[PATH_MAX + 1];
+  ssize_t length = readlink(proc, real, PATH_MAX);
+  if (length <= 0 || length >= PATH_MAX || real[0] != '/') {
+    close(path_fd);
+    return -EXDEV;
+  }
+  real[length] = 0;
+  if (!is_beneath(real, root_path)) {
+    close(path_fd);
+    return -EXDEV;
+  }
+  struct stat located_info, opened_info;
+  if (fstat(path_fd, &located_info) != 0) {
+    int error = errno;
+    close(path_fd);
+    return -error;
+  }
+  /* A FIFO or device is never opened for reading: the caller wants regular files only. */
+  if (!S_ISREG(located_info.st_mode)) {
+    close(path_fd);
+    return -ENODEV;
+  }
+  int fd = open(proc, flags | O_CLOEXEC);
+  int error = errno;
+  close(path_fd);
+  if (fd < 0) return -error;
+  if (fstat(fd, &opened_info) != 0 || opened_info.st_dev != located_info.st_dev ||
+      opened_info.st_ino != located_info.st_ino) {
+    close(fd);
+    return -EXDEV;
+  }
   return fd;
 }
 
-int ts_open_beneath_at(int directory, const char *relative, int flags, int walk) {
+int ts_open_beneath_at(int directory, const char *root_path, const char *relative, int flags,
+                       int walk) {
   int fd = -ENOSYS;
   if (!walk) {
     struct ts_open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -73,9 +122,9 @@ int ts_open_beneath_at(int directory, const char *relative, int flags, int walk)
                               .resolve = TS_RESOLVE_BENEATH | TS_RESOLVE_NO_MAGICLINKS};
     long result = syscall(SYS_openat2, directory, relative, &how, sizeof(how));
     fd = result >= 0 ? (int)result : -errno;
+    if (fd == -EXDEV && root_path) fd = open_resolved_beneath(directory, root_path, relative, flags);
   }
   /* No openat2 (before Linux 5.6), or a syscall filter that refuses it. */
   if (fd == -ENOSYS || fd == -EPERM) fd = open_walking(directory, relative, flags);
   return fd;
 }
-

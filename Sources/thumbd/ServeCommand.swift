@@ -122,6 +122,7 @@ enum ServeCommand {
       [
         "endpoints": endpoints.joined(separator: ","),
         "cache_dir": config.cacheDir.isEmpty ? "none" : config.cacheDir,
+        "file_roots": config.fileRoots.isEmpty ? "none" : daemon.fileRootsDescription,
         "version": Usage.version,
       ])
     daemon.start()

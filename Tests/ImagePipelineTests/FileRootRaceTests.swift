@@ -38,13 +38,19 @@ struct FileRootRaceTests {
     var url: String { "file://\(root)/in/sub/photo.jpg" }
     var swapCount: Int { swaps.load(ordering: .relaxed) }
 
-    func startSwapping() {
+    /// With `insideLinks`, every other swap puts an absolute symlink to the real directory
+    /// (inside the root) in its place instead, so both ways of following a link race.
+    func startSwapping(insideLinks: Bool = false) {
       let (sub, kept, outside) = (root + "/in/sub", root + "/in/sub.real", base + "/outside/sub")
       Thread.detachNewThread { [self] in
         while !stop.load(ordering: .relaxed) {
           rename(sub, kept)
           symlink(outside, sub)
           unlink(sub)
+          if insideLinks {
+            symlink(kept, sub)
+            unlink(sub)
+          }
           rename(kept, sub)
           swaps.add(1, ordering: .relaxed)
         }
@@ -100,6 +106,19 @@ struct FileRootRaceTests {
     #expect(results.outside == 0, "\(results.outside) requests served a file outside the root")
     #expect(results.inside > 0 && results.refused > 0, "the race never happened: \(results)")
     #expect(scene.swapCount > 100)
+  }
+
+  @Test("swapping between absolute links inside and outside the root serves nothing outside")
+  func absoluteLinksRace() async throws {
+    let scene = try Scene()
+    let loader = SourceLoader(
+      policy: SourcePolicy(allowedSchemes: ["file"], fileRoots: [scene.root]))
+    scene.startSwapping(insideLinks: true)
+    let url = scene.url
+    let results = await hammer(10_000) { try? await loader.loadData(for: url) }
+    scene.finish()
+    #expect(results.outside == 0, "\(results.outside) requests served a file outside the root")
+    #expect(results.inside > 0 && results.refused > 0, "the race never happened: \(results)")
   }
 
   @Test("the fallback walk without openat2 is just as confined")

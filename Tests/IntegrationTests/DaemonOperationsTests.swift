@@ -221,4 +221,37 @@ struct DaemonOperationsTests {
     let log = (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
     #expect(log.contains("from systemd"))
   }
+
+  @Test(
+    "file roots: a root spelled through a link serves both spellings and in-root links; the listening line names the roots"
+  )
+  func rootThroughLink() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let real = directory + "/photos"
+    try FileManager.default.createDirectory(
+      atPath: real + "/2019", withIntermediateDirectories: true)
+    try Data(Self.photo).write(to: URL(fileURLWithPath: real + "/2019/a.jpg"))
+    symlink(real, directory + "/Pictures")
+    symlink(real + "/2019/a.jpg", real + "/favourite.jpg")
+    let daemon = try await TestDaemon.start(
+      ["--file-root", directory + "/Pictures"], directory: directory)
+    defer { daemon.stop() }
+    for path in ["/Pictures/2019/a.jpg", "/photos/2019/a.jpg", "/Pictures/favourite.jpg"] {
+      let target = "/v1/thumbnail?url=\(Self.encoded("file://" + directory + path))&w=32&h=32"
+      #expect(SocketClient.get(daemon.socket, target).status == 200, "\(path)")
+    }
+    #expect(daemon.log.contains("file_roots=\(directory)/Pictures->\(real) "), "\(daemon.log)")
+  }
+
+  @Test("a file root that does not exist stops start-up with a message naming it")
+  func missingRoot() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let outcome = try await ChildProcess.runThumbd([
+      "serve", "--socket", directory + "/s.sock", "--cache-dir", "", "--file-root",
+      "~/Pictures",
+    ])
+    #expect(outcome.status == 1)
+    #expect(outcome.standardError.contains("file_roots: ~/Pictures: No such file or directory"))
+    #expect(!FileManager.default.fileExists(atPath: directory + "/s.sock"))
+  }
 }

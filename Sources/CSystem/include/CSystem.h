@@ -86,17 +86,23 @@ int ts_wakeup_signal(int fd);
 int ts_wakeup_drain(int fd);
 
 /**
- * Opens `relative` (no leading slash) below the directory `root` so that resolution cannot
- * leave it: openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS (symlinks that stay inside
- * are followed), or, where the kernel or a seccomp filter lacks openat2, or when `walk` is
- * non-zero, a walk component by component with O_NOFOLLOW (every symlink refused). `..`
- * never resolves. Returns the descriptor (opened with `flags` | O_CLOEXEC) or a negative
- * errno: -EXDEV or -ELOOP for an escape or a symlink, -ENOENT, ...
+ * Opens `relative` (no leading slash) below the root directory `directory` (from
+ * ts_open_root; it stays open), whose real path is `root_path`, so that the file opened is
+ * inside the root whatever the links on the way say or become:
+ *  - openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS first (relative links that stay
+ *    inside are followed);
+ *  - when that refuses an absolute link or a `..` that climbs out and back (EXDEV), the path
+ *    is resolved again with O_PATH (nothing is opened for reading yet), the real path of what
+ *    it reached is read from /proc/self/fd and must lie below `root_path`, and only then is
+ *    that same inode reopened with `flags`;
+ *  - where the kernel or a seccomp filter lacks openat2, or when `walk` is non-zero, a walk
+ *    component by component with O_NOFOLLOW (every symlink refused).
+ * Returns the descriptor (opened with `flags` | O_CLOEXEC) or a negative errno: -EXDEV or
+ * -ELOOP for an escape or a refused symlink, -ENODEV for something other than a regular
+ * file reached by the second way (never opened), -ENOENT, ...
  */
-int ts_open_beneath(const char *root, const char *relative, int flags, int walk);
-
-/** The same below an already open directory (from ts_open_root), which stays open. */
-int ts_open_beneath_at(int directory, const char *relative, int flags, int walk);
+int ts_open_beneath_at(int directory, const char *root_path, const char *relative, int flags,
+                       int walk);
 
 /** A root directory opened once (O_PATH | O_DIRECTORY | O_CLOEXEC), or a negative errno. */
 int ts_open_root(const char *root);

@@ -1,4 +1,5 @@
 import CSystem
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -6,34 +7,56 @@ import CSystem
 
 /// Reads `file://` sources confined to configured root directories.
 ///
-/// The path must lie lexically inside a root (resolved and opened once, at start: a root
-/// renamed or replaced later is not followed); the file is then opened relative to that
-/// root's descriptor by `ts_open_beneath_at`, so resolution cannot leave it,
-/// whatever is swapped for a symlink between a check and the open: there is no check before
-/// the open to race with. Symlinks that stay inside the root are followed (openat2's
-/// RESOLVE_BENEATH); where openat2 is missing, every symlink is refused. The open descriptor
-/// must be a regular file (a FIFO would block; O_NONBLOCK keeps the open itself from
-/// blocking), and reads stop at `maxSourceBytes`.
+/// The path must lie lexically inside a root, spelled as configured or as resolved (each
+/// root is resolved and opened once, at start: a root renamed or replaced later is not
+/// followed); the file is then opened relative to that root's descriptor by
+/// `ts_open_beneath_at`, so resolution cannot leave it, whatever is swapped for a symlink
+/// between a check and the open: there is no check before the open to race with. Symlinks
+/// that stay inside the root are followed, relative ones by openat2's RESOLVE_BENEATH,
+/// absolute ones (and `..` out and back) by resolving to an O_PATH descriptor whose real
+/// path must lie below the root before that inode is opened; where openat2 is missing, every
+/// symlink is refused. The open descriptor must be a regular file (a FIFO would block;
+/// O_NONBLOCK keeps the open itself from blocking), and reads stop at `maxSourceBytes`.
 struct FileDataLoader: Sendable {
   let roots: [RootDirectory]
   let maxSourceBytes: Int
   /// Walk component by component even where openat2 exists: for tests of the fallback.
   let walkOnly: Bool
 
-  /// A root: its real path and a descriptor of it, held for the loader's lifetime.
+  /// A root: its real path, the spellings a URL may use for it (as configured, made
+  /// absolute, and the real path), and a descriptor of it, held for the loader's lifetime.
   final class RootDirectory: Sendable {
     let path: String
+    let spellings: [String]
     let descriptor: Int32
 
     init?(_ path: String) {
-      guard let real = FileDataLoader.realPath(path) else { return nil }
+      guard case .success(let real) = FileDataLoader.open(root: path) else { return nil }
       let fd = ts_open_root(real)
       guard fd >= 0 else { return nil }
       self.path = real
+      let configured = SystemFiles.absolutePath(path)
+      spellings = configured == real ? [real] : [real, configured]
       descriptor = fd
     }
 
     deinit { close(descriptor) }
+  }
+
+  /// The real path of the root `path`, or why it cannot be one (missing, not a directory,
+  /// not readable), naming it.
+  static func open(root path: String) -> Result<String, FetchError> {
+    guard let real = realPath(path) else {
+      return .failure(.io("\(path): \(SystemFiles.describe(errno))"))
+    }
+    var info = stat()
+    guard stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+      return .failure(.io("\(path): not a directory"))
+    }
+    guard access(real, R_OK | X_OK) == 0 else {
+      return .failure(.io("\(path): \(SystemFiles.describe(errno))"))
+    }
+    return .success(real)
   }
 
   /// A path confined to a root: the root and the path below it.
@@ -63,11 +86,13 @@ struct FileDataLoader: Sendable {
   {
     let confined = try confine(path)
     let fd = ts_open_beneath_at(
-      confined.root.descriptor, confined.relative, O_RDONLY | O_NONBLOCK, walkOnly ? 1 : 0)
+      confined.root.descriptor, confined.root.path, confined.relative, O_RDONLY | O_NONBLOCK,
+      walkOnly ? 1 : 0)
     guard fd >= 0 else {
       switch -fd {
       case ENOENT, ENOTDIR: throw .io("no such file")
       case EXDEV, ELOOP: throw .notAllowed("the path leaves the configured roots")
+      case ENODEV: throw .notAllowed("not a regular file")
       default: throw .io("cannot open: \(String(cString: strerror(-fd)))")
       }
     }
@@ -120,12 +145,17 @@ struct FileDataLoader: Sendable {
       throw .notAllowed("file paths may not contain '..'")
     }
     let normal = "/" + components.joined(separator: "/")
-    guard
-      let root = roots.first(where: { normal.hasPrefix($0.path == "/" ? "/" : $0.path + "/") }),
-      normal.count > root.path.count + 1 || root.path == "/"
-    else { throw .notAllowed("file is outside the configured roots") }
-    let relative = String(normal.dropFirst(root.path == "/" ? 1 : root.path.count + 1))
-    return Confined(root: root, relative: relative)
+    for root in roots {
+      for spelling in root.spellings {
+        let prefix = spelling == "/" ? "/" : spelling + "/"
+        // Bytes, not Characters: a root is matched exactly as the file system spells it.
+        if normal.utf8.starts(with: prefix.utf8) && normal.utf8.count > prefix.utf8.count {
+          let relative = String(decoding: normal.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+          return Confined(root: root, relative: relative)
+        }
+      }
+    }
+    throw .notAllowed("file is outside the configured roots")
   }
 
   private static func stamp(of info: stat) -> FileStamp {

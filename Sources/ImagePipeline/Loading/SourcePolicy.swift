@@ -18,6 +18,25 @@ public struct SourcePolicy: Sendable, Hashable {
   /// Directories `file://` URLs must stay inside. Empty refuses all.
   public var fileRoots: [String]
 
+  /// Why `root` cannot serve as a file root (missing, not a directory, unreadable), in a
+  /// sentence naming it; nil when it can. Roots that fail this are left out of a loader, so
+  /// a daemon checks its roots with this first and refuses to start.
+  public static func fileRootProblem(_ root: String) -> String? {
+    if case .failure(let error) = FileDataLoader.open(root: root) { return error.message }
+    return nil
+  }
+
+  /// Each root as configured, followed by `->` and its real path where that differs
+  /// (`/home/u/Pictures->/mnt/photos`), for a log line.
+  public static func describe(fileRoots: [String]) -> [String] {
+    fileRoots.map { root in
+      guard case .success(let real) = FileDataLoader.open(root: root), real != root else {
+        return root
+      }
+      return root + "->" + real
+    }
+  }
+
   /// Creates a policy. The defaults accept public http(s) origins only.
   public init(
     allowedSchemes: Set<String> = ["http", "https"], allowedHosts: Set<String>? = nil,

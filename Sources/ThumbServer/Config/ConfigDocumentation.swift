@@ -88,7 +88,7 @@ extension ConfigOption {
     ),
     "file_roots": (
       "`[]` (no file URLs)",
-      "directories `file://` sources must stay inside, after resolving symlinks"
+      "directories `file://` sources must stay inside, after resolving symlinks (links inside a root, absolute or relative, are followed; links out are refused); a URL may spell a root as configured or as resolved; a root that is missing or unreadable stops start-up"
     ),
     "allow_private": (
       "false",

@@ -54,6 +54,12 @@ public final class Daemon: Sendable {
         idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory))
   }
 
+  /// The file roots as configured, each with its real path where that differs, for the
+  /// `listening` log line.
+  public var fileRootsDescription: String {
+    SourcePolicy.describe(fileRoots: config.fileRoots).joined(separator: ",")
+  }
+
   /// Listens on the configured Unix socket (mode `socket_mode`) and, when `listen` is set,
   /// on TCP. Returns the endpoints, for the `listening` log line.
   public func listenOnConfiguredEndpoints() throws -> [String] {
@@ -98,6 +104,11 @@ public final class Daemon: Sendable {
   }
 
   private static func sourceLoader(_ config: DaemonConfig, version: String) throws -> SourceLoader {
+    for root in config.fileRoots {
+      if let problem = SourcePolicy.fileRootProblem(root) {
+        throw StartupError(message: "file_roots: \(problem)")
+      }
+    }
     let policy = SourcePolicy(
       allowedSchemes: Set(config.allowedSchemes),
       allowedHosts: config.allowedHosts.isEmpty ? nil : Set(config.allowedHosts),
@@ -155,4 +166,12 @@ public final class Daemon: Sendable {
       negativeCacheSeconds: config.negativeCacheSeconds, memoryBudget: config.memoryBudget,
       trimWhenIdle: config.idleTrim)
   }
+}
+
+/// A part of the configuration the daemon cannot start with, in a sentence naming it.
+public struct StartupError: Error, CustomStringConvertible {
+  /// What is wrong, naming the option and the value.
+  public let message: String
+  /// The message.
+  public var description: String { message }
 }
