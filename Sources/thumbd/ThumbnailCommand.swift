@@ -1,70 +1,184 @@
 import ImagePipeline
 import Synchronization
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
-/// `thumbd thumbnail`: many inputs, one process, a pool of worker threads.
+/// `thumbd thumbnail`: many inputs (directories walked, or a list on standard input), one
+/// process, a pool of worker threads.
 enum ThumbnailCommand {
   /// Parsed command line of `thumbd thumbnail`.
   struct Options {
     var inputs: [String] = []
     var spec = ThumbnailSpec(width: 0, height: 0)
+    /// `--format` as given; nil when the output's name decides.
+    var explicitFormat: OutputFormat?
     var output: String?
     var jobs = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
     var thumbnailer = Thumbnailer()
+    var keepPaths = false
+    var skipExisting = false
+    var nulSeparated = false
+    var quiet = false
+    var verbose = false
+  }
+
+  /// The whole run, decided before any work.
+  private struct Plan: Sendable {
+    let files: [InputList.File]
+    let targets: [OutputPlan.Target]
+    let toStandardOutput: Bool
+    let inputIdentities: Set<InputList.Identity>
   }
 
   /// Runs the command and returns its exit status (0, 1 or 2).
   static func run(_ arguments: [String]) -> Int32 {
-    let options: Options
+    var options: Options
+    let plan: Plan
+    let inputs: InputList
     do {
       guard let parsed = try parse(arguments) else {
         print(Usage.thumbnail)
         return 0
       }
       options = parsed
+      (plan, inputs) = try makePlan(&options)
     } catch {
       printError("thumbd thumbnail: \(error.message)\nRun 'thumbd thumbnail --help' for usage.")
       return 2
     }
-    let targets: [String]
-    do {
-      targets = try OutputPlan.targets(for: options.inputs, output: options.output!)
-    } catch {
-      printError("thumbd thumbnail: \(error.message)")
-      return 2
+    let report = RunReport(
+      command: "thumbd thumbnail",
+      total: plan.files.count + inputs.duplicates + inputs.problems.count + inputs.loops.count,
+      progress: !options.quiet, verbose: options.verbose)
+    for problem in inputs.problems {
+      report.failed(problem.path, kind: "io", message: problem.message)
     }
-    let failures = Atomic<Int>(0)
+    if inputs.duplicates > 0 { report.skipped("", .duplicate, count: inputs.duplicates) }
+    for loop in inputs.loops {
+      report.warning(loop, "not walked: a link leads back to a directory above it")
+      report.skipped("", .loop)
+    }
     let next = Atomic<Int>(0)
+    let settings = options
     let work: @Sendable () -> Void = {
       while true {
         let index = next.add(1, ordering: .relaxed).oldValue
-        guard index < options.inputs.count else { return }
-        if !process(options.inputs[index], into: targets[index], options: options) {
-          failures.add(1, ordering: .relaxed)
-        }
+        guard index < plan.files.count else { return }
+        process(index, plan: plan, options: settings, report: report)
       }
     }
-    WorkerThreads.run(count: max(1, min(options.jobs, options.inputs.count)), work)
-    return failures.load(ordering: .relaxed) == 0 ? 0 : 1
+    WorkerThreads.run(count: max(1, min(options.jobs, plan.files.count)), work)
+    if !options.quiet { printError(report.summary()) }
+    return report.anyFailed ? 1 : 0
   }
 
-  /// Makes one thumbnail; reports a failure on stderr and returns false.
-  private static func process(_ input: String, into target: String, options: Options) -> Bool {
-    do {
-      let thumbnail = try options.thumbnailer.thumbnail(contentsOf: input, spec: options.spec)
-      if thumbnail.damageWarnings > 0 {
-        printError(
-          "\(input): warning: damaged data accepted (\(thumbnail.damageWarnings) decoder warnings)")
+  /// Expands the inputs and decides every output.
+  private static func makePlan(
+    _ options: inout Options
+  ) throws(UsageError) -> (Plan, InputList) {
+    var arguments: [String] = []
+    for input in options.inputs {
+      if input == "-" {
+        arguments += try InputList.readList(nulSeparated: options.nulSeparated)
+      } else {
+        arguments.append(input)
       }
-      let path = OutputPlan.resolve(target, format: thumbnail.format)
+    }
+    let destination = OutputPlan.destination(of: options.output!)
+    var excluded: InputList.Identity?
+    if case .directory(let directory) = destination {
+      try OutputPlan.makeDirectories(directory)
+      excluded = InputList.Identity(directory)
+    }
+    let inputs = InputList(arguments, excluding: excluded)
+    let single = { (name: String) throws(UsageError) in
+      guard inputs.files.count + inputs.problems.count == 1 && !inputs.hadDirectory else {
+        throw UsageError(
+          message: "\(name) takes one input, and there are "
+            + (inputs.hadDirectory ? "directories" : "\(inputs.files.count)")
+            + "; to write many, give --output a directory (end it with /)")
+      }
+    }
+    let targets: [OutputPlan.Target]
+    switch destination {
+    case .standardOutput:
+      try single("--output -")
+      targets = [OutputPlan.Target(path: "-", addsExtension: false)]
+      options.spec.format = options.explicitFormat ?? .auto
+    case .file(let path):
+      try single("--output \(path)")
+      options.spec.format = try OutputPlan.fileFormat(path, explicit: options.explicitFormat)
+      try OutputPlan.makeDirectories(SystemFiles.parent(of: path))
+      targets = [OutputPlan.Target(path: path, addsExtension: false)]
+    case .directory(let directory):
+      options.spec.format = options.explicitFormat ?? .auto
+      targets = OutputPlan.targets(for: inputs.files, in: directory, keepPaths: options.keepPaths)
+    }
+    guard inputs.files.count + inputs.problems.count + inputs.loops.count + inputs.duplicates > 0
+    else {
+      throw UsageError(message: "the inputs hold no files")
+    }
+    let plan = Plan(
+      files: inputs.files, targets: targets, toStandardOutput: destination == .standardOutput,
+      inputIdentities: inputs.identities)
+    return (plan, inputs)
+  }
+
+  /// Makes one thumbnail and reports what became of it.
+  private static func process(_ index: Int, plan: Plan, options: Options, report: RunReport) {
+    let file = plan.files[index]
+    let target = plan.targets[index]
+    if options.skipExisting && !plan.toStandardOutput {
+      for candidate in target.candidates(options.spec.format)
+      where access(candidate, F_OK) == 0 {
+        report.skipped(file.path, .existing)
+        return
+      }
+    }
+    do throws(ThumbnailError) {
+      let thumbnail = try options.thumbnailer.thumbnail(contentsOf: file.path, spec: options.spec)
+      if thumbnail.damageWarnings > 0 {
+        report.warning(
+          file.path, "damaged data accepted (\(thumbnail.damageWarnings) decoder warnings)")
+      }
+      if plan.toStandardOutput {
+        try writeAll(thumbnail.data, to: STDOUT_FILENO)
+        report.made(file.path, nil)
+        return
+      }
+      let path = target.resolved(thumbnail.format)
+      if let existing = InputList.Identity(path), plan.inputIdentities.contains(existing) {
+        throw ThumbnailError.io("\(path) is one of the inputs; it is not replaced")
+      }
+      guard SystemFiles.makeDirectories(SystemFiles.parent(of: path)) else {
+        throw ThumbnailError.io(
+          "cannot create the directory \(SystemFiles.parent(of: path)): "
+            + SystemFiles.describe(errno))
+      }
       try AtomicFileWriter.write(thumbnail.data, to: path)
-      return true
+      report.made(file.path, path)
     } catch {
-      printError("\(input): \(error.kind): \(error.message)")
-      return false
+      if file.walked, case .unsupportedFormat = error {
+        report.skipped(file.path, .notImage)
+      } else {
+        report.failed(file.path, kind: error.kind, message: error.message)
+      }
+    }
+  }
+
+  /// Writes every byte to `fd`, retrying short writes.
+  private static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(ThumbnailError) {
+    var offset = 0
+    while offset < bytes.count {
+      let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else {
+        throw .io("cannot write to standard output: \(SystemFiles.describe(errno))")
+      }
+      offset += n
     }
   }
 
@@ -81,6 +195,7 @@ enum ThumbnailCommand {
     while let argument = cursor.next() {
       if try SpecOptions.parse(argument, &cursor, into: &options.spec) {
         if argument.name == "--size" { sizeSeen = true }
+        if argument.name == "--format" { options.explicitFormat = options.spec.format }
         continue
       }
       switch argument.name {
@@ -111,6 +226,16 @@ enum ThumbnailCommand {
         options.jobs = try cursor.integer(for: argument, in: 1...1024)
       case "--output", "-o":
         options.output = try cursor.value(for: argument)
+      case "--keep-paths":
+        options.keepPaths = true
+      case "--skip-existing":
+        options.skipExisting = true
+      case "-0", "--null":
+        options.nulSeparated = true
+      case "-q", "--quiet":
+        options.quiet = true
+      case "-v", "--verbose":
+        options.verbose = true
       default:
         if argument.name.hasPrefix("-") && argument.name != "-" {
           throw UsageError(message: "unknown option '\(argument.name)'")
@@ -118,7 +243,7 @@ enum ThumbnailCommand {
         options.inputs.append(argument.name)
       }
     }
-    guard !options.inputs.isEmpty else { throw UsageError(message: "no INPUT files given") }
+    guard !options.inputs.isEmpty else { throw UsageError(message: "no INPUT given") }
     guard sizeSeen else { throw UsageError(message: "--size is required") }
     guard options.output != nil else { throw UsageError(message: "--output is required") }
     do {

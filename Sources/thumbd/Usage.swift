@@ -10,7 +10,7 @@ enum Usage {
     thumbd: a thumbnail pipeline and daemon.
 
     Usage:
-      thumbd thumbnail INPUT... --size WxH [options] --output DIR|FILE
+      thumbd thumbnail INPUT... --size WxH [options] --output DIR/|FILE|-
       thumbd warm FILE... --cache-dir DIR --size WxH [options]
       thumbd serve [--socket PATH] [--listen HOST:PORT] [options]
       thumbd --help | --version
@@ -27,13 +27,23 @@ enum Usage {
     thumbd thumbnail: make thumbnails of JPEG, PNG, WebP, GIF, HEIC and AVIF files.
 
     Usage:
-      thumbd thumbnail INPUT... --size WxH [options] --output DIR|FILE
+      thumbd thumbnail INPUT... --size WxH [options] --output DIR/|FILE|-
 
-    Each INPUT becomes one file in DIR with the same base name and the extension
-    of its format (.jpg, .png, .webp or .avif). With a single INPUT, --output
-    may name the file to write instead. Formats are recognised from their bytes,
-    not names. Animations give their first frame. EXIF orientation (HEIF's own
-    rotation and mirroring) is applied, and the box applies to the upright image.
+    An INPUT is a file, a directory (walked, every depth, in name order; names
+    starting with '.' and files that are not images are skipped; a link back to
+    a directory above it is not followed) or '-' (a list of paths on standard
+    input, one per line, or NUL-separated with -0).
+
+    --output is a directory when it ends with '/' or is one already: each input
+    becomes a file there with its base name and its format's extension (.jpg,
+    .png, .webp or .avif). Inputs that would share a name are taken in path
+    order: the first keeps it, the others get a suffix made from their path
+    (IMG_0001-5b873ffb.jpg), the same on every run. With --keep-paths the input
+    tree is mirrored instead. Otherwise --output is one file for one input,
+    and its extension names the format; '-' writes to standard output.
+    Formats are recognised from their bytes, not names. Animations give their
+    first frame. EXIF orientation (HEIF's own rotation and mirroring) is
+    applied, and the box applies to the upright image.
 
     Options:
       --size WxH        Target box in points, e.g. 256x256. Use 256x0 or 0x256
@@ -43,7 +53,8 @@ enum Usage {
       --fit MODE        contain (inside the box, default), cover (fill the box,
                         centre crop) or fill (stretch to the box).
       --format FMT      auto (PNG when the result has alpha, else JPEG; the
-                        default), png, jpeg, webp or avif.
+                        default), png, jpeg, webp or avif. For an output
+                        file, its extension decides; both must agree.
       --quality Q       JPEG, WebP and AVIF quality, 1-100. Default 80.
       --avif-speed N    AVIF encoder speed, 0 (slowest, smallest) to 9.
                         Default 8.
@@ -65,9 +76,19 @@ enum Usage {
                         Give up on a decode after S seconds (decode_timeout).
                         Default 10; 0 for none.
       --jobs N          Worker threads. Default: the number of cores.
-      -o, --output P    Output directory (created if missing) or, with one
-                        input, an output file.
+      -o, --output P    Output directory (DIR/, created if missing), one
+                        output file, or - for standard output.
+      --keep-paths      Mirror the input paths under the output directory
+                        (photos/2019/a.jpg -> DIR/photos/2019/a.jpg).
+      --skip-existing   Leave inputs whose output exists (resumes a run).
+      -0, --null        The list read from '-' is NUL-separated (find -print0).
+      -v, --verbose     Say what each input became.
+      -q, --quiet       No progress line and no summary.
       -h, --help        Show this help.
+
+    On a terminal a progress line shows the count, the rate and the time left.
+    At the end a summary says how many were made, failed (by kind) and skipped
+    (existing, not images, duplicates, directory loops), and the seconds taken.
 
     Each failed input prints one line on stderr: PATH: KIND: message.
     With --accept-damaged, a damaged input that was kept prints
@@ -79,10 +100,6 @@ enum Usage {
     """
 }
 
-/// Writes a line to standard error.
-func printError(_ text: String) {
-  // One write(2) per line, so lines from worker threads never interleave.
-  var line = Array(text.utf8)
-  line.append(UInt8(ascii: "\n"))
-  line.withUnsafeBytes { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
-}
+/// Writes a line to standard error, in one write(2), so lines from worker threads never
+/// interleave.
+func printError(_ text: String) { writeError(text + "\n") }

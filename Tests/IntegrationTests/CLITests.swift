@@ -22,7 +22,8 @@ struct CLITests {
       Corpus.path("png-valid/image-png/rgba.png"), "--size", "64x64", "--output", out,
     ])
     #expect(outcome.status == 0)
-    #expect(outcome.standardError.isEmpty)
+    #expect(outcome.standardError.hasPrefix("thumbd thumbnail: 2 made, 0 failed, 0 skipped, "))
+    #expect(outcome.standardError.split(separator: "\n").count == 1)
     let jpeg = Array(try Data(contentsOf: URL(fileURLWithPath: out + "/normal.jpg")))
     let png = Array(try Data(contentsOf: URL(fileURLWithPath: out + "/rgba.png")))
     #expect(ImageFormat.sniff(jpeg) == .jpeg)
@@ -73,7 +74,9 @@ struct CLITests {
       out, "--jobs", "2",
     ])
     #expect(outcome.status == 1)
-    let lines = outcome.standardError.split(separator: "\n").map(String.init).sorted()
+    var lines = outcome.standardError.split(separator: "\n").map(String.init)
+    #expect(
+      lines.popLast()?.hasPrefix("thumbd thumbnail: 1 made, 2 failed (1 corrupt, 1 io)") == true)
     #expect(lines.count == 2)
     #expect(lines.contains { $0.hasPrefix("\(bad): corrupt: ") })
     #expect(lines.contains { $0.hasPrefix("\(missing): io: ") })
@@ -88,7 +91,10 @@ struct CLITests {
       ["thumbnail", "a.jpg", "--size", "10x10", "--fit", "squash", "-o", "/tmp/x"],
       ["thumbnail", "a.jpg", "--size", "10x10", "--bogus", "-o", "/tmp/x"],
       ["thumbnail", "a.jpg", "--size", "10x10"],
-      ["thumbnail", "a/x.jpg", "b/x.png", "--size", "10x10", "-o", "/tmp/x"],
+      ["thumbnail", "a/x.jpg", "b/x.png", "--size", "10x10", "-o", "/tmp/x.jpg"],
+      ["thumbnail", "a.jpg", "--size", "10x10", "-o", "/tmp/x.jpg", "--format", "png"],
+      ["thumbnail", "a.jpg", "--size", "10x10", "-o", "/tmp/x.jpg", "--format", "auto"],
+      ["thumbnail", "a.jpg", "b.jpg", "--size", "10x10", "-o", "-"],
       ["frobnicate"],
     ])
   func usageErrors(arguments: [String]) async throws {
@@ -120,6 +126,89 @@ struct CLITests {
     #expect(results[0].count == inputs.count)
     #expect(results[0] == results[1])
   }
+
+  @Test(
+    "an output file's extension names its format; without one, or against --format, it is an error")
+  func formatFromExtension() async throws {
+    let out = try temporaryDirectory()
+    let input = Corpus.path("photo/coil/normal.jpg")
+    for (name, format) in [("a.webp", ImageFormat.webp), ("b.PNG", .png), ("c.avif", .avif)] {
+      let outcome = try await ChildProcess.runThumbd(
+        ["thumbnail", input, "--size", "32x32", "-o", out + "/" + name, "-q"])
+      #expect(outcome.status == 0, "\(outcome.standardError)")
+      let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: out + "/" + name)))
+      #expect(ImageFormat.sniff(bytes) == format, "\(name)")
+    }
+    // A name without a format's extension is not a directory by accident, nor JPEG bytes.
+    let plain = try await ChildProcess.runThumbd(
+      ["thumbnail", input, "--size", "32x32", "-o", out + "/thumbs"])
+    #expect(plain.status == 2)
+    #expect(plain.standardError.contains("cannot tell the output format"))
+    #expect(!FileManager.default.fileExists(atPath: out + "/thumbs"))
+    // A trailing slash makes a directory, even for one input.
+    let directory = try await ChildProcess.runThumbd(
+      ["thumbnail", input, "--size", "32x32", "-o", out + "/thumbs/", "-q"])
+    #expect(directory.status == 0)
+    #expect(FileManager.default.fileExists(atPath: out + "/thumbs/normal.jpg"))
+  }
+
+  @Test(
+    "'-' reads paths from standard input (lines, or NUL-separated with -0); '-o -' writes the image to standard output"
+  )
+  func standardStreams() async throws {
+    let out = try temporaryDirectory()
+    let inputs = [
+      Corpus.path("photo/coil/normal.jpg"), Corpus.path("png-valid/image-png/rgba.png"),
+    ]
+    for (flag, separator) in [([], "\n"), (["-0"], "\0")] {
+      let list = out + "/list\(flag.count)"
+      try Data((inputs.joined(separator: separator) + separator).utf8).write(
+        to: URL(fileURLWithPath: list))
+      let target = out + "/from-list\(flag.count)/"
+      let outcome = try await ChildProcess.runThumbd(
+        ["thumbnail", "-", "--size", "32x32", "-o", target] + flag, standardInput: list)
+      #expect(outcome.status == 0, "\(outcome.standardError)")
+      #expect(FileManager.default.fileExists(atPath: target + "normal.jpg"))
+      #expect(FileManager.default.fileExists(atPath: target + "rgba.png"))
+    }
+    let captured = out + "/stdout"
+    let outcome = try await ChildProcess.runThumbd(
+      ["thumbnail", inputs[0], "--size", "32x32", "-o", "-", "--format", "webp", "-q"],
+      standardOutput: captured)
+    #expect(outcome.status == 0)
+    let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: captured)))
+    #expect(ImageFormat.sniff(bytes) == .webp)
+    #expect(try Thumbnailer().decodeFullResolution(of: bytes).height == 32)
+  }
+
+  @Test(
+    "a walk leaves out the output directory and links back up; an input is never replaced by its thumbnail"
+  )
+  func walkGuards() async throws {
+    let root = try temporaryDirectory()
+    try FileManager.default.createDirectory(
+      atPath: root + "/album/sub", withIntermediateDirectories: true)
+    try FileManager.default.copyItem(
+      atPath: Corpus.path("photo/coil/normal.jpg"), toPath: root + "/album/sub/a.jpg")
+    symlink(root + "/album", root + "/album/sub/up")
+    let before = try Data(contentsOf: URL(fileURLWithPath: root + "/album/sub/a.jpg"))
+    // The output inside the tree: a second run must not thumbnail the first run's output.
+    for run in 1...2 {
+      let outcome = try await ChildProcess.runThumbd(
+        ["thumbnail", root + "/album", "--size", "16x16", "-o", root + "/album/thumbs/"])
+      #expect(outcome.status == 0, "run \(run): \(outcome.standardError)")
+      #expect(outcome.standardError.contains("sub/up: warning: not walked"))
+      #expect(outcome.standardError.contains(": 1 made, 0 failed, 1 skipped (1 directory loops)"))
+    }
+    #expect(
+      try FileManager.default.contentsOfDirectory(atPath: root + "/album/thumbs") == ["a.jpg"])
+    // Output into the input's own directory: a.jpg would be replaced by its thumbnail.
+    let clash = try await ChildProcess.runThumbd(
+      ["thumbnail", root + "/album/sub/a.jpg", "--size", "16x16", "-o", root + "/album/sub/"])
+    #expect(clash.status == 1)
+    #expect(clash.standardError.contains("is one of the inputs"))
+    #expect(try Data(contentsOf: URL(fileURLWithPath: root + "/album/sub/a.jpg")) == before)
+  }
 }
 
 /// Peak RSS of the whole `thumbd` process, from wait4.
@@ -149,7 +238,7 @@ struct MemoryTests {
     var peaks: [Int] = []
     for input in [Corpus.path("photo/coil/large.jpg"), webp] {
       let outcome = try await ChildProcess.runThumbd(
-        ["thumbnail", input, "--size", "256x256", "-o", directory + "/thumbd-rss-out"],
+        ["thumbnail", input, "--size", "256x256", "-o", directory + "/thumbd-rss-out.jpg"],
         measuringMemory: true)
       #expect(outcome.status == 0)
       peaks.append(outcome.maxRSSKiB)
@@ -166,7 +255,7 @@ struct MemoryTests {
   @Test("a 12 MP HEIC peaks below 10 bytes a pixel; over max_pixels it is refused at once")
   func heicBoundedByPixels() async throws {
     let heic = Corpus.path("heif-valid/metadata-extractor/IMG_1034.heic")
-    let out = FileManager.default.temporaryDirectory.path + "/thumbd-rss-heic"
+    let out = FileManager.default.temporaryDirectory.path + "/thumbd-rss-heic.jpg"
     let baseline = try await ChildProcess.runThumbd(["--help"], measuringMemory: true).maxRSSKiB
     let decoded = try await ChildProcess.runThumbd(
       ["thumbnail", heic, "--size", "256x256", "-o", out], measuringMemory: true)

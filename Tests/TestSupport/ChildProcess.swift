@@ -55,21 +55,28 @@ enum ChildProcess {
   /// Spawns `thumbd` with the arguments and waits for it. With `measuringMemory`, it runs under
   /// GNU time: our own wait4 rusage would be useless, because on exec Linux folds the spawning
   /// process's high-water mark (this large test process) into the child's ru_maxrss. The wait
-  /// runs on a thread of its own (see `exit(of:)`).
+  /// runs on a thread of its own (see `exit(of:)`). `standardInput` and `standardOutput` name
+  /// files for descriptors 0 and 1 (default /dev/null for output); `binary` is the thumbd
+  /// to run.
   static func runThumbd(
-    _ arguments: [String], measuringMemory: Bool = false
+    _ arguments: [String], measuringMemory: Bool = false, standardInput: String? = nil,
+    standardOutput: String = "/dev/null", binary: String = thumbd
   ) async throws -> Outcome {
     let command =
       measuringMemory
-      ? ["/usr/bin/time", "-f", timeMarker + "%M %U %S", thumbd] + arguments
-      : [thumbd] + arguments
+      ? ["/usr/bin/time", "-f", timeMarker + "%M %U %S", binary] + arguments
+      : [binary] + arguments
     let errorFile = FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbd-stderr-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: errorFile) }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    if let standardInput {
+      posix_spawn_file_actions_addopen(&actions, 0, standardInput, O_RDONLY, 0)
+    }
+    posix_spawn_file_actions_addopen(
+      &actions, 1, standardOutput, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     _ = ts_spawn_close_from(&actions, 3)
     let argv = command.map { strdup($0) } + [nil]

@@ -224,9 +224,5 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
     return unique.isEmpty ? .failure(.transport("\(host) has no address")) : .success(unique)
   }
 
-  private static func now() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
-  }
+  private static func now() -> UInt64 { MonotonicClock.nanoseconds() }
 }

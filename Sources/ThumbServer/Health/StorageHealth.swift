@@ -1,5 +1,6 @@
 import ImagePipeline
 import Synchronization
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -59,9 +60,5 @@ public final class StorageHealth: Sendable {
     }
   }
 
-  private static func now() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
-  }
+  private static func now() -> UInt64 { MonotonicClock.nanoseconds() }
 }

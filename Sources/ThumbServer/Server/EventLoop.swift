@@ -379,11 +379,7 @@ final class EventLoop: @unchecked Sendable {
     }
   }
 
-  private static func now() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
-  }
+  private static func now() -> UInt64 { MonotonicClock.nanoseconds() }
 
   // MARK: - Reading and writing
 
