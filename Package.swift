@@ -68,7 +68,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "thumbd",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbSystem"],
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .target(

@@ -57,6 +57,9 @@ struct InputList {
   private(set) var duplicates = 0
   /// Whether a directory was among the inputs (so there can be many files).
   private(set) var hadDirectory = false
+  /// The directories named, and the folders of the files named, as absolute paths: the file
+  /// roots that hold every input (`thumbd warm` without configured roots).
+  private(set) var roots: [String] = []
   /// Identities of every file in `files`, so an output never replaces an input.
   private(set) var identities: Set<Identity> = []
 
@@ -114,6 +117,11 @@ struct InputList {
   ) {
     let walked = mirror != nil
     var info = stat()
+    if !walked {
+      let absolute = SystemFiles.absolutePath(path)
+      let root = Self.isDirectory(path) ? absolute : SystemFiles.parent(of: absolute)
+      if !roots.contains(root) { roots.append(root) }
+    }
     guard stat(path, &info) == 0 else {
       // A dangling link met in a walk is not an input; a named path that is missing fails
       // when it is opened, with the system's words.
@@ -171,6 +179,11 @@ struct InputList {
       }
     }
     files.append(File(path: path, mirror: mirror, walked: walked))
+  }
+
+  private static func isDirectory(_ path: String) -> Bool {
+    var info = stat()
+    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
   }
 
   /// The path's place in a mirrored tree (see `File.mirror`).

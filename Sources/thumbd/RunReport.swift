@@ -12,6 +12,8 @@ final class RunReport: Sendable {
   enum Skip: CaseIterable {
     /// `--skip-existing` found its output.
     case existing
+    /// The daemon had it already (`thumbd warm`).
+    case cached
     /// Found by a directory walk, and not an image format thumbd reads.
     case notImage
     /// The same file reached twice (named twice, or through a link).
@@ -22,6 +24,7 @@ final class RunReport: Sendable {
     var words: String {
       switch self {
       case .existing: "existing"
+      case .cached: "already cached"
       case .notImage: "not images"
       case .duplicate: "duplicates"
       case .loop: "directory loops"

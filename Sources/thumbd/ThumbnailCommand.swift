@@ -282,6 +282,9 @@ struct ArgumentCursor {
     return Argument(name: raw, inlineValue: nil)
   }
 
+  /// The next argument as it is, whatever it looks like (an option's value); nil at the end.
+  mutating func rawNext() -> String? { remaining.popFirst() }
+
   mutating func value(for argument: Argument) throws(ThumbnailCommand.UsageError) -> String {
     if let inline = argument.inlineValue { return inline }
     guard let value = remaining.popFirst() else {

@@ -11,13 +11,13 @@ enum Usage {
 
     Usage:
       thumbd thumbnail INPUT... --size WxH [options] --output DIR/|FILE|-
-      thumbd warm FILE... --cache-dir DIR --size WxH [options]
+      thumbd warm INPUT... --size WxH [options] [serve options]
       thumbd serve [--socket PATH] [--listen HOST:PORT] [options]
       thumbd --help | --version
 
     Commands:
       thumbnail   Make thumbnails of image files, many in one process.
-      warm        Fill a disk cache with thumbnails of local files.
+      warm        Fill the daemon's disk cache with what clients will ask for.
       serve       Serve thumbnails over HTTP/1.1 on a Unix socket (and TCP).
 
     Run 'thumbd COMMAND --help' for a command's options.

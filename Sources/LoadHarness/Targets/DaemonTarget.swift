@@ -46,7 +46,7 @@ public struct DaemonTarget: LoadTarget {
     let fd = ts_connect_unix(socket)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
-    guard case .reply(let reply, _) = HTTPLoadClient.exchange(fd: fd, target: target, client: nil)
+    guard case .reply(let reply) = HTTPLoadClient.exchange(fd: fd, target: target, client: nil)
     else { return "" }
     return String(decoding: reply.body, as: UTF8.self)
   }

@@ -73,11 +73,7 @@ final class HTTPExchange: Sendable {
 }
 
 /// A parsed HTTP response.
-struct HTTPReply: Sendable {
-  let status: Int
-  let headers: [String: String]
-  let body: [UInt8]
-}
+typealias HTTPReply = HTTPRoundTrip.Reply
 
 final class HTTPLoadClient: LoadClient {
   private struct Binding {
@@ -119,9 +115,7 @@ final class HTTPLoadClient: LoadClient {
   }
 
   static func target(url: String, size: Int, priority: String) -> String {
-    var allowed = CharacterSet.alphanumerics
-    allowed.insert(charactersIn: "-._~")
-    let encoded = url.addingPercentEncoding(withAllowedCharacters: allowed) ?? url
+    let encoded = HTTPRoundTrip.percentEncoded(url)
     return "/v1/thumbnail?url=\(encoded)&w=\(size)&h=\(size)&priority=\(priority)"
   }
 
@@ -270,9 +264,9 @@ final class HTTPLoadClient: LoadClient {
         return nil
       }
       switch outcome {
-      case .reply(let reply, let keepAlive):
+      case .reply(let reply):
         let kept =
-          keepAlive
+          reply.keepAlive
           && state.withLock { state in
             guard !state.closed, state.idle.count < 64 else { return false }
             state.idle.append(fd)
@@ -291,52 +285,9 @@ final class HTTPLoadClient: LoadClient {
     return nil
   }
 
-  enum Outcome {
-    case reply(HTTPReply, keepAlive: Bool)
-    case closedBeforeReply
-    case failed
-  }
-
   /// One GET and its response on `fd`, blocking; `client` names the client when given.
-  static func exchange(fd: Int32, target: String, client: String?) -> Outcome {
-    let naming = client.map { "X-Thumbd-Client: \($0)\r\n" } ?? ""
-    let request = Array("GET \(target) HTTP/1.1\r\nHost: thumbload\r\n\(naming)\r\n".utf8)
-    var sent = 0
-    while sent < request.count {
-      let n = request[sent...].withUnsafeBytes {
-        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-      }
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { return sent == 0 ? .closedBeforeReply : .failed }
-      sent += n
-    }
-    var received: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    var headEnd: Int?
-    var expected = 0
-    var headers: [String: String] = [:]
-    var status = 0
-    while headEnd == nil || received.count < headEnd! + expected {
-      let n = read(fd, &buffer, buffer.count)
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { return received.isEmpty ? .closedBeforeReply : .failed }
-      received += buffer[0..<n]
-      if headEnd == nil, let end = received.firstRange(of: [13, 10, 13, 10]) {
-        headEnd = end.upperBound
-        let lines = String(decoding: received[..<end.lowerBound], as: UTF8.self)
-          .split(separator: "\r\n")
-        let statusParts = lines.first?.split(separator: " ") ?? []
-        status = statusParts.count > 1 ? Int(statusParts[1]) ?? 0 : 0
-        for line in lines.dropFirst() {
-          guard let colon = line.firstIndex(of: ":") else { continue }
-          headers[line[..<colon].lowercased()] = line[line.index(after: colon)...]
-            .trimmingCharacters(in: .whitespaces)
-        }
-        expected = Int(headers["content-length"] ?? "0") ?? 0
-      }
-    }
-    let body = Array(received[headEnd!..<(headEnd! + expected)])
-    let keepAlive = headers["connection"]?.lowercased() != "close"
-    return .reply(HTTPReply(status: status, headers: headers, body: body), keepAlive: keepAlive)
+  static func exchange(fd: Int32, target: String, client: String?) -> HTTPRoundTrip.Outcome {
+    HTTPRoundTrip.get(
+      fd: fd, target: target, headers: client.map { [("X-Thumbd-Client", $0)] } ?? [])
   }
 }

@@ -174,4 +174,7 @@ public struct StartupError: Error, CustomStringConvertible {
   public let message: String
   /// The message.
   public var description: String { message }
+
+  /// An error saying `message`.
+  public init(message: String) { self.message = message }
 }

@@ -1,0 +1,112 @@
+import ThumbSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One blocking HTTP/1.1 GET to thumbd on a connected stream socket (its Unix socket or TCP),
+/// for clients that use plain HTTP instead of sessions: thumbload's HTTP target and
+/// `thumbd warm`. The response head is bounded, and the body is read by its Content-Length,
+/// at most `maxBody` bytes.
+public enum HTTPRoundTrip {
+  /// A response: status, header fields (names in lower case), body.
+  public struct Reply: Sendable {
+    /// The status code.
+    public let status: Int
+    /// Header fields by lower-case name (the last of repeated ones).
+    public let headers: [String: String]
+    /// The body.
+    public let body: [UInt8]
+    /// Whether the connection may carry another request.
+    public let keepAlive: Bool
+  }
+
+  /// What became of an exchange.
+  public enum Outcome: Sendable {
+    /// A whole response.
+    case reply(Reply)
+    /// The peer closed before any byte of a response (a kept-alive connection it had
+    /// closed: retry on a new one).
+    case closedBeforeReply
+    /// Anything else: an error, a head or body over the bounds, a cut response.
+    case failed
+  }
+
+  /// The longest response head read.
+  public static let maxHead = 64 << 10
+
+  /// Sends `GET target` with `headers` on `fd` and reads the response.
+  public static func get(
+    fd: Int32, target: String, headers: [(String, String)] = [], maxBody: Int = 64 << 20
+  ) -> Outcome {
+    var text = "GET \(target) HTTP/1.1\r\nHost: thumbd\r\n"
+    for (name, value) in headers { text += "\(name): \(value)\r\n" }
+    let request = Array((text + "\r\n").utf8)
+    var sent = 0
+    while sent < request.count {
+      let n = request[sent...].withUnsafeBytes {
+        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+      }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return sent == 0 ? .closedBeforeReply : .failed }
+      sent += n
+    }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    var headEnd: Int?
+    var expected = 0
+    var fields: [String: String] = [:]
+    var status = 0
+    while headEnd == nil || received.count < headEnd! + expected {
+      let n = read(fd, &buffer, buffer.count)
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return received.isEmpty ? .closedBeforeReply : .failed }
+      received += buffer[0..<n]
+      guard headEnd == nil else { continue }
+      guard let end = received.firstRange(of: [13, 10, 13, 10]) else {
+        if received.count > maxHead { return .failed }
+        continue
+      }
+      headEnd = end.upperBound
+      let lines = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+        .split(separator: "\r\n")
+      let statusParts = lines.first?.split(separator: " ") ?? []
+      status = statusParts.count > 1 ? Int(statusParts[1]) ?? 0 : 0
+      for line in lines.dropFirst() {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        fields[line[..<colon].lowercased()] = String(
+          line[line.index(after: colon)...].trimmingWhitespace())
+      }
+      guard let length = Int(fields["content-length"] ?? "0"), length >= 0, length <= maxBody
+      else { return .failed }
+      expected = length
+    }
+    let body = Array(received[headEnd!..<(headEnd! + expected)])
+    return .reply(
+      Reply(
+        status: status, headers: fields, body: body,
+        keepAlive: fields["connection"]?.lowercased() != "close"))
+  }
+
+  /// `text` with every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`) and those in
+  /// `keeping` percent-encoded: a URL for a query value (`keeping: ""`), or a file path for a
+  /// `file://` URL (`keeping: "/"`, as Python's `pathlib.Path.as_uri` writes it).
+  public static func percentEncoded(_ text: String, keeping: String = "") -> String {
+    let kept = Set(keeping.utf8)
+    let hex = Array("0123456789ABCDEF".utf8)
+    var out: [UInt8] = []
+    for byte in text.utf8 {
+      switch byte {
+      case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+        UInt8(ascii: "_"), UInt8(ascii: "~"):
+        out.append(byte)
+      case _ where kept.contains(byte):
+        out.append(byte)
+      default:
+        out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+      }
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+}
