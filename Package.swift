@@ -119,8 +119,8 @@ let package = Package(
     .testTarget(
       name: "ThumbServerTests",
       dependencies: [
-        "ThumbServer", "ThumbProtocol", "ImagePipeline", "LoadHarness", "CSystem", "ThumbSystem",
-        "TestSupport",
+        "ThumbServer", "ThumbProtocol", "ThumbClient", "ImagePipeline", "LoadHarness", "CSystem",
+        "ThumbSystem", "TestSupport",
       ],
       swiftSettings: strictSwift
     ),

@@ -249,8 +249,8 @@ ic_status ic_gif_open(ic_stream *stream, const ic_limits *limits, const ic_contr
     /* Its size, not the screen's, is what the typed error reports. */
     result->source_width = (uint32_t)d->width;
     result->source_height = (uint32_t)d->height;
-    ic_fail(result, IC_ERR_TOO_LARGE, "GIF frame of %dx%d is over the pixel limit", d->width,
-            d->height);
+    ic_fail_over_limits(result, "its first frame of ", (uint32_t)d->width, (uint32_t)d->height,
+                        0, 0, limits->max_pixels);
     gif_destroy(&d->base);
     return result->status;
   }

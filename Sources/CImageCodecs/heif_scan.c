@@ -20,6 +20,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -656,10 +657,9 @@ static ic_status check_size(heif_scan *s, const scan_item *item, const char *wha
     /* The size the typed error reports (ThumbnailError.tooLarge). */
     s->result->source_width = w;
     s->result->source_height = h;
-    return ic_fail(s->result, IC_ERR_TOO_LARGE,
-                   "HEIF item %u: its %s is %ux%u, over the limit of %ux%u and %llu pixels",
-                   item->id, what, w, h, max_width, max_height,
-                   (unsigned long long)l->max_pixels);
+    char subject[64];
+    snprintf(subject, sizeof subject, "HEIF item %u: its %s of ", item->id, what);
+    return ic_fail_over_limits(s->result, subject, w, h, max_width, max_height, l->max_pixels);
   }
   return IC_OK;
 }

@@ -240,6 +240,13 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
  * encoder leaves a few bytes (the final block and the Adler-32). */
 #define IC_PNG_TAIL_ALLOWANCE (64 * 1024)
 
+/* Fails `result` with IC_ERR_TOO_LARGE and a message naming the limit passed (a side or the
+ * pixel count; a zero limit is none) when width x height is over one; IC_OK otherwise.
+ * `subject`, when not NULL, starts the message ("HEIF item 3: its grid is "). */
+ic_status ic_fail_over_limits(ic_result *result, const char *subject, uint32_t width,
+                              uint32_t height, uint32_t max_width, uint32_t max_height,
+                              uint64_t max_pixels);
+
 /* Checks header dimensions against the limits; IC_ERR_TOO_LARGE if over. */
 ic_status ic_check_limits(uint32_t width, uint32_t height,
                           const ic_limits *limits, ic_result *result);

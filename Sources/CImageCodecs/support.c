@@ -74,6 +74,26 @@ void ic_request_init(ic_request *request) {
   request->avif_speed = IC_AVIF_DEFAULT_SPEED;
 }
 
+ic_status ic_fail_over_limits(ic_result *result, const char *subject, uint32_t width,
+                              uint32_t height, uint32_t max_width, uint32_t max_height,
+                              uint64_t max_pixels) {
+  const char *what = subject ? subject : "";
+  uint64_t pixels = (uint64_t)width * (uint64_t)height;
+  if (max_width && width > max_width)
+    return ic_fail(result, IC_ERR_TOO_LARGE,
+                   "%s%ux%u is wider than the limit of %u pixels a side", what, width, height,
+                   max_width);
+  if (max_height && height > max_height)
+    return ic_fail(result, IC_ERR_TOO_LARGE,
+                   "%s%ux%u is taller than the limit of %u pixels a side", what, width,
+                   height, max_height);
+  if (max_pixels && pixels > max_pixels)
+    return ic_fail(result, IC_ERR_TOO_LARGE,
+                   "%s%ux%u is %llu pixels, over the limit of %llu pixels", what, width,
+                   height, (unsigned long long)pixels, (unsigned long long)max_pixels);
+  return IC_OK;
+}
+
 ic_status ic_check_limits(uint32_t width, uint32_t height,
                           const ic_limits *limits, ic_result *result) {
   result->source_width = width;
@@ -81,15 +101,8 @@ ic_status ic_check_limits(uint32_t width, uint32_t height,
   if (width == 0 || height == 0)
     return ic_fail(result, IC_ERR_CORRUPT, "image has zero size (%ux%u)",
                    width, height);
-  if ((limits->max_width && width > limits->max_width) ||
-      (limits->max_height && height > limits->max_height) ||
-      (limits->max_pixels &&
-       (uint64_t)width * (uint64_t)height > limits->max_pixels))
-    return ic_fail(result, IC_ERR_TOO_LARGE,
-                   "%ux%u exceeds the limits (%ux%u, %llu pixels)", width,
-                   height, limits->max_width, limits->max_height,
-                   (unsigned long long)limits->max_pixels);
-  return IC_OK;
+  return ic_fail_over_limits(result, NULL, width, height, limits->max_width,
+                             limits->max_height, limits->max_pixels);
 }
 
 int ic_has_transparency(const uint8_t *pixels, size_t pixel_count,

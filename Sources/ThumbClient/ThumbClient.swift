@@ -275,3 +275,19 @@ public final class ThumbClient: Sendable {
   }
 
 }
+
+extension ThumbClient.ClientError: CustomStringConvertible {
+  /// A sentence for a tool's error line (never the case's name).
+  public var description: String {
+    switch self {
+    case .connect(let code):
+      "cannot connect to the daemon: \(String(cString: strerror(code)))"
+    case .handshake(let statusLine):
+      "the daemon did not accept the session upgrade (it answered \(statusLine))"
+    case .closed: "the connection to the daemon is closed"
+    case .frameTooLarge(let bytes):
+      "a frame header of \(bytes) bytes is over the protocol's limit of "
+        + "\(SessionFrameReader.headerLimit) bytes; nothing was sent"
+    }
+  }
+}

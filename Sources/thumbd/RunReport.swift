@@ -43,7 +43,8 @@ final class RunReport: Sendable {
   }
 
   private let state = Mutex(State())
-  private let total: Int
+  /// How many inputs the run accounts for.
+  let total: Int
   private let started = MonotonicClock.seconds()
   private let showsProgress: Bool
   private let verbose: Bool

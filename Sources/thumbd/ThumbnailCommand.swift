@@ -71,7 +71,8 @@ enum ThumbnailCommand {
       }
     }
     WorkerThreads.run(count: max(1, min(options.jobs, plan.files.count)), work)
-    if !options.quiet { printError(report.summary()) }
+    // One input says enough by its output or its error line, as cp does.
+    if !options.quiet && (report.total > 1 || options.verbose) { printError(report.summary()) }
     return report.anyFailed ? 1 : 0
   }
 

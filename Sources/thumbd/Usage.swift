@@ -87,8 +87,9 @@ enum Usage {
       -h, --help        Show this help.
 
     On a terminal a progress line shows the count, the rate and the time left.
-    At the end a summary says how many were made, failed (by kind) and skipped
-    (existing, not images, duplicates, directory loops), and the seconds taken.
+    When more than one input was given or found (or with --verbose), a summary
+    at the end says how many were made, failed (by kind) and skipped (existing,
+    not images, duplicates, directory loops), and the seconds taken.
 
     Each failed input prints one line on stderr: PATH: KIND: message.
     With --accept-damaged, a damaged input that was kept prints

@@ -53,14 +53,22 @@ struct ErrorTests {
     }
   }
 
-  @Test("pixel limits give tooLarge with the header's size")
+  @Test("pixel limits give tooLarge with the header's size and a message naming the limit")
   func pixelLimit() {
     let limits = DecodingLimits(maxPixels: 1_000_000)
-    #expect(throws: ThumbnailError.tooLarge(width: 4000, height: 6000)) {
+    #expect(
+      throws: ThumbnailError.tooLarge(
+        width: 4000, height: 6000,
+        message: "4000x6000 is 24000000 pixels, over the limit of 1000000 pixels")
+    ) {
       _ = try Thumbnailer(limits: limits).thumbnail(
         contentsOf: Corpus.path("photo/coil/large.jpg"), spec: spec)
     }
-    #expect(throws: ThumbnailError.tooLarge(width: 6000, height: 3300)) {
+    #expect(
+      throws: ThumbnailError.tooLarge(
+        width: 6000, height: 3300,
+        message: "6000x3300 is wider than the limit of 5000 pixels a side")
+    ) {
       _ = try Thumbnailer(limits: DecodingLimits(maxWidth: 5000)).thumbnail(
         contentsOf: Corpus.path("png-valid/large/large.png"), spec: spec)
     }

@@ -110,7 +110,11 @@ extension DecodeSuites {
       let gif = FormatFixtures.gif(width: 8, height: 8, palette: Self.palette, frames: [frame])
       var limits = DecodingLimits()
       limits.maxPixels = 10_000
-      #expect(throws: ThumbnailError.tooLarge(width: 300, height: 300)) {
+      #expect(
+        throws: ThumbnailError.tooLarge(
+          width: 300, height: 300,
+          message: "its first frame of 300x300 is 90000 pixels, over the limit of 10000 pixels")
+      ) {
         try Thumbnailer(limits: limits).thumbnail(of: gif, spec: ThumbnailSpec(width: 8, height: 8))
       }
     }

@@ -14,6 +14,30 @@ struct CLITests {
     return path
   }
 
+  @Test("a progress line is drawn in place on a terminal, and never when stderr is a pipe or file")
+  func progressOnlyOnATerminal() async throws {
+    let out = try temporaryDirectory()
+    let inputs = [
+      Corpus.path("photo/coil/normal.jpg"), Corpus.path("png-valid/image-png/rgba.png"),
+    ]
+    let piped = try await ChildProcess.runThumbd(
+      ["thumbnail"] + inputs + ["--size", "32x32", "-o", out + "/piped/"])
+    #expect(piped.status == 0)
+    #expect(!piped.standardError.contains("\r") && !piped.standardError.contains("\u{1B}"))
+    // script(1) gives the run a terminal; what the terminal showed lands in `screen`.
+    let quoted =
+      ([ChildProcess.thumbd, "thumbnail"] + inputs + ["--size", "32x32", "-o", out + "/tty/"])
+      .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+    let screen = out + "/screen"
+    let tty = try await ChildProcess.runThumbd(
+      ["-qec", quoted.joined(separator: " "), "/dev/null"], standardOutput: screen,
+      binary: "/usr/bin/script")
+    #expect(tty.status == 0, "\(tty.standardError)")
+    let shown = try String(contentsOfFile: screen, encoding: .utf8)
+    #expect(shown.contains("\r\u{1B}[Kthumbd thumbnail: 1/2"), "\(shown.debugDescription)")
+    #expect(shown.contains("thumbd thumbnail: 2 made, 0 failed, 0 skipped"))
+  }
+
   @Test("many inputs land in DIR with their base names and format extensions")
   func manyInputs() async throws {
     let out = try temporaryDirectory()

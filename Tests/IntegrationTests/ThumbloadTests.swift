@@ -173,6 +173,15 @@ struct ThumbloadTests {
     }
     let page = try String(contentsOfFile: html, encoding: .utf8)
     #expect(page.contains("<svg") && !page.contains("<script") && !page.contains("http://"))
+    // A histogram per outcome, with its percentiles marked and its axes labelled.
+    let outcomes = try #require(report["latency_by_outcome_ms"] as? [String: Any])
+    let byOutcome = try #require(report["latency_histogram_by_outcome"] as? [String: Any])
+    #expect(Set(outcomes.keys) == Set(byOutcome.keys))
+    for outcome in outcomes.keys {
+      #expect(page.contains(">\(outcome): load to"), "no histogram for \(outcome)")
+    }
+    #expect(page.components(separatedBy: "latency (log scale)").count - 1 == outcomes.count)
+    #expect(page.contains(">p95 ") && page.contains("s into the run"))
   }
 }
 

@@ -19,7 +19,8 @@ enum CodecResult {
     case IC_ERR_UNSUPPORTED: return .unsupportedFormat(message)
     case IC_ERR_TRUNCATED: return .truncated(message)
     case IC_ERR_TOO_LARGE:
-      return .tooLarge(width: Int(result.source_width), height: Int(result.source_height))
+      return .tooLarge(
+        width: Int(result.source_width), height: Int(result.source_height), message: message)
     case IC_ERR_CANCELLED: return .cancelled
     case IC_ERR_NO_MEMORY: return .outOfMemory(message)
     case IC_ERR_IO: return .io(message)

@@ -1,13 +1,16 @@
 /// Why a thumbnail could not be made. Every decoder failure maps to one of these.
 public enum ThumbnailError: Error, Sendable, Hashable {
-  /// The bytes are neither JPEG nor PNG (judged by magic bytes, never by name).
+  /// The bytes are in no format a decoder is registered for (judged by magic bytes, never by
+  /// name).
   case unsupportedFormat(String)
   /// The decoder rejected the data.
   case corrupt(String)
   /// The data ends before the image does.
   case truncated(String)
-  /// The header declares more pixels than the limits allow.
-  case tooLarge(width: Int, height: Int)
+  /// The source is over a limit: its header declares more pixels (or a longer side) than the
+  /// limits allow, or it has more bytes than the source limit. `width` and `height` are the
+  /// declared size (0 when the limit was on bytes); `message` names the limit passed.
+  case tooLarge(width: Int, height: Int, message: String)
   /// The work was cancelled before it finished.
   case cancelled
   /// An allocation failed or the decoder's memory budget ran out.
@@ -45,10 +48,9 @@ public enum ThumbnailError: Error, Sendable, Hashable {
     switch self {
     case .unsupportedFormat(let m), .corrupt(let m), .truncated(let m), .outOfMemory(let m),
       .io(let m), .invalidSpec(let m), .encodingFailed(let m), .timedOut(let m),
-      .tooComplex(let m):
+      .tooComplex(let m), .tooLarge(_, _, let m):
       m
-    case .tooLarge(let width, let height): "\(width)x\(height) exceeds the size limits"
-    case .cancelled: "cancelled"
+    case .cancelled: "the work was cancelled before it finished"
     }
   }
 }

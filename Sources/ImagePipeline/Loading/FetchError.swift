@@ -40,9 +40,14 @@ public enum FetchError: Error, Sendable, Hashable {
     case .notAllowed(let m), .timedOut(let m), .io(let m), .transport(let m), .invalidURL(let m),
       .badResponse(let m):
       m
-    case .httpStatus(let code): "origin answered HTTP \(code)"
-    case .tooLarge(let limit): "source is larger than \(limit) bytes"
+    case .httpStatus(let code): "the origin answered HTTP \(code)"
+    case .tooLarge(let limit): "the source is larger than \(limit) bytes"
     case .tooManyRedirects(let count): "more than \(count) redirects"
     }
   }
+}
+
+extension FetchError: CustomStringConvertible {
+  /// The message (a log line or an error body never shows the case's name).
+  public var description: String { message }
 }

@@ -37,3 +37,8 @@ public enum PipelineError: Error, Sendable, Hashable {
     return "\(tenths / 10).\(tenths % 10) MiB"
   }
 }
+
+extension PipelineError: CustomStringConvertible {
+  /// The message (a log line or an error body never shows the case's name).
+  public var description: String { message }
+}

@@ -1,19 +1,32 @@
 import Foundation
 
-/// A self-contained HTML page for a report: the summary and three SVG charts (latency
-/// histogram, time to visible over time, server RSS over time). No scripts, no fonts, no
+/// A self-contained HTML page for a report: the summary and SVG charts (a latency histogram per
+/// outcome on log-scale axes with its percentiles marked, time to visible over the run, server
+/// RSS over the run). Every axis is labelled with its unit and ticks. No scripts, no fonts, no
 /// network.
 public enum HTMLReport {
   /// The page.
   public static func render(_ report: Report) -> String {
     let summary = escape(report.summary())
-    let histogram = barChart(
-      report.latencyHistogram.map { ($0[0] < 0 ? ">10s" : label($0[0]), $0[1]) },
-      title: "Latency of shown images and errors (ms, upper bucket bound)")
+    // Shown outcomes first, in the order a reader compares them; cancelled (load to
+    // supersede) last.
+    let order = ["memory", "disk", "coalesced", "miss", "revalidated", "stale", "error"]
+    let outcomes = report.latencyHistogramByOutcome.keys.sorted {
+      (order.firstIndex(of: $0) ?? order.count, $0) < (order.firstIndex(of: $1) ?? order.count, $1)
+    }
+    let histograms = outcomes.map { outcome in
+      histogram(
+        report.latencyHistogramByOutcome[outcome] ?? [],
+        percentiles: report.latencyByOutcomeMs[outcome],
+        title: outcome == "cancelled"
+          ? "cancelled: load to supersede" : "\(outcome): load to result")
+    }.joined(separator: "\n")
     let ttv = scatter(
       report.timeToVisibleSeries.map { ($0[0], $0[1]) },
-      title: "Time to visible (ms) over the run (s)")
-    let rss = line(report.rssMb.map { ($0[0], $0[1]) }, title: "Server RSS (MiB) over the run (s)")
+      title: "Time to visible over the run", xUnit: "s into the run", yUnit: "ms")
+    let rss = line(
+      report.rssMb.map { ($0[0], $0[1]) }, title: "Server resident memory over the run",
+      xUnit: "s into the run", yUnit: "MiB")
     return """
       <!doctype html>
       <html lang="en"><head><meta charset="utf-8">
@@ -24,6 +37,7 @@ public enum HTMLReport {
       .fail { color: #b00; font-weight: bold; }
       svg { display: block; margin: 1em 0 2em; background: #fff; border: 1px solid #ddd; }
       text { font: 11px system-ui, sans-serif; fill: #444; }
+      text.title { font-weight: bold; fill: #222; }
       </style></head><body>
       <h1>thumbload: \(escape(report.scenario))</h1>
       <p>Target \(escape(report.target)); wrong deliveries:
@@ -32,83 +46,204 @@ public enum HTMLReport {
       <span class="\(report.staleDeliveries > 0 ? "fail" : "")">\(report.staleDeliveries)</span>
       (\(report.mutationRate) item changes/s).</p>
       <pre>\(summary)</pre>
-      \(histogram)
+      <h2>Latency by outcome</h2>
+      <p>Milliseconds across and counts up, both on log scales; each outcome has its own count
+      axis. Dashed lines mark p50, p95 and p99.</p>
+      \(histograms)
+      <h2>Over the run</h2>
       \(ttv)
       \(rss)
       </body></html>
       """
   }
 
-  private static func label(_ value: Double) -> String {
-    value >= 1000 ? "\(Int(value / 1000))s" : "\(Int(value))"
-  }
-
-  private static func escape(_ text: String) -> String {
+  static func escape(_ text: String) -> String {
     text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-      .replacingOccurrences(of: ">", with: "&gt;")
+      .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
   }
 
-  private static let width = 720.0
-  private static let height = 240.0
-  private static let margin = 40.0
+  // MARK: - Geometry
 
-  private static func frame(_ title: String, _ body: String, xLabel: String, yMax: Double) -> String
-  {
-    """
-    <svg width="\(Int(width))" height="\(Int(height))" \
-    viewBox="0 0 \(Int(width)) \(Int(height))" role="img" aria-label="\(escape(title))">
-    <text x="\(margin)" y="16">\(escape(title))</text>
-    <line x1="\(margin)" y1="\(height - margin)" x2="\(width - 10)" y2="\(height - margin)" stroke="#999"/>
-    <line x1="\(margin)" y1="26" x2="\(margin)" y2="\(height - margin)" stroke="#999"/>
-    <text x="4" y="32">\(format(yMax))</text><text x="4" y="\(height - margin)">0</text>
-    <text x="\(width - 60)" y="\(height - 8)">\(escape(xLabel))</text>
-    \(body)
-    </svg>
-    """
+  private static let width = 760.0
+  private static let height = 260.0
+  /// Room for tick labels and axis titles.
+  private static let left = 64.0
+  private static let right = 20.0
+  private static let top = 30.0
+  private static let bottom = 44.0
+
+  private static var plotWidth: Double { width - left - right }
+  private static var plotHeight: Double { height - top - bottom }
+
+  /// A tick: its position along the axis (0...1) and its label.
+  struct Tick {
+    let at: Double
+    let label: String
   }
 
-  private static func format(_ value: Double) -> String {
-    value >= 100 ? String(Int(value)) : String(format: "%.1f", value)
-  }
-
-  private static func barChart(_ bars: [(String, Double)], title: String) -> String {
-    let maxValue = max(1, bars.map(\.1).max() ?? 1)
-    let slot = (width - margin - 20) / Double(max(1, bars.count))
-    var body = ""
-    for (index, bar) in bars.enumerated() {
-      let barHeight = (height - margin - 30) * bar.1 / maxValue
-      let x = margin + Double(index) * slot + 4
-      body +=
-        "<rect x=\"\(x)\" y=\"\(height - margin - barHeight)\" width=\"\(slot - 8)\" "
-        + "height=\"\(barHeight)\" fill=\"#4a7fd0\"><title>\(bar.0) ms: \(Int(bar.1))</title></rect>"
-        + "<text x=\"\(x)\" y=\"\(height - margin + 14)\">\(escape(bar.0))</text>"
+  /// The frame: title, both axes with their ticks and unit titles, then `body`.
+  private static func frame(
+    _ title: String, _ body: String, xTicks: [Tick], yTicks: [Tick], xUnit: String,
+    yUnit: String
+  ) -> String {
+    let baseline = top + plotHeight
+    var axes =
+      "<text class=\"title\" x=\"\(left)\" y=\"18\">\(escape(title))</text>"
+      + "<line x1=\"\(left)\" y1=\"\(baseline)\" x2=\"\(left + plotWidth)\" y2=\"\(baseline)\" stroke=\"#999\"/>"
+      + "<line x1=\"\(left)\" y1=\"\(top)\" x2=\"\(left)\" y2=\"\(baseline)\" stroke=\"#999\"/>"
+    for tick in xTicks {
+      let x = left + plotWidth * tick.at
+      axes +=
+        "<line x1=\"\(x)\" y1=\"\(baseline)\" x2=\"\(x)\" y2=\"\(baseline + 4)\" stroke=\"#999\"/>"
+        + "<text x=\"\(x)\" y=\"\(baseline + 16)\" text-anchor=\"middle\">\(escape(tick.label))</text>"
     }
-    return frame(title, body, xLabel: "", yMax: maxValue)
+    for tick in yTicks {
+      let y = baseline - plotHeight * tick.at
+      axes +=
+        "<line x1=\"\(left - 4)\" y1=\"\(y)\" x2=\"\(left + plotWidth)\" y2=\"\(y)\" stroke=\"#eee\"/>"
+        + "<text x=\"\(left - 6)\" y=\"\(y + 4)\" text-anchor=\"end\">\(escape(tick.label))</text>"
+    }
+    axes +=
+      "<text x=\"\(left + plotWidth / 2)\" y=\"\(height - 6)\" text-anchor=\"middle\">\(escape(xUnit))</text>"
+      + "<text x=\"14\" y=\"\(top + plotHeight / 2)\" text-anchor=\"middle\" "
+      + "transform=\"rotate(-90 14 \(top + plotHeight / 2))\">\(escape(yUnit))</text>"
+    return """
+      <svg width="\(Int(width))" height="\(Int(height))" \
+      viewBox="0 0 \(Int(width)) \(Int(height))" role="img" aria-label="\(escape(title))">
+      \(axes)
+      \(body)
+      </svg>
+      """
   }
 
-  private static func scatter(_ points: [(Double, Double)], title: String) -> String {
+  // MARK: - Scales
+
+  /// "0.1 ms", "20 ms", "2 s".
+  static func milliseconds(_ value: Double) -> String {
+    if value >= 1000 { return "\(number(value / 1000)) s" }
+    return "\(number(value)) ms"
+  }
+
+  /// A short number: no trailing ".0", one decimal below 10.
+  static func number(_ value: Double) -> String {
+    if value == value.rounded() && abs(value) < 1e15 { return String(Int(value)) }
+    return value >= 10 ? String(Int(value.rounded())) : String(format: "%.1f", value)
+  }
+
+  /// Up to about five round ticks from 0 to `maximum` (1, 2 or 5 times a power of ten apart).
+  static func linearTicks(_ maximum: Double) -> (top: Double, ticks: [Double]) {
+    let top = max(maximum, 1e-9)
+    let rough = top / 5
+    let power = pow(10, (log10(rough)).rounded(.down))
+    let step = [1.0, 2, 5, 10].map { $0 * power }.first { $0 >= rough } ?? 10 * power
+    let last = (top / step).rounded(.up) * step
+    return (last, stride(from: 0, through: last + step / 2, by: step).map { $0 })
+  }
+
+  /// Powers of ten from 1 to the first at or above `maximum`: a log count axis.
+  static func logTicks(_ maximum: Double) -> [Double] {
+    var ticks = [1.0]
+    while ticks.last! < maximum { ticks.append(ticks.last! * 10) }
+    if ticks.count == 1 { ticks.append(10) }
+    return ticks
+  }
+
+  // MARK: - Charts
+
+  /// One outcome's histogram: buckets on a log millisecond axis (each a 1-2-5 step, equal in
+  /// width on the page), counts on a log axis, and its percentiles as dashed lines.
+  static func histogram(_ buckets: [[Double]], percentiles: Percentiles?, title: String)
+    -> String
+  {
+    let bounds = Report.histogramBounds
+    // Positions: bucket i spans [i, i+1) of bounds.count slots; the last slot is "> 10 s".
+    let slot = 1.0 / Double(bounds.count)
+    var counts = [Double](repeating: 0, count: bounds.count)
+    for bucket in buckets where bucket.count == 2 {
+      let index = bucket[0] < 0 ? bounds.count - 1 : bounds.firstIndex(of: bucket[0])
+      if let index { counts[index] += bucket[1] }
+    }
+    let total = Int(counts.reduce(0, +))
+    let ticks = logTicks(counts.max() ?? 1)
+    func y(_ count: Double) -> Double { count <= 0 ? 0 : log10(count + 1) / log10(ticks.last! + 1) }
+    var body = ""
+    for (index, count) in counts.enumerated() where count > 0 {
+      let barHeight = plotHeight * y(count)
+      let x = left + plotWidth * slot * Double(index) + 2
+      let range =
+        index == bounds.count - 1
+        ? "over \(milliseconds(bounds[index - 1]))"
+        : "\(index == 0 ? "0" : milliseconds(bounds[index - 1])) to \(milliseconds(bounds[index]))"
+      body +=
+        "<rect x=\"\(x)\" y=\"\(top + plotHeight - barHeight)\" width=\"\(plotWidth * slot - 4)\" "
+        + "height=\"\(barHeight)\" fill=\"#4a7fd0\"><title>\(range): \(Int(count))</title></rect>"
+    }
+    // A latency's position: log-linear inside its bucket.
+    func x(_ ms: Double) -> Double {
+      guard let index = bounds.firstIndex(where: { ms <= $0 }), index < bounds.count - 1 else {
+        return 1 - slot / 2
+      }
+      let lower = index == 0 ? bounds[0] / 10 : bounds[index - 1]
+      let within = max(0, min(1, log10(max(ms, lower) / lower) / log10(bounds[index] / lower)))
+      return slot * (Double(index) + within)
+    }
+    if let percentiles, percentiles.count > 0 {
+      let marks = [("p50", percentiles.p50), ("p95", percentiles.p95), ("p99", percentiles.p99)]
+      for (rank, (name, value)) in marks.enumerated() {
+        let px = left + plotWidth * x(value)
+        body +=
+          "<line x1=\"\(px)\" y1=\"\(top)\" x2=\"\(px)\" y2=\"\(top + plotHeight)\" "
+          + "stroke=\"#d0644a\" stroke-dasharray=\"4 3\"/>"
+          + "<text x=\"\(px + 3)\" y=\"\(top + 10 + 12 * Double(rank))\" fill=\"#d0644a\">"
+          + "\(name) \(escape(milliseconds(value)))</text>"
+      }
+    }
+    // Bucket edges every other 1-2-5 step keep the labels apart.
+    var xTicks: [Tick] = []
+    for (index, bound) in bounds.enumerated() where bound.isFinite && index % 3 == 0 {
+      xTicks.append(Tick(at: slot * Double(index + 1), label: milliseconds(bound)))
+    }
+    xTicks.append(Tick(at: 1 - slot / 2, label: "> 10 s"))
+    let yTicks = ticks.map {
+      Tick(at: log10($0 + 1) / log10(ticks.last! + 1), label: number($0))
+    }
+    return frame(
+      "\(title) (\(total) samples)", body, xTicks: xTicks, yTicks: yTicks,
+      xUnit: "latency (log scale)", yUnit: "count (log scale)")
+  }
+
+  static func scatter(_ points: [(Double, Double)], title: String, xUnit: String, yUnit: String)
+    -> String
+  {
     // At most 3000 points keep the page light; an even sample keeps the shape.
     let step = max(1, points.count / 3000)
     let sample = stride(from: 0, to: points.count, by: step).map { points[$0] }
-    let maxX = max(1, sample.map(\.0).max() ?? 1)
-    let maxY = max(1, sample.map(\.1).max() ?? 1)
+    let (maxX, xs) = linearTicks(sample.map(\.0).max() ?? 1)
+    let (maxY, ys) = linearTicks(sample.map(\.1).max() ?? 1)
     var body = ""
     for (x, y) in sample {
-      let px = margin + (width - margin - 20) * x / maxX
-      let py = height - margin - (height - margin - 30) * y / maxY
+      let px = left + plotWidth * x / maxX
+      let py = top + plotHeight - plotHeight * y / maxY
       body += "<circle cx=\"\(px)\" cy=\"\(py)\" r=\"1.5\" fill=\"#d0644a\" fill-opacity=\"0.6\"/>"
     }
-    return frame(title, body, xLabel: "\(format(maxX)) s", yMax: maxY)
+    return frame(
+      title, body, xTicks: xs.map { Tick(at: $0 / maxX, label: number($0)) },
+      yTicks: ys.map { Tick(at: $0 / maxY, label: number($0)) }, xUnit: xUnit, yUnit: yUnit)
   }
 
-  private static func line(_ points: [(Double, Double)], title: String) -> String {
-    let maxX = max(1, points.map(\.0).max() ?? 1)
-    let maxY = max(1, points.map(\.1).max() ?? 1)
+  static func line(_ points: [(Double, Double)], title: String, xUnit: String, yUnit: String)
+    -> String
+  {
+    let (maxX, xs) = linearTicks(points.map(\.0).max() ?? 1)
+    let (maxY, ys) = linearTicks(points.map(\.1).max() ?? 1)
     let coordinates = points.map { x, y in
-      "\(margin + (width - margin - 20) * x / maxX),\(height - margin - (height - margin - 30) * y / maxY)"
+      "\(left + plotWidth * x / maxX),\(top + plotHeight - plotHeight * y / maxY)"
     }
     let body =
-      "<polyline fill=\"none\" stroke=\"#3a9a5a\" stroke-width=\"2\" points=\"\(coordinates.joined(separator: " "))\"/>"
-    return frame(title, body, xLabel: "\(format(maxX)) s", yMax: maxY)
+      "<polyline fill=\"none\" stroke=\"#3a9a5a\" stroke-width=\"2\" "
+      + "points=\"\(coordinates.joined(separator: " "))\"/>"
+    return frame(
+      title, body, xTicks: xs.map { Tick(at: $0 / maxX, label: number($0)) },
+      yTicks: ys.map { Tick(at: $0 / maxY, label: number($0)) }, xUnit: xUnit, yUnit: yUnit)
   }
 }

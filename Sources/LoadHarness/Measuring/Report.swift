@@ -121,8 +121,11 @@ public struct Report: Sendable, Codable {
   public var rssMb: [[Double]]
   /// `[seconds, ms]` for every shown image.
   public var timeToVisibleSeries: [[Double]]
-  /// `[upper bound ms (-1: above 10 s), count]`.
+  /// `[upper bound ms (-1: above 10 s), count]`, shown images and errors.
   public var latencyHistogram: [[Double]]
+  /// The same per outcome (the keys of `latencyByOutcomeMs`), so a mass of memory hits does
+  /// not hide the shape of the misses.
+  public var latencyHistogramByOutcome: [String: [[Double]]]
 
   static func make(
     options: RunOptions, target: String, measurements: Measurements, elapsed: Double,
@@ -183,12 +186,18 @@ public struct Report: Sendable, Codable {
       timeToVisibleSeries: state.timeToVisible.map {
         [($0.at * 1000).rounded() / 1000, ($0.ms * 100).rounded() / 100]
       },
-      latencyHistogram: Self.histogram(all))
+      latencyHistogram: Self.histogram(all),
+      latencyHistogramByOutcome: state.latencies.mapValues(Self.histogram))
   }
+
+  /// Upper bounds of the histogram's buckets, ms: 1-2-5 steps from 0.1 ms (a memory hit) to
+  /// 10 s, then everything above.
+  static let histogramBounds: [Double] =
+    [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, .infinity]
 
   /// Log-spaced buckets: [upper bound ms, count].
   static func histogram(_ values: [Double]) -> [[Double]] {
-    let bounds = [1.0, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, .infinity]
+    let bounds = histogramBounds
     var counts = [Double](repeating: 0, count: bounds.count)
     for value in values {
       let index = bounds.firstIndex { value <= $0 } ?? bounds.count - 1
