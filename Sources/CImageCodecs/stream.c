@@ -4,8 +4,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Larger stdio buffer: fewer read syscalls while streaming rows. */
 #define IC_FILE_BUFFER (64 * 1024)
@@ -13,6 +15,20 @@
 ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
                          ic_result *result) {
   memset(stream, 0, sizeof(*stream));
+  if (!source->path && source->fd >= 0) {
+    int copy = fcntl(source->fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return ic_fail(result, IC_ERR_IO, "cannot read: %s", strerror(errno));
+    FILE *f = fdopen(copy, "rb");
+    if (!f || fseek(f, 0, SEEK_SET) != 0) {
+      int code = errno;
+      if (f) fclose(f);
+      else close(copy);
+      return ic_fail(result, IC_ERR_IO, "cannot read: %s", strerror(code));
+    }
+    setvbuf(f, NULL, _IOFBF, IC_FILE_BUFFER);
+    stream->file = f;
+    return IC_OK;
+  }
   if (!source->path) {
     if (!source->data && source->size)
       return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "no source bytes");

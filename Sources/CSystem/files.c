@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #ifndef SYS_openat2
@@ -127,4 +128,22 @@ int ts_open_beneath_at(int directory, const char *root_path, const char *relativ
   /* No openat2 (before Linux 5.6), or a syscall filter that refuses it. */
   if (fd == -ENOSYS || fd == -EPERM) fd = open_walking(directory, relative, flags);
   return fd;
+}
+
+int ts_is_pseudo_file(int fd) {
+  struct statfs info;
+  if (fstatfs(fd, &info) != 0) return 0;
+  switch ((unsigned long)info.f_type) {
+  case 0x9fa0:     /* proc */
+  case 0x62656572: /* sysfs */
+  case 0x64626720: /* debugfs */
+  case 0x74726163: /* tracefs */
+  case 0x73636673: /* securityfs */
+  case 0x62656570: /* configfs */
+  case 0x27e0eb:   /* cgroup */
+  case 0x63677270: /* cgroup2 */
+    return 1;
+  default:
+    return 0;
+  }
 }

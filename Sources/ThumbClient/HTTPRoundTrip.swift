@@ -87,26 +87,4 @@ public enum HTTPRoundTrip {
         status: status, headers: fields, body: body,
         keepAlive: fields["connection"]?.lowercased() != "close"))
   }
-
-  /// `text` with every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`) and those in
-  /// `keeping` percent-encoded: a URL for a query value (`keeping: ""`), or a file path for a
-  /// `file://` URL (`keeping: "/"`, as Python's `pathlib.Path.as_uri` writes it).
-  public static func percentEncoded(_ text: String, keeping: String = "") -> String {
-    let kept = Set(keeping.utf8)
-    let hex = Array("0123456789ABCDEF".utf8)
-    var out: [UInt8] = []
-    for byte in text.utf8 {
-      switch byte {
-      case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-        UInt8(ascii: "_"), UInt8(ascii: "~"):
-        out.append(byte)
-      case _ where kept.contains(byte):
-        out.append(byte)
-      default:
-        out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
-      }
-    }
-    return String(decoding: out, as: UTF8.self)
-  }
 }

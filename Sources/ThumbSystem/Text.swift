@@ -15,3 +15,55 @@ extension StringProtocol {
     String(self) + String(repeating: " ", count: Swift.max(0, width - count))
   }
 }
+
+/// Percent-encoding (RFC 3986): one rule for every URL thumbd writes.
+public enum PercentEncoding {
+  /// `text` with every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`) and those in
+  /// `keeping` percent-encoded, in uppercase hex: a query value (`keeping: ""`), or a file
+  /// path for a `file://` URL (`keeping: "/"`, as Python's `pathlib.Path.as_uri` writes it).
+  public static func encode(_ text: some StringProtocol, keeping: String = "") -> String {
+    let kept = Set(keeping.utf8)
+    let hex = Array("0123456789ABCDEF".utf8)
+    var out: [UInt8] = []
+    for byte in text.utf8 {
+      switch byte {
+      case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+        UInt8(ascii: "_"), UInt8(ascii: "~"):
+        out.append(byte)
+      case _ where kept.contains(byte):
+        out.append(byte)
+      default:
+        out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+      }
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// The `file://` URI of an absolute path as GLib writes it (`g_filename_to_uri`), which
+  /// file managers hash to name a thumbnail: `!$&'()*+,:=@` stay as they are besides the
+  /// unreserved bytes and `/`.
+  public static func fileURI(path: some StringProtocol) -> String {
+    "file://" + encode(path, keeping: "/!$&'()*+,:=@")
+  }
+}
+
+/// Byte counts as people write them.
+public enum ByteSize {
+  /// A whole number, or one with a unit (`64MiB`, `1G`, `512k`, `2 GB`; powers of 1024);
+  /// nil for anything else or an overflow.
+  public static func parse(_ text: some StringProtocol) -> Int? {
+    let trimmed = text.trimmingWhitespace().lowercased()
+    let digits = trimmed.prefix { $0.isNumber }
+    guard let number = Int(digits) else { return nil }
+    var unit = String(trimmed.dropFirst(digits.count).trimmingWhitespace())
+    if unit.hasSuffix("ib") {
+      unit.removeLast(2)
+    } else if unit.hasSuffix("b") {
+      unit.removeLast()
+    }
+    let shifts = ["": 0, "k": 10, "m": 20, "g": 30, "t": 40]
+    guard let shift = shifts[unit], number <= Int.max >> shift else { return nil }
+    return number << shift
+  }
+}

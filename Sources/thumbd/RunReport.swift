@@ -20,6 +20,8 @@ final class RunReport: Sendable {
     case duplicate
     /// A link back to a directory above it: not walked again.
     case loop
+    /// A failure entry in the desktop's cache says this version cannot be thumbnailed.
+    case failedBefore
 
     var words: String {
       switch self {
@@ -28,6 +30,7 @@ final class RunReport: Sendable {
       case .notImage: "not images"
       case .duplicate: "duplicates"
       case .loop: "directory loops"
+      case .failedBefore: "failed before"
       }
     }
   }

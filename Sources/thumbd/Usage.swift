@@ -12,12 +12,14 @@ enum Usage {
     Usage:
       thumbd thumbnail INPUT... --size WxH [options] --output DIR/|FILE|-
       thumbd warm INPUT... --size WxH [options] [serve options]
+      thumbd desktop INPUT... [--flavors normal,large] [options]
       thumbd serve [--socket PATH] [--listen HOST:PORT] [options]
       thumbd --help | --version
 
     Commands:
       thumbnail   Make thumbnails of image files, many in one process.
       warm        Fill the daemon's disk cache with what clients will ask for.
+      desktop     Fill the desktop's thumbnail cache, which file managers read.
       serve       Serve thumbnails over HTTP/1.1 on a Unix socket (and TCP).
 
     Run 'thumbd COMMAND --help' for a command's options.

@@ -125,7 +125,7 @@ enum WarmCommand {
     }
     let socket = endpoint
     let urls = inputs.files.map { file in
-      "file://" + HTTPRoundTrip.percentEncoded(SystemFiles.absolutePath(file.path), keeping: "/")
+      "file://" + PercentEncoding.encode(SystemFiles.absolutePath(file.path), keeping: "/")
     }
     let report = RunReport(
       command: "thumbd warm", total: urls.count * variants.count + inputs.problems.count,
@@ -144,7 +144,7 @@ enum WarmCommand {
         guard index < total else { break }
         let (fileIndex, variant) = (index / variants.count, variants[index % variants.count])
         let target =
-          "/v1/thumbnail?url=\(HTTPRoundTrip.percentEncoded(urls[fileIndex]))\(query)"
+          "/v1/thumbnail?url=\(PercentEncoding.encode(urls[fileIndex]))\(query)"
           + "&format=\(variant.format)&priority=\(priority)"
         let path = inputs.files[fileIndex].path
         ask(socket, target, variant, &connection, path: path, report: report)

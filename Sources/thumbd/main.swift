@@ -15,6 +15,8 @@ case nil, "-h", "--help", "help":
   status = 0
 case "thumbnail":
   status = ThumbnailCommand.run(Array(arguments.dropFirst()))
+case "desktop":
+  status = DesktopCommand.run(Array(arguments.dropFirst()))
 case "warm":
   status = await WarmCommand.run(Array(arguments.dropFirst()))
 case "serve":

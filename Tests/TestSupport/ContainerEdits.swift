@@ -1,3 +1,5 @@
+import ImagePipeline
+
 /// Edits of image containers for fixtures: segments and chunks removed, the rest untouched.
 enum JPEGSegments {
   struct Malformed: Error {}
@@ -20,7 +22,7 @@ enum JPEGSegments {
   }
 }
 
-enum PNGChunks {
+extension PNGChunks {
   /// The PNG without its chunks of `type`.
   static func stripped(_ png: [UInt8], chunk type: String) throws -> [UInt8] {
     let name = Array(type.utf8)

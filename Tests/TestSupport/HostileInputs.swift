@@ -93,29 +93,12 @@ enum HostileInputs {
 
   // MARK: - PNG and zlib pieces
 
-  static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+  static let pngSignature = PNGChunks.signature
 
-  static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
-    let body = Array(type.utf8) + data
-    return be32(UInt32(data.count)) + body + be32(crc32(body))
-  }
+  static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] { PNGChunks.chunk(type, data) }
 
   static func be32(_ value: UInt32) -> [UInt8] {
     [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
-  }
-
-  private static let crcTable: [UInt32] = (0..<256).map { n in
-    var c = UInt32(n)
-    for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-    return c
-  }
-
-  static func crc32(_ bytes: [UInt8]) -> UInt32 {
-    var c: UInt32 = 0xFFFF_FFFF
-    bytes.withUnsafeBufferPointer { buffer in
-      for byte in buffer { c = crcTable[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
-    }
-    return c ^ 0xFFFF_FFFF
   }
 
   /// Adler-32 of `prefix` followed by `zeros` zero bytes.

@@ -124,6 +124,10 @@ typedef struct ic_source {
   size_t size;
   /** A file to stream from; when set, data is ignored. */
   const char *path;
+  /** With path NULL and fd >= 0: an open file to stream from, from its start. It is
+   * duplicated, so the caller keeps (and closes) its own; -1 for none. Opening once and
+   * checking what was opened (a regular file, not a FIFO) leaves no race with the path. */
+  int fd;
 } ic_source;
 
 /** Guards checked against the header before any pixel work. */

@@ -104,6 +104,11 @@ int ts_wakeup_drain(int fd);
 int ts_open_beneath_at(int directory, const char *root_path, const char *relative, int flags,
                        int walk);
 
+/** 1 when the open file lies on a pseudo file system whose files are not data (proc, sysfs,
+ * debugfs, tracefs, securityfs, configfs, cgroup): their sizes lie and reads can block or
+ * run forever; 0 otherwise, or when fstatfs fails. */
+int ts_is_pseudo_file(int fd);
+
 /** A root directory opened once (O_PATH | O_DIRECTORY | O_CLOEXEC), or a negative errno. */
 int ts_open_root(const char *root);
 

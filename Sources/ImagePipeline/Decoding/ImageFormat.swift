@@ -32,6 +32,19 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
   /// The format's display name, from the codec table ("JPEG", "WebP"...).
   public var displayName: String { String(cString: ic_format_name(codecFormat)) }
 
+  /// The media (MIME) type a desktop names it by: the thumbnail cache's `Thumb::Mimetype`, the
+  /// types a `.thumbnailer` entry and `GetSupported` list.
+  public var mediaType: String {
+    switch self {
+    case .jpeg: "image/jpeg"
+    case .png: "image/png"
+    case .webp: "image/webp"
+    case .gif: "image/gif"
+    case .heic: "image/heic"
+    case .avif: "image/avif"
+    }
+  }
+
   init?(_ format: ic_format) {
     guard let match = Self.allCases.first(where: { $0.codecFormat == format }) else {
       return nil

@@ -66,7 +66,7 @@ public struct Thumbnailer: Sendable {
     try spec.validate()
     var result = ic_result()
     bytes.withUnsafeBufferPointer { buffer in
-      var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil)
+      var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
       run(&source, spec, cancellation, &result)
     }
     let timings = Timings(
@@ -81,9 +81,22 @@ public struct Thumbnailer: Sendable {
     try spec.validate()
     var result = ic_result()
     path.withCString { cPath in
-      var source = ic_source(data: nil, size: 0, path: cPath)
+      var source = ic_source(data: nil, size: 0, path: cPath, fd: -1)
       run(&source, spec, cancellation, &result)
     }
+    return try finish(&result)
+  }
+
+  /// Makes a thumbnail of an open file, streaming it from its start. The descriptor is not
+  /// closed: open it once, check what it is (`fstat`), then decode that, with no race against
+  /// the path changing in between.
+  public func thumbnail(
+    ofFile descriptor: Int32, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
+  ) throws(ThumbnailError) -> Thumbnail {
+    try spec.validate()
+    var result = ic_result()
+    var source = ic_source(data: nil, size: 0, path: nil, fd: descriptor)
+    run(&source, spec, cancellation, &result)
     return try finish(&result)
   }
 
@@ -93,7 +106,7 @@ public struct Thumbnailer: Sendable {
     -> MemoryEstimate
   {
     try bytes.withUnsafeBufferPointer { buffer in
-      estimate(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil), spec)
+      estimate(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1), spec)
     }.get()
   }
 
@@ -103,7 +116,7 @@ public struct Thumbnailer: Sendable {
     -> MemoryEstimate
   {
     try path.withCString { cPath in
-      estimate(ic_source(data: nil, size: 0, path: cPath), spec)
+      estimate(ic_source(data: nil, size: 0, path: cPath, fd: -1), spec)
     }.get()
   }
 
@@ -134,14 +147,14 @@ public struct Thumbnailer: Sendable {
   /// holds every pixel in memory.
   public func decodeFullResolution(contentsOf path: String) throws(ThumbnailError) -> Bitmap {
     try path.withCString { cPath in
-      decodeFull(ic_source(data: nil, size: 0, path: cPath))
+      decodeFull(ic_source(data: nil, size: 0, path: cPath, fd: -1))
     }.get()
   }
 
   /// Decodes in-memory bytes at full resolution, upright. For references and tests only.
   public func decodeFullResolution(of bytes: [UInt8]) throws(ThumbnailError) -> Bitmap {
     try bytes.withUnsafeBufferPointer { buffer in
-      decodeFull(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil))
+      decodeFull(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1))
     }.get()
   }
 
@@ -151,7 +164,7 @@ public struct Thumbnailer: Sendable {
     throws(ThumbnailError) -> Bitmap
   {
     try path.withCString { cPath in
-      decodeFull(ic_source(data: nil, size: 0, path: cPath), atLeast: (width, height))
+      decodeFull(ic_source(data: nil, size: 0, path: cPath, fd: -1), atLeast: (width, height))
     }.get()
   }
 

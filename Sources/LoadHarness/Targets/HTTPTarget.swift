@@ -2,6 +2,7 @@ import CSystem
 import Foundation
 import Synchronization
 import ThumbClient
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -115,7 +116,7 @@ final class HTTPLoadClient: LoadClient {
   }
 
   static func target(url: String, size: Int, priority: String) -> String {
-    let encoded = HTTPRoundTrip.percentEncoded(url)
+    let encoded = PercentEncoding.encode(url)
     return "/v1/thumbnail?url=\(encoded)&w=\(size)&h=\(size)&priority=\(priority)"
   }
 

@@ -58,19 +58,7 @@ public enum ConfigValue: Sendable, Hashable {
   func byteSize() -> Int? {
     switch self {
     case .integer(let number): return number >= 0 ? number : nil
-    case .text(let text):
-      let trimmed = text.trimmingWhitespace().lowercased()
-      let digits = trimmed.prefix { $0.isNumber }
-      guard let number = Int(digits) else { return nil }
-      var unit = String(trimmed.dropFirst(digits.count).trimmingWhitespace())
-      if unit.hasSuffix("ib") {
-        unit.removeLast(2)
-      } else if unit.hasSuffix("b") {
-        unit.removeLast()
-      }
-      let shifts = ["": 0, "k": 10, "m": 20, "g": 30, "t": 40]
-      guard let shift = shifts[unit], number <= Int.max >> shift else { return nil }
-      return number << shift
+    case .text(let text): return ByteSize.parse(text)
     default: return nil
     }
   }

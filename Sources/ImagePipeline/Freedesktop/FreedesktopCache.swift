@@ -1,0 +1,269 @@
+import ThumbSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The desktop's thumbnail cache, as the Thumbnail Managing Standard (0.9) lays it out and as
+/// GLib and KIO check it: `$XDG_CACHE_HOME/thumbnails/<flavor>/<md5 of the URI>.png`, PNGs
+/// whose text keys (`Thumb::URI`, `Thumb::MTime` and more) come before the image data, so file
+/// managers (Thunar, Nautilus, Dolphin) show what thumbd made without making it again.
+///
+/// Everything read from the directory is treated as hostile: entries are opened without
+/// following a final link, must be regular files of bounded size, and only a bounded head is
+/// read. Directories are made 0700 and files 0600, written whole and renamed into place.
+public struct FreedesktopCache: Sendable {
+  /// A thumbnail size the standard names.
+  public enum Flavor: String, CaseIterable, Sendable, Hashable {
+    /// At most 128x128.
+    case normal
+    /// At most 256x256.
+    case large
+    /// At most 512x512.
+    case xLarge = "x-large"
+    /// At most 1024x1024.
+    case xxLarge = "xx-large"
+
+    /// The longest side, in pixels.
+    public var size: Int {
+      switch self {
+      case .normal: 128
+      case .large: 256
+      case .xLarge: 512
+      case .xxLarge: 1024
+      }
+    }
+  }
+
+  /// A source file as the cache judges it: its canonical URI and what `stat` says now.
+  public struct Source: Sendable, Hashable {
+    /// The absolute path.
+    public let path: String
+    /// `file://` and the path, percent-encoded as GLib writes it.
+    public let uri: String
+    /// `st_mtime`, whole seconds.
+    public let modified: Int
+    /// `st_size`.
+    public let size: Int
+
+    /// A source with the given facts (`uri` from `path` unless given).
+    public init(path: String, modified: Int, size: Int, uri: String? = nil) {
+      self.path = path
+      self.uri = uri ?? PercentEncoding.fileURI(path: path)
+      self.modified = modified
+      self.size = size
+    }
+  }
+
+  /// What the cache holds for a source.
+  public enum Lookup: Sendable, Hashable {
+    /// A valid thumbnail, at this path (the user's cache or a shared `.sh_thumbnails`).
+    case thumbnail(String)
+    /// A valid failure entry: thumbd could not thumbnail this version of the file.
+    case failed
+    /// Nothing valid: missing, or made for another version of the file.
+    case missing
+  }
+
+  /// The cache directory (`.../thumbnails`).
+  public let directory: String
+  /// `Software` in each thumbnail, and the failure folder's name (`fail/thumbd-<version>`).
+  public let software: String
+  /// The failure entries' folder.
+  public var failureDirectory: String {
+    directory + "/fail/" + String(software.map { $0 == " " || $0 == "/" ? "-" : $0 })
+  }
+
+  /// Entries bigger than this are not read (an xx-large PNG is well under it).
+  static let maxEntryBytes = 32 << 20
+  /// Bytes of an entry read before its image data, at most.
+  static let maxHeadBytes = 64 << 10
+
+  /// A cache at `directory`, writing `software` (e.g. "thumbd 1.2.0") into its entries.
+  public init(directory: String, software: String) {
+    self.directory = directory
+    self.software = software
+  }
+
+  /// `$XDG_CACHE_HOME/thumbnails` when that is an absolute path (the base directory
+  /// specification ignores a relative one), else `$HOME/.cache/thumbnails`; nil without a home.
+  public static func defaultDirectory(environment: [String: String]) -> String? {
+    if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") {
+      return cache + "/thumbnails"
+    }
+    guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+    return home + "/.cache/thumbnails"
+  }
+
+  /// The file name for a URI: the lowercase hex MD5 of its bytes, then `.png`.
+  public static func fileName(forURI uri: String) -> String { MD5.hex(uri.utf8) + ".png" }
+
+  /// Where the thumbnail of `uri` in `flavor` lives.
+  public func path(forURI uri: String, flavor: Flavor) -> String {
+    directory + "/" + flavor.rawValue + "/" + Self.fileName(forURI: uri)
+  }
+
+  /// Whether `path` (absolute) lies inside the cache directory: a thumbnail is never
+  /// thumbnailed, nor is anything in a shared `.sh_thumbnails` repository.
+  public func holds(_ path: String) -> Bool {
+    path.hasPrefix(directory + "/") || path.split(separator: "/").contains(".sh_thumbnails")
+  }
+
+  /// The source at `path` (absolute), by `stat`; nil when it cannot be stat'ed.
+  public static func source(atPath path: String) -> Source? {
+    var info = stat()
+    guard stat(path, &info) == 0 else { return nil }
+    return Source(path: path, modified: Int(info.st_mtim.tv_sec), size: Int(info.st_size))
+  }
+
+  // MARK: - Reading
+
+  /// What the cache holds for `source` in `flavor`: the user's own entry, then a shared
+  /// repository beside the file (`.sh_thumbnails/<flavor>/<md5 of the file name>.png`, read
+  /// only), then a failure entry.
+  public func lookup(_ source: Source, flavor: Flavor) -> Lookup {
+    let own = path(forURI: source.uri, flavor: flavor)
+    if Self.isValid(entry: own, for: source, uris: [source.uri]) { return .thumbnail(own) }
+    if let slash = source.path.lastIndex(of: "/") {
+      let folder = source.path[..<slash]
+      let name = String(source.path[source.path.index(after: slash)...])
+      let shared =
+        folder + "/.sh_thumbnails/" + flavor.rawValue + "/"
+        + Self.fileName(forURI: PercentEncoding.encode(name, keeping: "!$&'()*+,:=@"))
+      // A shared entry names its file relatively, or absolutely.
+      let relative = PercentEncoding.encode(name, keeping: "!$&'()*+,:=@")
+      if Self.isValid(entry: shared, for: source, uris: [relative, source.uri]) {
+        return .thumbnail(shared)
+      }
+    }
+    let failure = failureDirectory + "/" + Self.fileName(forURI: source.uri)
+    if Self.isValid(entry: failure, for: source, uris: [source.uri]) { return .failed }
+    return .missing
+  }
+
+  /// Whether the entry at `path` is valid for `source` as GLib and KIO judge it: a PNG whose
+  /// `Thumb::URI` is one of `uris`, whose `Thumb::MTime` is the source's `st_mtime` as an
+  /// integer, and whose `Thumb::Size`, when present, is its `st_size`.
+  public static func isValid(entry path: String, for source: Source, uris: [String]) -> Bool {
+    guard let keys = texts(ofEntry: path), let uri = keys["Thumb::URI"], uris.contains(uri),
+      let mtime = keys["Thumb::MTime"], Self.integer(mtime) == source.modified
+    else { return false }
+    if let size = keys["Thumb::Size"], Self.integer(size) != source.size { return false }
+    return true
+  }
+
+  /// The text keys of the entry at `path`; nil when it is not a regular file of bounded size
+  /// with a well-formed PNG head (a link, a FIFO, a directory, a damaged file).
+  public static func texts(ofEntry path: String) -> [String: String]? {
+    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+      info.st_size <= Self.maxEntryBytes
+    else { return nil }
+    let limit = min(Int(info.st_size), Self.maxHeadBytes)
+    return PNGChunks.texts(limit: limit) { offset, count in
+      guard offset >= 0, count >= 0, offset + count <= limit else { return nil }
+      var bytes = [UInt8](repeating: 0, count: count)
+      var filled = 0
+      while filled < count {
+        let n = bytes.withUnsafeMutableBytes {
+          pread(fd, $0.baseAddress! + filled, count - filled, off_t(offset + filled))
+        }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { break }
+        filled += n
+      }
+      return Array(bytes[..<filled])
+    }
+  }
+
+  /// A decimal integer of digits only (what GLib's check accepts: "1700000000.5" is not one).
+  static func integer(_ text: String) -> Int? {
+    guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 })
+    else { return nil }
+    return Int(text)
+  }
+
+  // MARK: - Writing
+
+  /// Stores `png` (from the thumbnailer, 8-bit and not interlaced) as the thumbnail of
+  /// `source` in `flavor`, with the standard's keys before its image data; returns its path.
+  public func store(
+    png: [UInt8], for source: Source, flavor: Flavor, mediaType: String?,
+    imageSize: (width: Int, height: Int)? = nil
+  ) throws(FileIO.WriteError) -> String {
+    var keys: [(String, String)] = [
+      ("Thumb::URI", source.uri), ("Thumb::MTime", String(source.modified)),
+      ("Thumb::Size", String(source.size)), ("Software", software),
+    ]
+    if let mediaType { keys.append(("Thumb::Mimetype", mediaType)) }
+    if let imageSize {
+      keys.append(("Thumb::Image::Width", String(imageSize.width)))
+      keys.append(("Thumb::Image::Height", String(imageSize.height)))
+    }
+    let chunks = keys.compactMap { PNGChunks.text($0.0, $0.1) }
+    guard chunks.count == keys.count, let bytes = PNGChunks.inserting(chunks, intoPNG: png)
+    else {
+      throw FileIO.WriteError(
+        message: "cannot store a thumbnail of \(source.path): not a PNG, or a key it cannot hold",
+        code: EINVAL)
+    }
+    let folder = directory + "/" + flavor.rawValue
+    try Self.makeDirectories(Self.ancestors(of: directory) + [directory, folder])
+    let target = folder + "/" + Self.fileName(forURI: source.uri)
+    try FileIO.writeAtomically(
+      bytes, to: target, temporaryTemplate: folder + "/.thumbd-XXXXXX", mode: 0o600)
+    return target
+  }
+
+  /// Records that `source` (this version of it) cannot be thumbnailed: a small PNG in
+  /// `fail/thumbd-<version>/` with its URI and MTime, which `lookup` honours until the file
+  /// changes.
+  public func storeFailure(for source: Source) throws(FileIO.WriteError) {
+    // The smallest valid PNG: one transparent pixel.
+    let ihdr: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0]
+    let idat: [UInt8] = [0x78, 0x01, 0x63, 0x60, 0x00, 0x02, 0x00, 0x00, 0x05, 0x00, 0x01]
+    let png =
+      PNGChunks.signature + PNGChunks.chunk("IHDR", ihdr) + PNGChunks.chunk("IDAT", idat)
+      + PNGChunks.chunk("IEND", [])
+    let keys = [
+      ("Thumb::URI", source.uri), ("Thumb::MTime", String(source.modified)),
+      ("Software", software),
+    ]
+    let chunks = keys.compactMap { PNGChunks.text($0.0, $0.1) }
+    guard chunks.count == keys.count, let bytes = PNGChunks.inserting(chunks, intoPNG: png)
+    else {
+      throw FileIO.WriteError(
+        message: "cannot record a failure for \(source.path): a key it cannot hold", code: EINVAL)
+    }
+    let fail = directory + "/fail"
+    try Self.makeDirectories(Self.ancestors(of: directory) + [directory, fail, failureDirectory])
+    try FileIO.writeAtomically(
+      bytes, to: failureDirectory + "/" + Self.fileName(forURI: source.uri),
+      temporaryTemplate: failureDirectory + "/.thumbd-XXXXXX", mode: 0o600)
+  }
+
+  /// `/a`, `/a/b` for `/a/b/c`: the folders above the cache, made when missing (a new
+  /// account has no `~/.cache`).
+  static func ancestors(of path: String) -> [String] {
+    let parts = path.split(separator: "/")
+    return (1..<max(1, parts.count)).map { "/" + parts[..<$0].joined(separator: "/") }
+  }
+
+  /// Makes each directory (0700) that is missing; one that exists must be a directory, not a
+  /// link to one.
+  static func makeDirectories(_ paths: [String]) throws(FileIO.WriteError) {
+    for path in paths {
+      if mkdir(path, 0o700) == 0 { continue }
+      let code = errno
+      var info = stat()
+      guard code == EEXIST, lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+        let reason = code == EEXIST ? ENOTDIR : code
+        throw FileIO.WriteError(
+          message: "cannot make \(path): \(String(cString: strerror(reason)))", code: reason)
+      }
+    }
+  }
+}

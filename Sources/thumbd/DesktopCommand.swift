@@ -1,0 +1,180 @@
+import ImagePipeline
+import Synchronization
+import ThumbSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `thumbd desktop`: fills the desktop's thumbnail cache (`~/.cache/thumbnails`, the
+/// Thumbnail Managing Standard's), which Thunar, Nautilus, Dolphin and GLib read: a folder
+/// opened after the run shows thumbd's thumbnails and makes none of its own.
+enum DesktopCommand {
+  static let usage = """
+    thumbd desktop: fill the desktop's thumbnail cache, which file managers read.
+
+    Usage:
+      thumbd desktop INPUT... [--flavors LIST] [--cache-dir DIR] [--jobs N]
+                     [--max-pixels N] [--max-source-bytes SIZE] [-0] [-v] [-q]
+
+    INPUTs are files and directories (walked as 'thumbd thumbnail' walks them)
+    or '-' (a list on standard input, -0 for NUL-separated). Each file gets the
+    thumbnail a file manager would look for: a PNG named by the MD5 of its
+    file:// URI, with Thumb::URI, Thumb::MTime (whole seconds), Thumb::Size,
+    Thumb::Mimetype and Software before the image data; folders 0700, files
+    0600. Thumbnails that are valid already (in the cache or in a shared
+    .sh_thumbnails folder beside the file) are kept; stale ones (the file
+    changed since, or a fractional MTime GLib refuses) are made anew. A file
+    that cannot be thumbnailed gets an entry in fail/thumbd-VERSION/, honoured
+    until the file changes. Sources smaller than a flavor are not enlarged.
+
+    Options:
+      --flavors LIST    normal (128), large (256), x-large (512), xx-large
+                        (1024), comma-separated. Default: normal,large.
+      --cache-dir DIR   The cache. Default: $XDG_CACHE_HOME/thumbnails, or
+                        ~/.cache/thumbnails.
+      --jobs N          Files at a time. Default: the number of cores.
+      --max-pixels N    Refuse sources with more pixels. Default 100000000.
+      --max-source-bytes SIZE
+                        Refuse larger files (1GiB, 500MB, bytes).
+                        Default 256MiB.
+      -0, --null        The list read from '-' is NUL-separated.
+      -v, --verbose     Say what each file became.
+      -q, --quiet       No progress line and no summary.
+      -h, --help        Show this help.
+
+    Failures print PATH: KIND: message. Exit status: 0 all succeeded (or were
+    cached), 1 some failed, 2 usage error.
+    """
+
+  private struct Options {
+    var inputs: [String] = []
+    var flavors: Set<FreedesktopCache.Flavor> = [.normal, .large]
+    var cacheDirectory: String?
+    var jobs = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    var limits = DecodingLimits()
+    var maxSourceBytes = 256 << 20
+    var nulSeparated = false
+    var verbose = false
+    var quiet = false
+  }
+
+  /// Runs the command and returns its exit status.
+  static func run(_ arguments: [String]) -> Int32 {
+    let options: Options
+    var paths: [String] = []
+    do throws(ThumbnailCommand.UsageError) {
+      guard let parsed = try parse(arguments) else {
+        print(usage)
+        return 0
+      }
+      options = parsed
+      for input in options.inputs {
+        if input == "-" {
+          paths += try InputList.readList(nulSeparated: options.nulSeparated)
+        } else {
+          paths.append(input)
+        }
+      }
+    } catch {
+      printError("thumbd desktop: \(error.message)\nRun 'thumbd desktop --help' for usage.")
+      return 2
+    }
+    let directory =
+      options.cacheDirectory.map(SystemFiles.absolutePath)
+      ?? FreedesktopCache.defaultDirectory(environment: SystemFiles.environment)
+    guard let directory else {
+      printError("thumbd desktop: no cache folder: set HOME or XDG_CACHE_HOME, or --cache-dir")
+      return 2
+    }
+    let cache = FreedesktopCache(directory: directory, software: "thumbd \(Usage.version)")
+    let maker = DesktopThumbnailer(
+      cache: cache, thumbnailer: Thumbnailer(limits: options.limits),
+      maxSourceBytes: options.maxSourceBytes)
+    let inputs = InputList(paths, excluding: InputList.Identity(directory))
+    let report = RunReport(
+      command: "thumbd desktop",
+      total: inputs.files.count + inputs.duplicates + inputs.problems.count + inputs.loops.count,
+      progress: !options.quiet, verbose: options.verbose)
+    for problem in inputs.problems {
+      report.failed(problem.path, kind: "io", message: problem.message)
+    }
+    if inputs.duplicates > 0 { report.skipped("", .duplicate, count: inputs.duplicates) }
+    for loop in inputs.loops {
+      report.warning(loop, "not walked: a link leads back to a directory above it")
+      report.skipped("", .loop)
+    }
+    let next = Atomic<Int>(0)
+    let files = inputs.files
+    let flavors = options.flavors
+    WorkerThreads.run(count: max(1, min(options.jobs, files.count))) {
+      while true {
+        let index = next.add(1, ordering: .relaxed).oldValue
+        guard index < files.count else { return }
+        let file = files[index]
+        let path = SystemFiles.absolutePath(file.path)
+        switch maker.thumbnail(path: path, flavors: flavors) {
+        case .made(let entries):
+          report.made(file.path, entries.values.sorted().joined(separator: ", "))
+        case .cached: report.skipped(file.path, .cached)
+        case .failedBefore: report.skipped(file.path, .failedBefore)
+        case .refused(let kind, _) where kind == "unsupported_format" && file.walked:
+          report.skipped(file.path, .notImage)
+        case .refused(let kind, let message): report.failed(file.path, kind: kind, message: message)
+        case .failed(let error): report.failed(file.path, kind: error.kind, message: error.message)
+        }
+      }
+    }
+    if !options.quiet && (report.total > 1 || options.verbose) { printError(report.summary()) }
+    return report.anyFailed ? 1 : 0
+  }
+
+  /// Returns nil when help was asked for.
+  private static func parse(_ arguments: [String]) throws(ThumbnailCommand.UsageError) -> Options? {
+    var options = Options()
+    var cursor = ArgumentCursor(arguments)
+    while let argument = cursor.next() {
+      switch argument.name {
+      case "-h", "--help":
+        return nil
+      case "--flavors", "--flavor":
+        var flavors: Set<FreedesktopCache.Flavor> = []
+        for name in try cursor.value(for: argument).split(separator: ",") {
+          guard let flavor = FreedesktopCache.Flavor(rawValue: String(name)) else {
+            throw .init(
+              message: "--flavors takes normal, large, x-large and xx-large, not '\(name)'")
+          }
+          flavors.insert(flavor)
+        }
+        guard !flavors.isEmpty else { throw .init(message: "--flavors names no flavor") }
+        options.flavors = flavors
+      case "--cache-dir":
+        options.cacheDirectory = try cursor.value(for: argument)
+      case "--jobs", "-j":
+        options.jobs = try cursor.integer(for: argument, in: 1...1024)
+      case "--max-pixels":
+        options.limits.maxPixels = try cursor.integer(for: argument, in: 1...Int.max)
+      case "--max-source-bytes":
+        let value = try cursor.value(for: argument)
+        guard let bytes = ByteSize.parse(value), bytes > 0 else {
+          throw .init(
+            message: "--max-source-bytes expects a size (256MiB, 1GB, bytes), got '\(value)'")
+        }
+        options.maxSourceBytes = bytes
+      case "-0", "--null":
+        options.nulSeparated = true
+      case "-q", "--quiet":
+        options.quiet = true
+      case "-v", "--verbose":
+        options.verbose = true
+      default:
+        if argument.name.hasPrefix("-") && argument.name != "-" {
+          throw .init(message: "unknown option '\(argument.name)'")
+        }
+        options.inputs.append(argument.name)
+      }
+    }
+    guard !options.inputs.isEmpty else { throw .init(message: "no INPUT given") }
+    return options
+  }
+}
