@@ -16,8 +16,8 @@ public struct FuzzTarget: Sendable {
   /// Every target, in `thumbfuzz list` order.
   public static let all: [FuzzTarget] = [
     httpRequest, thumbnailQuery, sessionFrames, json, config, sourceURL, responseHead,
-    ipAddress, diskEntry, desktopEntry, freshness, decodeJPEG, decodePNG, decodeWebP, decodeGIF, decodeHEIF,
-    colourProfile,
+    ipAddress, diskEntry, desktopEntry, freshness, decodeJPEG, decodePNG, decodeWebP, decodeGIF,
+    decodeHEIF, colourProfile,
   ]
 
   /// The target called `name`.
