@@ -30,6 +30,37 @@ struct DecodeQueueTests {
     }
   }
 
+  @Test(
+    "a prefetch decode that runs out of time at background priority runs again in the foreground, not failing"
+  )
+  func backgroundTimeoutRetriedInForeground() async throws {
+    let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)
+    defer { workers.shutdown() }
+    // Each run records its thread's nice value; the first, on the background thread, stands
+    // for a decode starved past its deadline.
+    let nices = Recorder<Int32>()
+    let value = try await workers.run(id: 1, context: JobContext(priority: .prefetch)) {
+      _ -> Int in
+      // On Linux, PRIO_PROCESS with 0 reads the calling thread's own nice value.
+      nices.append(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
+      if nices.values.count == 1 {
+        throw ThumbnailError.timedOut("the decode took longer than its deadline")
+      }
+      return 7
+    }
+    #expect(value == 7)
+    #expect(nices.values == [19, 0], "background first, then a foreground thread")
+    // A timeout on a foreground thread is the answer: it is not run a third time.
+    let counted = Recorder<Int>()
+    await #expect(throws: ThumbnailError.timedOut("x")) {
+      try await workers.run(id: 2, context: JobContext(priority: .visible)) { _ -> Int in
+        counted.append(1)
+        throw ThumbnailError.timedOut("x")
+      }
+    }
+    #expect(counted.values.count == 1)
+  }
+
   @Test("a visible job runs before queued normal work; a raised prefetch job moves to the front")
   func visibleFirst() async throws {
     let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)

@@ -17,12 +17,18 @@ final class DecodeWorkers: @unchecked Sendable {
     let sequence: UInt64
     let context: JobContext
     /// Runs the work once under the given attempt; resumes the caller unless the attempt was
-    /// superseded or another already did.
-    let attempt: (Attempt) -> Void
+    /// superseded or another already did. False when a background attempt ran out of time:
+    /// the job then runs again on a foreground thread.
+    let attempt: (Attempt) -> Bool
     let abandon: () -> Void
     let shed: () -> Void
+    /// Run on a foreground thread whatever its priority: a background attempt ran past the
+    /// decode deadline. At nice 19 on a busy machine, the deadline (wall clock) measures the
+    /// wait for a CPU more than the decode, and a prefetch that failed so would be remembered
+    /// as a failure and answered to the visible request that follows.
+    var inForeground = false
     init(
-      id: UInt64, sequence: UInt64, context: JobContext, attempt: @escaping (Attempt) -> Void,
+      id: UInt64, sequence: UInt64, context: JobContext, attempt: @escaping (Attempt) -> Bool,
       abandon: @escaping () -> Void, shed: @escaping () -> Void
     ) {
       self.id = id
@@ -130,8 +136,12 @@ final class DecodeWorkers: @unchecked Sendable {
             id: id, sequence: nextSequence, context: context,
             attempt: { attempt in
               let result = Result { try work(attempt.cancellation) }
-              guard !attempt.isSuperseded, once.claim() else { return }
+              if attempt.background, case .failure(let error) = result, Self.isTimeout(error) {
+                return false
+              }
+              guard !attempt.isSuperseded, once.claim() else { return true }
               continuation.resume(with: result)
+              return true
             },
             abandon: { if once.claim() { continuation.resume(throwing: CancellationError()) } },
             shed: { if once.claim() { continuation.resume(throwing: PipelineError.queueFull) } }))
@@ -214,12 +224,31 @@ final class DecodeWorkers: @unchecked Sendable {
     let attempt = Attempt(background: background)
     running[job.id, default: (job, [])].attempts.append(attempt)
     condition.unlock()
-    job.attempt(attempt)
+    let finished = job.attempt(attempt)
     condition.lock()
     running[job.id]?.attempts.removeAll { $0 === attempt }
     if running[job.id]?.attempts.isEmpty == true { running[job.id] = nil }
+    var abandoned = false
+    if !finished && !attempt.isSuperseded {
+      if attempt.cancellation.isCancelled {
+        abandoned = true
+      } else {
+        job.inForeground = true
+        queue.append(job)
+        condition.broadcast()
+      }
+    }
     condition.unlock()
+    if abandoned { job.abandon() }
     return true
+  }
+
+  /// Whether `error` is the decode deadline passing.
+  static func isTimeout(_ error: any Error) -> Bool {
+    switch error {
+    case ThumbnailError.timedOut, PipelineError.thumbnail(.timedOut): true
+    default: false
+    }
   }
 
   /// The most urgent queued job of this thread's kind (prefetch for background threads, the
@@ -228,7 +257,7 @@ final class DecodeWorkers: @unchecked Sendable {
     var best: Int?
     for i in queue.indices {
       let priority = queue[i].context.priority.value
-      guard (priority == .prefetch) == background else { continue }
+      guard (priority == .prefetch && !queue[i].inForeground) == background else { continue }
       if best == nil || priority > queue[best!].context.priority.value { best = i }
     }
     return best
