@@ -44,8 +44,16 @@ public enum PercentEncoding {
   /// file managers hash to name a thumbnail: `!$&'()*+,:=@` stay as they are besides the
   /// unreserved bytes and `/`.
   public static func fileURI(path: some StringProtocol) -> String {
-    "file://" + encode(path, keeping: "/!$&'()*+,:=@")
+    "file://" + encode(path, keeping: "/" + glibKept)
   }
+
+  /// A path segment (a file name) as GLib writes it inside a file URI.
+  public static func glibSegment(_ name: some StringProtocol) -> String {
+    encode(name, keeping: glibKept)
+  }
+
+  /// The reserved bytes GLib leaves as they are in a path (`g_filename_to_uri`).
+  private static let glibKept = "!$&'()*+,:=@"
 }
 
 /// Byte counts as people write them.

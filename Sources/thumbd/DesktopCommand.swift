@@ -62,20 +62,14 @@ enum DesktopCommand {
   /// Runs the command and returns its exit status.
   static func run(_ arguments: [String]) -> Int32 {
     let options: Options
-    var paths: [String] = []
+    let paths: [String]
     do throws(ThumbnailCommand.UsageError) {
       guard let parsed = try parse(arguments) else {
         print(usage)
         return 0
       }
       options = parsed
-      for input in options.inputs {
-        if input == "-" {
-          paths += try InputList.readList(nulSeparated: options.nulSeparated)
-        } else {
-          paths.append(input)
-        }
-      }
+      paths = try InputList.expandingLists(options.inputs, nulSeparated: options.nulSeparated)
     } catch {
       printError("thumbd desktop: \(error.message)\nRun 'thumbd desktop --help' for usage.")
       return 2
@@ -94,16 +88,9 @@ enum DesktopCommand {
     let inputs = InputList(paths, excluding: InputList.Identity(directory))
     let report = RunReport(
       command: "thumbd desktop",
-      total: inputs.files.count + inputs.duplicates + inputs.problems.count + inputs.loops.count,
-      progress: !options.quiet, verbose: options.verbose)
-    for problem in inputs.problems {
-      report.failed(problem.path, kind: "io", message: problem.message)
-    }
-    if inputs.duplicates > 0 { report.skipped("", .duplicate, count: inputs.duplicates) }
-    for loop in inputs.loops {
-      report.warning(loop, "not walked: a link leads back to a directory above it")
-      report.skipped("", .loop)
-    }
+      total: inputs.files.count + inputs.setAside, progress: !options.quiet,
+      verbose: options.verbose)
+    report.account(for: inputs)
     let next = Atomic<Int>(0)
     let files = inputs.files
     let flavors = options.flavors
@@ -125,7 +112,7 @@ enum DesktopCommand {
         }
       }
     }
-    if !options.quiet && (report.total > 1 || options.verbose) { printError(report.summary()) }
+    report.finish(quiet: options.quiet)
     return report.anyFailed ? 1 : 0
   }
 

@@ -73,6 +73,24 @@ struct InputList {
     for input in inputs { add(input, mirror: nil, ancestors: [], depth: 0) }
   }
 
+  /// `inputs` with each `-` replaced by the paths listed on standard input.
+  static func expandingLists(
+    _ inputs: [String], nulSeparated: Bool
+  ) throws(ThumbnailCommand.UsageError) -> [String] {
+    var paths: [String] = []
+    for input in inputs {
+      if input == "-" {
+        paths += try readList(nulSeparated: nulSeparated)
+      } else {
+        paths.append(input)
+      }
+    }
+    return paths
+  }
+
+  /// Inputs a run accounts for without working on them: problems, duplicates and loops.
+  var setAside: Int { problems.count + duplicates + loops.count }
+
   /// Reads paths from standard input: one per line, or separated by NUL bytes. Empty entries
   /// are ignored; an entry longer than `maxListedPath` is a usage error.
   static func readList(

@@ -46,8 +46,7 @@ final class RunReport: Sendable {
   }
 
   private let state = Mutex(State())
-  /// How many inputs the run accounts for.
-  let total: Int
+  private let total: Int
   private let started = MonotonicClock.seconds()
   private let showsProgress: Bool
   private let verbose: Bool
@@ -94,11 +93,30 @@ final class RunReport: Sendable {
     }
   }
 
+  /// Reports what the walk set aside: unreadable paths as failures, duplicates and links back
+  /// up as skipped (a warning names each link).
+  func account(for inputs: InputList) {
+    for problem in inputs.problems {
+      failed(problem.path, kind: "io", message: problem.message)
+    }
+    if inputs.duplicates > 0 { skipped("", .duplicate, count: inputs.duplicates) }
+    for loop in inputs.loops {
+      warning(loop, "not walked: a link leads back to a directory above it")
+      skipped("", .loop)
+    }
+  }
+
+  /// Prints the summary, unless `quiet`; a run of one input says enough by its output or
+  /// its error line (as cp does), so its summary comes only with `--verbose`.
+  func finish(quiet: Bool) {
+    if !quiet && (total > 1 || verbose) { printError(summary()) }
+  }
+
   /// Whether any input failed.
   var anyFailed: Bool { state.withLock { !$0.failed.isEmpty } }
 
   /// The last line: made, failed by kind, skipped by reason, seconds.
-  func summary() -> String {
+  private func summary() -> String {
     state.withLock { state in
       clearLine(&state)
       return Self.summary(

@@ -51,16 +51,9 @@ enum ThumbnailCommand {
     }
     let report = RunReport(
       command: "thumbd thumbnail",
-      total: plan.files.count + inputs.duplicates + inputs.problems.count + inputs.loops.count,
-      progress: !options.quiet, verbose: options.verbose)
-    for problem in inputs.problems {
-      report.failed(problem.path, kind: "io", message: problem.message)
-    }
-    if inputs.duplicates > 0 { report.skipped("", .duplicate, count: inputs.duplicates) }
-    for loop in inputs.loops {
-      report.warning(loop, "not walked: a link leads back to a directory above it")
-      report.skipped("", .loop)
-    }
+      total: plan.files.count + inputs.setAside, progress: !options.quiet,
+      verbose: options.verbose)
+    report.account(for: inputs)
     let next = Atomic<Int>(0)
     let settings = options
     let work: @Sendable () -> Void = {
@@ -71,8 +64,7 @@ enum ThumbnailCommand {
       }
     }
     WorkerThreads.run(count: max(1, min(options.jobs, plan.files.count)), work)
-    // One input says enough by its output or its error line, as cp does.
-    if !options.quiet && (report.total > 1 || options.verbose) { printError(report.summary()) }
+    report.finish(quiet: options.quiet)
     return report.anyFailed ? 1 : 0
   }
 
@@ -80,14 +72,8 @@ enum ThumbnailCommand {
   private static func makePlan(
     _ options: inout Options
   ) throws(UsageError) -> (Plan, InputList) {
-    var arguments: [String] = []
-    for input in options.inputs {
-      if input == "-" {
-        arguments += try InputList.readList(nulSeparated: options.nulSeparated)
-      } else {
-        arguments.append(input)
-      }
-    }
+    let arguments = try InputList.expandingLists(
+      options.inputs, nulSeparated: options.nulSeparated)
     let destination = OutputPlan.destination(of: options.output!)
     var excluded: InputList.Identity?
     if case .directory(let directory) = destination {

@@ -98,14 +98,8 @@ enum WarmCommand {
         throw .init(message: "there is no cache to warm: cache_dir is empty")
       }
       variants = try self.variants(options, config: config)
-      var listed: [String] = []
-      for input in options.inputs {
-        if input == "-" {
-          listed += try InputList.readList(nulSeparated: options.nulSeparated)
-        } else {
-          listed.append(input)
-        }
-      }
+      let listed = try InputList.expandingLists(
+        options.inputs, nulSeparated: options.nulSeparated)
       inputs = InputList(listed, excluding: InputList.Identity(config.cacheDir))
       guard !inputs.files.isEmpty else { throw .init(message: "the inputs hold no files") }
     } catch {
@@ -128,11 +122,9 @@ enum WarmCommand {
       "file://" + PercentEncoding.encode(SystemFiles.absolutePath(file.path), keeping: "/")
     }
     let report = RunReport(
-      command: "thumbd warm", total: urls.count * variants.count + inputs.problems.count,
+      command: "thumbd warm", total: urls.count * variants.count + inputs.setAside,
       progress: !options.quiet, verbose: options.verbose)
-    for problem in inputs.problems {
-      report.failed(problem.path, kind: "io", message: problem.message)
-    }
+    report.account(for: inputs)
     let query = self.query(options)
     let priority = running ? "prefetch" : "visible"
     let next = Atomic<Int>(0)
@@ -159,7 +151,7 @@ enum WarmCommand {
       unlink(socket)
       rmdir(SystemFiles.parent(of: socket))
     }
-    if !options.quiet { printError(report.summary()) }
+    report.finish(quiet: options.quiet)
     return report.anyFailed ? 1 : 0
   }
 

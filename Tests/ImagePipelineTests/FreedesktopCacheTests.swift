@@ -124,8 +124,11 @@ struct FreedesktopCacheTests {
     for (name, bytes) in bad {
       try Data(bytes).write(to: URL(fileURLWithPath: directory + "/\(name).png"))
     }
+    // A valid head, but the file is larger than any thumbnail (sparse: no disk used).
+    try Data(good).write(to: URL(fileURLWithPath: directory + "/vast.png"))
+    #expect(truncate(directory + "/vast.png", off_t(FreedesktopCache.maxEntryBytes + 1)) == 0)
     let started = MonotonicClock.seconds()
-    for name in ["link", "fifo", "folder"] + bad.keys.sorted() {
+    for name in ["link", "fifo", "folder", "vast"] + bad.keys.sorted() {
       #expect(
         !FreedesktopCache.isValid(
           entry: directory + "/\(name).png", for: source, uris: [source.uri]),

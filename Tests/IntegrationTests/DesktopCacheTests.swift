@@ -211,6 +211,13 @@ struct DesktopCacheTests {
     let entries = try FileManager.default.contentsOfDirectory(atPath: fixture.cache + "/normal")
     let inCache = fixture.cache + "/normal/" + entries[0]
     let run = try await Self.desktop(fixture, [fifo, "/proc/self/status", inCache, "-q"])
+    // The byte cap holds before any byte is read: the same file under a cap below its size.
+    let capped = try await Self.desktop(
+      fixture, [fixture.images[1], "--max-source-bytes", "1k", "--flavors", "large"])
+    #expect(capped.status == 1)
+    #expect(
+      capped.standardError.contains(": source_too_large: the file is larger than 1024 bytes"),
+      "\(capped.standardError)")
     #expect(run.status == 1)
     #expect(run.standardError.contains("pipe.jpg: io: not a regular file"), "\(run.standardError)")
     #expect(run.standardError.contains("/proc/self/status: io: a file of /proc"))

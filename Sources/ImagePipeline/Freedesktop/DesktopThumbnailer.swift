@@ -54,9 +54,11 @@ public struct DesktopThumbnailer: Sendable {
       return .refused(kind: "io", message: "cannot open: \(String(cString: strerror(errno)))")
     }
     defer { close(fd) }
-    if let problem = Self.problem(fd, maxBytes: maxSourceBytes) { return problem }
-    var info = stat()
-    fstat(fd, &info)
+    let info: stat
+    switch Self.check(fd, maxBytes: maxSourceBytes) {
+    case .failure(let refusal): return refusal.outcome
+    case .success(let checked): info = checked
+    }
     let source = FreedesktopCache.Source(
       path: path, modified: Int(info.st_mtim.tv_sec), size: Int(info.st_size))
     var wanted: [FreedesktopCache.Flavor] = []
@@ -110,24 +112,29 @@ public struct DesktopThumbnailer: Sendable {
     }
   }
 
-  /// Why the open file is refused, or nil: not a regular file (a FIFO, a device, a
+  /// Why an open file is refused.
+  struct Refusal: Error {
+    let outcome: Outcome
+    init(_ kind: String, _ message: String) { outcome = .refused(kind: kind, message: message) }
+  }
+
+  /// The open file's `stat`, or why it is refused: not a regular file (a FIFO, a device, a
   /// directory), a file of /proc or /sys (their sizes lie), empty, or over `maxBytes`.
-  static func problem(_ fd: Int32, maxBytes: Int) -> Outcome? {
+  static func check(_ fd: Int32, maxBytes: Int) -> Result<stat, Refusal> {
     var info = stat()
     guard fstat(fd, &info) == 0 else {
-      return .refused(kind: "io", message: "cannot stat: \(String(cString: strerror(errno)))")
+      return .failure(Refusal("io", "cannot stat: \(String(cString: strerror(errno)))"))
     }
     guard info.st_mode & S_IFMT == S_IFREG else {
-      return .refused(kind: "io", message: "not a regular file")
+      return .failure(Refusal("io", "not a regular file"))
     }
     if ts_is_pseudo_file(fd) == 1 {
-      return .refused(kind: "io", message: "a file of /proc, /sys or another pseudo file system")
+      return .failure(Refusal("io", "a file of /proc, /sys or another pseudo file system"))
     }
-    guard info.st_size > 0 else { return .refused(kind: "truncated", message: "the file is empty") }
+    guard info.st_size > 0 else { return .failure(Refusal("truncated", "the file is empty")) }
     guard Int(info.st_size) <= maxBytes else {
-      return .refused(
-        kind: "source_too_large", message: "the file is larger than \(maxBytes) bytes")
+      return .failure(Refusal("source_too_large", "the file is larger than \(maxBytes) bytes"))
     }
-    return nil
+    return .success(info)
   }
 }

@@ -126,12 +126,10 @@ public struct FreedesktopCache: Sendable {
     if Self.isValid(entry: own, for: source, uris: [source.uri]) { return .thumbnail(own) }
     if let slash = source.path.lastIndex(of: "/") {
       let folder = source.path[..<slash]
-      let name = String(source.path[source.path.index(after: slash)...])
+      // Named by the file's escaped name; its URI key is that name, or the absolute URI.
+      let relative = PercentEncoding.glibSegment(source.path[source.path.index(after: slash)...])
       let shared =
-        folder + "/.sh_thumbnails/" + flavor.rawValue + "/"
-        + Self.fileName(forURI: PercentEncoding.encode(name, keeping: "!$&'()*+,:=@"))
-      // A shared entry names its file relatively, or absolutely.
-      let relative = PercentEncoding.encode(name, keeping: "!$&'()*+,:=@")
+        folder + "/.sh_thumbnails/" + flavor.rawValue + "/" + Self.fileName(forURI: relative)
       if Self.isValid(entry: shared, for: source, uris: [relative, source.uri]) {
         return .thumbnail(shared)
       }
@@ -194,27 +192,15 @@ public struct FreedesktopCache: Sendable {
     png: [UInt8], for source: Source, flavor: Flavor, mediaType: String?,
     imageSize: (width: Int, height: Int)? = nil
   ) throws(FileIO.WriteError) -> String {
-    var keys: [(String, String)] = [
-      ("Thumb::URI", source.uri), ("Thumb::MTime", String(source.modified)),
-      ("Thumb::Size", String(source.size)), ("Software", software),
-    ]
+    var keys = [("Thumb::Size", String(source.size))]
     if let mediaType { keys.append(("Thumb::Mimetype", mediaType)) }
     if let imageSize {
       keys.append(("Thumb::Image::Width", String(imageSize.width)))
       keys.append(("Thumb::Image::Height", String(imageSize.height)))
     }
-    let chunks = keys.compactMap { PNGChunks.text($0.0, $0.1) }
-    guard chunks.count == keys.count, let bytes = PNGChunks.inserting(chunks, intoPNG: png)
-    else {
-      throw FileIO.WriteError(
-        message: "cannot store a thumbnail of \(source.path): not a PNG, or a key it cannot hold",
-        code: EINVAL)
-    }
     let folder = directory + "/" + flavor.rawValue
-    try Self.makeDirectories(Self.ancestors(of: directory) + [directory, folder])
     let target = folder + "/" + Self.fileName(forURI: source.uri)
-    try FileIO.writeAtomically(
-      bytes, to: target, temporaryTemplate: folder + "/.thumbd-XXXXXX", mode: 0o600)
+    try write(png, keys, for: source, to: target, making: [directory, folder])
     return target
   }
 
@@ -228,21 +214,35 @@ public struct FreedesktopCache: Sendable {
     let png =
       PNGChunks.signature + PNGChunks.chunk("IHDR", ihdr) + PNGChunks.chunk("IDAT", idat)
       + PNGChunks.chunk("IEND", [])
-    let keys = [
-      ("Thumb::URI", source.uri), ("Thumb::MTime", String(source.modified)),
-      ("Software", software),
-    ]
+    try write(
+      png, [], for: source, to: failureDirectory + "/" + Self.fileName(forURI: source.uri),
+      making: [directory, directory + "/fail", failureDirectory])
+  }
+
+  /// Writes `png` with the keys every entry carries (URI, MTime, Software) and `extra` before
+  /// its image data to `target`, atomically (0600), making `folders` (and the folders above
+  /// the cache) first.
+  private func write(
+    _ png: [UInt8], _ extra: [(String, String)], for source: Source, to target: String,
+    making folders: [String]
+  ) throws(FileIO.WriteError) {
+    let keys =
+      [
+        ("Thumb::URI", source.uri), ("Thumb::MTime", String(source.modified)),
+        ("Software", software),
+      ]
+      + extra
     let chunks = keys.compactMap { PNGChunks.text($0.0, $0.1) }
     guard chunks.count == keys.count, let bytes = PNGChunks.inserting(chunks, intoPNG: png)
     else {
       throw FileIO.WriteError(
-        message: "cannot record a failure for \(source.path): a key it cannot hold", code: EINVAL)
+        message: "cannot store an entry for \(source.path): not a PNG, or a key it cannot hold",
+        code: EINVAL)
     }
-    let fail = directory + "/fail"
-    try Self.makeDirectories(Self.ancestors(of: directory) + [directory, fail, failureDirectory])
+    try Self.makeDirectories(Self.ancestors(of: directory) + folders)
     try FileIO.writeAtomically(
-      bytes, to: failureDirectory + "/" + Self.fileName(forURI: source.uri),
-      temporaryTemplate: failureDirectory + "/.thumbd-XXXXXX", mode: 0o600)
+      bytes, to: target, temporaryTemplate: SystemFiles.parent(of: target) + "/.thumbd-XXXXXX",
+      mode: 0o600)
   }
 
   /// `/a`, `/a/b` for `/a/b/c`: the folders above the cache, made when missing (a new
