@@ -99,4 +99,108 @@ struct ThumbnailerEntryTests {
     #expect(max(thumbnail.sourceWidth, thumbnail.sourceHeight) <= 256)
     #expect(max(thumbnail.sourceWidth, thumbnail.sourceHeight) >= 100)
   }
+
+  /// Whether GNOME's factory can run here: root (to place the binary under /usr, the only
+  /// tree its sandbox shows), its Python bindings, and a release thumbd that carries the
+  /// Swift runtime. CI sets THUMBD_REQUIRE_DESKTOP=1: then a missing piece fails the test.
+  static var gnomeFactoryAvailable: Bool {
+    getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/python3")
+      && FileManager.default.fileExists(
+        atPath: "/usr/lib/x86_64-linux-gnu/girepository-1.0/GnomeDesktop-3.0.typelib")
+  }
+  static var desktopRequired: Bool {
+    ProcessInfo.processInfo.environment["THUMBD_REQUIRE_DESKTOP"] == "1"
+  }
+
+  @Test(
+    "GNOME's own thumbnail factory runs the entry in its sandbox: HEIC and AVIF, which only thumbd claims, get thumbnails",
+    .enabled(
+      if: gnomeFactoryAvailable || desktopRequired,
+      "needs root, python3-gi and gir1.2-gnomedesktop-3.0"))
+  func gnomeFactory() async throws {
+    let binary = ChildProcess.thumbdFastest
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let ldd = directory + "/ldd.txt"
+    _ = try await ChildProcess.runThumbd([binary], standardOutput: ldd, binary: "/usr/bin/ldd")
+    let linked = try String(contentsOfFile: ldd, encoding: .utf8)
+    try #require(
+      !linked.contains("libswiftCore"),
+      "\(binary) links the Swift runtime from outside /usr: build it with --static-swift-stdlib")
+    // Installed where the sandbox sees it, for this test only.
+    let installed = "/usr/local/lib/thumbd-test-\(getpid())-\(UUID().uuidString.prefix(6))"
+    try FileManager.default.createDirectory(atPath: installed, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: installed) }
+    try FileManager.default.copyItem(atPath: binary, toPath: installed + "/thumbd")
+    let data = directory + "/data"
+    try FileManager.default.createDirectory(
+      atPath: data + "/thumbnailers", withIntermediateDirectories: true)
+    let entry = try String(contentsOfFile: Self.entryPath, encoding: .utf8)
+      .replacingOccurrences(of: "TryExec=thumbd", with: "TryExec=\(installed)/thumbd")
+      .replacingOccurrences(of: "Exec=thumbd ", with: "Exec=\(installed)/thumbd ")
+    try entry.write(
+      toFile: data + "/thumbnailers/thumbd.thumbnailer", atomically: true, encoding: .utf8)
+    let pictures = directory + "/pictures"
+    try FileManager.default.createDirectory(atPath: pictures, withIntermediateDirectories: true)
+    let files = [
+      ("heif-valid/nuke/img_751.heic", "image/heic"),
+      ("heif-valid/av1-avif/Monochrome.avif", "image/avif"),
+    ]
+    for (relative, _) in files {
+      try FileManager.default.copyItem(
+        atPath: Corpus.path(relative),
+        toPath: pictures + "/" + URL(fileURLWithPath: relative).lastPathComponent)
+    }
+    // The factory, called as Nautilus calls it; one line per file: name, then the size or
+    // the error.
+    let script = directory + "/factory.py"
+    try """
+    import gi, os, sys
+    gi.require_version('GnomeDesktop', '3.0')
+    from gi.repository import GnomeDesktop, Gio
+    factory = GnomeDesktop.DesktopThumbnailFactory.new(GnomeDesktop.DesktopThumbnailSize.LARGE)
+    for path, mime in zip(sys.argv[1::2], sys.argv[2::2]):
+        uri = Gio.File.new_for_path(path).get_uri()
+        mtime = int(os.stat(path).st_mtime)
+        if not factory.can_thumbnail(uri, mime, mtime):
+            print(os.path.basename(path), 'cannot'); continue
+        try:
+            picture = factory.generate_thumbnail(uri, mime, None)
+            factory.save_thumbnail(picture, uri, mtime, None)
+            print(os.path.basename(path), picture.get_width(), picture.get_height())
+        except Exception as error:
+            print(os.path.basename(path), 'error', error)
+    """.write(toFile: script, atomically: true, encoding: .utf8)
+    let arguments = files.flatMap { relative, mime in
+      [pictures + "/" + URL(fileURLWithPath: relative).lastPathComponent, mime]
+    }
+    func factory(dataHome: String) async throws -> [String: String] {
+      let output = directory + "/factory-\(UUID().uuidString.prefix(6)).txt"
+      let run = try await ChildProcess.runThumbd(
+        [
+          "XDG_DATA_HOME=" + dataHome, "XDG_DATA_DIRS=/usr/share",
+          "XDG_CACHE_HOME=" + directory + "/cache",
+          "HOME=" + directory, "/usr/bin/python3", script,
+        ] + arguments, standardOutput: output, binary: "/usr/bin/env")
+      #expect(run.status == 0, "\(run.standardError)")
+      var answers: [String: String] = [:]
+      for line in try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n") {
+        let parts = line.split(separator: " ", maxSplits: 1)
+        answers[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+      }
+      return answers
+    }
+    // Without thumbd's entry nothing on this system thumbnails these types ...
+    let without = try await factory(dataHome: directory + "/empty")
+    // ... with it, each gets a large thumbnail (longest side 256) from thumbd in the sandbox.
+    let with = try await factory(dataHome: data)
+    for (relative, _) in files {
+      let name = URL(fileURLWithPath: relative).lastPathComponent
+      #expect(without[name] == "cannot", "\(name): \(without[name] ?? "nothing")")
+      let size = (with[name] ?? "").split(separator: " ").compactMap { Int($0) }
+      #expect(
+        size.count == 2 && size.max() == 256 && size.min()! > 0,
+        "\(name): \(with[name] ?? "nothing")")
+    }
+  }
 }
