@@ -44,6 +44,11 @@ let package = Package(
       cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
     ),
     .target(
+      name: "CBus",
+      cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])],
+      linkerSettings: [.linkedLibrary("systemd")]
+    ),
+    .target(
       name: "CSystem",
       cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
     ),
@@ -63,7 +68,7 @@ let package = Package(
     ),
     .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "ThumbProtocol", "CSystem", "ThumbSystem"],
+      dependencies: ["ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem"],
       swiftSettings: strictSwift
     ),
     .executableTarget(

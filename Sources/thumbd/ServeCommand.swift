@@ -123,6 +123,7 @@ enum ServeCommand {
         "endpoints": endpoints.joined(separator: ","),
         "cache_dir": config.cacheDir.isEmpty ? "none" : config.cacheDir,
         "file_roots": config.fileRoots.isEmpty ? "none" : daemon.fileRootsDescription,
+        "dbus": daemon.desktop?.uniqueName ?? "none",
         "version": Usage.version,
       ])
     daemon.start()

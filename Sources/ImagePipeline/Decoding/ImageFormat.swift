@@ -45,6 +45,13 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     }
   }
 
+  /// Every media type a desktop may name a format thumbd reads by: each format's own, and
+  /// `image/heif` (shared-mime-info's type for many HEIC files). The `.thumbnailer` entry's
+  /// MimeType and the D-Bus service's `GetSupported` list these.
+  public static var desktopMediaTypes: [String] {
+    allCases.map(\.mediaType) + ["image/heif"]
+  }
+
   init?(_ format: ic_format) {
     guard let match = Self.allCases.first(where: { $0.codecFormat == format }) else {
       return nil

@@ -222,7 +222,7 @@ public struct FreedesktopCache: Sendable {
   /// Writes `png` with the keys every entry carries (URI, MTime, Software) and `extra` before
   /// its image data to `target`, atomically (0600), making `folders` (and the folders above
   /// the cache) first.
-  private func write(
+  func write(
     _ png: [UInt8], _ extra: [(String, String)], for source: Source, to target: String,
     making folders: [String]
   ) throws(FileIO.WriteError) {

@@ -32,6 +32,23 @@ public enum PNGChunks {
     return Array(png[..<ihdrEnd]) + chunks.joined() + Array(png[ihdrEnd...])
   }
 
+  /// `png` without the `tEXt` chunks before its first IDAT (to be given new ones with
+  /// `inserting`). Nil when it is not a sequence of whole chunks up to an IDAT.
+  public static func removingTexts(fromPNG png: [UInt8]) -> [UInt8]? {
+    guard png.starts(with: signature) else { return nil }
+    var kept = signature
+    var offset = signature.count
+    while offset + 12 <= png.count {
+      let length = Int(readBigEndian(png, at: offset))
+      guard length <= png.count - offset - 12 else { return nil }
+      let type = Array(png[(offset + 4)..<(offset + 8)])
+      if type == Array("IDAT".utf8) { return kept + png[offset...] }
+      if type != Array("tEXt".utf8) { kept += png[offset..<(offset + 12 + length)] }
+      offset += 12 + length
+    }
+    return nil
+  }
+
   /// The `tEXt` keys and values before the first IDAT, read through `read(offset, count)`
   /// (which returns at most `count` bytes at `offset`; fewer only at the end). Reads at most
   /// `limit` bytes in all; nil for anything that is not a well-formed PNG head within that:

@@ -22,6 +22,8 @@ public final class PipelineMetrics: Sendable {
     public var decodes: Int
     /// Jobs stopped because every subscriber left.
     public var cancelledWork: Int
+    /// Desktop thumbnail jobs (`DesktopJobs`) started on a decode thread.
+    public var desktopJobs: Int
     /// Results dropped at delivery because the slot had moved on.
     public var staleDrops: Int
     /// Thumbnails not written to the disk cache because too many writes were pending.
@@ -58,6 +60,7 @@ public final class PipelineMetrics: Sendable {
   private let originBytes = Atomic<Int>(0)
   private let decodes = Atomic<Int>(0)
   private let cancelledWork = Atomic<Int>(0)
+  private let desktopJobs = Atomic<Int>(0)
   private let staleDrops = Atomic<Int>(0)
   private let diskWritesSkipped = Atomic<Int>(0)
   private let errors = Mutex<[String: Int]>([:])
@@ -81,6 +84,7 @@ public final class PipelineMetrics: Sendable {
   }
   func countDecode() { decodes.add(1, ordering: .relaxed) }
   func countCancelledWork() { cancelledWork.add(1, ordering: .relaxed) }
+  func countDesktopJob() { desktopJobs.add(1, ordering: .relaxed) }
   /// Counts a result dropped because its slot no longer shows that item and token.
   public func countStaleDrop() { staleDrops.add(1, ordering: .relaxed) }
   func countDiskWriteSkipped() { diskWritesSkipped.add(1, ordering: .relaxed) }
@@ -108,6 +112,7 @@ public final class PipelineMetrics: Sendable {
       originFetches: originFetches.load(ordering: .relaxed),
       originBytes: originBytes.load(ordering: .relaxed), decodes: decodes.load(ordering: .relaxed),
       cancelledWork: cancelledWork.load(ordering: .relaxed),
+      desktopJobs: desktopJobs.load(ordering: .relaxed),
       staleDrops: staleDrops.load(ordering: .relaxed),
       diskWritesSkipped: diskWritesSkipped.load(ordering: .relaxed),
       revalidations: revalidations.withLock { $0 },

@@ -194,6 +194,10 @@ extension ConfigOption {
       "false",
       "accept `DELETE /v1/source` on the TCP listener too (it is always accepted on the Unix socket)"
     ),
+    "dbus": (
+      "`\"\"` (none)",
+      "serve the desktop's thumbnailer (`org.freedesktop.thumbnails.Thumbnailer1` and `Cache1`, docs/DESKTOP.md) on this bus: `session`, or a D-Bus address; the names are taken only when set, and start-up fails while another program (tumblerd) owns them"
+    ),
     "negative_cache_seconds": (
       "0", "how long a failed source is answered from memory without new work"
     ),

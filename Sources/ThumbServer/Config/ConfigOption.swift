@@ -136,6 +136,14 @@ public struct ConfigOption: Sendable {
       config.networkPurge = flag
       return true
     },
+    ConfigOption("dbus", expects: "\"\" (none), \"session\" or a D-Bus address") {
+      config, value in
+      guard let text = value.string(), text.utf8.count <= 4096, !text.contains("\0") else {
+        return false
+      }
+      config.dbus = text
+      return true
+    },
     seconds("negative_cache_seconds") { $0.negativeCacheSeconds = $1 },
     ConfigOption("log_level", expects: "debug, info, warn or error") { config, value in
       guard let level = value.string().flatMap(LogLevel.init(rawValue:)) else { return false }

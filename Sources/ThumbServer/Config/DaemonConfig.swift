@@ -118,6 +118,9 @@ public struct DaemonConfig: Sendable, Hashable {
   public var logFile = ""
   /// Seconds SIGTERM waits for in-flight requests before exiting anyway.
   public var drainTimeout = 10.0
+  /// The bus the desktop's thumbnail services are served on: "" for none, `session`, or a
+  /// D-Bus address.
+  public var dbus = ""
 
   /// The embedded defaults.
   public init() {}

@@ -1,5 +1,6 @@
 import CSystem
 import ImagePipeline
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -15,6 +16,8 @@ public final class Daemon: Sendable {
   public let server: HTTPServer
   /// The settings it was built from.
   public let config: DaemonConfig
+  /// The desktop's thumbnail services on D-Bus, when `dbus` names a bus.
+  public let desktop: DesktopBus?
   private let logger: Logger
 
   /// Builds everything `config` describes; nothing listens yet. `version` names the daemon
@@ -39,6 +42,7 @@ public final class Daemon: Sendable {
         .warn, "cmyk_profile_unusable",
         ["path": config.cmykProfile, "fallback": "CMYK JPEGs without a profile use a formula"])
     }
+    desktop = try Self.desktopBus(config, pipeline, version: version)
     let route = ThumbnailRoute(
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
     server = try HTTPServer(
@@ -84,11 +88,39 @@ public final class Daemon: Sendable {
     return [address.endpoint(port: Int(ts_local_port(fd)))]
   }
 
-  /// Starts the event loop.
-  public func start() { server.start() }
+  /// Starts the event loop, and the desktop's services when configured.
+  public func start() {
+    server.start()
+    let logger = logger
+    desktop?.start { reason in logger.log(.error, "dbus_ended", ["reason": reason]) }
+  }
 
-  /// Stops accepting and lets work in flight finish for up to `drainTimeout` seconds.
-  public func stop(drainTimeout: Double) { server.stop(drainTimeout: drainTimeout) }
+  /// Stops accepting and lets work in flight finish for up to `drainTimeout` seconds; desktop
+  /// requests end at once (with `Finished`).
+  public func stop(drainTimeout: Double) {
+    desktop?.stop()
+    server.stop(drainTimeout: drainTimeout)
+  }
+
+  /// The D-Bus services when `dbus` is set: on `session` (the user's session bus) or the
+  /// address given, writing the user's thumbnail cache, with the daemon's decode limits.
+  private static func desktopBus(
+    _ config: DaemonConfig, _ pipeline: ThumbnailPipeline, version: String
+  ) throws -> DesktopBus? {
+    guard !config.dbus.isEmpty else { return nil }
+    guard
+      let directory = FreedesktopCache.defaultDirectory(environment: SystemFiles.environment)
+    else {
+      throw StartupError(message: "dbus: neither XDG_CACHE_HOME nor HOME names a cache folder")
+    }
+    let thumbnailer = DesktopThumbnailer(
+      cache: FreedesktopCache(directory: directory, software: "thumbd \(version)"),
+      thumbnailer: Self.thumbnailer(config), maxSourceBytes: config.maxSourceBytes)
+    return try DesktopBus(
+      address: config.dbus == "session" ? "" : config.dbus,
+      jobs: DesktopJobs(pipeline: pipeline, thumbnailer: thumbnailer),
+      window: Self.decodeThreads(config))
+  }
 
   /// After the loop has stopped: lets the last disk-cache writes land, within
   /// `drain_timeout`, so a restart finds them.
@@ -138,18 +170,24 @@ public final class Daemon: Sendable {
       resolver: SystemResolver(cacheSeconds: config.dnsCacheSeconds))
   }
 
-  private static func thumbnailer(_ config: DaemonConfig, limits: DecodingLimits) -> Thumbnailer {
+  /// The decoder with the configured limits and AVIF speed.
+  private static func thumbnailer(_ config: DaemonConfig) -> Thumbnailer {
+    let limits = DecodingLimits(
+      maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
+      decodeTimeout: config.decodeTimeout)
     var thumbnailer = Thumbnailer(limits: limits)
     thumbnailer.avifSpeed = config.avifSpeed
     return thumbnailer
   }
 
+  /// `decode_threads`, or one per core.
+  private static func decodeThreads(_ config: DaemonConfig) -> Int {
+    config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads
+  }
+
   private static func pipelineConfiguration(
     _ config: DaemonConfig, _ loader: SourceLoader, _ storage: StorageHealth
   ) throws -> ThumbnailPipeline.Configuration {
-    let decodingLimits = DecodingLimits(
-      maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
-      decodeTimeout: config.decodeTimeout)
     let disk =
       try config.cacheDir.isEmpty
       ? nil
@@ -157,10 +195,10 @@ public final class Daemon: Sendable {
         directory: config.cacheDir, sizeLimit: config.diskLimit, onFault: storage.record)
     return ThumbnailPipeline.Configuration(
       dataLoader: loader,
-      thumbnailer: Self.thumbnailer(config, limits: decodingLimits),
+      thumbnailer: Self.thumbnailer(config),
       memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
       maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,
-      decodeThreads: config.decodeThreads == 0 ? ThumbnailPipeline.coreCount : config.decodeThreads,
+      decodeThreads: Self.decodeThreads(config),
       maxQueuedDecodes: config.maxQueuedDecodes,
       maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,
       negativeCacheSeconds: config.negativeCacheSeconds, memoryBudget: config.memoryBudget,

@@ -99,6 +99,10 @@ struct PrometheusExposition {
       "thumbd_cancelled_work_total", "Jobs stopped because every subscriber left.",
       metrics.cancelledWork)
     out.counter(
+      "thumbd_desktop_jobs_total",
+      "Desktop thumbnail jobs (D-Bus Thumbnailer1) started on a decode thread.",
+      metrics.desktopJobs)
+    out.counter(
       "thumbd_stale_drops_total", "Results dropped because the slot had moved on.",
       metrics.staleDrops)
     out.counter(

@@ -1,0 +1,49 @@
+/// The desktop's thumbnail work inside a pipeline: one job per file and flavor however many
+/// callers want it (the pipeline's coalescing stage and its reference counts), run by a
+/// `DesktopThumbnailer` on the pipeline's decode threads at the most urgent caller's priority.
+///
+/// A caller that stops waiting (its task cancelled) leaves at once; the job goes on while
+/// another caller wants it, and is stopped (its decoder's flag raised) when the last one leaves.
+public final class DesktopJobs: Sendable {
+  struct Key: Hashable, Sendable {
+    let path: String
+    let flavor: FreedesktopCache.Flavor
+  }
+
+  /// Writes the entries.
+  public let thumbnailer: DesktopThumbnailer
+  private let pipeline: ThumbnailPipeline
+  private let stage: CoalescingStage<Key, DesktopThumbnailer.Outcome>
+
+  /// Jobs that share `pipeline`'s decode threads and metrics.
+  public init(pipeline: ThumbnailPipeline, thumbnailer: DesktopThumbnailer) {
+    self.pipeline = pipeline
+    self.thumbnailer = thumbnailer
+    let metrics = pipeline.metrics
+    stage = CoalescingStage(
+      onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
+  }
+
+  /// Thumbnails the file at `path` (absolute) in `flavor`, or joins the job already doing it.
+  /// Throws `CancellationError` when the calling task is cancelled (it stops waiting at once),
+  /// and `PipelineError.queueFull` when the decode queue has no room at this priority.
+  public func thumbnail(
+    path: String, flavor: FreedesktopCache.Flavor, priority: ImagePriority
+  ) async throws -> DesktopThumbnailer.Outcome {
+    let key = Key(path: path, flavor: flavor)
+    let delivery = try await stage.value(
+      for: key, subscriber: pipeline.nextID(), priority: PriorityBox(priority)
+    ) { [pipeline, thumbnailer] key, context in
+      try await pipeline.decoders.run(id: pipeline.nextID(), context: context) { cancellation in
+        pipeline.metrics.countDesktopJob()
+        let outcome = thumbnailer.thumbnail(
+          path: key.path, flavors: [key.flavor], cancellation: cancellation)
+        if case .refused(let kind, _) = outcome, kind == ThumbnailError.cancelled.kind {
+          throw CancellationError()
+        }
+        return outcome
+      }
+    }
+    return delivery.value
+  }
+}
