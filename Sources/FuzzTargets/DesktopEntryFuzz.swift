@@ -6,7 +6,7 @@ extension FuzzTarget {
   static let desktopEntry = FuzzTarget(
     name: "desktop-entry",
     covers:
-      "desktop thumbnail cache entries: the PNG head reader never reads past its limit and reads back exactly the text keys an entry built from the input's parts carries",
+      "desktop thumbnail cache entries: the PNG head reader never reads past its limit and reads back exactly the text keys an entry built from the input's parts carries; stripping an entry's text chunks (Cache1 Move and Copy) leaves none and never grows it",
     maxLength: 65_536
   ) { bytes in
     let limit = bytes.count / 2 + 8
@@ -44,5 +44,26 @@ extension FuzzTarget {
     let expected = Dictionary(
       uniqueKeysWithValues: keys.map { ($0.key, text(Array($0.value.utf8))) })
     require(read == expected, "an entry's keys did not read back")
+    // Retargeting an entry (Cache1 Move/Copy): the input with its text chunks taken out has
+    // none left, keeps its signature, and is never longer.
+    if let stripped = PNGChunks.removingTexts(fromPNG: bytes) {
+      require(stripped.starts(with: PNGChunks.signature), "the signature was lost")
+      require(stripped.count <= bytes.count, "stripping made it longer")
+      let left = PNGChunks.texts(limit: stripped.count) { offset, count in
+        Array(stripped[offset..<min(stripped.count, offset + count)])
+      }
+      require(left == nil || left == [:], "text chunks were left before the image data")
+    }
+    // The entry built above, stripped and given its chunks again, reads back the same keys.
+    guard let bare = PNGChunks.removingTexts(fromPNG: entry),
+      let again = PNGChunks.inserting(chunks, intoPNG: bare)
+    else {
+      require(false, "an entry's text chunks could not be replaced")
+      return
+    }
+    let reread = PNGChunks.texts(limit: again.count) { offset, count in
+      Array(again[offset..<min(again.count, offset + count)])
+    }
+    require(reread == expected, "a retargeted entry's keys did not read back")
   }
 }

@@ -88,11 +88,14 @@ public final class Daemon: Sendable {
     return [address.endpoint(port: Int(ts_local_port(fd)))]
   }
 
-  /// Starts the event loop, and the desktop's services when configured.
+  /// Starts the event loop, and the desktop's services when configured. When the bus goes
+  /// away (the session ended), the daemon stops, as a session's services do.
   public func start() {
     server.start()
-    let logger = logger
-    desktop?.start { reason in logger.log(.error, "dbus_ended", ["reason": reason]) }
+    desktop?.start { [self] reason in
+      logger.log(.warn, "dbus_ended", ["reason": reason])
+      stop(drainTimeout: config.drainTimeout)
+    }
   }
 
   /// Stops accepting and lets work in flight finish for up to `drainTimeout` seconds; desktop

@@ -1,0 +1,481 @@
+import Foundation
+import ImagePipeline
+import Testing
+import ThumbSystem
+
+@testable import TestSupport
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// thumbd serving `org.freedesktop.thumbnails.Thumbnailer1` and `Cache1` on a private session
+/// bus (its own dbus-daemon), driven by a client written from the specification
+/// (Tests/Desktop/thumbnailer-client.py, over GLib's GDBus) that checks every thumbnail a
+/// `Ready` names as the Thumbnail Managing Standard defines it.
+@Suite("Desktop thumbnailer on D-Bus", .serialized)
+struct DesktopBusTests {
+  /// A dbus-daemon, a thumbd serving on it, and the folders they use.
+  final class Setup: Sendable {
+    let directory: String
+    let busPID: pid_t
+    let address: String
+    let daemon: TestDaemon
+    var cacheHome: String { directory + "/cache home" }
+    var cache: String { cacheHome + "/thumbnails" }
+    var files: String { directory + "/files" }
+
+    init(_ extra: [String] = []) async throws {
+      directory = TestDaemon.makeDirectory()
+      try FileManager.default.createDirectory(
+        atPath: directory + "/files", withIntermediateDirectories: true)
+      let socket = directory + "/bus"
+      address = "unix:path=" + socket
+      busPID = try ChildProcess.spawn(
+        [
+          "/usr/bin/dbus-daemon", "--session", "--nofork", "--nopidfile", "--address=" + address,
+        ], standardError: directory + "/dbus.log")
+      await eventually("the bus listens") { FileManager.default.fileExists(atPath: socket) }
+      daemon = try await TestDaemon.start(
+        ["--dbus", address, "--decode-threads", "2"] + extra, directory: directory,
+        environment: ["XDG_CACHE_HOME": directory + "/cache home"])
+    }
+
+    func stop() {
+      daemon.stop()
+      kill(busPID, SIGKILL)  // a spawned child may inherit SIGTERM blocked
+      _ = ChildProcess.wait(busPID)
+      try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Hard links (or copies) of corpus files in `files`, named `prefix-N-<name>`.
+    func link(_ relative: [String], prefix: String) throws -> [String] {
+      try relative.enumerated().map { index, path in
+        let name = "\(prefix)-\(index)-" + URL(fileURLWithPath: path).lastPathComponent
+        let target = files + "/" + name
+        if Glibc.link(Corpus.path(path), target) != 0 {
+          try FileManager.default.copyItem(atPath: Corpus.path(path), toPath: target)
+        }
+        return target
+      }
+    }
+
+    /// Runs the specification's client on `plan` (its requests in one caller's connection)
+    /// and returns what it saw.
+    func client(_ requests: [[String: Any]], name: String = "client") async throws -> Report {
+      let plan = directory + "/\(name).json"
+      let output = directory + "/\(name).out"
+      let body: [String: Any] = ["cache": cache, "timeout": 300, "requests": requests]
+      try JSONSerialization.data(withJSONObject: body).write(to: URL(fileURLWithPath: plan))
+      let outcome = try await ChildProcess.runThumbd(
+        [
+          "DBUS_SESSION_BUS_ADDRESS=" + address, "GIO_USE_VFS=local",
+          "XDG_CACHE_HOME=" + cacheHome, "/usr/bin/python3",
+          Repository.root + "/Tests/Desktop/thumbnailer-client.py", plan,
+        ], standardOutput: output, binary: "/usr/bin/env")
+      #expect(outcome.status == 0, "client: \(outcome.standardError)")
+      return try Report(Data(contentsOf: URL(fileURLWithPath: output)))
+    }
+
+    /// `gdbus call` of a Cache1 method with string-array arguments.
+    func cacheCall(_ method: String, _ arrays: [[String]], _ extra: [String] = []) async throws {
+      let literals = arrays.map { "[" + $0.map { "'\($0)'" }.joined(separator: ",") + "]" }
+      let outcome = try await ChildProcess.runThumbd(
+        [
+          "DBUS_SESSION_BUS_ADDRESS=" + address, "gdbus", "call", "--session", "--dest",
+          "org.freedesktop.thumbnails.Cache1", "--object-path",
+          "/org/freedesktop/thumbnails/Cache1", "--method",
+          "org.freedesktop.thumbnails.Cache1." + method,
+        ] + literals + extra, binary: "/usr/bin/env")
+      #expect(outcome.status == 0, "\(method): \(outcome.standardError)")
+    }
+
+    /// The entry of `path` in `flavor`.
+    func entry(_ path: String, _ flavor: String = "normal") -> String {
+      cache + "/" + flavor + "/" + FreedesktopCache.fileName(forURI: uri(path))
+    }
+  }
+
+  /// What the client printed.
+  struct Report {
+    struct Request {
+      let handle: Int
+      let ready: [String]
+      let errors: [(uri: String, code: Int, message: String)]
+      let readyAtEnd: Int?
+      let startedFirst: Bool
+      let finishedLast: Bool
+      var delivered: Int { ready.count + errors.count }
+    }
+    let requests: [String: Request]
+    let problems: [String]
+
+    init(_ data: Data) throws {
+      let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+      problems = object["problems"] as? [String] ?? ["no problems list"]
+      var requests: [String: Request] = [:]
+      for (name, value) in object["requests"] as? [String: [String: Any]] ?? [:] {
+        requests[name] = Request(
+          handle: value["handle"] as? Int ?? 0, ready: value["ready"] as? [String] ?? [],
+          errors: (value["errors"] as? [[String: Any]] ?? []).map {
+            ($0["uri"] as? String ?? "", $0["code"] as? Int ?? -1, $0["message"] as? String ?? "")
+          }, readyAtEnd: value["ready_at_end"] as? Int,
+          startedFirst: value["started_first"] as? Bool ?? false,
+          finishedLast: value["finished_last"] as? Bool ?? false)
+      }
+      self.requests = requests
+    }
+  }
+
+  static func uri(_ path: String) -> String { PercentEncoding.fileURI(path: path) }
+
+  static func request(
+    _ name: String, _ paths: [String], flavor: String = "normal", scheduler: String = "default",
+    extra: [String: Any] = [:]
+  ) -> [String: Any] {
+    ["name": name, "uris": paths.map(uri), "flavor": flavor, "scheduler": scheduler].merging(
+      extra
+    ) { $1 }
+  }
+
+  @Test(
+    "every corpus file gets Ready or Error, then Finished; each thumbnail is as the standard says and failures leave fail entries"
+  )
+  func corpus() async throws {
+    let setup = try await Setup()
+    defer { setup.stop() }
+    let decodable =
+      Corpus.entries(expected: "decode-ok") + Corpus.formatEntries(expected: "decode-ok")
+    let broken =
+      Corpus.entries(expected: "must-reject") + Corpus.formatEntries(expected: "must-reject")
+    let good = try setup.link(decodable.map(\.path), prefix: "ok")
+    let bad = try setup.link(broken.map(\.path), prefix: "bad")
+    for flavor in ["normal", "large"] {
+      let report = try await setup.client([Self.request(flavor, good + bad, flavor: flavor)])
+      #expect(report.problems.isEmpty, "\(report.problems.prefix(10))")
+      let request = try #require(report.requests[flavor])
+      #expect(request.startedFirst && request.finishedLast)
+      let errors = Dictionary(request.errors.map { ($0.uri, $0) }) { first, _ in first }
+      #expect(
+        Set(request.ready) == Set(good.map(Self.uri)),
+        "\(errors.filter { good.map(Self.uri).contains($0.key) }.prefix(5))")
+      #expect(Set(errors.keys) == Set(bad.map(Self.uri)))
+      #expect(request.delivered == good.count + bad.count, "each URI answered once")
+      // A file that failed to decode is remembered as failed, for this version of it.
+      let thumbd = try #require(
+        try FileManager.default.contentsOfDirectory(atPath: setup.cache + "/fail").first {
+          $0.hasPrefix("thumbd-")
+        })
+      let failures = setup.cache + "/fail/" + thumbd
+      let decodeFailures = request.errors.filter { $0.code == 2 }
+      #expect(decodeFailures.count > bad.count / 2)
+      for failure in decodeFailures {
+        #expect(
+          FileManager.default.fileExists(
+            atPath: failures + "/" + FreedesktopCache.fileName(forURI: failure.uri)),
+          "no fail entry for \(failure.uri)")
+      }
+    }
+  }
+
+  /// `thumbd_desktop_jobs_total` now.
+  static func jobs(_ setup: Setup) -> Int {
+    Int(setup.daemon.metric("thumbd_desktop_jobs_total") ?? -1)
+  }
+
+  @Test(
+    "Dequeue after 100 Ready of 2,000: at most one window (2 decode threads) of jobs runs past what was answered, and another caller's queue finishes untouched"
+  )
+  func cancellation() async throws {
+    let setup = try await Setup()
+    defer { setup.stop() }
+    let photo = "photo/zune-image/medium_no_samp_2500x1786.jpg"
+    let many = try setup.link(Array(repeating: photo, count: 2000), prefix: "many")
+    let other = try setup.link(
+      Array(repeating: "photo/coil/normal.jpg", count: 40), prefix: "other")
+    // The other caller also wants ten of the first one's files: shared jobs go on for it.
+    let shared = Array(many.suffix(10))
+    async let first = setup.client(
+      [Self.request("many", many, extra: ["dequeue_after": 100])], name: "first")
+    async let second = setup.client(
+      [Self.request("other", other + shared, scheduler: "background")], name: "second")
+    let (mine, theirs) = try await (first, second)
+    #expect(
+      mine.problems.isEmpty && theirs.problems.isEmpty,
+      "\(mine.problems.prefix(5)) \(theirs.problems.prefix(5))")
+    let dequeued = try #require(mine.requests["many"])
+    let untouched = try #require(theirs.requests["other"])
+    #expect(dequeued.readyAtEnd == 100 && dequeued.finishedLast)
+    #expect(dequeued.ready.count < 2000 / 2, "dequeued long before the end")
+    #expect(Set(untouched.ready) == Set((other + shared).map(Self.uri)) && untouched.finishedLast)
+    // Every job either answered a request or was running when the Dequeue came.
+    let delivered = dequeued.delivered + untouched.delivered
+    let jobs = Self.jobs(setup)
+    #expect(
+      jobs >= dequeued.ready.count - 10 && jobs <= delivered + 2,
+      "\(jobs) jobs for \(delivered) answers")
+  }
+
+  @Test(
+    "handle_to_unqueue replaces a request in the same call: the old one gets Finished, the new one every Ready, and jobs stay within one window"
+  )
+  func replace() async throws {
+    let setup = try await Setup()
+    defer { setup.stop() }
+    let photo = "photo/zune-image/medium_no_samp_2500x1786.jpg"
+    let old = try setup.link(Array(repeating: photo, count: 2000), prefix: "old")
+    let new = try setup.link(Array(repeating: "photo/coil/normal.jpg", count: 30), prefix: "new")
+    let report = try await setup.client([
+      Self.request(
+        "old", old, scheduler: "foreground",
+        extra: ["replace_after": 100, "replace": Self.request("new", new, scheduler: "foreground")])
+    ])
+    #expect(report.problems.isEmpty, "\(report.problems.prefix(5))")
+    let replaced = try #require(report.requests["old"])
+    let replacement = try #require(report.requests["new"])
+    #expect(replaced.readyAtEnd == 100 && replaced.finishedLast && replaced.ready.count < 1000)
+    #expect(Set(replacement.ready) == Set(new.map(Self.uri)) && replacement.finishedLast)
+    let jobs = Self.jobs(setup)
+    #expect(jobs <= replaced.delivered + replacement.delivered + 2, "\(jobs) jobs")
+  }
+
+  @Test(
+    "freshness: a touched file is thumbnailed anew, a stale entry another program left is replaced, and tumbler's fractional MTime is rewritten as an integer"
+  )
+  func freshness() async throws {
+    let setup = try await Setup()
+    defer { setup.stop() }
+    let files = try setup.link(["photo/coil/normal.jpg", "photo/coil/large.jpg"], prefix: "f")
+    let touched = setup.files + "/touched.jpg"
+    try FileManager.default.copyItem(
+      atPath: Corpus.path("photo/exif-samples/jolla.jpg"), toPath: touched)
+    let first = try await setup.client([Self.request("first", files + [touched])], name: "first")
+    #expect(first.problems.isEmpty && first.requests["first"]?.ready.count == 3)
+    // Touched: a new modification time, so the entry is stale until made again.
+    var times = [
+      timeval(tv_sec: 1_800_000_000, tv_usec: 0), timeval(tv_sec: 1_800_000_000, tv_usec: 0),
+    ]
+    #expect(utimes(touched, &times) == 0)
+    // Another program's stale entry (a wrong MTime), and one tumbler wrote (seconds.micros).
+    let entry = try [UInt8](Data(contentsOf: URL(fileURLWithPath: setup.entry(files[0]))))
+    let image = try #require(PNGChunks.removingTexts(fromPNG: entry))
+    for (path, mtime) in [(files[0], "1600000000"), (files[1], "\(Self.mtime(files[1])).250000")] {
+      let keys = [("Thumb::URI", Self.uri(path)), ("Thumb::MTime", mtime), ("Software", "other")]
+      let bytes = try #require(
+        PNGChunks.inserting(keys.compactMap { PNGChunks.text($0.0, $0.1) }, intoPNG: image))
+      try Data(bytes).write(to: URL(fileURLWithPath: setup.entry(path)))
+    }
+    let jobsBefore = Self.jobs(setup)
+    let second = try await setup.client([Self.request("second", files + [touched])], name: "second")
+    // The client checks each entry's MTime is the integer st_mtime, and GLib takes it as valid.
+    #expect(second.problems.isEmpty, "\(second.problems)")
+    #expect(second.requests["second"]?.ready.count == 3)
+    #expect(Self.jobs(setup) == jobsBefore + 3, "all three made again")
+    for path in files + [touched] {
+      let keys = try #require(FreedesktopCache.texts(ofEntry: setup.entry(path)))
+      #expect(
+        keys["Thumb::MTime"] == String(Self.mtime(path))
+          && keys["Software"]?.hasPrefix("thumbd") == true)
+    }
+    // Valid now: answered from the cache, no job.
+    let third = try await setup.client([Self.request("third", files + [touched])], name: "third")
+    #expect(third.requests["third"]?.ready.count == 3 && Self.jobs(setup) == jobsBefore + 3)
+  }
+
+  static func mtime(_ path: String) -> Int {
+    var info = stat()
+    return stat(path, &info) == 0 ? Int(info.st_mtim.tv_sec) : -1
+  }
+
+  @Test(
+    "Cache1: Move and Copy carry entries to the new URIs (files and folders), Delete and Cleanup remove them"
+  )
+  func cacheOperations() async throws {
+    let setup = try await Setup()
+    defer { setup.stop() }
+    let folder = setup.files + "/album"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    var paths: [String] = []
+    for (index, relative) in [
+      "photo/coil/normal.jpg", "photo/coil/large.jpg", "photo/exif-samples/jolla.jpg",
+      "png-valid/image-png/rgba.png",
+    ].enumerated() {
+      let target = (index < 2 ? folder : setup.files) + "/\(index).\(relative.suffix(3))"
+      try FileManager.default.copyItem(atPath: Corpus.path(relative), toPath: target)
+      paths.append(target)
+    }
+    let made = try await setup.client([Self.request("made", paths)], name: "made")
+    #expect(made.requests["made"]?.ready.count == 4)
+    // A file renamed: the entry follows (a rename keeps the modification time).
+    let moved = setup.files + "/moved.jpg"
+    #expect(rename(paths[2], moved) == 0)
+    try await setup.cacheCall("Move", [[Self.uri(paths[2])], [Self.uri(moved)]])
+    #expect(!FileManager.default.fileExists(atPath: setup.entry(paths[2])))
+    let movedEntry = try #require(FreedesktopCache.texts(ofEntry: setup.entry(moved)))
+    #expect(
+      movedEntry["Thumb::URI"] == Self.uri(moved)
+        && movedEntry["Thumb::MTime"] == String(Self.mtime(moved)))
+    // A folder renamed: every entry below it follows.
+    let renamed = setup.files + "/album 2"
+    #expect(rename(folder, renamed) == 0)
+    try await setup.cacheCall("Move", [[Self.uri(folder)], [Self.uri(renamed)]])
+    let inside = paths[..<2].map { renamed + "/" + URL(fileURLWithPath: $0).lastPathComponent }
+    for (old, new) in zip(paths[..<2], inside) {
+      #expect(!FileManager.default.fileExists(atPath: setup.entry(old)))
+      #expect(FreedesktopCache.texts(ofEntry: setup.entry(new))?["Thumb::URI"] == Self.uri(new))
+    }
+    // A copy (new modification time, same size): an entry of its own; the original's stays.
+    let copy = setup.files + "/copy.png"
+    try FileManager.default.copyItem(atPath: paths[3], toPath: copy)
+    try await setup.cacheCall("Copy", [[Self.uri(paths[3])], [Self.uri(copy)]])
+    #expect(
+      FreedesktopCache.texts(ofEntry: setup.entry(copy))?["Thumb::MTime"]
+        == String(Self.mtime(copy)))
+    #expect(FileManager.default.fileExists(atPath: setup.entry(paths[3])))
+    // Every moved and copied entry is valid to GLib and to a client: answered with no job.
+    let jobs = Self.jobs(setup)
+    let again = try await setup.client(
+      [Self.request("again", inside + [moved, copy])], name: "again")
+    #expect(again.problems.isEmpty, "\(again.problems)")
+    #expect(again.requests["again"]?.ready.count == 4 && Self.jobs(setup) == jobs)
+    // Delete, and Cleanup of a folder whose file is gone.
+    try await setup.cacheCall("Delete", [[Self.uri(copy)]])
+    #expect(!FileManager.default.fileExists(atPath: setup.entry(copy)))
+    #expect(unlink(inside[0]) == 0)
+    try await setup.cacheCall("Cleanup", [[Self.uri(renamed)]], ["0"])
+    #expect(!FileManager.default.fileExists(atPath: setup.entry(inside[0])))
+    #expect(FileManager.default.fileExists(atPath: setup.entry(inside[1])), "a valid entry stays")
+  }
+
+  @Test(
+    "refused with tumbler's codes: remote URIs, FIFOs, devices, /proc, folders, files over the byte limit, thumbnails themselves, unknown flavors"
+  )
+  func refusals() async throws {
+    let setup = try await Setup(["--max-source-bytes", "1MiB"])
+    defer { setup.stop() }
+    let fifo = setup.files + "/pipe.jpg"
+    #expect(mkfifo(fifo, 0o600) == 0)
+    let big = try setup.link(["photo/coil/large.jpg"], prefix: "big")[0]
+    let fine = try setup.link(["photo/coil/normal.jpg"], prefix: "fine")[0]
+    let first = try await setup.client([Self.request("fine", [fine])], name: "fine")
+    #expect(first.requests["fine"]?.ready.count == 1)
+    let uris = [
+      "https://example.com/a.jpg", Self.uri(fifo), "file:///dev/zero", "file:///proc/self/environ",
+      Self.uri(setup.files), Self.uri(big), Self.uri(setup.entry(fine)), "file://remote-host/a.jpg",
+    ]
+    let report = try await setup.client(
+      [
+        ["name": "bad", "uris": uris, "flavor": "normal", "scheduler": "default"],
+        ["name": "flavor", "uris": [Self.uri(fine)], "flavor": "huge", "scheduler": "default"],
+      ], name: "bad")
+    let codes = Dictionary(
+      uniqueKeysWithValues: (report.requests["bad"]?.errors ?? []).map { ($0.uri, $0.code) })
+    #expect(
+      codes == [
+        uris[0]: 0, uris[1]: 1, uris[2]: 1, uris[3]: 1, uris[4]: 1, uris[5]: 0, uris[6]: 3,
+        uris[7]: 0,
+      ])
+    #expect(report.requests["bad"]?.ready.isEmpty == true)
+    #expect(report.requests["flavor"]?.errors.map(\.code) == [5])
+    #expect(
+      !FileManager.default.fileExists(atPath: setup.cache + "/fail"), "refusals are not failures")
+  }
+
+  @Test(
+    "the shipped D-Bus activation files start thumbd on the first call (Cache1 or Thumbnailer1), with the systemd unit's command line, and it leaves when the bus does"
+  )
+  func activation() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let services = directory + "/services"
+    try FileManager.default.createDirectory(atPath: services, withIntermediateDirectories: true)
+    // The shipped files, with the binary under test in place of /usr/local/bin/thumbd.
+    var lines: [String] = []
+    for name in ["org.freedesktop.thumbnails.Thumbnailer1", "org.freedesktop.thumbnails.Cache1"] {
+      let text = try String(
+        contentsOfFile: Repository.root + "/Config/\(name).service", encoding: .utf8)
+      #expect(
+        text.contains("Name=\(name)\n") && text.contains("SystemdService=thumbd-desktop.service"))
+      let exec = try #require(text.split(separator: "\n").first { $0.hasPrefix("Exec=") })
+      lines.append(String(exec.dropFirst(5)))
+      try text.replacing("/usr/local/bin/thumbd", with: ChildProcess.thumbd)
+        .write(toFile: services + "/\(name).service", atomically: true, encoding: .utf8)
+    }
+    // The unit runs the same command (%t is the runtime directory).
+    let unit = try String(
+      contentsOfFile: Repository.root + "/Config/thumbd-desktop.service", encoding: .utf8)
+    let start = try #require(unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") })
+    #expect(
+      lines[0] == lines[1]
+        && String(start.dropFirst(10)).replacing("%t/", with: "${XDG_RUNTIME_DIR:-/tmp}/")
+          == lines[0]
+    )
+    #expect(
+      unit.contains("Type=dbus") && unit.contains("BusName=org.freedesktop.thumbnails.Thumbnailer1")
+    )
+    let address = "unix:path=" + directory + "/bus"
+    let config = """
+      <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+       "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+      <busconfig>
+        <type>session</type>
+        <listen>\(address)</listen>
+        <servicedir>\(services)</servicedir>
+        <policy context="default">
+          <allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/>
+        </policy>
+      </busconfig>
+      """
+    try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+    let cacheHome = directory + "/cache home"
+    let bus = try ChildProcess.spawn(
+      [
+        "/usr/bin/dbus-daemon", "--config-file=" + directory + "/bus.conf", "--nofork",
+        "--nopidfile",
+      ],
+      standardError: directory + "/dbus.log",
+      environment: [
+        "XDG_RUNTIME_DIR": directory, "XDG_CACHE_HOME": cacheHome,
+        "DBUS_SESSION_BUS_ADDRESS": address,
+      ])
+    defer {
+      kill(bus, SIGKILL)
+      _ = ChildProcess.wait(bus)
+    }
+    await eventually("the bus listens") {
+      FileManager.default.fileExists(atPath: directory + "/bus")
+    }
+    // A Cache1 call starts it; a Queue through Thumbnailer1 then reaches the same process.
+    let image = directory + "/photo.jpg"
+    try FileManager.default.copyItem(atPath: Corpus.path("photo/coil/normal.jpg"), toPath: image)
+    let delete = try await ChildProcess.runThumbd(
+      [
+        "DBUS_SESSION_BUS_ADDRESS=" + address, "gdbus", "call", "--session", "--dest",
+        "org.freedesktop.thumbnails.Cache1", "--object-path", "/org/freedesktop/thumbnails/Cache1",
+        "--method", "org.freedesktop.thumbnails.Cache1.Delete", "['\(Self.uri(image))']",
+      ], binary: "/usr/bin/env")
+    #expect(delete.status == 0, "\(delete.standardError)")
+    let socket = directory + "/thumbd-desktop.sock"
+    #expect(SocketClient.get(socket, "/healthz").status == 200, "the activated daemon answers")
+    let plan = directory + "/plan.json"
+    let body: [String: Any] = [
+      "cache": cacheHome + "/thumbnails", "timeout": 120,
+      "requests": [Self.request("one", [image])],
+    ]
+    try JSONSerialization.data(withJSONObject: body).write(to: URL(fileURLWithPath: plan))
+    let output = directory + "/out.json"
+    let outcome = try await ChildProcess.runThumbd(
+      [
+        "DBUS_SESSION_BUS_ADDRESS=" + address, "GIO_USE_VFS=local", "XDG_CACHE_HOME=" + cacheHome,
+        "/usr/bin/python3", Repository.root + "/Tests/Desktop/thumbnailer-client.py", plan,
+      ], standardOutput: output, binary: "/usr/bin/env")
+    let report = try Report(Data(contentsOf: URL(fileURLWithPath: output)))
+    #expect(outcome.status == 0 && report.problems.isEmpty, "\(report.problems)")
+    #expect(report.requests["one"]?.ready == [Self.uri(image)])
+    // The session's bus goes away: so does the daemon.
+    kill(bus, SIGKILL)
+    await eventually("the activated daemon leaves with the bus") {
+      SocketClient.get(socket, "/healthz").status != 200
+    }
+  }
+}
