@@ -97,6 +97,18 @@ def check_entry(cache, flavor, uri):
     return problems
 
 
+def mime_type(uri):
+    """The MIME type GLib gives the file, as a file manager sends it (tumbler picks its
+    thumbnailer by it); for what cannot be queried, a guess from the name."""
+    try:
+        info = Gio.File.new_for_uri(uri).query_info(
+            "standard::content-type", Gio.FileQueryInfoFlags.NONE, None)
+        return Gio.content_type_get_mime_type(info.get_content_type()) or ""
+    except GLib.Error:
+        guess, _ = Gio.content_type_guess(uri, None)
+        return Gio.content_type_get_mime_type(guess) or ""
+
+
 def glib_check(uri):
     """Problems GLib's own check finds: the thumbnail it would show, and whether it takes it
     as valid (what Nautilus and Thunar's file chooser ask)."""
@@ -124,7 +136,7 @@ def main():
         state["requests"][request["name"]] = record
         args = GLib.Variant(
             "(asasssu)",
-            (request["uris"], [""] * len(request["uris"]), record["flavor"],
+            (request["uris"], [mime_type(uri) for uri in request["uris"]], record["flavor"],
              request.get("scheduler", "default"), unqueue))
         reply = bus.call_sync(NAME, PATH, NAME, "Queue", args, None, 0, -1, None)
         (record["handle"],) = reply.unpack()

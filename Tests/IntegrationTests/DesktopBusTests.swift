@@ -20,29 +20,40 @@ struct DesktopBusTests {
     let directory: String
     let busPID: pid_t
     let address: String
-    let daemon: TestDaemon
+    let daemon: TestDaemon?
+    var thumbd: TestDaemon { daemon! }
     var cacheHome: String { directory + "/cache home" }
     var cache: String { cacheHome + "/thumbnails" }
     var files: String { directory + "/files" }
 
-    init(_ extra: [String] = []) async throws {
+    /// A bus, and (unless `withDaemon` is false) thumbd serving on it with `extra` options.
+    init(_ extra: [String] = [], withDaemon: Bool = true) async throws {
       directory = TestDaemon.makeDirectory()
       try FileManager.default.createDirectory(
         atPath: directory + "/files", withIntermediateDirectories: true)
       let socket = directory + "/bus"
       address = "unix:path=" + socket
-      busPID = try ChildProcess.spawn(
-        [
-          "/usr/bin/dbus-daemon", "--session", "--nofork", "--nopidfile", "--address=" + address,
-        ], standardError: directory + "/dbus.log")
+      busPID = try DesktopBusTests.startBus(address, in: directory)
       await eventually("the bus listens") { FileManager.default.fileExists(atPath: socket) }
-      daemon = try await TestDaemon.start(
+      daemon =
+        withDaemon
+        ? try await Self.thumbd(address, directory, cacheHome: directory + "/cache home", extra)
+        : nil
+    }
+
+    /// thumbd on the bus at `address`, its socket in `directory`, writing the desktop cache
+    /// of `cacheHome`.
+    static func thumbd(
+      _ address: String, _ directory: String, cacheHome: String, _ extra: [String] = []
+    ) async throws -> TestDaemon {
+      try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      return try await TestDaemon.start(
         ["--dbus", address, "--decode-threads", "2"] + extra, directory: directory,
-        environment: ["XDG_CACHE_HOME": directory + "/cache home"])
+        environment: ["XDG_CACHE_HOME": cacheHome])
     }
 
     func stop() {
-      daemon.stop()
+      daemon?.stop()
       kill(busPID, SIGKILL)  // a spawned child may inherit SIGTERM blocked
       _ = ChildProcess.wait(busPID)
       try? FileManager.default.removeItem(atPath: directory)
@@ -127,6 +138,33 @@ struct DesktopBusTests {
     }
   }
 
+  /// A session bus of its own at `address`: a config naming no service folder but `services`,
+  /// so nothing installed on the machine (tumblerd) is activated behind the test's back.
+  static func startBus(
+    _ address: String, in directory: String, services: String? = nil,
+    environment: [String: String] = [:]
+  ) throws -> pid_t {
+    let config = """
+      <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+       "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+      <busconfig>
+        <type>session</type>
+        <listen>\(address)</listen>
+        \(services.map { "<servicedir>\($0)</servicedir>" } ?? "")
+        <policy context="default">
+          <allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/>
+        </policy>
+      </busconfig>
+      """
+    try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+    return try ChildProcess.spawn(
+      [
+        "/usr/bin/dbus-daemon", "--config-file=" + directory + "/bus.conf", "--nofork",
+        "--nopidfile",
+      ],
+      standardError: directory + "/dbus.log", environment: environment)
+  }
+
   static func uri(_ path: String) -> String { PercentEncoding.fileURI(path: path) }
 
   static func request(
@@ -180,7 +218,7 @@ struct DesktopBusTests {
 
   /// `thumbd_desktop_jobs_total` now.
   static func jobs(_ setup: Setup) -> Int {
-    Int(setup.daemon.metric("thumbd_desktop_jobs_total") ?? -1)
+    Int(setup.thumbd.metric("thumbd_desktop_jobs_total") ?? -1)
   }
 
   @Test(
@@ -414,26 +452,9 @@ struct DesktopBusTests {
       unit.contains("Type=dbus") && unit.contains("BusName=org.freedesktop.thumbnails.Thumbnailer1")
     )
     let address = "unix:path=" + directory + "/bus"
-    let config = """
-      <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-       "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-      <busconfig>
-        <type>session</type>
-        <listen>\(address)</listen>
-        <servicedir>\(services)</servicedir>
-        <policy context="default">
-          <allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/>
-        </policy>
-      </busconfig>
-      """
-    try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
     let cacheHome = directory + "/cache home"
-    let bus = try ChildProcess.spawn(
-      [
-        "/usr/bin/dbus-daemon", "--config-file=" + directory + "/bus.conf", "--nofork",
-        "--nopidfile",
-      ],
-      standardError: directory + "/dbus.log",
+    let bus = try Self.startBus(
+      address, in: directory, services: services,
       environment: [
         "XDG_RUNTIME_DIR": directory, "XDG_CACHE_HOME": cacheHome,
         "DBUS_SESSION_BUS_ADDRESS": address,
@@ -477,5 +498,94 @@ struct DesktopBusTests {
     await eventually("the activated daemon leaves with the bus") {
       SocketClient.get(socket, "/healthz").status != 200
     }
+  }
+
+  /// tumblerd (Debian's tumbler) on the setup's bus, with its cache; returns its pid once it
+  /// owns the thumbnailer name.
+  static func startTumbler(_ setup: Setup) async throws -> pid_t {
+    let pid = try ChildProcess.spawn(
+      ["/usr/lib/x86_64-linux-gnu/tumbler-1/tumblerd"],
+      standardError: setup.directory + "/tumbler.log",
+      environment: ["DBUS_SESSION_BUS_ADDRESS": setup.address, "XDG_CACHE_HOME": setup.cacheHome])
+    await eventually("tumblerd owns the name") {
+      let outcome = try? await ChildProcess.runThumbd(
+        [
+          "DBUS_SESSION_BUS_ADDRESS=" + setup.address, "gdbus", "call", "--session", "--dest",
+          "org.freedesktop.thumbnails.Thumbnailer1", "--object-path",
+          "/org/freedesktop/thumbnails/Thumbnailer1", "--method",
+          "org.freedesktop.thumbnails.Thumbnailer1.GetFlavors",
+        ], binary: "/usr/bin/env")
+      return outcome?.status == 0
+    }
+    return pid
+  }
+
+  static func stopTumbler(_ pid: pid_t) {
+    kill(pid, SIGKILL)
+    _ = ChildProcess.wait(pid)
+  }
+
+  /// An entry's inode and modification time: unchanged when nobody wrote it again.
+  static func identity(_ path: String) -> [Int] {
+    var info = stat()
+    guard stat(path, &info) == 0 else { return [] }
+    return [Int(info.st_ino), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
+  }
+
+  @Test(
+    "with tumblerd: thumbd will not start while tumbler owns the names, rewrites tumbler's fractional-MTime entries with integer ones, and tumbler then answers Ready for thumbd's entries without making them again"
+  )
+  func tumbler() async throws {
+    let setup = try await Setup(withDaemon: false)
+    defer { setup.stop() }
+    // Copies with whole-second modification times. tumbler 4.18 compares Thumb::MTime as a
+    // double with the file's st_mtime plus its microseconds, so it takes any standard
+    // (integer) entry of a file with a sub-second time as stale and makes it again: its side
+    // of the defect that has GLib and KIO reject its own entries. Whole seconds are what
+    // cameras' FAT cards, archives and `cp -p` from such places give.
+    var copies: [String] = []
+    for (index, relative) in [
+      "photo/coil/normal.jpg", "photo/exif-samples/jolla.jpg", "png-valid/image-png/rgba.png",
+    ].enumerated() {
+      let path = setup.files + "/\(index)-" + URL(fileURLWithPath: relative).lastPathComponent
+      try FileManager.default.copyItem(atPath: Corpus.path(relative), toPath: path)
+      var times = [
+        timeval(tv_sec: 1_790_000_000, tv_usec: 0), timeval(tv_sec: 1_790_000_000, tv_usec: 0),
+      ]
+      #expect(utimes(path, &times) == 0)
+      copies.append(path)
+    }
+    let old = Array(copies.prefix(2))
+    let new = [copies[2]]
+    var tumbler = try await Self.startTumbler(setup)
+    // tumbler's own entries: GLib takes them as stale (the fractional MTime).
+    let before = try await setup.client([Self.request("tumbler", old)], name: "tumbler")
+    #expect(before.requests["tumbler"]?.ready.count == 2)
+    #expect(before.problems.contains { $0.contains("Thumb::MTime") })
+    // While tumbler owns the names, thumbd refuses to start, naming why.
+    let refused = try await ChildProcess.runThumbd(
+      [
+        "XDG_CACHE_HOME=" + setup.cacheHome, ChildProcess.thumbd, "serve", "--socket",
+        setup.directory + "/refused.sock", "--cache-dir", "", "--dbus", setup.address,
+      ], binary: "/usr/bin/env")
+    #expect(refused.status != 0 && refused.standardError.contains("owned by another program"))
+    Self.stopTumbler(tumbler)
+    // thumbd makes tumbler's two again (integer MTime; the client and GLib check them).
+    let thumbd = try await Setup.thumbd(
+      setup.address, setup.directory + "/thumbd", cacheHome: setup.cacheHome)
+    let made = try await setup.client([Self.request("thumbd", old + new)], name: "thumbd")
+    #expect(made.problems.isEmpty, "\(made.problems)")
+    #expect(made.requests["thumbd"]?.ready.count == 3)
+    #expect(Int(thumbd.metric("thumbd_desktop_jobs_total") ?? 0) == 3)
+    thumbd.stop()
+    // tumbler again: thumbd's entries are valid to it; it answers Ready and writes nothing.
+    let entries = (old + new).map { setup.entry($0) }
+    let identities = entries.map(Self.identity)
+    tumbler = try await Self.startTumbler(setup)
+    defer { Self.stopTumbler(tumbler) }
+    let after = try await setup.client([Self.request("again", old + new)], name: "again")
+    #expect(after.problems.isEmpty, "\(after.problems)")
+    #expect(after.requests["again"]?.ready.count == 3)
+    #expect(entries.map(Self.identity) == identities, "tumbler made them again")
   }
 }
