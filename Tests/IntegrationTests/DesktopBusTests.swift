@@ -588,4 +588,30 @@ struct DesktopBusTests {
     #expect(after.requests["again"]?.ready.count == 3)
     #expect(entries.map(Self.identity) == identities, "tumbler made them again")
   }
+
+  /// Whether Thunar can be run under an X server here (not installed by scripts/bootstrap).
+  static var thunarAvailable: Bool {
+    ["/usr/bin/thunar", "/usr/bin/Xvfb", "/usr/bin/import"].allSatisfy {
+      FileManager.default.isExecutableFile(atPath: $0)
+    }
+  }
+
+  @Test(
+    "Thunar, the real file manager, under Xvfb: every image of a folder (JPEG, HEIC, AVIF, WebP, PNG, GIF) gets its thumbnail from thumbd as the session's Thumbnailer1",
+    .enabled(if: thunarAvailable, "needs thunar, xvfb and imagemagick"))
+  func thunar() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let output = directory + "/out.txt"
+    let outcome = try await ChildProcess.runThumbd(
+      [
+        "THUMBD=" + ChildProcess.thumbdFastest, Repository.root + "/scripts/thunar-screenshot",
+        directory + "/thunar.png",
+      ], standardOutput: output, binary: "/usr/bin/env")
+    let said = try String(contentsOfFile: output, encoding: .utf8)
+    #expect(outcome.status == 0, "\(outcome.standardError)")
+    let counts = said.split(separator: " ").compactMap { Int($0) }
+    #expect(counts.count == 2 && counts[0] == counts[1] && counts[0] >= 15, "\(said)")
+    #expect(FileManager.default.fileExists(atPath: directory + "/thunar.png"))
+  }
 }
