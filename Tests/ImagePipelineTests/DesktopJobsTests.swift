@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+import ThumbSystem
+
+@testable import ImagePipeline
+@testable import TestSupport
+
+/// `DesktopJobs` share one job per file and flavor between callers, through the pipeline's
+/// coalescing stage: a caller leaving drops only its own interest.
+@Suite("Desktop jobs")
+struct DesktopJobsTests {
+  /// A pipeline with one foreground decode thread, held busy by a gated job until `open()`.
+  struct Held {
+    let pipeline: ThumbnailPipeline
+    let jobs: DesktopJobs
+    let directory: String
+    let photo: String
+    let gate = DispatchSemaphore(value: 0)
+    let blocker: Task<Void, any Error>
+
+    init() async throws {
+      directory = TestDaemon.makeDirectory()
+      photo = directory + "/photo.jpg"
+      try FileManager.default.copyItem(atPath: Corpus.path("photo/coil/normal.jpg"), toPath: photo)
+      pipeline = ThumbnailPipeline(
+        configuration: .init(dataLoader: GatedLoader { _ in [] }, decodeThreads: 1))
+      let cache = FreedesktopCache(directory: directory + "/thumbnails", software: "test")
+      jobs = DesktopJobs(
+        pipeline: pipeline,
+        thumbnailer: DesktopThumbnailer(
+          cache: cache, thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20))
+      let (pipeline, gate) = (pipeline, gate)
+      blocker = Task {
+        try await pipeline.decoders.run(id: .max, context: JobContext(priority: .visible)) { _ in
+          gate.wait()
+        }
+      }
+      await eventually("the decode thread is held") { pipeline.decoders.load.running == 1 }
+    }
+
+    func ask() -> Task<DesktopThumbnailer.Outcome, any Error> {
+      Task { [jobs, photo] in
+        try await jobs.thumbnail(path: photo, flavor: .normal, priority: .visible)
+      }
+    }
+
+    func open() async throws {
+      gate.signal()
+      try await blocker.value
+    }
+
+    var entry: String {
+      jobs.thumbnailer.cache.path(forURI: PercentEncoding.fileURI(path: photo), flavor: .normal)
+    }
+  }
+
+  @Test("two callers of one file share one job; the one that leaves does not stop it for the other")
+  func shared() async throws {
+    let held = try await Held()
+    defer { try? FileManager.default.removeItem(atPath: held.directory) }
+    let first = held.ask()
+    await eventually("one job queued") { held.pipeline.decoders.load.queued == 1 }
+    let second = held.ask()
+    await eventually("the second joined it") {
+      held.pipeline.metrics.snapshot().coalescedJoins == 1
+    }
+    first.cancel()
+    await #expect(throws: CancellationError.self) { try await first.value }
+    #expect(held.pipeline.decoders.load.queued == 1, "still wanted by the second")
+    try await held.open()
+    guard case .made(let paths) = try await second.value else {
+      Issue.record("not made")
+      return
+    }
+    #expect(paths[.normal] == held.entry && FileManager.default.fileExists(atPath: held.entry))
+    let metrics = held.pipeline.metrics.snapshot()
+    #expect(metrics.desktopJobs == 1 && metrics.cancelledWork == 0)
+  }
+
+  @Test("when every caller leaves, the queued job never runs and nothing is written")
+  func abandoned() async throws {
+    let held = try await Held()
+    defer { try? FileManager.default.removeItem(atPath: held.directory) }
+    let first = held.ask()
+    await eventually("one job queued") { held.pipeline.decoders.load.queued == 1 }
+    let second = held.ask()
+    await eventually("the second joined it") {
+      held.pipeline.metrics.snapshot().coalescedJoins == 1
+    }
+    first.cancel()
+    second.cancel()
+    await eventually("the job is dropped") { held.pipeline.metrics.snapshot().cancelledWork == 1 }
+    await eventually("the queue is empty") { held.pipeline.decoders.load.queued == 0 }
+    try await held.open()
+    #expect(held.pipeline.metrics.snapshot().desktopJobs == 0)
+    #expect(!FileManager.default.fileExists(atPath: held.entry))
+  }
+}
