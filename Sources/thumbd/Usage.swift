@@ -14,6 +14,7 @@ enum Usage {
       thumbd warm INPUT... --size WxH [options] [serve options]
       thumbd desktop INPUT... [--flavors normal,large] [options]
       thumbd serve [--socket PATH] [--listen HOST:PORT] [options]
+      thumbd sign PATH [--key HEX --salt HEX]...
       thumbd --help | --version
 
     Commands:
@@ -21,6 +22,7 @@ enum Usage {
       warm        Fill the daemon's disk cache with what clients will ask for.
       desktop     Fill the desktop's thumbnail cache, which file managers read.
       serve       Serve thumbnails over HTTP/1.1 on a Unix socket (and TCP).
+      sign        Sign an imgproxy-style path with HMAC-SHA256.
 
     Run 'thumbd COMMAND --help' for a command's options.
     """

@@ -17,6 +17,8 @@ case "thumbnail":
   status = ThumbnailCommand.run(Array(arguments.dropFirst()))
 case "desktop":
   status = DesktopCommand.run(Array(arguments.dropFirst()))
+case "sign":
+  status = SignCommand.run(Array(arguments.dropFirst()))
 case "warm":
   status = await WarmCommand.run(Array(arguments.dropFirst()))
 case "serve":
