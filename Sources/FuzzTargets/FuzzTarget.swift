@@ -15,7 +15,7 @@ public struct FuzzTarget: Sendable {
 
   /// Every target, in `thumbfuzz list` order.
   public static let all: [FuzzTarget] = [
-    httpRequest, thumbnailQuery, sessionFrames, json, config, sourceURL, responseHead,
+    httpRequest, thumbnailQuery, imgproxyPath, sessionFrames, json, config, sourceURL, responseHead,
     ipAddress, diskEntry, desktopEntry, freshness, decodeJPEG, decodePNG, decodeWebP, decodeGIF,
     decodeHEIF, colourProfile,
   ]

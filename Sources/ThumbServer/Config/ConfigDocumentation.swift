@@ -194,6 +194,21 @@ extension ConfigOption {
       "false",
       "accept `DELETE /v1/source` on the TCP listener too (it is always accepted on the Unix socket)"
     ),
+    "signing_keys": (
+      "`[]` (none)",
+      "hex HMAC keys of signed paths (imgproxy's `IMGPROXY_KEYS`), tried in order so a key can be rotated; with keys, the path form's signature is checked before any work (403 `invalid_signature`) and the TCP listener refuses unsigned `/v1/thumbnail` requests (403 `unsigned_request`)"
+    ),
+    "signing_salts": (
+      "`[]`", "the hex salt of each key, by position (imgproxy's `IMGPROXY_SALTS`)"
+    ),
+    "signature_size": (
+      "32",
+      "bytes of the HMAC-SHA256 a signature keeps, 1-32 (imgproxy's `IMGPROXY_SIGNATURE_SIZE`)"
+    ),
+    "allow_unsigned_tcp": (
+      "false",
+      "with signing keys, still take unsigned `/v1/thumbnail` requests on the TCP listener (the Unix socket always takes them)"
+    ),
     "dbus": (
       "`\"\"` (none)",
       "serve the desktop's thumbnailer (`org.freedesktop.thumbnails.Thumbnailer1` and `Cache1`, docs/DESKTOP.md) on this bus: `session`, or a D-Bus address; the names are taken only when set, and start-up fails while another program (tumblerd) owns them"

@@ -136,6 +136,15 @@ public struct ConfigOption: Sendable {
       config.networkPurge = flag
       return true
     },
+    list("signing_keys", flag: "--signing-key") { $0.signingKeys = $1 },
+    list("signing_salts", flag: "--signing-salt") { $0.signingSalts = $1 },
+    integer("signature_size", 1...32) { $0.signatureSize = $1 },
+    ConfigOption("allow_unsigned_tcp", expects: "true or false", isSwitch: true) {
+      config, value in
+      guard let flag = value.boolean() else { return false }
+      config.allowUnsignedTCP = flag
+      return true
+    },
     ConfigOption("dbus", expects: "\"\" (none), \"session\" or a D-Bus address") {
       config, value in
       guard let text = value.string(), text.utf8.count <= 4096, !text.contains("\0") else {

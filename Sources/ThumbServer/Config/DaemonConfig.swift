@@ -118,6 +118,14 @@ public struct DaemonConfig: Sendable, Hashable {
   public var logFile = ""
   /// Seconds SIGTERM waits for in-flight requests before exiting anyway.
   public var drainTimeout = 10.0
+  /// Hex keys of imgproxy-style signed paths, tried in order; empty: paths are not signed.
+  public var signingKeys: [String] = []
+  /// The hex salt of each key, by position.
+  public var signingSalts: [String] = []
+  /// Bytes of the HMAC a signature keeps (imgproxy's `signature_size`).
+  public var signatureSize = 32
+  /// Whether the TCP listener takes unsigned requests when keys are configured.
+  public var allowUnsignedTCP = false
   /// The bus the desktop's thumbnail services are served on: "" for none, `session`, or a
   /// D-Bus address.
   public var dbus = ""

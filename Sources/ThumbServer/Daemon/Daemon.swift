@@ -43,15 +43,17 @@ public final class Daemon: Sendable {
         ["path": config.cmykProfile, "fallback": "CMYK JPEGs without a profile use a formula"])
     }
     desktop = try Self.desktopBus(config, pipeline, version: version)
+    let signing = try Self.signing(config)
     let route = ThumbnailRoute(
-      pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters)
+      pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters,
+      refusesUnsignedOverNetwork: signing != nil && !config.allowUnsignedTCP)
     server = try HTTPServer(
       router: Router(
         thumbnails: route, fetcher: loader, storage: storage,
         extra: [
           SessionConfiguration.refusalRoute,
           PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,
-        ]),
+        ], paths: SignedPathRoute(thumbnails: route, signing: signing)),
       sessions: SessionConfiguration(parameters: parameters), logger: logger,
       serverLimits: ServerLimits(
         maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
@@ -181,6 +183,17 @@ public final class Daemon: Sendable {
     var thumbnailer = Thumbnailer(limits: limits)
     thumbnailer.avifSpeed = config.avifSpeed
     return thumbnailer
+  }
+
+  /// The signing keys, when configured; a `StartupError` naming the setting when unusable.
+  private static func signing(_ config: DaemonConfig) throws -> URLSignature? {
+    guard !config.signingKeys.isEmpty || !config.signingSalts.isEmpty else { return nil }
+    do {
+      return try URLSignature(
+        keys: config.signingKeys, salts: config.signingSalts, size: config.signatureSize)
+    } catch {
+      throw StartupError(message: error.description)
+    }
   }
 
   /// `decode_threads`, or one per core.

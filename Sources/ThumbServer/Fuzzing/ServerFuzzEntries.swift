@@ -49,6 +49,29 @@ import ThumbProtocol
     }
   }
 
+  /// An imgproxy-style target read as the path route reads it: its signature segment, the
+  /// part it signs, and the spec and source asked for, or the status refusing it; nil when
+  /// the target is not in the path form.
+  public static func imgproxyPath(
+    _ target: String
+  ) -> (
+    signature: Substring, signed: Substring, asked: Result<(ThumbnailSpec, String), HTTPStatusCode>
+  )? {
+    guard let path = ImgproxyPath(target: target) else { return nil }
+    switch path.parse() {
+    case .failure: return (path.signature, path.signed, .failure(HTTPStatusCode(400)))
+    case .success(let request):
+      switch ThumbnailParameters().spec(
+        width: request.width, height: request.height, scale: request.scale, fit: request.fit,
+        format: request.format, quality: request.quality)
+      {
+      case .failure: return (path.signature, path.signed, .failure(HTTPStatusCode(400)))
+      case .success(let spec):
+        return (path.signature, path.signed, .success((spec, request.source)))
+      }
+    }
+  }
+
   /// A refusal's status, as an error.
   public struct HTTPStatusCode: Error, Hashable {
     /// The status sent.

@@ -15,7 +15,8 @@ struct PrometheusExposition {
     requestsByStatus: [Int: Int], responsesByFormat: [String: Int] = [:],
     fetcher: FetcherFigures? = nil,
     disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
-    memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0
+    memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0,
+    invalidSignatures: Int = 0
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -102,6 +103,9 @@ struct PrometheusExposition {
       "thumbd_desktop_jobs_total",
       "Desktop thumbnail jobs (D-Bus Thumbnailer1) started on a decode thread.",
       metrics.desktopJobs)
+    out.counter(
+      "thumbd_invalid_signatures_total",
+      "Signed paths refused (403 invalid_signature) before any work.", invalidSignatures)
     out.counter(
       "thumbd_stale_drops_total", "Results dropped because the slot had moved on.",
       metrics.staleDrops)

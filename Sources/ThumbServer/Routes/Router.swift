@@ -15,20 +15,23 @@ public final class Router: Sendable {
   private let statuses = StatusCounts()
   /// The route table: every route by path, the built-in ones and `extra`.
   private let routes: [String: Route]
+  /// The imgproxy path form, for targets no route names.
+  public let paths: SignedPathRoute?
 
   /// Creates a router over a pipeline whose data loader is `fetcher` (if it is a
   /// `SourceLoader`), reporting `storage` in health checks, with `extra` routes besides the
   /// built-in ones.
   public init(
     thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil, storage: StorageHealth? = nil,
-    extra: [Route] = []
+    extra: [Route] = [], paths: SignedPathRoute? = nil
   ) {
     self.thumbnails = thumbnails
+    self.paths = paths
     self.fetcher = fetcher
     self.storage = storage
     let builtIn = [
       thumbnails.route, Self.healthRoute(storage),
-      Self.metricsRoute(thumbnails.pipeline, fetcher, statuses),
+      Self.metricsRoute(thumbnails.pipeline, fetcher, statuses, paths),
     ]
     routes = Dictionary((builtIn + extra).map { ($0.path, $0) }) { _, later in later }
   }
@@ -62,6 +65,7 @@ public final class Router: Sendable {
 
   private func route(_ request: HTTPRequest) -> RouteAnswer {
     guard let route = routes[request.path] else {
+      if let answer = paths?.answer(request) { return answer }
       return .now(.error(404, kind: "not_found", message: "no such endpoint"), nil)
     }
     guard route.methods.contains(request.method) else {
@@ -92,7 +96,8 @@ public final class Router: Sendable {
 
   /// `/metrics`: the Prometheus text format.
   private static func metricsRoute(
-    _ pipeline: ThumbnailPipeline, _ fetcher: SourceLoader?, _ statuses: StatusCounts
+    _ pipeline: ThumbnailPipeline, _ fetcher: SourceLoader?, _ statuses: StatusCounts,
+    _ paths: SignedPathRoute?
   ) -> Route {
     Route(path: "/metrics") { _ in
       .later {
@@ -102,7 +107,7 @@ public final class Router: Sendable {
           fetcher: fetcher.map(FetcherFigures.init),
           disk: await pipeline.diskCache?.statistics, memory: pipeline.memoryBudget,
           memoryCache: pipeline.memoryCache.statistics,
-          logFailures: Logger.writeFailures)
+          logFailures: Logger.writeFailures, invalidSignatures: paths?.invalidSignatures ?? 0)
         return (
           HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

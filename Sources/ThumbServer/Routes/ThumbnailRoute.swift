@@ -14,6 +14,9 @@ public struct ThumbnailRoute: Sendable {
   private let fullAge: (public: String, private: String)
   /// Defaults for parameters a request leaves out.
   public let parameters: ThumbnailParameters
+  /// Whether unsigned requests (this query form) over TCP are refused: signing keys are
+  /// configured and `allow_unsigned_tcp` is off.
+  public let refusesUnsignedOverNetwork: Bool
 
   /// The client HTTP prefetch requests without `X-Thumbd-Client` count as. Without a name
   /// there is no telling a list's look-ahead from cache warming, so all of it is treated as
@@ -34,8 +37,10 @@ public struct ThumbnailRoute: Sendable {
   /// Creates the route.
   public init(
     pipeline: ThumbnailPipeline, maxAge: Int = 86_400,
-    parameters: ThumbnailParameters = ThumbnailParameters()
+    parameters: ThumbnailParameters = ThumbnailParameters(),
+    refusesUnsignedOverNetwork: Bool = false
   ) {
+    self.refusesUnsignedOverNetwork = refusesUnsignedOverNetwork
     self.pipeline = pipeline
     self.maxAge = maxAge
     fullAge = ("public, max-age=\(maxAge)", "private, max-age=\(maxAge)")
@@ -49,6 +54,14 @@ public struct ThumbnailRoute: Sendable {
   /// miss becomes work whose subscription lasts as long as the task waiting for it (the client
   /// going away cancels it and leaves only this request's interest); a bad query is a 400.
   public func answer(_ request: HTTPRequest) -> RouteAnswer {
+    if request.overNetwork && refusesUnsignedOverNetwork {
+      return .now(
+        .error(
+          403, kind: "unsigned_request",
+          message: "the TCP listener takes signed paths only (see signing_keys, allow_unsigned_tcp)"
+        ),
+        nil)
+    }
     let imageRequest: ImageRequest
     let priority: ImagePriority
     let negotiated: Bool
@@ -57,6 +70,14 @@ public struct ThumbnailRoute: Sendable {
       (imageRequest, priority, negotiated) = (parsed, asked, varies)
     case .rejected(let response): return .now(response, nil)
     }
+    return answer(request, for: imageRequest, priority: priority, negotiated: negotiated)
+  }
+
+  /// Answers `request` with the image `imageRequest` asks for (also the path form's way in).
+  func answer(
+    _ request: HTTPRequest, for imageRequest: ImageRequest, priority: ImagePriority,
+    negotiated: Bool
+  ) -> RouteAnswer {
     let client = Self.client(of: request, priority: priority)
     if let hit = pipeline.cachedResponse(
       for: imageRequest, priority: priority, client: client, received: request.received ?? .now)

@@ -140,4 +140,35 @@ public enum Base64 {
     }
     return String(decoding: out, as: UTF8.self)
   }
+
+  /// The bytes of URL-safe Base64, padded or not; nil for any other character or a length
+  /// no encoding has.
+  public static func decodeURLSafe(_ text: some StringProtocol) -> [UInt8]? {
+    var digits = Array(text.utf8)
+    while digits.last == UInt8(ascii: "=") { digits.removeLast() }
+    guard digits.count % 4 != 1 else { return nil }
+    var out: [UInt8] = []
+    out.reserveCapacity(digits.count * 3 / 4)
+    var accumulator = 0
+    var bits = 0
+    for digit in digits {
+      let value: Int
+      switch digit {
+      case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = Int(digit) - 65
+      case UInt8(ascii: "a")...UInt8(ascii: "z"): value = Int(digit) - 71
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): value = Int(digit) + 4
+      case UInt8(ascii: "-"): value = 62
+      case UInt8(ascii: "_"): value = 63
+      default: return nil
+      }
+      accumulator = accumulator << 6 | value
+      bits += 6
+      if bits >= 8 {
+        bits -= 8
+        out.append(UInt8(truncatingIfNeeded: accumulator >> bits))
+        accumulator &= (1 << bits) - 1
+      }
+    }
+    return out
+  }
 }

@@ -1,0 +1,174 @@
+import ImagePipeline
+
+/// imgproxy's path form, read as thumbd serves it: `/<signature>/<options>/plain/<percent-encoded
+/// source>[@<ext>]` or `/<signature>/<options>/<base64url source>[.<ext>]`, so its client
+/// libraries and a site's existing URLs keep working (docs/PROTOCOL.md, "imgproxy paths").
+///
+/// Options thumbd does the same with are taken; any other is refused naming it, never served
+/// as a silently different image. Pure: the route checks the signature over `signed` first.
+struct ImgproxyPath: Sendable, Hashable {
+  /// The first segment.
+  let signature: Substring
+  /// Everything after it, from its `/`, as received: what the signature covers.
+  let signed: Substring
+
+  /// Splits a request target into signature and signed part; nil when it is not in the path
+  /// form: the segment after the signature must be an option (`name:args`) or `plain`, so an
+  /// unknown path such as `/nope/1` stays a 404.
+  init?(target: String) {
+    let body = target.dropFirst()
+    guard target.hasPrefix("/"), let slash = body.firstIndex(of: "/"), slash > body.startIndex
+    else { return nil }
+    let next = body[body.index(after: slash)...].prefix { $0 != "/" }
+    guard next.contains(":") || next == "plain" else { return nil }
+    signature = body[..<slash]
+    signed = body[slash...]
+  }
+
+  /// What the options and source ask for.
+  struct Request: Sendable, Hashable {
+    var source = ""
+    var width = 0
+    var height = 0
+    var scale: Double?
+    var fit: String?
+    var format: String?
+    var quality: Int?
+  }
+
+  /// The options and source of the signed part, or what is wrong with them.
+  func parse() -> Result<Request, ParameterError> {
+    var request = Request()
+    var segments = signed.dropFirst().split(separator: "/", omittingEmptySubsequences: false)[...]
+    // Options are the segments with a ':'; the source starts at the first without one.
+    while let segment = segments.first, segment.contains(":") {
+      segments.removeFirst()
+      if let problem = Self.apply(segment, to: &request) { return .failure(problem) }
+    }
+    guard !segments.isEmpty else { return .failure(ParameterError("the source is missing")) }
+    var extensionName: Substring?
+    if segments.first == "plain" {
+      var encoded = segments.dropFirst().joined(separator: "/")[...]
+      if let at = encoded.lastIndex(of: "@") {
+        extensionName = encoded[encoded.index(after: at)...]
+        encoded = encoded[..<at]
+      }
+      guard let source = HTTPRequestParser.percentDecode(encoded, plusIsSpace: false) else {
+        return .failure(ParameterError("the plain source is not valid percent-encoding"))
+      }
+      request.source = source
+    } else {
+      var encoded = segments.joined()[...]
+      if let dot = encoded.lastIndex(of: ".") {
+        extensionName = encoded[encoded.index(after: dot)...]
+        encoded = encoded[..<dot]
+      }
+      guard let bytes = Base64.decodeURLSafe(encoded),
+        let source = String(validating: bytes, as: UTF8.self)
+      else { return .failure(ParameterError("the source is not URL-safe Base64")) }
+      request.source = source
+    }
+    guard !request.source.isEmpty else { return .failure(ParameterError("the source is empty")) }
+    if let extensionName, !extensionName.isEmpty {
+      guard let format = Self.format(extensionName) else {
+        return .failure(ParameterError("extension '\(extensionName)' is not supported"))
+      }
+      request.format = format
+    }
+    return .success(request)
+  }
+
+  /// thumbd's name of an imgproxy format or extension.
+  static func format(_ name: Substring) -> String? {
+    switch name.lowercased() {
+    case "jpg", "jpeg": "jpeg"
+    case "png": "png"
+    case "webp": "webp"
+    case "avif": "avif"
+    default: nil
+    }
+  }
+
+  /// Applies one `name:arg:arg` option; the problem when it cannot be served as asked.
+  static func apply(_ segment: Substring, to request: inout Request) -> ParameterError? {
+    let parts = segment.split(separator: ":", omittingEmptySubsequences: false)
+    let name = parts[0]
+    let arguments = Array(parts.dropFirst())
+    func argument(_ index: Int) -> Substring? {
+      index < arguments.count && !arguments[index].isEmpty ? arguments[index] : nil
+    }
+    func integer(_ index: Int, into target: inout Int) -> ParameterError? {
+      guard let text = argument(index) else { return nil }
+      guard let value = Int(text), value >= 0 else {
+        return ParameterError("\(name): '\(text)' is not a size")
+      }
+      target = value
+      return nil
+    }
+    func refusesTrue(_ index: Int, _ what: String) -> ParameterError? {
+      guard let text = argument(index) else { return nil }
+      switch text {
+      case "0", "f", "false": return nil
+      case "1", "t", "true": return ParameterError("\(what) is not supported")
+      default: return ParameterError("\(name): '\(text)' is not a boolean")
+      }
+    }
+    switch name {
+    case "rs", "resize":
+      if let text = argument(0), let problem = resizingType(text, into: &request) {
+        return problem
+      }
+      return integer(1, into: &request.width) ?? integer(2, into: &request.height)
+        ?? refusesTrue(3, "enlarge") ?? refusesTrue(4, "extend")
+    case "s", "size":
+      return integer(0, into: &request.width) ?? integer(1, into: &request.height)
+        ?? refusesTrue(2, "enlarge") ?? refusesTrue(3, "extend")
+    case "rt", "resizing_type":
+      return argument(0).flatMap { resizingType($0, into: &request) }
+    case "w", "width": return integer(0, into: &request.width)
+    case "h", "height": return integer(0, into: &request.height)
+    case "el", "enlarge": return refusesTrue(0, "enlarge")
+    case "ex", "extend": return refusesTrue(0, "extend")
+    case "dpr":
+      guard let text = argument(0), let value = Double(text), value > 0 else {
+        return ParameterError("dpr must be a positive number")
+      }
+      request.scale = value
+      return nil
+    case "q", "quality":
+      guard let text = argument(0), let value = Int(text) else {
+        return ParameterError("quality must be an integer")
+      }
+      // imgproxy's 0 is its default quality.
+      request.quality = value == 0 ? nil : value
+      return nil
+    case "f", "format", "ext":
+      guard let text = argument(0), let format = format(text) else {
+        return ParameterError("format '\(argument(0) ?? "")' is not supported")
+      }
+      request.format = format
+      return nil
+    case "g", "gravity":
+      guard argument(0) == "ce", arguments.count == 1 else {
+        return ParameterError("gravity other than ce (centre) is not supported")
+      }
+      return nil
+    default:
+      return ParameterError("option '\(name)' is not supported")
+    }
+  }
+
+  /// imgproxy's resizing types as thumbd's fits: fit is contain, fill (and fill-down, since
+  /// thumbd never enlarges) is cover, force is fill.
+  private static func resizingType(_ name: Substring, into request: inout Request)
+    -> ParameterError?
+  {
+    switch name {
+    case "fit": request.fit = "contain"
+    case "fill", "fill-down": request.fit = "cover"
+    case "force": request.fit = "fill"
+    default: return ParameterError("resizing type '\(name)' is not supported")
+    }
+    return nil
+  }
+}
