@@ -58,13 +58,16 @@ struct ThumbloadTests {
     #expect(Gates().exitStatus(for: report) == 1)
     #expect(Gates().failures(of: report).first?.contains("wrong deliveries") == true)
     // The same run against the library's real slot rules: nothing wrong. A time window: on a
-    // busy machine a run may finish no image, so up to three runs (every one must be clean).
-    for attempt in 0..<3 {
-      let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
+    // busy machine (the CI run beside the other suites) a run may finish no image, so up to
+    // five runs, each longer than the one before (every one must be clean).
+    for attempt in 0..<5 {
+      var longer = options
+      longer.duration = options.duration * Double(attempt + 1)
+      let honest = try await Runner(target: LibraryTarget(), options: longer, origin: origin).run()
       #expect(honest.wrongDeliveries == 0)
       #expect(Gates().exitStatus(for: honest) == 0 || honest.images == 0)
       if honest.images > 0 && honest.cancelledWork.loadsSuperseded > 0 { break }
-      #expect(attempt < 2, "no image in three honest runs")
+      #expect(attempt < 4, "no image in five honest runs")
     }
   }
 
