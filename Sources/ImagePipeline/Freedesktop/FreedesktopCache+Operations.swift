@@ -95,7 +95,13 @@ extension FreedesktopCache {
     _ entry: String, to uri: String, flavor: Flavor, keepingOld: Bool, exactTime: Bool
   ) {
     guard let path = Self.localPath(ofURI: uri), let now = Self.source(atPath: path),
-      let bytes = Self.entryBytes(entry), let keys = Self.texts(ofEntry: entry),
+      let bytes = Self.entryBytes(entry),
+      // From the bytes read, not the file again: one read, and the keys are of those bytes.
+      let keys = PNGChunks.texts(
+        limit: bytes.count,
+        read: { offset, count in
+          Array(bytes[offset..<min(bytes.count, offset + count)])
+        }),
       let mtime = keys["Thumb::MTime"].flatMap(Self.integer),
       keys["Thumb::Size"].flatMap(Self.integer) ?? now.size == now.size,
       !exactTime || mtime == now.modified,
@@ -122,13 +128,6 @@ extension FreedesktopCache {
 
   /// The whole entry at `path`: a regular file (not a link) of at most `maxEntryBytes`.
   static func entryBytes(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
-      info.st_size <= Self.maxEntryBytes
-    else { return nil }
-    return FileIO.readAll(fd, expected: Int(info.st_size))
+    withEntry(path) { fd, size in FileIO.readAll(fd, expected: size) }
   }
 }

@@ -153,6 +153,12 @@ public struct FreedesktopCache: Sendable {
   /// The text keys of the entry at `path`; nil when it is not a regular file of bounded size
   /// with a well-formed PNG head (a link, a FIFO, a directory, a damaged file).
   public static func texts(ofEntry path: String) -> [String: String]? {
+    withEntry(path) { fd, size in texts(fd, size: size) }
+  }
+
+  /// Runs `body` on the open entry at `path` and its size, when it is a regular file (opened
+  /// without following a final link) of at most `maxEntryBytes`; nil otherwise.
+  static func withEntry<T>(_ path: String, _ body: (Int32, Int) -> T?) -> T? {
     let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
@@ -160,7 +166,12 @@ public struct FreedesktopCache: Sendable {
     guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
       info.st_size <= Self.maxEntryBytes
     else { return nil }
-    let limit = min(Int(info.st_size), Self.maxHeadBytes)
+    return body(fd, Int(info.st_size))
+  }
+
+  /// The text keys of an open entry of `size` bytes, from a bounded head.
+  private static func texts(_ fd: Int32, size: Int) -> [String: String]? {
+    let limit = min(size, Self.maxHeadBytes)
     return PNGChunks.texts(limit: limit) { offset, count in
       guard offset >= 0, count >= 0, offset + count <= limit else { return nil }
       var bytes = [UInt8](repeating: 0, count: count)
