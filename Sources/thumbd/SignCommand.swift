@@ -9,11 +9,29 @@ enum SignCommand {
 
     Usage:
       thumbd sign PATH [--key HEX --salt HEX]... [--signature-size N]
+      thumbd sign URL [-w N] [-h N] [--fit F] [--scale X] [--format F]
+                      [--quality N] [--preset NAME]... [--option OPT]...
+                      [--base64] [--prefix P] [--key HEX --salt HEX]...
 
     PATH is what follows the signature, starting with '/': the options and the
-    source (/rs:fit:300:200/plain/https://example.com/a.jpg). Prints
-    /SIGNATURE/PATH: HMAC-SHA256 under the key, over the salt and PATH, in
-    URL-safe Base64 without padding, cut to --signature-size bytes.
+    source (/rs:fit:300:200/plain/https://example.com/a.jpg). A URL (anything
+    not starting with '/') is made into such a path from the options below,
+    the source percent-encoded after /plain/ (or in URL-safe Base64 with
+    --base64). Prints [PREFIX]/SIGNATURE/PATH: HMAC-SHA256 under the key, over
+    the salt and PATH, in URL-safe Base64 without padding, cut to
+    --signature-size bytes.
+
+    Image options (a URL only), in imgproxy's names:
+      -w, --width N     Box width in points (w:N).
+      -h, --height N    Box height in points (h:N).
+      --fit F           contain, cover or fill (rt:fit, rt:fill, rt:force).
+      --scale X         Device pixel ratio (dpr:X).
+      --format F        jpeg, png, webp or avif (f:F).
+      --quality N       Lossy quality (q:N).
+      --preset NAME     A preset from the daemon's config (pr:NAME).
+      --option OPT      Any option segment as is, e.g. g:ce.
+      --base64          The source in URL-safe Base64 instead of /plain/.
+      --prefix P        The daemon's path_prefix, put before the signature.
 
     Options:
       --key HEX, --salt HEX
@@ -23,7 +41,7 @@ enum SignCommand {
       --signature-size N
                         Bytes of the digest kept, 1-32. Default:
                         THUMBD_SIGNATURE_SIZE, or 32.
-      -h, --help        Show this help.
+      --help            Show this help.
 
     Exit status: 0 signed, 2 usage error.
     """
@@ -33,6 +51,9 @@ enum SignCommand {
     var keys: [String] = []
     var salts: [String] = []
     var size: Int?
+    var options: [String] = []
+    var base64 = false
+    var prefix = ""
     var index = 0
     func value() -> String? {
       index += 1
@@ -40,9 +61,20 @@ enum SignCommand {
     }
     while index < arguments.count {
       switch arguments[index] {
-      case "-h", "--help":
+      case "--help":
         print(usage)
         return 0
+      case "-w", "--width", "-h", "--height", "--fit", "--scale", "--format", "--quality",
+        "--preset", "--option":
+        let flag = arguments[index]
+        guard let text = value(), let segment = Self.segment(flag, text) else {
+          return fail("\(flag) needs a valid value")
+        }
+        options.append(segment)
+      case "--base64": base64 = true
+      case "--prefix":
+        guard let text = value() else { return fail("--prefix needs a value") }
+        prefix = text
       case "--key":
         guard let text = value() else { return fail("--key needs a value") }
         keys.append(text)
@@ -62,8 +94,20 @@ enum SignCommand {
       }
       index += 1
     }
-    guard let path, path.hasPrefix("/") else {
-      return fail("PATH, starting with '/', is required")
+    guard let argument = path, !argument.isEmpty else {
+      return fail("a PATH (starting with '/') or a source URL is required")
+    }
+    let signedPart: String
+    if argument.hasPrefix("/") {
+      guard options.isEmpty && !base64 else {
+        return fail("image options go with a source URL, not with a PATH")
+      }
+      signedPart = argument
+    } else {
+      let source =
+        base64
+        ? "/" + Base64.urlSafe(Array(argument.utf8)) : "/plain/" + Self.percentEncoded(argument)
+      signedPart = options.map { "/" + $0 }.joined() + source
     }
     let environment = SystemFiles.environment
     if keys.isEmpty && salts.isEmpty {
@@ -73,11 +117,48 @@ enum SignCommand {
     let chosenSize = size ?? environment["THUMBD_SIGNATURE_SIZE"].flatMap { Int($0) } ?? 32
     do {
       let signing = try URLSignature(keys: keys, salts: salts, size: chosenSize)
-      print(signing.signedPath(path))
+      print(prefix + signing.signedPath(signedPart))
       return 0
     } catch {
       return fail(error.description)
     }
+  }
+
+  /// The option segment a flag and its value stand for; nil when the value is not one.
+  static func segment(_ flag: String, _ value: String) -> String? {
+    func number() -> String? { Int(value).map { "\($0)" } }
+    switch flag {
+    case "-w", "--width": return number().map { "w:" + $0 }
+    case "-h", "--height": return number().map { "h:" + $0 }
+    case "--quality": return number().map { "q:" + $0 }
+    case "--scale": return Double(value).map { _ in "dpr:" + value }
+    case "--fit":
+      return ["contain": "rt:fit", "cover": "rt:fill", "fill": "rt:force"][value]
+    case "--format":
+      return ["jpeg", "jpg", "png", "webp", "avif"].contains(value) ? "f:" + value : nil
+    case "--preset", "--option":
+      guard !value.isEmpty, !value.contains("/") else { return nil }
+      return flag == "--preset" ? "pr:" + value : value
+    default: return nil
+    }
+  }
+
+  /// `text` with everything but unreserved characters, ':' and '/' percent-encoded, as
+  /// imgproxy's plain sources are written (a '@', '?', '#' or '%' in the URL stays data).
+  static func percentEncoded(_ text: String) -> String {
+    let hex = Array("0123456789ABCDEF".utf8)
+    var out: [UInt8] = []
+    for byte in text.utf8 {
+      switch byte {
+      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+        UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: ":"), UInt8(ascii: "/"):
+        out.append(byte)
+      default:
+        out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+      }
+    }
+    return String(decoding: out, as: UTF8.self)
   }
 
   private static func list(_ text: String?) -> [String] {

@@ -31,11 +31,41 @@ struct SignCommandTests {
     #expect(truncated.1 == "/oKfUtW34Dvo" + Self.path + "\n")
   }
 
-  @Test("a key without its salt, a path without '/', or no key at all is a usage error")
+  @Test(
+    "a source URL and flags make the path: options in imgproxy's names, the source plain and percent-encoded or Base64, the prefix outside what is signed"
+  )
+  func fromURL() async throws {
+    let keys = ["--key", "736563726574", "--salt", "68656c6c6f"]
+    let source = "http://example.com/images/curiosity.jpg"
+    let base64 = try await sign(
+      [source, "-w", "300", "-h", "400", "--fit", "cover", "--option", "g:ce", "--base64"] + keys)
+    let expectedPath =
+      "/w:300/h:400/rt:fill/g:ce/aHR0cDovL2V4YW1wbGUuY29tL2ltYWdlcy9jdXJpb3NpdHkuanBn"
+    let samePath = try await sign([expectedPath] + keys)
+    #expect(base64.0 == 0 && base64.1 == samePath.1, "the URL form signs what the PATH form does")
+    #expect(base64.1.hasSuffix(expectedPath + "\n"))
+    let plain = try await sign(
+      [
+        "http://a/b c@d.jpg?x=1", "--format", "webp", "--scale", "2", "--quality", "70",
+        "--preset", "card", "--prefix", "/img",
+      ] + keys)
+    #expect(plain.0 == 0)
+    #expect(plain.1.hasPrefix("/img/"))
+    #expect(plain.1.hasSuffix("/f:webp/dpr:2/q:70/pr:card/plain/http://a/b%20c%40d.jpg%3Fx%3D1\n"))
+    let unprefixed = try await sign(
+      ["/f:webp/dpr:2/q:70/pr:card/plain/http://a/b%20c%40d.jpg%3Fx%3D1"] + keys)
+    #expect("/img" + unprefixed.1 == plain.1, "the prefix is not part of what is signed")
+  }
+
+  @Test(
+    "a key without its salt, no key at all, image flags with a PATH, or a bad flag value is a usage error"
+  )
   func refused() async throws {
     for arguments in [
-      [Self.path, "--key", "736563726574"], ["rs:fit:1:1/plain/x", "--key", "00", "--salt", "00"],
-      [Self.path],
+      [Self.path, "--key", "736563726574"], [Self.path],
+      [Self.path, "-w", "3", "--key", "00", "--salt", "00"],
+      ["http://a/b.jpg", "--fit", "stretch", "--key", "00", "--salt", "00"],
+      ["http://a/b.jpg", "--option", "a/b", "--key", "00", "--salt", "00"],
     ] {
       let (status, output) = try await sign(arguments)
       #expect(status == 2 && output.isEmpty, "\(arguments)")

@@ -33,8 +33,10 @@ struct SignedPathTests {
       origin.stop()
     }
 
-    func get(_ target: String) -> (status: Int, head: String, body: [UInt8]) {
-      let response = SocketClient.getTCP(port: port, target)
+    func get(
+      _ target: String, headers: [String] = [], from: String? = nil
+    ) -> (status: Int, head: String, body: [UInt8]) {
+      let response = SocketClient.getTCP(port: port, target, headers: headers, from: from)
       let body = SocketClient.body(of: response)
       let head = String(decoding: response.prefix(response.count - body.count), as: UTF8.self)
       return (SocketClient.status(of: response), head, body)

@@ -95,12 +95,27 @@ enum SocketClient {
 }
 
 extension SocketClient {
-  /// A GET over TCP to 127.0.0.1 with `Connection: close`; the raw response, or [] if the
-  /// connection failed.
-  static func getTCP(port: UInt16, _ target: String, method: String = "GET") -> [UInt8] {
+  /// A GET over TCP to 127.0.0.1 with `Connection: close` and extra header lines, from the
+  /// loopback address `from` (127.0.0.1 when nil: 127.0.0.0/8 is all loopback, so tests can
+  /// be several clients); the raw response, or [] if the connection failed.
+  static func getTCP(
+    port: UInt16, _ target: String, method: String = "GET", headers: [String] = [],
+    from: String? = nil
+  ) -> [UInt8] {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return [] }
     defer { close(fd) }
+    if let from {
+      var local = sockaddr_in()
+      local.sin_family = sa_family_t(AF_INET)
+      guard inet_pton(AF_INET, from, &local.sin_addr) == 1 else { return [] }
+      let bound = withUnsafePointer(to: &local) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+      }
+      guard bound == 0 else { return [] }
+    }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = port.bigEndian
@@ -111,8 +126,9 @@ extension SocketClient {
       }
     }
     guard connected == 0 || (errno == EINTR && finishConnect(fd)) else { return [] }
+    let extra = headers.map { $0 + "\r\n" }.joined()
     let request = Array(
-      "\(method) \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
+      "\(method) \(target) HTTP/1.1\r\nHost: t\r\n\(extra)Connection: close\r\n\r\n".utf8)
     guard sendAll(fd, request) else { return [] }
     return readToEnd(fd)
   }

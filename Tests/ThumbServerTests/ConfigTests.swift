@@ -1,8 +1,8 @@
 import Foundation
 import Testing
-import ThumbServer
 
 @testable import TestSupport
+@testable import ThumbServer
 
 /// Settings: the shipped file, precedence, parsing, and errors that name the key.
 @Suite("Config")
@@ -95,6 +95,22 @@ struct ConfigTests {
     #expect(config.diskLimit == 1 << 30)
     let viaEnvironment = try load([], ["THUMBD_CONFIG": file])
     #expect(viaEnvironment.memoryLimit == 8 << 20)
+  }
+
+  @Test("every list option's flag, repeated, adds to the list (each entry one its rule takes)")
+  func everyListFlagAppends() throws {
+    let entries: [String: [String]] = [
+      "allowed_schemes": ["http", "file"], "allowed_networks": ["10.0.0.0/8", "::1/128"],
+      "trusted_proxies": ["10.0.0.1", "192.168.0.0/16"],
+      "signing_keys": ["00ff", "ab"], "signing_salts": ["01", "02"],
+      "presets": ["a=w:1", "b=h:2"],
+    ]
+    for option in ConfigOption.all {
+      guard let field = option.listField else { continue }
+      let values = entries[option.key] ?? ["/one", "/two"]
+      let config = try load(values.flatMap { [option.flag, $0] })
+      #expect(config[keyPath: field] == values, "\(option.flag) repeated")
+    }
   }
 
   @Test("values: byte sizes, switches, repeated list flags, comma lists, path expansion")

@@ -76,7 +76,7 @@ struct ImgproxyPathTests {
       ("/s/f:tiff/plain/http://a/b.jpg", "tiff"),
       ("/s/w:-1/plain/http://a/b.jpg", "'-1'"),
       ("/s/plain/http://a/b.jpg@gif", "'gif'"),
-      ("/s/pr:thumb/plain/http://a/b.jpg", "'pr'"),
+      ("/s/pr:thumb/plain/http://a/b.jpg", "preset 'thumb' is not defined"),
       ("/s/rs:fit:1:1", "missing"),
       ("/s/rs:fit:1:1/plain/%zz", "percent"),
       ("/s/rs:fit:1:1/a$b", "Base64"),

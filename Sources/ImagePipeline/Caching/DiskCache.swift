@@ -85,15 +85,22 @@ public actor DiskCache {
   }
 
   /// Opens (creating if needed) a cache in `directory`, locks it, sweeps temporary leftovers
-  /// and evicts down to `sizeLimit`. `onFault` hears of every storage fault, on the cache's
+  /// and evicts down to `sizeLimit`; with `maxEntriesPerGroup` above 0, each group (the
+  /// thumbnails of one source) keeps at most that many entries, oldest out first, on start
+  /// too. `onFault` hears of every storage fault, on the cache's
   /// queue.
   public init(
-    directory: String, sizeLimit: Int, onFault: (@Sendable (FaultReport) -> Void)? = nil
+    directory: String, sizeLimit: Int, maxEntriesPerGroup: Int = 0,
+    onFault: (@Sendable (FaultReport) -> Void)? = nil
   ) throws(DiskCacheError) {
     self.directory = directory
     self.sizeLimit = sizeLimit
     self.onFault = onFault
-    index = MemoryCache(costLimit: sizeLimit, countLimit: Int.max, maxEntryFraction: 1)
+    index = MemoryCache(
+      costLimit: sizeLimit, countLimit: Int.max, maxEntryFraction: 1,
+      grouping: maxEntriesPerGroup > 0
+        ? MemoryCache.Grouping(limit: maxEntriesPerGroup, group: DiskCacheEntry.group(ofName:))
+        : nil)
     guard SystemFiles.makeDirectories(directory + "/tmp") else {
       throw .cannotOpen("cannot create \(directory)/tmp: \(SystemFiles.describe(errno))")
     }

@@ -21,6 +21,12 @@ enum DiskCacheEntry {
     hex(fnv1a(Array(group.utf8), seed: 0x9E37_79B9_7F4A_7C15)) + "-"
   }
 
+  /// The group part of a file name (its prefix through the dash), nil for an entry in none.
+  @Sendable static func group(ofName name: String) -> String? {
+    guard let dash = name.firstIndex(of: "-") else { return nil }
+    return String(name[...dash])
+  }
+
   static func encode(key: String, metadata: [UInt8], payload: [UInt8]) -> [UInt8] {
     let keyBytes = Array(key.utf8)
     var out: [UInt8] = []

@@ -5,7 +5,9 @@ import Synchronization
 /// Lookups, insertions and removals are O(1): entries live in an array-backed doubly linked
 /// list (most recent at the head) indexed by a dictionary. Not NSCache, whose eviction order is
 /// unspecified. An entry costing more than `maxEntryFraction` of the cost limit is not stored,
-/// so one huge value can never flush the whole cache.
+/// so one huge value can never flush the whole cache. With a `Grouping`, each group (all
+/// thumbnails of one source) holds at most `limit` entries: a new one beyond it sends the
+/// group's oldest out first, so no one source can fill the cache with variants.
 public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// Point-in-time totals.
   public struct Statistics: Sendable, Hashable {
@@ -15,6 +17,20 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     public var totalCost: Int
     /// Entries evicted to respect the limits since creation.
     public var evictions: Int
+  }
+
+  /// Which group a key belongs to, and how many entries a group may hold.
+  public struct Grouping: Sendable {
+    /// Entries a group may hold; at least 1.
+    public let limit: Int
+    /// The key's group; nil for a key in none.
+    public let group: @Sendable (Key) -> String?
+
+    /// Groups by `group`, at most `limit` entries each.
+    public init(limit: Int, group: @escaping @Sendable (Key) -> String?) {
+      self.limit = max(1, limit)
+      self.group = group
+    }
   }
 
   private struct Node {
@@ -33,6 +49,9 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     var tail = -1
     var totalCost = 0
     var evictions = 0
+    /// Each group's keys, oldest first (only with a grouping).
+    var groups: [String: [Key]] = [:]
+    let grouping: Grouping?
   }
 
   /// Largest total cost held after any call returns.
@@ -41,14 +60,18 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   public let countLimit: Int
   /// Largest single entry, as a fraction of `costLimit`.
   public let maxEntryFraction: Double
-  private let state = Mutex(State())
+  private let state: Mutex<State>
 
-  /// Creates a cache. `maxEntryFraction` defaults to a tenth of the cost limit.
-  public init(costLimit: Int, countLimit: Int, maxEntryFraction: Double = 0.1) {
+  /// Creates a cache. `maxEntryFraction` defaults to a tenth of the cost limit; `grouping`
+  /// bounds the entries of each group.
+  public init(
+    costLimit: Int, countLimit: Int, maxEntryFraction: Double = 0.1, grouping: Grouping? = nil
+  ) {
     precondition(costLimit >= 0 && countLimit >= 0, "limits must not be negative")
     self.costLimit = costLimit
     self.countLimit = countLimit
     self.maxEntryFraction = maxEntryFraction
+    state = Mutex(State(grouping: grouping))
   }
 
   /// The value for `key`, marking it most recently used.
@@ -84,6 +107,20 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     return state.withLock { state in
       if let slot = state.index[key] { Self.remove(slot, in: &state) }
       guard fits else { return (false, []) }
+      var evicted: [Key] = []
+      if let grouping = state.grouping, let group = grouping.group(key) {
+        // The group's oldest make room first.
+        while let members = state.groups[group], members.count >= grouping.limit {
+          guard let slot = state.index[members[0]] else {
+            state.groups[group]!.removeFirst()
+            continue
+          }
+          Self.remove(slot, in: &state)
+          state.evictions += 1
+          evicted.append(members[0])
+        }
+        state.groups[group, default: []].append(key)
+      }
       let node = Node(key: key, value: value, cost: cost, previous: -1, next: state.head)
       let slot: Int
       if let reused = state.free.popLast() {
@@ -98,7 +135,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
       if state.tail < 0 { state.tail = slot }
       state.index[key] = slot
       state.totalCost += cost
-      return (true, Self.trim(&state, cost: costLimit, count: countLimit))
+      return (true, evicted + Self.trim(&state, cost: costLimit, count: countLimit))
     }
   }
 
@@ -131,7 +168,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   public func removeAll() {
     state.withLock { state in
       let evictions = state.evictions
-      state = State()
+      state = State(grouping: state.grouping)
       state.evictions = evictions
     }
   }
@@ -194,6 +231,12 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     unlink(slot, in: &state)
     let node = state.nodes[slot]!
     state.index[node.key] = nil
+    if let group = state.grouping?.group(node.key), var members = state.groups[group],
+      let at = members.firstIndex(of: node.key)
+    {
+      members.remove(at: at)
+      state.groups[group] = members.isEmpty ? nil : members
+    }
     state.totalCost -= node.cost
     state.nodes[slot] = nil
     state.free.append(slot)

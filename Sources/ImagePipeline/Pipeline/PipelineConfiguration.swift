@@ -36,6 +36,9 @@ extension ThumbnailPipeline {
     /// Seconds without work after which the allocator's free memory goes back to the kernel
     /// (`malloc_trim`); 0 never trims. See `AllocatorTrim`.
     public var trimWhenIdle: Double
+    /// Thumbnails of one source the memory cache holds at most, oldest out first; 0 for no
+    /// bound. The disk cache's own bound is given when it is made (`maxEntriesPerGroup`).
+    public var maxVariantsPerSource: Int
 
     /// Creates a configuration with defaults for everything but the loader.
     public init(
@@ -46,8 +49,9 @@ extension ThumbnailPipeline {
       maxQueuedDecodes: Int = 1024, maxPrefetchInProgress: Int = 8, diskCache: DiskCache? = nil,
       sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0,
       memoryBudget: Int = 256 << 20, downloadReservation: Int = 4 << 20,
-      trimWhenIdle: Double = 2
+      trimWhenIdle: Double = 2, maxVariantsPerSource: Int = 0
     ) {
+      self.maxVariantsPerSource = maxVariantsPerSource
       self.trimWhenIdle = trimWhenIdle
       self.memoryBudget = memoryBudget
       self.downloadReservation = downloadReservation

@@ -40,7 +40,9 @@ public final class ThumbnailPipeline: Sendable {
     sources = SourceCatalog(capacity: max(1024, 2 * configuration.memoryCacheCountLimit))
     memoryCache = MemoryCache(
       costLimit: configuration.memoryCacheCostLimit,
-      countLimit: configuration.memoryCacheCountLimit)
+      countLimit: configuration.memoryCacheCountLimit,
+      grouping: configuration.maxVariantsPerSource > 0
+        ? MemoryCache.Grouping(limit: configuration.maxVariantsPerSource) { $0.url } : nil)
     fetches = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
     thumbnails = CoalescingStage(

@@ -51,6 +51,10 @@ extension ConfigOption {
     "memory_limit": (
       "`64MiB`", "memory cache budget, bytes of encoded thumbnails (no entry above a tenth)"
     ),
+    "max_variants_per_source": (
+      "64",
+      "thumbnails (sizes, formats, revisions) one source may have in the memory cache and in the disk cache each; a new one beyond sends the oldest out. 0: no bound"
+    ),
     "memory_count_limit": ("4096", "memory cache entries"),
     "memory_budget": (
       "`256MiB`",
@@ -208,6 +212,35 @@ extension ConfigOption {
     "allow_unsigned_tcp": (
       "false",
       "with signing keys, still take unsigned `/v1/thumbnail` requests on the TCP listener (the Unix socket always takes them)"
+    ),
+    "path_prefix": (
+      "`\"\"` (the root)",
+      "serve the imgproxy path form under this prefix (imgproxy's `IMGPROXY_PATH_PREFIX`), e.g. `/img`: `/img/SIGNATURE/OPTIONS/...`; the signature covers the path after the prefix"
+    ),
+    "presets": (
+      "`[]`",
+      "named option sets in imgproxy's form, `NAME=OPTION/OPTION` (`card=rs:fill:400:300/q:75`), used as `preset=NAME` in the query form and `pr:NAME` in the path form; `default` applies to every request; each is checked at start-up (imgproxy's `IMGPROXY_PRESETS`)"
+    ),
+    "presets_only": (
+      "false",
+      "refuse every option that does not come from a preset (400): the query form takes `url`, `rev`, `priority` and `preset` only, and the path form's options segment is a list of preset names, `/SIGNATURE/NAME:NAME/plain/...` (imgproxy's `IMGPROXY_ONLY_PRESETS`); the TCP listener then takes no sessions"
+    ),
+    "client_hints": (
+      "false",
+      "let `Sec-CH-DPR`/`DPR` and `Sec-CH-Width`/`Width` choose the scale and width a request leaves open, rounded (DPR up to 1, 1.5, 2, 3 or 4; width up to the next of 2^n, 1.25·2^n, 1.5·2^n device pixels from 32) so they add at most 19 widths per DPR and format at the default maximum; responses send `Accept-CH` and `Vary` on the hints consulted (imgproxy's `IMGPROXY_ENABLE_CLIENT_HINTS`)"
+    ),
+    "client_hints_max_width": (
+      "2048", "the widest image, in device pixels, a width hint may ask for"
+    ),
+    "client_hints_max_dpr": ("3", "the largest DPR a hint may ask for"),
+    "client_miss_rate": (
+      "50",
+      "misses a second one client may send over TCP (requests the memory cache cannot answer), refilling a bucket of `client_miss_burst`; past it, 429 with `Retry-After`. 0: no limit. The Unix socket is never limited"
+    ),
+    "client_miss_burst": ("100", "misses a quiet client may send at once"),
+    "trusted_proxies": (
+      "`[\"127.0.0.0/8\", \"::1/128\"]`",
+      "peers (addresses or CIDR blocks) whose `X-Forwarded-For` names the client for `client_miss_rate`: the nearest address in it that is not a trusted proxy. IPv6 clients count by /64"
     ),
     "dbus": (
       "`\"\"` (none)",

@@ -138,11 +138,11 @@ public enum ConfigLoader {
   ) throws(ConfigError) {
     var listsSeen: Set<String> = []
     for (option, text, origin) in settings {
-      if option.isList && listsSeen.contains(option.key) {
+      if let field = option.listField, listsSeen.contains(option.key) {
         // A repeated list flag adds to what the earlier ones gave.
-        var merged = config
-        try set(option, .text(text), origin: origin, on: &merged)
-        config = merged.appendingList(option.key, from: config)
+        let earlier = config[keyPath: field]
+        try set(option, .text(text), origin: origin, on: &config)
+        config[keyPath: field] = earlier + config[keyPath: field]
       } else {
         listsSeen.insert(option.key)
         try set(option, .text(text), origin: origin, on: &config)
@@ -214,18 +214,5 @@ extension DaemonConfig {
     caFile = ConfigLoader.expand(caFile, environment: environment)
     caPath = ConfigLoader.expand(caPath, environment: environment)
     fileRoots = fileRoots.map { ConfigLoader.expand($0, environment: environment) }
-  }
-
-  /// `self` with the list `key` appended to `earlier`'s list.
-  func appendingList(_ key: String, from earlier: DaemonConfig) -> DaemonConfig {
-    var merged = self
-    switch key {
-    case "allowed_schemes": merged.allowedSchemes = earlier.allowedSchemes + allowedSchemes
-    case "allowed_hosts": merged.allowedHosts = earlier.allowedHosts + allowedHosts
-    case "file_roots": merged.fileRoots = earlier.fileRoots + fileRoots
-    case "allowed_networks": merged.allowedNetworks = earlier.allowedNetworks + allowedNetworks
-    default: break
-    }
-    return merged
   }
 }

@@ -9,8 +9,10 @@ public struct ConfigOption: Sendable {
   public let expects: String
   /// A flag that takes no value (`--allow-private`).
   public let isSwitch: Bool
+  /// The list a list option sets: repeating its flag adds to it instead of replacing it.
+  let listField: (WritableKeyPath<DaemonConfig, [String]> & Sendable)?
   /// Repeating the flag adds to the list instead of replacing it.
-  public let isList: Bool
+  public var isList: Bool { listField != nil }
   let apply: @Sendable (inout DaemonConfig, ConfigValue) -> Bool
   /// The flag: the key in kebab case, or a singular for list keys (`--file-root`).
   public let flag: String
@@ -19,13 +21,14 @@ public struct ConfigOption: Sendable {
 
   init(
     _ key: String, flag: String? = nil, expects: String, isSwitch: Bool = false,
-    isList: Bool = false, apply: @escaping @Sendable (inout DaemonConfig, ConfigValue) -> Bool
+    listField: (WritableKeyPath<DaemonConfig, [String]> & Sendable)? = nil,
+    apply: @escaping @Sendable (inout DaemonConfig, ConfigValue) -> Bool
   ) {
     self.key = key
     self.flag = flag ?? "--" + key.replacing("_", with: "-")
     self.expects = expects
     self.isSwitch = isSwitch
-    self.isList = isList
+    self.listField = listField
     self.apply = apply
   }
 
@@ -54,6 +57,7 @@ public struct ConfigOption: Sendable {
     bytes("disk_limit", minimum: 1 << 20) { $0.diskLimit = $1 },
     bytes("memory_limit", minimum: 0) { $0.memoryLimit = $1 },
     integer("memory_count_limit", 0...10_000_000) { $0.memoryCountLimit = $1 },
+    integer("max_variants_per_source", 0...1_000_000) { $0.maxVariantsPerSource = $1 },
     bytes("memory_budget", minimum: 16 << 20) { $0.memoryBudget = $1 },
     seconds("idle_trim") { $0.idleTrim = $1 },
     integer("malloc_arenas", 0...1024) { $0.mallocArenas = $1 },
@@ -62,35 +66,21 @@ public struct ConfigOption: Sendable {
     integer("max_pixels", 1...(1 << 40)) { $0.maxPixels = $1 },
     integer("max_dimension", 1...1_000_000) { $0.maxDimension = $1 },
     seconds("decode_timeout") { $0.decodeTimeout = $1 },
-    ConfigOption(
-      "allowed_schemes", flag: "--allow-scheme", expects: "a list of http, https, file",
-      isList: true
-    ) {
-      config, value in
-      guard let schemes = value.strings(),
-        schemes.allSatisfy({ ["http", "https", "file"].contains($0) })
-      else { return false }
-      config.allowedSchemes = schemes
-      return true
-    },
-    list("allowed_hosts", flag: "--allow-host") { $0.allowedHosts = $1 },
-    list("file_roots", flag: "--file-root") { $0.fileRoots = $1 },
+    list(
+      "allowed_schemes", flag: "--allow-scheme", \.allowedSchemes,
+      expects: "a list of http, https, file"
+    ) { ["http", "https", "file"].contains($0) },
+    list("allowed_hosts", flag: "--allow-host", \.allowedHosts),
+    list("file_roots", flag: "--file-root", \.fileRoots),
     ConfigOption("allow_private", expects: "true or false", isSwitch: true) { config, value in
       guard let flag = value.boolean() else { return false }
       config.allowPrivate = flag
       return true
     },
-    ConfigOption(
-      "allowed_networks", flag: "--allow-network",
-      expects: "a list of CIDR networks such as 10.0.0.0/8",
-      isList: true
-    ) { config, value in
-      guard let networks = value.strings(), networks.allSatisfy({ IPNetwork($0) != nil }) else {
-        return false
-      }
-      config.allowedNetworks = networks
-      return true
-    },
+    list(
+      "allowed_networks", flag: "--allow-network", \.allowedNetworks,
+      expects: "a list of CIDR networks such as 10.0.0.0/8"
+    ) { IPNetwork($0) != nil },
     integer("fetch_concurrency", 1...1024) { $0.fetchConcurrency = $1 },
     integer("origin_connections", 1...256) { $0.originConnections = $1 },
     integer("decode_threads", 0...256) { $0.decodeThreads = $1 },
@@ -136,8 +126,8 @@ public struct ConfigOption: Sendable {
       config.networkPurge = flag
       return true
     },
-    list("signing_keys", flag: "--signing-key") { $0.signingKeys = $1 },
-    list("signing_salts", flag: "--signing-salt") { $0.signingSalts = $1 },
+    list("signing_keys", flag: "--signing-key", \.signingKeys),
+    list("signing_salts", flag: "--signing-salt", \.signingSalts),
     integer("signature_size", 1...32) { $0.signatureSize = $1 },
     ConfigOption("allow_unsigned_tcp", expects: "true or false", isSwitch: true) {
       config, value in
@@ -145,6 +135,34 @@ public struct ConfigOption: Sendable {
       config.allowUnsignedTCP = flag
       return true
     },
+    ConfigOption(
+      "path_prefix", expects: "\"\" or a path such as \"/img\" (no trailing slash)"
+    ) { config, value in
+      guard let text = value.string(), text.isEmpty || PathPrefix.isValid(text) else {
+        return false
+      }
+      config.pathPrefix = text
+      return true
+    },
+    list("presets", flag: "--preset", \.presets),
+    ConfigOption("presets_only", expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config.presetsOnly = flag
+      return true
+    },
+    ConfigOption("client_hints", expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config.clientHints = flag
+      return true
+    },
+    integer("client_hints_max_width", 32...16_384) { $0.clientHintsMaxWidth = $1 },
+    integer("client_hints_max_dpr", 1...4) { $0.clientHintsMaxDPR = $1 },
+    integer("client_miss_rate", 0...1_000_000) { $0.clientMissRate = $1 },
+    integer("client_miss_burst", 1...1_000_000) { $0.clientMissBurst = $1 },
+    list(
+      "trusted_proxies", flag: "--trusted-proxy", \.trustedProxies,
+      expects: "a list of addresses or CIDR blocks"
+    ) { IPNetwork($0) != nil },
     ConfigOption("dbus", expects: "\"\" (none), \"session\" or a D-Bus address") {
       config, value in
       guard let text = value.string(), text.utf8.count <= 4096, !text.contains("\0") else {
@@ -178,12 +196,16 @@ public struct ConfigOption: Sendable {
     }
   }
 
+  /// A list option: its flag names one entry and adds it; the file and the environment give
+  /// the whole list. Each entry must pass `valid`.
   private static func list(
-    _ key: String, flag: String, _ set: @escaping @Sendable (inout DaemonConfig, [String]) -> Void
+    _ key: String, flag: String, _ field: WritableKeyPath<DaemonConfig, [String]> & Sendable,
+    expects: String = "a list of strings",
+    valid: @escaping @Sendable (String) -> Bool = { _ in true }
   ) -> ConfigOption {
-    ConfigOption(key, flag: flag, expects: "a list of strings", isList: true) { config, value in
-      guard let values = value.strings() else { return false }
-      set(&config, values)
+    ConfigOption(key, flag: flag, expects: expects, listField: field) { config, value in
+      guard let values = value.strings(), values.allSatisfy(valid) else { return false }
+      config[keyPath: field] = values
       return true
     }
   }

@@ -126,6 +126,26 @@ public struct DaemonConfig: Sendable, Hashable {
   public var signatureSize = 32
   /// Whether the TCP listener takes unsigned requests when keys are configured.
   public var allowUnsignedTCP = false
+  /// Where the imgproxy path form is served: "" for the root, or a prefix such as `/img`.
+  public var pathPrefix = ""
+  /// Named option sets, `NAME=OPTIONS` in imgproxy's form.
+  public var presets: [String] = []
+  /// Whether only presets may shape an image.
+  public var presetsOnly = false
+  /// Whether client hints choose the width and scale a request leaves open.
+  public var clientHints = false
+  /// The widest image, in device pixels, a `Width` hint may ask for.
+  public var clientHintsMaxWidth = 2048
+  /// The largest DPR a hint may ask for.
+  public var clientHintsMaxDPR = 3
+  /// Misses a second one client may send over TCP; 0 for no limit.
+  public var clientMissRate = 50
+  /// Misses a quiet client may send at once.
+  public var clientMissBurst = 100
+  /// Peers whose `X-Forwarded-For` names the client.
+  public var trustedProxies = ["127.0.0.0/8", "::1/128"]
+  /// Thumbnails one source may have in each cache; 0 for no bound.
+  public var maxVariantsPerSource = 64
   /// The bus the desktop's thumbnail services are served on: "" for none, `session`, or a
   /// D-Bus address.
   public var dbus = ""

@@ -33,7 +33,11 @@ public final class Daemon: Sendable {
     let parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
       defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF,
-      defaultColour: config.colour)
+      defaultColour: config.colour, presets: try Self.presets(config),
+      clientHints: config.clientHints
+        ? ClientHints(
+          maxWidth: config.clientHintsMaxWidth, maxDPR: Double(config.clientHintsMaxDPR))
+        : nil)
     if !ColourManagement.useStandardCMYKProfile(
       contentsOf: config.cmykProfile.isEmpty ? nil : config.cmykProfile),
       !config.cmykProfile.isEmpty
@@ -44,17 +48,26 @@ public final class Daemon: Sendable {
     }
     desktop = try Self.desktopBus(config, pipeline, version: version)
     let signing = try Self.signing(config)
+    let refusesUnsigned = signing != nil && !config.allowUnsignedTCP
     let route = ThumbnailRoute(
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters,
-      refusesUnsignedOverNetwork: signing != nil && !config.allowUnsignedTCP)
+      refusesUnsignedOverNetwork: refusesUnsigned,
+      limiter: config.clientMissRate > 0
+        ? ClientLimiter(
+          rate: Double(config.clientMissRate), burst: config.clientMissBurst,
+          trustedProxies: config.trustedProxies.compactMap(IPNetwork.init))
+        : nil)
+    let sessions = SessionConfiguration(
+      parameters: parameters, refusesOverNetwork: refusesUnsigned || config.presetsOnly)
     server = try HTTPServer(
       router: Router(
         thumbnails: route, fetcher: loader, storage: storage,
         extra: [
-          SessionConfiguration.refusalRoute,
+          sessions.refusalRoute,
           PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,
-        ], paths: SignedPathRoute(thumbnails: route, signing: signing)),
-      sessions: SessionConfiguration(parameters: parameters), logger: logger,
+        ],
+        paths: SignedPathRoute(thumbnails: route, signing: signing, prefix: config.pathPrefix)),
+      sessions: sessions, logger: logger,
       serverLimits: ServerLimits(
         maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
         idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory))
@@ -185,6 +198,15 @@ public final class Daemon: Sendable {
     return thumbnailer
   }
 
+  /// The presets, checked; a `StartupError` naming the one that is unusable.
+  private static func presets(_ config: DaemonConfig) throws -> Presets {
+    do {
+      return try Presets(definitions: config.presets, only: config.presetsOnly)
+    } catch {
+      throw StartupError(message: "presets: \(error.description)")
+    }
+  }
+
   /// The signing keys, when configured; a `StartupError` naming the setting when unusable.
   private static func signing(_ config: DaemonConfig) throws -> URLSignature? {
     guard !config.signingKeys.isEmpty || !config.signingSalts.isEmpty else { return nil }
@@ -208,7 +230,8 @@ public final class Daemon: Sendable {
       try config.cacheDir.isEmpty
       ? nil
       : DiskCache(
-        directory: config.cacheDir, sizeLimit: config.diskLimit, onFault: storage.record)
+        directory: config.cacheDir, sizeLimit: config.diskLimit,
+        maxEntriesPerGroup: config.maxVariantsPerSource, onFault: storage.record)
     return ThumbnailPipeline.Configuration(
       dataLoader: loader,
       thumbnailer: Self.thumbnailer(config),
@@ -218,7 +241,7 @@ public final class Daemon: Sendable {
       maxQueuedDecodes: config.maxQueuedDecodes,
       maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,
       negativeCacheSeconds: config.negativeCacheSeconds, memoryBudget: config.memoryBudget,
-      trimWhenIdle: config.idleTrim)
+      trimWhenIdle: config.idleTrim, maxVariantsPerSource: config.maxVariantsPerSource)
   }
 }
 

@@ -1,3 +1,4 @@
+import ImagePipeline
 import ThumbSystem
 
 /// One parsed HTTP/1.1 request.
@@ -19,6 +20,8 @@ public struct HTTPRequest: Sendable, Hashable {
   /// Whether it came over a network listener (TCP) rather than the Unix socket, for routes
   /// that only local clients may use.
   public var overNetwork = false
+  /// The address of the peer that sent it, for a TCP connection.
+  public var peer: IPAddress?
   /// An instant by which it had begun to arrive (its first byte was in the server's socket),
   /// or later: its client sent it after any change it knew of, so a check of its source made
   /// after this moment is fresh for it.

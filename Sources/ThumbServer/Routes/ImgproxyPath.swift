@@ -14,36 +14,55 @@ struct ImgproxyPath: Sendable, Hashable {
 
   /// Splits a request target into signature and signed part; nil when it is not in the path
   /// form: the segment after the signature must be an option (`name:args`) or `plain`, so an
-  /// unknown path such as `/nope/1` stays a 404.
-  init?(target: String) {
+  /// unknown path such as `/nope/1` stays a 404. In presets-only mode that segment is a list of
+  /// preset names, so any target of three segments or more qualifies.
+  init?(target: String, presetsOnly: Bool = false) {
     let body = target.dropFirst()
     guard target.hasPrefix("/"), let slash = body.firstIndex(of: "/"), slash > body.startIndex
     else { return nil }
-    let next = body[body.index(after: slash)...].prefix { $0 != "/" }
-    guard next.contains(":") || next == "plain" else { return nil }
+    let rest = body[body.index(after: slash)...]
+    let next = rest.prefix { $0 != "/" }
+    guard next.contains(":") || next == "plain" || (presetsOnly && next.count < rest.count)
+    else { return nil }
     signature = body[..<slash]
     signed = body[slash...]
   }
 
   /// What the options and source ask for.
+  @dynamicMemberLookup
   struct Request: Sendable, Hashable {
     var source = ""
-    var width = 0
-    var height = 0
-    var scale: Double?
-    var fit: String?
-    var format: String?
-    var quality: Int?
+    var options = ImageOptions()
+
+    subscript<Value>(dynamicMember path: WritableKeyPath<ImageOptions, Value>) -> Value {
+      get { options[keyPath: path] }
+      set { options[keyPath: path] = newValue }
+    }
   }
 
-  /// The options and source of the signed part, or what is wrong with them.
-  func parse() -> Result<Request, ParameterError> {
+  /// The options and source of the signed part, or what is wrong with them. `presets` names
+  /// the sets `pr:NAME` may use; its `default` applies first, and in presets-only mode the
+  /// options are one segment of preset names (`/SIGNATURE/thumb:webp/plain/...`), as imgproxy
+  /// reads them.
+  func parse(presets: Presets = .none) -> Result<Request, ParameterError> {
     var request = Request()
+    presets.applyDefault(to: &request.options)
     var segments = signed.dropFirst().split(separator: "/", omittingEmptySubsequences: false)[...]
-    // Options are the segments with a ':'; the source starts at the first without one.
-    while let segment = segments.first, segment.contains(":") {
-      segments.removeFirst()
-      if let problem = Self.apply(segment, to: &request) { return .failure(problem) }
+    if presets.only {
+      guard let names = segments.popFirst(), segments.count > 0 else {
+        return .failure(ParameterError("the source is missing"))
+      }
+      if let problem = presets.apply(names: names, to: &request.options) {
+        return .failure(problem)
+      }
+    } else {
+      // Options are the segments with a ':'; the source starts at the first without one.
+      while let segment = segments.first, segment.contains(":") {
+        segments.removeFirst()
+        if let problem = Self.apply(segment, to: &request.options, presets: presets) {
+          return .failure(problem)
+        }
+      }
     }
     guard !segments.isEmpty else { return .failure(ParameterError("the source is missing")) }
     var extensionName: Substring?
@@ -90,7 +109,11 @@ struct ImgproxyPath: Sendable, Hashable {
   }
 
   /// Applies one `name:arg:arg` option; the problem when it cannot be served as asked.
-  static func apply(_ segment: Substring, to request: inout Request) -> ParameterError? {
+  /// `pr:NAME[:NAME...]` applies presets from `presets` (nil: presets may not be named, as
+  /// inside a preset's own definition).
+  static func apply(
+    _ segment: Substring, to request: inout ImageOptions, presets: Presets?
+  ) -> ParameterError? {
     let parts = segment.split(separator: ":", omittingEmptySubsequences: false)
     let name = parts[0]
     let arguments = Array(parts.dropFirst())
@@ -148,6 +171,10 @@ struct ImgproxyPath: Sendable, Hashable {
       }
       request.format = format
       return nil
+    case "pr", "preset":
+      guard let presets else { return ParameterError("a preset cannot name presets") }
+      guard !arguments.isEmpty else { return ParameterError("pr: name a preset") }
+      return presets.apply(names: segment.dropFirst(name.count + 1), to: &request)
     case "g", "gravity":
       guard argument(0) == "ce", arguments.count == 1 else {
         return ParameterError("gravity other than ce (centre) is not supported")
@@ -160,7 +187,7 @@ struct ImgproxyPath: Sendable, Hashable {
 
   /// imgproxy's resizing types as thumbd's fits: fit is contain, fill (and fill-down, since
   /// thumbd never enlarges) is cover, force is fill.
-  private static func resizingType(_ name: Substring, into request: inout Request)
+  private static func resizingType(_ name: Substring, into request: inout ImageOptions)
     -> ParameterError?
   {
     switch name {

@@ -16,7 +16,7 @@ struct PrometheusExposition {
     fetcher: FetcherFigures? = nil,
     disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
     memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0,
-    invalidSignatures: Int = 0
+    invalidSignatures: Int = 0, clientLimited: Int = 0
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -106,6 +106,9 @@ struct PrometheusExposition {
     out.counter(
       "thumbd_invalid_signatures_total",
       "Signed paths refused (403 invalid_signature) before any work.", invalidSignatures)
+    out.counter(
+      "thumbd_client_limited_total",
+      "Misses refused (429) because their client's bucket was empty.", clientLimited)
     out.counter(
       "thumbd_stale_drops_total", "Results dropped because the slot had moved on.",
       metrics.staleDrops)

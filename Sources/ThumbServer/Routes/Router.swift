@@ -31,7 +31,7 @@ public final class Router: Sendable {
     self.storage = storage
     let builtIn = [
       thumbnails.route, Self.healthRoute(storage),
-      Self.metricsRoute(thumbnails.pipeline, fetcher, statuses, paths),
+      Self.metricsRoute(thumbnails, fetcher, statuses, paths),
     ]
     routes = Dictionary((builtIn + extra).map { ($0.path, $0) }) { _, later in later }
   }
@@ -96,10 +96,11 @@ public final class Router: Sendable {
 
   /// `/metrics`: the Prometheus text format.
   private static func metricsRoute(
-    _ pipeline: ThumbnailPipeline, _ fetcher: SourceLoader?, _ statuses: StatusCounts,
+    _ pipelineRoute: ThumbnailRoute, _ fetcher: SourceLoader?, _ statuses: StatusCounts,
     _ paths: SignedPathRoute?
   ) -> Route {
-    Route(path: "/metrics") { _ in
+    let pipeline = pipelineRoute.pipeline
+    return Route(path: "/metrics") { _ in
       .later {
         let text = PrometheusExposition.render(
           metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
@@ -107,7 +108,8 @@ public final class Router: Sendable {
           fetcher: fetcher.map(FetcherFigures.init),
           disk: await pipeline.diskCache?.statistics, memory: pipeline.memoryBudget,
           memoryCache: pipeline.memoryCache.statistics,
-          logFailures: Logger.writeFailures, invalidSignatures: paths?.invalidSignatures ?? 0)
+          logFailures: Logger.writeFailures, invalidSignatures: paths?.invalidSignatures ?? 0,
+          clientLimited: pipelineRoute.limiter?.refused ?? 0)
         return (
           HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

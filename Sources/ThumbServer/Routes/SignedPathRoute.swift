@@ -11,6 +11,9 @@ public struct SignedPathRoute: Sendable {
   public let thumbnails: ThumbnailRoute
   /// The keys, when requests must be signed.
   public let signing: URLSignature?
+  /// What the path form's targets start with ("" for the root); the signature covers the
+  /// rest.
+  public let prefix: String
   private let invalid = Counter()
 
   /// Refused signatures so far.
@@ -22,15 +25,27 @@ public struct SignedPathRoute: Sendable {
     var value: Int { count.load(ordering: .relaxed) }
   }
 
-  /// A route serving through `thumbnails`, checking signatures with `signing` when given.
-  public init(thumbnails: ThumbnailRoute, signing: URLSignature?) {
+  /// A route serving through `thumbnails` under `prefix`, checking signatures with `signing`
+  /// when given.
+  public init(thumbnails: ThumbnailRoute, signing: URLSignature?, prefix: String = "") {
     self.thumbnails = thumbnails
     self.signing = signing
+    self.prefix = prefix
   }
 
   /// The answer for a target in the path form; nil for any other target (a 404 then).
   func answer(_ request: HTTPRequest) -> RouteAnswer? {
-    guard let path = ImgproxyPath(target: request.target) else { return nil }
+    var target = request.target[...]
+    if !prefix.isEmpty {
+      guard target.hasPrefix(prefix), target.dropFirst(prefix.utf8.count).hasPrefix("/") else {
+        return nil
+      }
+      target = target.dropFirst(prefix.utf8.count)
+    }
+    guard
+      let path = ImgproxyPath(
+        target: String(target), presetsOnly: thumbnails.parameters.presets.only)
+    else { return nil }
     if let signing, !signing.verify(signature: path.signature, path: path.signed) {
       invalid.add()
       return .now(
@@ -42,24 +57,32 @@ public struct SignedPathRoute: Sendable {
       return .now(response, nil)
     }
     let asked: ImgproxyPath.Request
-    switch path.parse() {
+    switch path.parse(presets: thumbnails.parameters.presets) {
     case .success(let parsed): asked = parsed
     case .failure(let error):
       return .now(.error(400, kind: "bad_request", message: error.message), nil)
     }
-    let negotiated = thumbnails.parameters.negotiates(format: asked.format)
-    var parameters = thumbnails.parameters
-    if negotiated { parameters.accepted = AcceptedFormats(acceptOf: request) }
-    switch parameters.spec(
-      width: asked.width, height: asked.height, scale: asked.scale, fit: asked.fit,
-      format: asked.format, quality: asked.quality)
-    {
+    switch thumbnails.parameters.spec(asked.options, of: request) {
     case .failure(let error):
       return .now(.error(400, kind: "bad_request", message: error.message), nil)
-    case .success(let spec):
+    case .success(let (spec, varies)):
       return thumbnails.answer(
         request, for: ImageRequest(url: asked.source, spec: spec), priority: .visible,
-        negotiated: negotiated)
+        varies: varies)
     }
+  }
+}
+
+/// `path_prefix`'s rule: "" or `/segment[/segment...]` of unreserved characters, no trailing
+/// slash, so it compares byte for byte with a request target.
+enum PathPrefix {
+  static func isValid(_ text: String) -> Bool {
+    text.hasPrefix("/") && !text.hasSuffix("/") && !text.contains("//") && text.utf8.count <= 256
+      && text.utf8.allSatisfy { byte in
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+          || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+          || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+          || "/-._~".utf8.contains(byte)
+      }
   }
 }

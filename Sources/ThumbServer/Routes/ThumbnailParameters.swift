@@ -14,12 +14,19 @@ public struct ThumbnailParameters: Sendable, Hashable {
   public var accepted: AcceptedFormats
   /// What becomes of colour profiles when the request does not say.
   public var defaultColour: ColourMode
+  /// Named option sets the HTTP forms may use, and whether only they may (`presets_only`).
+  public var presets: Presets
+  /// Whether (and how far) the HTTP forms take the width and scale from client hints.
+  public var clientHints: ClientHints?
 
   /// Creates the defaults.
   public init(
     defaultFormat: OutputFormat = .auto, defaultQuality: Int = 80, avifInAuto: Bool = false,
-    accepted: AcceptedFormats = .basic, defaultColour: ColourMode = .srgb
+    accepted: AcceptedFormats = .basic, defaultColour: ColourMode = .srgb,
+    presets: Presets = .none, clientHints: ClientHints? = nil
   ) {
+    self.presets = presets
+    self.clientHints = clientHints
     self.defaultColour = defaultColour
     self.defaultFormat = defaultFormat
     self.defaultQuality = defaultQuality

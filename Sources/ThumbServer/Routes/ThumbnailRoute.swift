@@ -17,6 +17,8 @@ public struct ThumbnailRoute: Sendable {
   /// Whether unsigned requests (this query form) over TCP are refused: signing keys are
   /// configured and `allow_unsigned_tcp` is off.
   public let refusesUnsignedOverNetwork: Bool
+  /// Limits per client on misses over TCP (`client_miss_rate`); nil: none.
+  public let limiter: ClientLimiter?
 
   /// The client HTTP prefetch requests without `X-Thumbd-Client` count as. Without a name
   /// there is no telling a list's look-ahead from cache warming, so all of it is treated as
@@ -38,8 +40,9 @@ public struct ThumbnailRoute: Sendable {
   public init(
     pipeline: ThumbnailPipeline, maxAge: Int = 86_400,
     parameters: ThumbnailParameters = ThumbnailParameters(),
-    refusesUnsignedOverNetwork: Bool = false
+    refusesUnsignedOverNetwork: Bool = false, limiter: ClientLimiter? = nil
   ) {
+    self.limiter = limiter
     self.refusesUnsignedOverNetwork = refusesUnsignedOverNetwork
     self.pipeline = pipeline
     self.maxAge = maxAge
@@ -62,33 +65,37 @@ public struct ThumbnailRoute: Sendable {
         ),
         nil)
     }
-    let imageRequest: ImageRequest
-    let priority: ImagePriority
-    let negotiated: Bool
     switch Self.parse(request, parameters: parameters) {
-    case .request(let parsed, let asked, let varies):
-      (imageRequest, priority, negotiated) = (parsed, asked, varies)
+    case .request(let imageRequest, let priority, let varies):
+      return answer(request, for: imageRequest, priority: priority, varies: varies)
     case .rejected(let response): return .now(response, nil)
     }
-    return answer(request, for: imageRequest, priority: priority, negotiated: negotiated)
   }
 
-  /// Answers `request` with the image `imageRequest` asks for (also the path form's way in).
+  /// Answers `request` with the image `imageRequest` asks for (also the path form's way in);
+  /// the response varies on the request headers `varies` names.
   func answer(
     _ request: HTTPRequest, for imageRequest: ImageRequest, priority: ImagePriority,
-    negotiated: Bool
+    varies: [String]
   ) -> RouteAnswer {
     let client = Self.client(of: request, priority: priority)
     if let hit = pipeline.cachedResponse(
       for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
     {
-      return .now(answer(request, with: hit, negotiated: negotiated), hit.source)
+      return .now(answer(request, with: hit, varies: varies), hit.source)
+    }
+    if let limiter, let wait = limiter.admit(request) {
+      var response = HTTPResponse.error(
+        429, kind: "too_many_requests",
+        message: "this client's misses are over client_miss_rate; retry later")
+      response.headers.append(("Retry-After", String(max(1, Int(wait.rounded(.up))))))
+      return .now(response, nil)
     }
     return .later { [self] in
       do {
         let response = try await pipeline.response(
           for: imageRequest, priority: priority, client: client)
-        return (answer(request, with: response, negotiated: negotiated), response.source)
+        return (answer(request, with: response, varies: varies), response.source)
       } catch let error as PipelineError {
         return (ErrorMapping.response(for: error), nil)
       } catch {
@@ -98,7 +105,7 @@ public struct ThumbnailRoute: Sendable {
   }
 
   private func answer(
-    _ request: HTTPRequest, with response: ImageResponse, negotiated: Bool
+    _ request: HTTPRequest, with response: ImageResponse, varies: [String]
   ) -> HTTPResponse {
     let thumbnail = response.thumbnail
     let etag = Self.etag(of: thumbnail)
@@ -112,8 +119,10 @@ public struct ThumbnailRoute: Sendable {
       headers.append(("Last-Modified", Self.lastModified.text(for: modified)))
     }
     headers.append(("X-Thumbd-Cache", response.source.rawValue))
-    // Negotiated from Accept: a shared cache must key on it, hits included.
-    if negotiated { headers.append(("Vary", "Accept")) }
+    // Negotiated from Accept, or sized by client hints: a shared cache must key on them,
+    // hits included.
+    if !varies.isEmpty { headers.append(("Vary", varies.joined(separator: ", "))) }
+    if parameters.clientHints != nil { headers.append(("Accept-CH", ClientHints.acceptCH)) }
     if unchanged { return HTTPResponse(status: 304, headers: headers) }
     return HTTPResponse(status: 200, headers: headers, body: thumbnail.data)
   }
@@ -173,16 +182,19 @@ public struct ThumbnailRoute: Sendable {
   /// so the list is complete by construction; a shared cache in front (nginx's
   /// `proxy_cache_key`) must key on each that shapes the image, which a test holds it to.
   enum ThumbnailQuery: String, CaseIterable {
-    case url, w, h, scale, fit, format, quality, colour, rev, priority
+    case url, w, h, scale, fit, format, quality, colour, rev, priority, preset
 
     /// Whether the parameter changes the image (priority only orders the work).
     var shapesImage: Bool { self != .priority }
+
+    /// Whether `presets_only` refuses it: it shapes the image other than through a preset.
+    var isRawOption: Bool { ![.url, .rev, .priority, .preset].contains(self) }
   }
 
-  /// A request's query read: the image asked for, its priority and whether its format was
-  /// negotiated from `Accept`, or the 400 to answer.
+  /// A request's query read: the image asked for, its priority and the request headers its
+  /// answer varies on, or the 400 to answer.
   enum Parsed {
-    case request(ImageRequest, ImagePriority, negotiated: Bool)
+    case request(ImageRequest, ImagePriority, varies: [String])
     case rejected(HTTPResponse)
   }
 
@@ -196,17 +208,30 @@ public struct ThumbnailRoute: Sendable {
     guard let url = value(.url), !url.isEmpty else {
       return bad("the url parameter is required")
     }
-    func integer(_ name: ThumbnailQuery, default fallback: Int) -> Int? {
-      guard let text = value(name) else { return fallback }
-      return Int(text)
+    if parameters.presets.only,
+      let raw = ThumbnailQuery.allCases.first(where: { $0.isRawOption && value($0) != nil })
+    {
+      return bad("'\(raw.rawValue)' is refused: only presets may shape an image (presets_only)")
     }
-    guard let width = integer(.w, default: 0), let height = integer(.h, default: 0) else {
+    var options = ImageOptions()
+    parameters.presets.applyDefault(to: &options)
+    if let names = value(.preset),
+      let problem = parameters.presets.apply(names: names[...], to: &options)
+    {
+      return bad(problem.message)
+    }
+    func integer(_ name: ThumbnailQuery, into target: inout Int) -> Bool {
+      guard let text = value(name) else { return true }
+      guard let number = Int(text) else { return false }
+      target = number
+      return true
+    }
+    guard integer(.w, into: &options.width), integer(.h, into: &options.height) else {
       return bad("w and h must be integers")
     }
-    var scale: Double?
     if let text = value(.scale) {
       guard let value = Double(text) else { return bad("scale must be a number") }
-      scale = value
+      options.scale = value
     }
     let priority: ImagePriority
     switch value(.priority) {
@@ -215,27 +240,23 @@ public struct ThumbnailRoute: Sendable {
     case "prefetch": priority = .prefetch
     default: return bad("priority must be visible, normal or prefetch")
     }
-    var quality: Int?
     if let text = value(.quality) {
       guard let value = Int(text) else { return bad("quality must be an integer") }
-      quality = value
+      options.quality = value
     }
-    let format = value(.format)
-    let negotiated = parameters.negotiates(format: format)
-    var parameters = parameters
-    if negotiated { parameters.accepted = AcceptedFormats(acceptOf: request) }
+    options.fit = value(.fit) ?? options.fit
+    options.format = value(.format) ?? options.format
+    options.colour = value(.colour) ?? options.colour
     let spec: ThumbnailSpec
-    switch parameters.spec(
-      width: width, height: height, scale: scale, fit: value(.fit),
-      format: format, quality: quality, colour: value(.colour))
-    {
-    case .success(let checked): spec = checked
+    let varies: [String]
+    switch parameters.spec(options, of: request) {
+    case .success(let checked): (spec, varies) = checked
     case .failure(let error): return bad(error.message)
     }
     let rev = value(.rev)
     if let rev, rev.isEmpty || rev.utf8.count > Wire.maxRevisionLength {
       return bad("rev must be 1 to \(Wire.maxRevisionLength) bytes")
     }
-    return .request(ImageRequest(url: url, spec: spec, rev: rev), priority, negotiated: negotiated)
+    return .request(ImageRequest(url: url, spec: spec, rev: rev), priority, varies: varies)
   }
 }

@@ -34,7 +34,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
   /// The first request has not come yet: its head is due from the accept on.
   private var awaitingFirstRequest = true
   /// Whether the connection came through a TCP listener; read once, on the first request.
-  private var overNetwork: Bool?
+  /// Whether the connection came over the network, and from which address: read once.
+  private var endpoint: (overNetwork: Bool, peer: IPAddress?)?
   /// Queued requests wait for the end of the loop's read pass (`readPassEnded`).
   private var awaitingPassEnd = false
 
@@ -147,7 +148,9 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
 
   /// Switches protocols if an upgrader takes `request`. False to serve it as an ordinary
   /// request (which answers the upgrade path with its refusal, such as 426).
-  private func upgrade(_ request: HTTPRequest, on connection: LoopConnection) -> Bool {
+  private func upgrade(_ incoming: HTTPRequest, on connection: LoopConnection) -> Bool {
+    var request = incoming
+    stamp(&request, connection)
     guard let upgrader = upgraders.first(where: { $0.accepts(request) }) else { return false }
     guard inFlight.isEmpty && finished.isEmpty else {
       // Earlier pipelined responses would interleave with the new protocol's bytes.
@@ -181,8 +184,7 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
 
   private func dispatch(_ incoming: HTTPRequest, on connection: LoopConnection) {
     var request = incoming
-    if overNetwork == nil { overNetwork = Self.isNetworkSocket(connection.fd) }
-    request.overNetwork = overNetwork ?? true
+    stamp(&request, connection)
     let headOnly = request.method == "HEAD"
     let sequence = nextSequence
     nextSequence += 1
@@ -215,13 +217,41 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
 
   /// Whether `fd` is anything but a Unix-domain socket (unknown counts as network: the
   /// stricter answer).
-  private static func isNetworkSocket(_ fd: Int32) -> Bool {
+  /// Marks `request` with where its connection came from (looked up once per connection).
+  private func stamp(_ request: inout HTTPRequest, _ connection: LoopConnection) {
+    if endpoint == nil { endpoint = Self.endpoint(of: connection.fd) }
+    request.overNetwork = endpoint?.overNetwork ?? true
+    request.peer = endpoint?.peer
+  }
+
+  /// Whether `fd` is a network socket (anything but a Unix one counts, including a socket
+  /// that cannot be asked), and its peer's address when it has one.
+  private static func endpoint(of fd: Int32) -> (overNetwork: Bool, peer: IPAddress?) {
     var address = sockaddr_storage()
     var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
     let read = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
     }
-    return read != 0 || address.ss_family != sa_family_t(AF_UNIX)
+    guard read == 0 else { return (true, nil) }
+    switch Int32(address.ss_family) {
+    case AF_UNIX: return (false, nil)
+    case AF_INET:
+      let bytes = withUnsafeBytes(of: &address) { raw in
+        withUnsafeBytes(of: raw.load(fromByteOffset: 0, as: sockaddr_in.self).sin_addr) {
+          Array($0)
+        }
+      }
+      return (true, .v4(bytes[0], bytes[1], bytes[2], bytes[3]))
+    case AF_INET6:
+      let bytes = withUnsafeBytes(of: &address) { raw in
+        withUnsafeBytes(of: raw.load(fromByteOffset: 0, as: sockaddr_in6.self).sin6_addr) {
+          Array($0)
+        }
+      }
+      let peer = IPAddress.v6(bytes)
+      return (true, peer.mappedIPv4 ?? peer)
+    default: return (true, nil)
+    }
   }
 
   /// Writes finished responses in request order.

@@ -18,6 +18,7 @@ public final class HTTPServer: Sendable {
         [
           SessionUpgrader(
             pipeline: router.thumbnails.pipeline, parameters: sessions.parameters,
+            refusesOverNetwork: sessions.refusesOverNetwork,
             memory: SessionMemory(limit: serverLimits.sessionMemory), logger: logger)
         ]
       } ?? []
@@ -53,10 +54,18 @@ public final class HTTPServer: Sendable {
 public struct SessionConfiguration: Sendable {
   /// Defaults for the box fields a `load` or `prefetch` leaves out.
   public var parameters: ThumbnailParameters
+  /// Whether the TCP listener refuses sessions (403 `unsigned_request`): sessions are not
+  /// signed, so with signing keys (and not `allow_unsigned_tcp`) or `presets_only` they are
+  /// the Unix socket's alone.
+  public var refusesOverNetwork: Bool
 
   /// Sessions with `parameters`' defaults.
-  public init(parameters: ThumbnailParameters) { self.parameters = parameters }
+  public init(parameters: ThumbnailParameters, refusesOverNetwork: Bool = false) {
+    self.parameters = parameters
+    self.refusesOverNetwork = refusesOverNetwork
+  }
 
-  /// The route that answers the session path when the upgrade headers are missing (426).
-  public static var refusalRoute: Route { SessionUpgrader.route }
+  /// The route that answers the session path when no upgrade happened: 426 when the
+  /// upgrade headers are missing, 403 over TCP when sessions are refused there.
+  public var refusalRoute: Route { SessionUpgrader.route(refusesOverNetwork: refusesOverNetwork) }
 }

@@ -78,11 +78,13 @@ final class SessionHandler: ConnectionHandler, @unchecked Sendable {
 struct SessionUpgrader: ProtocolUpgrader {
   let pipeline: ThumbnailPipeline
   let parameters: ThumbnailParameters
+  let refusesOverNetwork: Bool
   let memory: SessionMemory
   let logger: Logger?
 
   func accepts(_ request: HTTPRequest) -> Bool {
-    request.path == Wire.sessionPath && request.method == "GET"
+    !(refusesOverNetwork && request.overNetwork) && request.path == Wire.sessionPath
+      && request.method == "GET"
       && request.header("upgrade")?.lowercased() == Wire.upgradeToken
       && request.header("connection")?.lowercased().split(separator: ",").contains(where: {
         $0.trimmingWhitespace() == "upgrade"
@@ -102,9 +104,18 @@ struct SessionUpgrader: ProtocolUpgrader {
     return (handler, Wire.upgradeResponse)
   }
 
-  /// The session path without the upgrade headers: 426, naming the headers.
-  static var route: Route {
-    Route(path: Wire.sessionPath) { _ in
+  /// The session path without the upgrade headers: 426, naming the headers; over TCP when
+  /// sessions are refused there, 403.
+  static func route(refusesOverNetwork: Bool) -> Route {
+    Route(path: Wire.sessionPath) { request in
+      if refusesOverNetwork && request.overNetwork {
+        return .now(
+          .error(
+            403, kind: "unsigned_request",
+            message:
+              "the TCP listener takes no sessions (signing_keys or presets_only): use the Unix socket"
+          ), nil)
+      }
       var response = HTTPResponse.error(
         426, kind: "upgrade_required",
         message: "send Connection: Upgrade and Upgrade: \(Wire.upgradeToken)")

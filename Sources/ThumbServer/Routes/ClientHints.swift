@@ -1,0 +1,78 @@
+/// Client hints (`client_hints`): a browser's `Sec-CH-DPR`/`DPR` and `Sec-CH-Width`/`Width`
+/// choose the scale and width a request leaves open, so `srcset` need not be written by hand.
+///
+/// Hints are rounded before they reach the spec, and so the cache key: the DPR up to 1, 1.5,
+/// 2, 3 or 4 (at most `maxDPR`), the width in device pixels up to the next of 2^n, 1.25·2^n
+/// and 1.5·2^n from 32 (at most `maxWidth`). However many distinct values clients send, one
+/// source then has at most `widthSteps.count` widths per DPR and format.
+public struct ClientHints: Sendable, Hashable {
+  /// The widest image, in device pixels, a `Width` hint may ask for.
+  public var maxWidth: Int
+  /// The largest DPR a hint may ask for.
+  public var maxDPR: Double
+
+  /// Hints up to `maxWidth` device pixels and a DPR of `maxDPR`.
+  public init(maxWidth: Int = 2048, maxDPR: Double = 3) {
+    self.maxWidth = maxWidth
+    self.maxDPR = maxDPR
+  }
+
+  /// `Accept-CH` on responses: the hints thumbd reads.
+  static let acceptCH = "Sec-CH-DPR, Sec-CH-Width, DPR, Width"
+  /// Headers a response varies on when the DPR was left to the hint, and when the width was.
+  static let dprHeaders = ["Sec-CH-DPR", "DPR"]
+  static let widthHeaders = ["Sec-CH-Width", "Width"]
+  /// The DPRs a hint is rounded up to.
+  static let dprSteps: [Double] = [1, 1.5, 2, 3, 4]
+
+  /// The widths (device pixels) a `Width` hint is rounded up to: 32, 40, 48, 64, 80, 96, ...,
+  /// then `maxWidth` itself.
+  public var widthSteps: [Int] {
+    var steps: [Int] = []
+    var octave = 32
+    while octave < maxWidth {
+      for step in [octave, octave + octave / 4, octave + octave / 2] where step < maxWidth {
+        steps.append(step)
+      }
+      octave *= 2
+    }
+    return steps + [maxWidth]
+  }
+
+  /// Fills what `options` leaves open from the hints `request` carries, rounded; returns the
+  /// headers consulted (a shared cache must vary on them even when a hint was absent, since
+  /// its presence would have changed the image).
+  func apply(to options: inout ImageOptions, from request: HTTPRequest) -> [String] {
+    var consulted: [String] = []
+    if options.scale == nil {
+      consulted += Self.dprHeaders
+      if let text = request.header("sec-ch-dpr") ?? request.header("dpr"),
+        let dpr = Double(text.trimmingWhitespace()), dpr.isFinite, dpr > 0
+      {
+        options.scale = roundedDPR(dpr)
+      }
+    }
+    if options.width == 0 {
+      consulted += Self.widthHeaders
+      if let text = request.header("sec-ch-width") ?? request.header("width"),
+        let width = Int(text.trimmingWhitespace()), width > 0
+      {
+        let pixels = roundedWidth(width)
+        let scale = options.scale ?? 1
+        options.width = Int((Double(pixels) / scale).rounded(.up))
+      }
+    }
+    return consulted
+  }
+
+  /// `dpr` rounded up to a step, at most `maxDPR`'s step.
+  func roundedDPR(_ dpr: Double) -> Double {
+    let allowed = Self.dprSteps.filter { $0 <= maxDPR }
+    return allowed.first { $0 >= dpr } ?? allowed.last ?? 1
+  }
+
+  /// `width` device pixels rounded up to a step, at most `maxWidth`.
+  func roundedWidth(_ width: Int) -> Int {
+    widthSteps.first { $0 >= width } ?? maxWidth
+  }
+}
