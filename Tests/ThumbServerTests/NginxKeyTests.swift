@@ -12,11 +12,18 @@ import Testing
 struct NginxKeyTests {
   static let configs = ["Config/nginx/thumbd.conf", "Config/nginx/thumbd-cluster.conf"]
 
-  /// The `$arg_` names in each `proxy_cache_key` of `text`.
-  static func keyedArguments(_ text: String) -> [[String]] {
+  /// The `proxy_cache_key` lines of `text` keyed by query parameters: a key on the whole
+  /// `$request_uri` (the signed path form, whose Vary nginx honours) holds them all.
+  static func queryKeys(_ text: String) -> [Substring] {
     text.split(separator: "\n").filter {
       $0.trimmingCharacters(in: .whitespaces).hasPrefix("proxy_cache_key")
-    }.map { line in
+        && !$0.contains("$request_uri")
+    }
+  }
+
+  /// The `$arg_` names in each query-keyed `proxy_cache_key` of `text`.
+  static func keyedArguments(_ text: String) -> [[String]] {
+    queryKeys(text).map { line in
       line.components(separatedBy: "$arg_").dropFirst().map {
         String($0.prefix { $0.isLetter || $0.isNumber || $0 == "_" })
       }
@@ -39,6 +46,13 @@ struct NginxKeyTests {
       #expect(
         unknown.isEmpty,
         "\(config): the cache key names parameters thumbd does not read: \(unknown)")
+    }
+    // Client hints shape the image too when client_hints is on; those keys ignore Vary.
+    let hints = (ClientHints.dprHeaders + ClientHints.widthHeaders).map {
+      "$http_" + $0.lowercased().replacing("-", with: "_")
+    }
+    for line in Self.queryKeys(text) {
+      #expect(hints.allSatisfy { line.contains($0) }, "\(config): \(line) leaves out a hint")
     }
   }
 }

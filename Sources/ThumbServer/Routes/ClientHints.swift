@@ -1,5 +1,6 @@
 /// Client hints (`client_hints`): a browser's `Sec-CH-DPR`/`DPR` and `Sec-CH-Width`/`Width`
-/// choose the scale and width a request leaves open, so `srcset` need not be written by hand.
+/// size a request that names no size (no `w`, `h` or `dpr`), so `srcset` need not be written
+/// by hand: one URL, and each browser gets the width its layout and screen need.
 ///
 /// Hints are rounded before they reach the spec, and so the cache key: the DPR up to 1, 1.5,
 /// 2, 3 or 4 (at most `maxDPR`), the width in device pixels up to the next of 2^n, 1.25·2^n
@@ -39,30 +40,28 @@ public struct ClientHints: Sendable, Hashable {
     return steps + [maxWidth]
   }
 
-  /// Fills what `options` leaves open from the hints `request` carries, rounded; returns the
-  /// headers consulted (a shared cache must vary on them even when a hint was absent, since
-  /// its presence would have changed the image).
+  /// Sizes a request that names no size (no width, height or scale) from the hints
+  /// `request` carries, rounded; returns the headers consulted (a shared cache must vary on
+  /// them even when a hint was absent, since its presence would have changed the image).
+  ///
+  /// A request that names a size is taken as exact: a `srcset` candidate's `w:400` already
+  /// means 400 device pixels, and applying the DPR again would double it.
   func apply(to options: inout ImageOptions, from request: HTTPRequest) -> [String] {
-    var consulted: [String] = []
-    if options.scale == nil {
-      consulted += Self.dprHeaders
-      if let text = request.header("sec-ch-dpr") ?? request.header("dpr"),
-        let dpr = Double(text.trimmingWhitespace()), dpr.isFinite, dpr > 0
-      {
-        options.scale = roundedDPR(dpr)
-      }
+    guard options.width == 0 && options.height == 0 && options.scale == nil else { return [] }
+    var dpr: Double?
+    if let text = request.header("sec-ch-dpr") ?? request.header("dpr"),
+      let value = Double(text.trimmingWhitespace()), value.isFinite, value > 0
+    {
+      dpr = roundedDPR(value)
     }
-    if options.width == 0 {
-      consulted += Self.widthHeaders
-      if let text = request.header("sec-ch-width") ?? request.header("width"),
-        let width = Int(text.trimmingWhitespace()), width > 0
-      {
-        let pixels = roundedWidth(width)
-        let scale = options.scale ?? 1
-        options.width = Int((Double(pixels) / scale).rounded(.up))
-      }
+    options.scale = dpr
+    if let text = request.header("sec-ch-width") ?? request.header("width"),
+      let width = Int(text.trimmingWhitespace()), width > 0
+    {
+      // The hint is in device pixels: the box is that many over the DPR, in points.
+      options.width = Int((Double(roundedWidth(width)) / (dpr ?? 1)).rounded(.up))
     }
-    return consulted
+    return Self.dprHeaders + Self.widthHeaders
   }
 
   /// `dpr` rounded up to a step, at most `maxDPR`'s step.

@@ -4,10 +4,11 @@ import Synchronization
 /// Limits per client on the TCP listener: each client's misses (requests the memory cache
 /// cannot answer, so that fetch, decode or read the disk) draw from a token bucket of `burst`
 /// tokens refilled at `rate` a second; an empty bucket is answered 429 with `Retry-After`.
-/// Memory hits are never charged, and the Unix socket is never limited.
+/// Memory hits are never charged.
 ///
 /// A client is its peer address, or, when the peer is a trusted proxy (`trusted_proxies`),
-/// the nearest address in `X-Forwarded-For` that is not one. IPv6 clients are counted by /64,
+/// the nearest address in `X-Forwarded-For` that is not one. On the Unix socket only
+/// forwarded requests (a proxy such as nginx in front) are limited, by that address. IPv6 clients are counted by /64,
 /// the block one host is usually given, so walking its addresses buys nothing. At most
 /// `maxClients` buckets are kept: idle ones (full again) go first.
 public final class ClientLimiter: Sendable {
@@ -38,21 +39,30 @@ public final class ClientLimiter: Sendable {
   /// Misses refused so far.
   public var refused: Int { refusals.load(ordering: .relaxed) }
 
-  /// The client `request` counts as; nil when it is not limited (the Unix socket).
+  /// The client `request` counts as; nil when it is not limited.
+  ///
+  /// Over TCP, the peer, or past a trusted proxy the nearest untrusted `X-Forwarded-For`
+  /// address. On the Unix socket, whose peers are local programs its file mode admits, only a
+  /// request a proxy forwarded (one with `X-Forwarded-For`) is limited, by that address.
   func client(of request: HTTPRequest) -> IPAddress? {
-    guard request.overNetwork, var client = request.peer else { return nil }
-    if trustedProxies.contains(where: { $0.contains(client) }),
-      let forwarded = request.header("x-forwarded-for")
-    {
+    var client: IPAddress?
+    if request.overNetwork {
+      guard let peer = request.peer else { return nil }
+      guard trustedProxies.contains(where: { $0.contains(peer) }) else { return Self.key(peer) }
+      client = peer
+    }
+    if let forwarded = request.header("x-forwarded-for") {
       // Right to left: each hop appended the address it saw; the first untrusted one is as
       // far as the chain can be believed. At most 32 hops are read.
       for hop in forwarded.split(separator: ",").suffix(32).reversed() {
         guard let address = IPAddress(String(hop.trimmingWhitespace())) else { break }
         client = address.mappedIPv4 ?? address
-        if !trustedProxies.contains(where: { $0.contains(client) }) { break }
+        if !trustedProxies.contains(where: { $0.contains(address.mappedIPv4 ?? address) }) {
+          break
+        }
       }
     }
-    return Self.key(client)
+    return client.map(Self.key)
   }
 
   /// IPv4 as is; IPv6 cut to its /64.
