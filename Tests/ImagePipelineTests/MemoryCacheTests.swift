@@ -1,7 +1,7 @@
-import ImagePipeline
 import Testing
 import ThumbSystem
 
+@testable import ImagePipeline
 @testable import TestSupport
 
 /// LRU order, cost and count limits, against a simple reference model.
@@ -76,5 +76,31 @@ struct MemoryCacheTests {
       #expect(stats.count <= 20 && stats.totalCost <= 500)
     }
     #expect(cache.keysByRecency == model.map(\.key))
+  }
+}
+
+/// Groups: the variants of one source bounded, oldest out first, others untouched.
+@Suite("Memory cache groups")
+struct MemoryCacheGroupTests {
+  @Test("a group holds at most its limit: a new entry beyond it sends the group's oldest out")
+  func groupLimit() {
+    let cache = MemoryCache<String, Int>(
+      costLimit: 1000, countLimit: 1000, maxEntryFraction: 1,
+      grouping: .init(limit: 3) { String($0.prefix(1)) })
+    cache.setValue(0, forKey: "b0", cost: 1)
+    for index in 0..<5 { cache.setValue(index, forKey: "a\(index)", cost: 1) }
+    #expect(Set(cache.keysByRecency) == ["a2", "a3", "a4", "b0"])
+    // Reading an entry does not make it younger in its group: oldest stored goes first.
+    _ = cache.value(forKey: "a2")
+    let (_, evicted) = cache.insert(9, forKey: "a9", cost: 1)
+    #expect(evicted == ["a2"])
+    // Removing one makes room without an eviction; replacing one keeps the count.
+    cache.removeValue(forKey: "a3")
+    #expect(cache.insert(1, forKey: "a1", cost: 1).evicted.isEmpty)
+    #expect(cache.insert(2, forKey: "a1", cost: 1).evicted.isEmpty)
+    #expect(Set(cache.keysByRecency) == ["a1", "a4", "a9", "b0"])
+    cache.removeAll()
+    for index in 0..<4 { cache.setValue(index, forKey: "a\(index)", cost: 1) }
+    #expect(cache.statistics.count == 3, "the grouping survives removeAll")
   }
 }

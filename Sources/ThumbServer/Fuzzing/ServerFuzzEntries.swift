@@ -43,7 +43,7 @@ import ThumbProtocol
   public static func thumbnailRequest(
     _ request: HTTPRequest
   ) -> Result<(ImageRequest, ImagePriority), HTTPStatusCode> {
-    switch ThumbnailRoute.parse(request, parameters: ThumbnailParameters()) {
+    switch ThumbnailRoute.parse(request, parameters: ThumbnailParameters(presets: fuzzPresets)) {
     case .request(let image, let priority, _): return .success((image, priority))
     case .rejected(let response): return .failure(HTTPStatusCode(response.status))
     }
@@ -57,20 +57,30 @@ import ThumbProtocol
   ) -> (
     signature: Substring, signed: Substring, asked: Result<(ThumbnailSpec, String), HTTPStatusCode>
   )? {
+    // Presets-only mode reads the same bytes another way: exercised on every input too.
+    if let listed = ImgproxyPath(target: target, presetsOnly: true),
+      case .success(let request) = listed.parse(presets: fuzzPresetsOnly)
+    {
+      _ = ThumbnailParameters().spec(request.options)
+    }
     guard let path = ImgproxyPath(target: target) else { return nil }
-    switch path.parse() {
+    switch path.parse(presets: fuzzPresets) {
     case .failure: return (path.signature, path.signed, .failure(HTTPStatusCode(400)))
     case .success(let request):
-      switch ThumbnailParameters().spec(
-        width: request.width, height: request.height, scale: request.scale, fit: request.fit,
-        format: request.format, quality: request.quality)
-      {
+      switch ThumbnailParameters().spec(request.options) {
       case .failure: return (path.signature, path.signed, .failure(HTTPStatusCode(400)))
       case .success(let spec):
         return (path.signature, path.signed, .success((spec, request.source)))
       }
     }
   }
+
+  /// The presets the path fuzzer's inputs may name (`pr:card`, `pr:a:b`, `/card:webp/`).
+  private static let fuzzPresets = try! Presets(
+    definitions: ["card=rs:fill:64:48/q:70", "webp=f:webp", "default=dpr:2", "a=w:1", "b=h:2"],
+    only: false)
+  private static let fuzzPresetsOnly = try! Presets(
+    definitions: ["card=rs:fill:64:48/q:70", "webp=f:webp"], only: true)
 
   /// A refusal's status, as an error.
   public struct HTTPStatusCode: Error, Hashable {
