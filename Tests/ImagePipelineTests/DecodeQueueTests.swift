@@ -109,6 +109,43 @@ struct DecodeQueueTests {
     try await backgroundBlocker.value
   }
 
+  @Test(
+    "among jobs of one priority, the client with the fewest running goes first: one client's backlog does not hold another's next image"
+  )
+  func fairBetweenClients() async throws {
+    let workers = DecodeWorkers(threads: 2, maxQueued: 16, backgroundThreads: 1)
+    defer { workers.shutdown() }
+    let order = Recorder<String>()
+    let (noisy, quiet) = (ClientID(1), ClientID(2))
+    let gates = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+    var jobs: [Task<Void, any Error>] = []
+    func submit(_ name: String, _ id: UInt64, _ client: ClientID, gate: DispatchSemaphore? = nil) {
+      jobs.append(
+        Task {
+          try await workers.run(id: id, context: JobContext(priority: .visible, client: client)) {
+            _ in
+            gate?.wait()
+            order.append(name)
+          }
+        })
+    }
+    submit("a1", 1, noisy, gate: gates[0])
+    submit("a2", 2, noisy, gate: gates[1])
+    await eventually("both threads run the noisy client's jobs") { workers.load.running == 2 }
+    submit("a3", 3, noisy)
+    await eventually("a3 queued") { workers.load.queued == 1 }
+    submit("a4", 4, noisy)
+    await eventually("a4 queued") { workers.load.queued == 2 }
+    submit("b1", 5, quiet)
+    await eventually("b1 queued") { workers.load.queued == 3 }
+    gates[0].signal()
+    await eventually("the freed thread ran the queue") { order.values.count == 4 }
+    gates[1].signal()
+    for job in jobs { try await job.value }
+    // The noisy client still had a2 running; the quiet one had none: b1 went first.
+    #expect(order.values == ["a1", "b1", "a3", "a4", "a2"])
+  }
+
   @Test("a full queue sheds its newest least urgent job for a more urgent one, never the reverse")
   func shedsLeastUrgent() async throws {
     let workers = DecodeWorkers(threads: 1, maxQueued: 2, backgroundThreads: 1)

@@ -70,6 +70,10 @@ final class DecodeWorkers: @unchecked Sendable {
   /// Jobs on a thread, with their attempts (two while a promoted job's background attempt
   /// winds down).
   private var running: [UInt64: (job: Job, attempts: [Attempt])] = [:]
+  /// Attempts running per client, so that among jobs of one priority the client with the
+  /// fewest running goes first: one client's backlog cannot hold another's next image
+  /// behind all of it (as `PriorityLimiter` does for fetches).
+  private var runningByClient: [ClientID: Int] = [:]
   private var nextSequence: UInt64 = 0
   private var stopping = false
   /// Largest number of queued (not yet running) jobs. Past it, a job more urgent than the least
@@ -223,9 +227,13 @@ final class DecodeWorkers: @unchecked Sendable {
     let job = queue.remove(at: index)
     let attempt = Attempt(background: background)
     running[job.id, default: (job, [])].attempts.append(attempt)
+    let client = job.context.client
+    runningByClient[client, default: 0] += 1
     condition.unlock()
     let finished = job.attempt(attempt)
     condition.lock()
+    let remaining = (runningByClient[client] ?? 1) - 1
+    runningByClient[client] = remaining > 0 ? remaining : nil
     running[job.id]?.attempts.removeAll { $0 === attempt }
     if running[job.id]?.attempts.isEmpty == true { running[job.id] = nil }
     var abandoned = false
@@ -252,15 +260,19 @@ final class DecodeWorkers: @unchecked Sendable {
   }
 
   /// The most urgent queued job of this thread's kind (prefetch for background threads, the
-  /// rest for foreground ones), or nil. Called with the lock held.
+  /// rest for foreground ones), or nil: highest priority, then the client with the fewest
+  /// attempts running, then the oldest. Called with the lock held.
   private func nextJobIndex(background: Bool) -> Int? {
-    var best: Int?
+    var best: (index: Int, rank: (ImagePriority, Int, UInt64))?
     for i in queue.indices {
-      let priority = queue[i].context.priority.value
-      guard (priority == .prefetch && !queue[i].inForeground) == background else { continue }
-      if best == nil || priority > queue[best!].context.priority.value { best = i }
+      let job = queue[i]
+      let priority = job.context.priority.value
+      guard (priority == .prefetch && !job.inForeground) == background else { continue }
+      // Larger is better: priority up, running count and sequence down.
+      let rank = (priority, -runningByClient[job.context.client, default: 0], ~job.sequence)
+      if best == nil || rank > best!.rank { best = (i, rank) }
     }
-    return best
+    return best?.index
   }
 
   /// Lets the threads finish the queue and exit.

@@ -28,12 +28,19 @@ public struct ThumbnailRoute: Sendable {
 
   /// The client a request is for: the one its `X-Thumbd-Client` header names (requests naming
   /// the same client share prefetch places and count as showing things together, like one
-  /// session), else `shared` for visible and normal requests and `prefetchClient` for prefetch.
-  static func client(of request: HTTPRequest, priority: ImagePriority) -> ClientID {
+  /// session); else, for visible and normal requests, the address it came from (the peer, or
+  /// the forwarded client behind a trusted proxy), so the fetch and decode queues share their
+  /// turns fairly between addresses; else `shared`. Prefetch without a name is
+  /// `prefetchClient`.
+  func client(of request: HTTPRequest, priority: ImagePriority) -> ClientID {
     if let name = request.header("x-thumbd-client"), !name.isEmpty {
       return ClientID(name: name)
     }
-    return priority == .prefetch ? prefetchClient : .shared
+    if priority == .prefetch { return Self.prefetchClient }
+    let address =
+      limiter.map { $0.client(of: request) }
+      ?? (request.overNetwork ? request.peer.map(ClientLimiter.key) : nil)
+    return address.map { ClientID(name: "address " + $0.description) } ?? .shared
   }
 
   /// Creates the route.
@@ -78,7 +85,7 @@ public struct ThumbnailRoute: Sendable {
     _ request: HTTPRequest, for imageRequest: ImageRequest, priority: ImagePriority,
     varies: [String]
   ) -> RouteAnswer {
-    let client = Self.client(of: request, priority: priority)
+    let client = client(of: request, priority: priority)
     if let hit = pipeline.cachedResponse(
       for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
     {
