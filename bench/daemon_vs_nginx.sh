@@ -56,7 +56,9 @@ fi
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 start_daemon() { # BINARY NAME PORT
-  "$1" serve --socket "$work/$2.sock" --listen "127.0.0.1:$3" \
+  # One loopback client is the whole load: no limit per client (set through the environment,
+  # which an older BASELINE binary ignores).
+  THUMBD_CLIENT_MISS_RATE=0 "$1" serve --socket "$work/$2.sock" --listen "127.0.0.1:$3" \
     --cache-dir "" --file-root "$(dirname "$image")" --log-level "${LOG_LEVEL:-warn}" \
     2>"$work/$2.log" &
   pids+=($!)
