@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <string.h>
 
 static uint32_t at_least_one(double v) {
   double r = floor(v + 0.5);
@@ -68,5 +69,20 @@ ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
     break;
   }
   }
+  return IC_OK;
+}
+
+ic_status ic_output_size(uint32_t width, uint32_t height, int orientation,
+                         const ic_request *request, uint32_t *out_width, uint32_t *out_height) {
+  ic_result scratch;
+  memset(&scratch, 0, sizeof(scratch));
+  ic_plan plan;
+  if (width == 0 || height == 0)
+    return ic_fail(&scratch, IC_ERR_INVALID_ARGUMENT, "the source has no pixels");
+  if (ic_plan_make(width, height, orientation, request, &plan, &scratch) != IC_OK)
+    return scratch.status;
+  int swap = orientation >= 5 && orientation <= 8;
+  *out_width = swap ? plan.out_height : plan.out_width;
+  *out_height = swap ? plan.out_width : plan.out_height;
   return IC_OK;
 }

@@ -118,6 +118,9 @@ void ic_result_free(ic_result *result) {
   free(result->data);
   result->data = NULL;
   result->size = 0;
+  free(result->summary);
+  result->summary = NULL;
+  result->summary_width = result->summary_height = 0;
 }
 
 void ic_bitmap_free(ic_bitmap *bitmap) {

@@ -164,6 +164,50 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
   return status;
 }
 
+/* The upright output averaged down to at most IC_SUMMARY_SIDE a side, as straight RGBA:
+ * each summary pixel the mean of the output pixels its cell covers. Costs one pass over the
+ * output, which is already small. */
+static ic_status summarize(const uint8_t *pixels, uint32_t width, uint32_t height,
+                           int channels, ic_result *result) {
+  uint32_t longest = width > height ? width : height;
+  uint32_t sw = width, sh = height;
+  if (longest > IC_SUMMARY_SIDE) {
+    sw = (uint32_t)(((uint64_t)width * IC_SUMMARY_SIDE + longest / 2) / longest);
+    sh = (uint32_t)(((uint64_t)height * IC_SUMMARY_SIDE + longest / 2) / longest);
+    if (sw == 0) sw = 1;
+    if (sh == 0) sh = 1;
+  }
+  uint8_t *out = malloc((size_t)sw * sh * 4);
+  if (!out) return ic_fail(result, IC_ERR_NO_MEMORY, "summary buffer failed");
+  for (uint32_t y = 0; y < sh; y++) {
+    uint32_t y0 = (uint32_t)((uint64_t)y * height / sh);
+    uint32_t y1 = (uint32_t)((uint64_t)(y + 1) * height / sh);
+    if (y1 <= y0) y1 = y0 + 1;
+    for (uint32_t x = 0; x < sw; x++) {
+      uint32_t x0 = (uint32_t)((uint64_t)x * width / sw);
+      uint32_t x1 = (uint32_t)((uint64_t)(x + 1) * width / sw);
+      if (x1 <= x0) x1 = x0 + 1;
+      uint64_t sum[4] = {0, 0, 0, 0};
+      for (uint32_t yy = y0; yy < y1; yy++) {
+        const uint8_t *row = pixels + ((size_t)yy * width + x0) * channels;
+        for (uint32_t xx = x0; xx < x1; xx++, row += channels) {
+          sum[0] += row[0];
+          sum[1] += row[1];
+          sum[2] += row[2];
+          sum[3] += channels == 4 ? row[3] : 255;
+        }
+      }
+      uint64_t count = (uint64_t)(y1 - y0) * (x1 - x0);
+      uint8_t *cell = out + ((size_t)y * sw + x) * 4;
+      for (int c = 0; c < 4; c++) cell[c] = (uint8_t)((sum[c] + count / 2) / count);
+    }
+  }
+  result->summary = out;
+  result->summary_width = sw;
+  result->summary_height = sh;
+  return IC_OK;
+}
+
 ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
                        const ic_limits *limits, const int32_t *cancel_flag,
                        ic_result *result) {
@@ -215,6 +259,11 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   if (channels == 4 && !result->has_alpha) {
     drop_alpha(upright, count);
     channels = 3;
+  }
+  if (request->summary && summarize(upright, width, height, channels, result) != IC_OK) {
+    free(upright);
+    free(kept_icc);
+    return result->status;
   }
   ic_format format = (ic_format)request->format;
   if (request->format == IC_OUTPUT_AUTO)

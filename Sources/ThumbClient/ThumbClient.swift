@@ -213,6 +213,9 @@ public final class ThumbClient: Sendable {
       return holds(image.slot, image.item, image.token, rev: image.rev) ? message : nil
     case .error(let slot?, let item?, let token?, _, _):
       return holds(slot, item, token, rev: nil, comparingRev: false) ? message : nil
+    case .placeholder(let placeholder):
+      return holds(placeholder.slot, placeholder.item, placeholder.token, rev: placeholder.rev)
+        ? message : nil
     default:
       return message
     }

@@ -135,7 +135,7 @@ public enum ClientMessage: Sendable, Hashable {
       self = .prefetch(Prefetch(round: round, items: try fields.items(), box: try fields.box()))
     case .release:
       self = .release(round: try fields.integer("round", in: Wire.identifiers))
-    case .image, .error, .prefetched, .prefetchError, nil:
+    case .image, .error, .prefetched, .prefetchError, .placeholder, nil:
       guard let op = frame.op else { throw SessionFrameError("the header needs a string op") }
       throw SessionFrameError("unknown op \(JSONValue.string(op).encoded())")
     }

@@ -9,6 +9,37 @@ public enum ServerMessage: Sendable, Hashable {
   case prefetched(round: Int, item: String)
   /// A prefetched item failed.
   case prefetchError(round: Int, item: String, code: String)
+  /// A slot's current load's rough look, before its image (never after it).
+  case placeholder(Placeholder)
+
+  /// A placeholder frame's contents: no body, all in the header.
+  public struct Placeholder: Sendable, Hashable {
+    /// The slot it is for.
+    public var slot: Int
+    /// The item the slot holds.
+    public var item: String
+    /// The token of the load.
+    public var token: Int
+    /// The load's `rev`, when it had one.
+    public var rev: String?
+    /// The ThumbHash (at most 25 bytes; Base64 on the wire).
+    public var thumbHash: [UInt8]
+    /// The dominant colour, `#rrggbb`.
+    public var colour: String
+    /// The width the final image will have, in pixels.
+    public var width: Int
+    /// The height the final image will have, in pixels.
+    public var height: Int
+
+    /// A placeholder frame's contents.
+    public init(
+      slot: Int, item: String, token: Int, rev: String? = nil, thumbHash: [UInt8],
+      colour: String, width: Int, height: Int
+    ) {
+      (self.slot, self.item, self.token, self.rev) = (slot, item, token, rev)
+      (self.thumbHash, self.colour, self.width, self.height) = (thumbHash, colour, width, height)
+    }
+  }
 
   /// A delivered thumbnail.
   public struct Image: Sendable, Hashable {
@@ -71,6 +102,16 @@ public enum ServerMessage: Sendable, Hashable {
         return nil
       }
       self = .prefetchError(round: round, item: item, code: header["code"]?.string ?? "")
+    case .placeholder:
+      guard let slot = header["slot"]?.integer, let item = header["item"]?.string,
+        let token = header["token"]?.integer,
+        let hash = header["thumbhash"]?.string.flatMap(Base64.decodeStandard)
+      else { return nil }
+      self = .placeholder(
+        Placeholder(
+          slot: slot, item: item, token: token, rev: header["rev"]?.string, thumbHash: hash,
+          colour: header["colour"]?.string ?? "", width: header["width"]?.integer ?? 0,
+          height: header["height"]?.integer ?? 0))
     case .load, .cancel, .priority, .prefetch, .release, nil:
       return nil
     }
@@ -107,6 +148,16 @@ public enum ServerMessage: Sendable, Hashable {
         "op": .string(Wire.Op.prefetchError.rawValue), "round": .integer(round),
         "item": .string(item), "code": .string(code),
       ])
+    case .placeholder(let placeholder):
+      var header: [String: JSONValue] = [
+        "op": .string(Wire.Op.placeholder.rawValue), "slot": .integer(placeholder.slot),
+        "item": .string(placeholder.item), "token": .integer(placeholder.token),
+        "thumbhash": .string(Base64.standard(placeholder.thumbHash)),
+        "colour": .string(placeholder.colour), "width": .integer(placeholder.width),
+        "height": .integer(placeholder.height),
+      ]
+      if let rev = placeholder.rev { header["rev"] = .string(rev) }
+      return SessionFrame(header: header)
     }
   }
 

@@ -1,3 +1,4 @@
+import ThumbProtocol
 import ThumbServer
 import ThumbSystem
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ThumbProtocol
 import ThumbServer
 import ThumbSystem
 

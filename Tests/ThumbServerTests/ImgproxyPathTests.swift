@@ -1,4 +1,5 @@
 import Testing
+import ThumbProtocol
 import ThumbSystem
 
 @testable import ThumbServer

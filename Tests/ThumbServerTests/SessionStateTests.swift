@@ -83,6 +83,36 @@ import ThumbSystem
     #expect(drops(state.finished(work, purpose, Self.image(for: "a"))) == 1)
   }
 
+  @Test(
+    "a placeholder goes out for the load it was found for, before its image, and never for a binding that moved on or after the image"
+  )
+  func placeholderRule() throws {
+    var state = makeState()
+    let effects = try state.apply(Self.load(0, "a", 1))
+    let (first, purpose) = try #require(started(effects).first)
+    let lookups = effects.compactMap { effect -> SessionState.WorkID? in
+      if case .findPlaceholder(let work, _, _) = effect { return work }
+      return nil
+    }
+    #expect(lookups == [first], "every load looks for its placeholder")
+    let look = SessionState.Outcome.placeholder(
+      thumbHash: [1, 2, 3], colour: "#102030", width: 40, height: 30)
+    let early = sent(state.finished(first, purpose, look))
+    guard case .placeholder(let frame) = try #require(early.first) else {
+      Issue.record("no placeholder: \(early)")
+      return
+    }
+    #expect(frame.slot == 0 && frame.item == "a" && frame.token == 1 && frame.width == 40)
+    #expect(state.pendingWork == 1, "the load is still waiting for its image")
+    // The slot moves on: the old load's placeholder (a disk lookup finishing late) is dropped.
+    let second = try #require(started(try state.apply(Self.load(0, "b", 2))).first).0
+    #expect(sent(state.finished(first, purpose, look)).isEmpty)
+    // The image comes first: a placeholder after it is never sent.
+    #expect(sent(state.finished(second, purpose, Self.image(for: "b"))).count == 1)
+    #expect(sent(state.finished(second, purpose, look)).isEmpty)
+    #expect(state.pendingWork == 0)
+  }
+
   @Test("reusing a slot cancels the old load, and the old load's late result is dropped")
   func reuseDropsOld() throws {
     var state = makeState()
@@ -323,6 +353,9 @@ extension SessionStateTests {
       _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
       _ purpose: SessionState.Purpose
     ) { started.append((work, purpose, request.url)) }
+    func placeholder(
+      _ work: SessionState.WorkID, _ request: ImageRequest, _ purpose: SessionState.Purpose
+    ) -> SessionState.Outcome? { nil }
     func cancel(_ work: SessionState.WorkID) {}
     func setPriority(_ work: SessionState.WorkID, _ priority: ImagePriority) {}
     func forget(_ work: SessionState.WorkID) {}

@@ -182,7 +182,13 @@ typedef struct ic_request {
   int avif_speed;
   /** What to do with the source's colour profile. */
   ic_colour_mode colour;
+  /** When nonzero, the result also carries a summary: the output averaged down to at most
+   * IC_SUMMARY_SIDE a side, RGBA, for placeholders (ThumbHash, a dominant colour). */
+  int summary;
 } ic_request;
+
+/** The longest side of a result's summary. */
+#define IC_SUMMARY_SIDE 32
 
 /** What happened, and the encoded thumbnail when status is IC_OK. */
 typedef struct ic_result {
@@ -214,7 +220,18 @@ typedef struct ic_result {
   ic_profile_outcome profile;
   /** 1 when the profile's transform came from the cache (not parsed and linked again). */
   int transform_cached;
+  /** With ic_request.summary: the upright output averaged down to summary_width x
+   * summary_height (each at most IC_SUMMARY_SIDE), straight RGBA; freed by ic_result_free. */
+  uint8_t *summary;
+  uint32_t summary_width;
+  uint32_t summary_height;
 } ic_result;
+
+/** The size ic_thumbnail gives a source of stored size width x height with EXIF
+ * `orientation` (1...8) for `request`, upright, without decoding: what a placeholder says the
+ * final image will be. IC_OK, or IC_ERR_INVALID_ARGUMENT for an empty box. */
+ic_status ic_output_size(uint32_t width, uint32_t height, int orientation,
+                         const ic_request *request, uint32_t *out_width, uint32_t *out_height);
 
 /** A decoded bitmap: 8-bit RGB (3 channels) or straight RGBA (4). */
 typedef struct ic_bitmap {

@@ -33,6 +33,9 @@ public struct Thumbnail: Sendable, Hashable {
   /// Whether the profile's transform came from the cache rather than being parsed and linked
   /// for this decode; not stored in caches.
   public var profileTransformCached = false
+  /// The placeholder made from this thumbnail's pixels, when the thumbnailer makes them; not
+  /// stored with it in caches (the pipeline's `PlaceholderIndex` keeps it per source).
+  public var placeholder: Placeholder?
 
   /// Creates a thumbnail value.
   public init(

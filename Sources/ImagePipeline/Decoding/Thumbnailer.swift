@@ -29,6 +29,9 @@ public struct Thumbnailer: Sendable {
   /// Whether HEIC and AVIF rows are interleaved from libheif's planar RGB; off only to compare
   /// with libheif's own interleaved conversion.
   var heifPlanar = true
+  /// Whether each thumbnail also carries its `Placeholder` (from a summary of its pixels, a
+  /// few tens of microseconds).
+  public var makesPlaceholders = false
   /// Whether HEIC decodes on FFmpeg's HEVC decoder (when libavcodec loads); off only to
   /// compare with libheif's own, libde265.
   var hevcOnFFmpeg = true
@@ -215,7 +218,7 @@ public struct Thumbnailer: Sendable {
     return limits
   }
 
-  private func cRequest(_ spec: ThumbnailSpec) -> ic_request {
+  func cRequest(_ spec: ThumbnailSpec) -> ic_request {
     var request = ic_request()
     ic_request_init(&request)
     request.width = UInt32(spec.pixelWidth)
@@ -236,6 +239,7 @@ public struct Thumbnailer: Sendable {
     request.filter = filter.cValue
     request.shrink_on_load = shrinkOnLoad ? 1 : 0
     request.colour = spec.colour.cValue
+    request.summary = makesPlaceholders ? 1 : 0
     return request
   }
 
@@ -263,6 +267,13 @@ public struct Thumbnailer: Sendable {
     thumbnail.decodedFromDCScans = result.dc_only != 0
     thumbnail.profile = ProfileOutcome(result.profile)
     thumbnail.profileTransformCached = result.transform_cached != 0
+    if let summary = result.summary {
+      let (width, height) = (Int(result.summary_width), Int(result.summary_height))
+      thumbnail.placeholder = Placeholder(
+        summary: Array(UnsafeBufferPointer(start: summary, count: width * height * 4)),
+        width: width, height: height, sourceWidth: thumbnail.sourceWidth,
+        sourceHeight: thumbnail.sourceHeight, orientation: thumbnail.orientation)
+    }
     return thumbnail
   }
 }

@@ -97,6 +97,7 @@ extension ThumbnailPipeline {
   @discardableResult
   func forgetSource(_ url: String) -> Int {
     sources.forget(url)
+    placeholders.forget(url: url)
     return memoryCache.removeAll { $0.url == url }
   }
 
@@ -106,6 +107,8 @@ extension ThumbnailPipeline {
   func removeFromDisk(_ url: String, sourceBytes: Bool = true) async -> Int {
     var removed =
       await configuration.diskCache?.removeGroup(ThumbnailDiskFormat.group(for: url)) ?? 0
+    // Its placeholders go too (not counted: they are no thumbnails).
+    _ = await configuration.diskCache?.removeGroup(PlaceholderIndex.diskGroup(url: url))
     if sourceBytes,
       await configuration.sourceCache?.removeValue(
         forKey: ThumbnailDiskFormat.sourceKey(for: url)) == true

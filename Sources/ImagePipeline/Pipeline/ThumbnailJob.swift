@@ -102,6 +102,7 @@ extension ThumbnailPipeline {
       var thumbnail = try await decode(bytes, request, context)
       withExtendedLifetime(fetched) {}
       thumbnail.source = version
+      recordPlaceholder(of: thumbnail, for: request)
       store(thumbnail, for: request, diskKey: diskKey, group: group)
       return Produced(thumbnail: thumbnail, source: .miss)
     }

@@ -12,10 +12,14 @@ public final class ThumbnailPipeline: Sendable {
 
   /// Encoded thumbnails by request.
   public let memoryCache: MemoryCache<ImageRequest, Thumbnail>
+  /// Placeholders per source and revision (`Placeholder`), counted in the memory budget.
+  public let placeholders = PlaceholderIndex()
   /// What the pipeline has done so far.
   public let metrics: PipelineMetrics
   /// The disk cache of thumbnails, if there is one.
   public var diskCache: DiskCache? { configuration.diskCache }
+  /// Whether thumbnails made here carry placeholders (`Thumbnailer.makesPlaceholders`).
+  public var makesPlaceholders: Bool { configuration.thumbnailer.makesPlaceholders }
   let configuration: Configuration
   let sources: SourceCatalog
   let fetches: CoalescingStage<FetchKey, FetchedSource>
@@ -56,11 +60,13 @@ public final class ThumbnailPipeline: Sendable {
       threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
     failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
     let cache = memoryCache
+    let index = placeholders
     let trim = AllocatorTrim(delay: configuration.trimWhenIdle)
     allocatorTrim = trim
     let idle = Mutex<MemoryBudget?>(nil)
     budget = MemoryBudget(
-      limit: configuration.memoryBudget, cacheBytes: { cache.statistics.totalCost },
+      limit: configuration.memoryBudget,
+      cacheBytes: { cache.statistics.totalCost + index.totalCost },
       trimCache: { cache.trim(toCost: $0) },
       onActivity: { isIdle in
         if isIdle {

@@ -157,6 +157,23 @@ actor ListDriver {
       measurements.countPrefetchResult(ok: true)
     case .prefetchError:
       measurements.countPrefetchResult(ok: false)
+    case .placeholder(let slot, let item, let token):
+      // Held to the images' rule: only for the slot's current item and token, and never
+      // once its image is shown.
+      guard client.isCurrent(slot: slot, item: item, token: token) else {
+        measurements.countClientStale()
+        return
+      }
+      guard let binding = slots[slot], String(binding.item) == item, binding.token == token else {
+        measurements.recordWrong(
+          "slot \(slot) was sent a placeholder for item \(item) (token \(token)) it does not hold",
+          undecodable: false)
+        return
+      }
+      if binding.delivered {
+        measurements.recordWrong(
+          "slot \(slot) was sent a placeholder after its image (item \(item))", undecodable: false)
+      }
     }
   }
 }

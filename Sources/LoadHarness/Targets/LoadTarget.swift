@@ -11,6 +11,8 @@ public enum TargetEvent: Sendable, Hashable {
   case prefetched(round: Int, item: String)
   /// A prefetched item failed.
   case prefetchError(round: Int, item: String, code: String)
+  /// A slot's load's placeholder, before its image.
+  case placeholder(slot: Int, item: String, token: Int)
 }
 
 extension TargetEvent {
@@ -28,6 +30,8 @@ extension TargetEvent {
       self = .prefetched(round: round / roundDivisor, item: item)
     case .prefetchError(let round, let item, let code):
       self = .prefetchError(round: round / roundDivisor, item: item, code: code)
+    case .placeholder(let placeholder):
+      self = .placeholder(slot: placeholder.slot, item: placeholder.item, token: placeholder.token)
     }
   }
 }

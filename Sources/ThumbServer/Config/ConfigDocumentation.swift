@@ -55,6 +55,10 @@ extension ConfigOption {
       "64",
       "thumbnails (sizes, formats, revisions) one source may have in the memory cache and in the disk cache each; a new one beyond sends the oldest out. 0: no bound"
     ),
+    "placeholders": (
+      "true",
+      "make a placeholder (a ThumbHash, a dominant colour, the source's size) from the pixels of every thumbnail rendered, kept per source and revision in memory and in the disk cache; sessions send it in a `placeholder` frame before the image, `/v1/placeholder` answers it"
+    ),
     "memory_count_limit": ("4096", "memory cache entries"),
     "memory_budget": (
       "`256MiB`",

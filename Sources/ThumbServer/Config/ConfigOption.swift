@@ -58,6 +58,11 @@ public struct ConfigOption: Sendable {
     bytes("memory_limit", minimum: 0) { $0.memoryLimit = $1 },
     integer("memory_count_limit", 0...10_000_000) { $0.memoryCountLimit = $1 },
     integer("max_variants_per_source", 0...1_000_000) { $0.maxVariantsPerSource = $1 },
+    ConfigOption("placeholders", expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config.placeholders = flag
+      return true
+    },
     bytes("memory_budget", minimum: 16 << 20) { $0.memoryBudget = $1 },
     seconds("idle_trim") { $0.idleTrim = $1 },
     integer("malloc_arenas", 0...1024) { $0.mallocArenas = $1 },

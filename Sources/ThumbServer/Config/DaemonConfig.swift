@@ -146,6 +146,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var trustedProxies = ["127.0.0.0/8", "::1/128"]
   /// Thumbnails one source may have in each cache; 0 for no bound.
   public var maxVariantsPerSource = 64
+  /// Whether every thumbnail made also yields a placeholder (ThumbHash, colour, size).
+  public var placeholders = true
   /// The bus the desktop's thumbnail services are served on: "" for none, `session`, or a
   /// D-Bus address.
   public var dbus = ""

@@ -65,6 +65,7 @@ public final class Daemon: Sendable {
         extra: [
           sessions.refusalRoute,
           PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,
+          PlaceholderRoute(thumbnails: route).route,
         ],
         paths: SignedPathRoute(thumbnails: route, signing: signing, prefix: config.pathPrefix)),
       sessions: sessions, logger: logger,
@@ -189,12 +190,15 @@ public final class Daemon: Sendable {
   }
 
   /// The decoder with the configured limits and AVIF speed.
-  private static func thumbnailer(_ config: DaemonConfig) -> Thumbnailer {
+  private static func thumbnailer(
+    _ config: DaemonConfig, placeholders: Bool = false
+  ) -> Thumbnailer {
     let limits = DecodingLimits(
       maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
       decodeTimeout: config.decodeTimeout)
     var thumbnailer = Thumbnailer(limits: limits)
     thumbnailer.avifSpeed = config.avifSpeed
+    thumbnailer.makesPlaceholders = placeholders
     return thumbnailer
   }
 
@@ -234,7 +238,7 @@ public final class Daemon: Sendable {
         maxEntriesPerGroup: config.maxVariantsPerSource, onFault: storage.record)
     return ThumbnailPipeline.Configuration(
       dataLoader: loader,
-      thumbnailer: Self.thumbnailer(config),
+      thumbnailer: Self.thumbnailer(config, placeholders: config.placeholders),
       memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
       maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,
       decodeThreads: Self.decodeThreads(config),

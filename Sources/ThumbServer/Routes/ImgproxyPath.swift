@@ -1,4 +1,5 @@
 import ImagePipeline
+import ThumbProtocol
 
 /// imgproxy's path form, read as thumbd serves it: `/<signature>/<options>/plain/<percent-encoded
 /// source>[@<ext>]` or `/<signature>/<options>/<base64url source>[.<ext>]`, so its client

@@ -89,7 +89,7 @@ public struct ThumbnailRoute: Sendable {
     if let hit = pipeline.cachedResponse(
       for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
     {
-      return .now(answer(request, with: hit, varies: varies), hit.source)
+      return .now(answer(request, imageRequest, with: hit, varies: varies), hit.source)
     }
     if let limiter, let wait = limiter.admit(request) {
       var response = HTTPResponse.error(
@@ -102,7 +102,7 @@ public struct ThumbnailRoute: Sendable {
       do {
         let response = try await pipeline.response(
           for: imageRequest, priority: priority, client: client)
-        return (answer(request, with: response, varies: varies), response.source)
+        return (answer(request, imageRequest, with: response, varies: varies), response.source)
       } catch let error as PipelineError {
         return (ErrorMapping.response(for: error), nil)
       } catch {
@@ -112,7 +112,8 @@ public struct ThumbnailRoute: Sendable {
   }
 
   private func answer(
-    _ request: HTTPRequest, with response: ImageResponse, varies: [String]
+    _ request: HTTPRequest, _ imageRequest: ImageRequest, with response: ImageResponse,
+    varies: [String]
   ) -> HTTPResponse {
     let thumbnail = response.thumbnail
     let etag = Self.etag(of: thumbnail)
@@ -130,6 +131,12 @@ public struct ThumbnailRoute: Sendable {
     // hits included.
     if !varies.isEmpty { headers.append(("Vary", varies.joined(separator: ", "))) }
     if parameters.clientHints != nil { headers.append(("Accept-CH", ClientHints.acceptCH)) }
+    if request.queryValue(ThumbnailQuery.placeholder.rawValue) == "1",
+      let placeholder = thumbnail.placeholder
+        ?? pipeline.placeholder(for: imageRequest.url, rev: imageRequest.rev)
+    {
+      headers.append(("X-Thumbd-Placeholder", Base64.standard(placeholder.thumbHash)))
+    }
     if unchanged { return HTTPResponse(status: 304, headers: headers) }
     return HTTPResponse(status: 200, headers: headers, body: thumbnail.data)
   }
@@ -189,13 +196,14 @@ public struct ThumbnailRoute: Sendable {
   /// so the list is complete by construction; a shared cache in front (nginx's
   /// `proxy_cache_key`) must key on each that shapes the image, which a test holds it to.
   enum ThumbnailQuery: String, CaseIterable {
-    case url, w, h, scale, fit, format, quality, colour, rev, priority, preset
+    case url, w, h, scale, fit, format, quality, colour, rev, priority, preset, placeholder
 
-    /// Whether the parameter changes the image (priority only orders the work).
-    var shapesImage: Bool { self != .priority }
+    /// Whether the parameter changes the image (priority only orders the work; placeholder
+    /// adds a header naming the image's placeholder).
+    var shapesImage: Bool { self != .priority && self != .placeholder }
 
     /// Whether `presets_only` refuses it: it shapes the image other than through a preset.
-    var isRawOption: Bool { ![.url, .rev, .priority, .preset].contains(self) }
+    var isRawOption: Bool { shapesImage && ![.url, .rev, .preset].contains(self) }
   }
 
   /// A request's query read: the image asked for, its priority and the request headers its

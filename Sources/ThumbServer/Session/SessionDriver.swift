@@ -38,7 +38,7 @@ public final class SessionDriver {
 
   /// A piece of work came back: the message to send, if its binding still wants it.
   public func finished(_ done: FinishedWork) -> [ServerMessage] {
-    work.forget(done.work)
+    if done.outcome.isFinal { work.forget(done.work) }
     return run(state.finished(done.work, done.purpose, done.outcome))
   }
 
@@ -51,6 +51,12 @@ public final class SessionDriver {
       switch effect {
       case .start(let id, let request, let priority, let purpose):
         work.start(id, request, priority, purpose)
+      case .findPlaceholder(let id, let request, let purpose):
+        // Known in memory: answered here, before anything else. Otherwise the work looks
+        // further (the disk) and reports it like an outcome, if it finds one.
+        if let found = work.placeholder(id, request, purpose) {
+          messages += run(state.finished(id, purpose, found))
+        }
       case .cancel(let id): work.cancel(id)
       case .setPriority(let id, let priority): work.setPriority(id, priority)
       case .send(let message): messages.append(message)

@@ -21,16 +21,26 @@ struct SessionState {
     case prefetch(round: Int, item: String)
   }
 
-  /// How a piece of work ended.
+  /// How a piece of work ended, or (`placeholder`) what is known of it before it ends.
   enum Outcome: Sendable {
     case success(ImageResponse)
     case failure(PipelineError)
+    /// The load's rough look and final size, found in the placeholder index; the work goes on.
+    case placeholder(thumbHash: [UInt8], colour: String, width: Int, height: Int)
+
+    /// Whether the work is over (a placeholder comes before the end).
+    var isFinal: Bool {
+      if case .placeholder = self { return false }
+      return true
+    }
   }
 
   /// What the owner must do, in order.
   enum Effect {
     /// Ask the pipeline for `request`; report its outcome with `work` and `purpose`.
     case start(work: WorkID, request: ImageRequest, priority: ImagePriority, purpose: Purpose)
+    /// Look for `request`'s placeholder; report it as a `placeholder` outcome of `work`.
+    case findPlaceholder(work: WorkID, request: ImageRequest, purpose: Purpose)
     /// Give up the work's subscription.
     case cancel(work: WorkID)
     /// Raise or lower the work's priority.
@@ -114,6 +124,18 @@ struct SessionState {
   mutating func finished(_ work: WorkID, _ purpose: Purpose, _ outcome: Outcome) -> [Effect] {
     switch purpose {
     case .load(let slot):
+      if case .placeholder(let hash, let colour, let width, let height) = outcome {
+        // The images' rule: only for the binding it was looked up for, and only before its
+        // image (never after it).
+        guard let binding = slots[slot], binding.work == work, binding.pending else { return [] }
+        return [
+          .send(
+            .placeholder(
+              ServerMessage.Placeholder(
+                slot: slot, item: binding.item, token: binding.token, rev: binding.rev,
+                thumbHash: hash, colour: colour, width: width, height: height)))
+        ]
+      }
       guard var binding = slots[slot], binding.work == work, binding.pending else {
         return [.staleDrop]
       }
@@ -138,9 +160,13 @@ struct SessionState {
               slot: slot, item: binding.item, token: binding.token, code: error.kind,
               message: error.message))
         ]
+      case .placeholder:
+        return []
       }
     case .prefetch(let round, let item):
-      guard let entry = rounds[round]?[item], entry.work == work else { return [] }
+      guard outcome.isFinal, let entry = rounds[round]?[item], entry.work == work else {
+        return []
+      }
       give(entry.cost)
       rounds[round]![item] = nil
       if rounds[round]!.isEmpty { rounds[round] = nil }
@@ -150,6 +176,7 @@ struct SessionState {
       case .success: effects.append(.send(.prefetched(round: round, item: item)))
       case .failure(let error):
         effects.append(.send(.prefetchError(round: round, item: item, code: error.kind)))
+      case .placeholder: break
       }
       return effects
     }
@@ -192,10 +219,15 @@ struct SessionState {
     case .success(let spec):
       slots[load.slot] = Binding(
         item: load.item, token: load.token, rev: load.rev, work: work, pending: true)
+      let request = ImageRequest(url: load.url, spec: spec, rev: load.rev)
       effects.append(
         .start(
-          work: work, request: ImageRequest(url: load.url, spec: spec, rev: load.rev),
-          priority: ImagePriority(load.priority), purpose: .load(slot: load.slot)))
+          work: work, request: request, priority: ImagePriority(load.priority),
+          purpose: .load(slot: load.slot)))
+      // Found in memory, the placeholder goes out with this message's answers, before the
+      // work (which reports on a later turn) can deliver anything.
+      effects.append(
+        .findPlaceholder(work: work, request: request, purpose: .load(slot: load.slot)))
     }
     return effects
   }

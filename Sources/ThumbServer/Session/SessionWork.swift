@@ -8,6 +8,11 @@ protocol SessionWork: AnyObject {
   func start(
     _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
     _ purpose: SessionState.Purpose)
+  /// `request`'s placeholder outcome when it is known at once; else nil, and the outcome
+  /// comes later through the owner's `finished` if it is found at all.
+  func placeholder(
+    _ work: SessionState.WorkID, _ request: ImageRequest, _ purpose: SessionState.Purpose
+  ) -> SessionState.Outcome?
   /// Gives up the work's subscription; a result may still come (shared work finishing).
   func cancel(_ work: SessionState.WorkID)
   /// Changes the work's priority.
@@ -56,6 +61,43 @@ final class PipelineSessionWork: SessionWork {
         // Cancelled: the state has already let go of it.
       }
     }
+  }
+
+  func placeholder(
+    _ work: SessionState.WorkID, _ request: ImageRequest, _ purpose: SessionState.Purpose
+  ) -> SessionState.Outcome? {
+    guard pipeline.makesPlaceholders else { return nil }
+    if let known = pipeline.placeholder(for: request.url, rev: request.rev) {
+      return Self.outcome(known, request)
+    }
+    guard pipeline.diskCache != nil else { return nil }
+    let pipeline = pipeline
+    let report = report
+    Task {
+      let found = await PipelineSessionWork.storedOutcome(pipeline, request)
+      guard let found else { return }
+      report(work, purpose, found)
+    }
+    return nil
+  }
+
+  /// The outcome for `request`'s placeholder from the disk, if one is stored.
+  private static func storedOutcome(
+    _ pipeline: ThumbnailPipeline, _ request: ImageRequest
+  ) async -> SessionState.Outcome? {
+    guard let stored = await pipeline.storedPlaceholder(for: request.url, rev: request.rev) else {
+      return nil
+    }
+    return outcome(stored, request)
+  }
+
+  /// The outcome that sends `placeholder` for `request`'s load.
+  static func outcome(_ placeholder: Placeholder, _ request: ImageRequest) -> SessionState.Outcome?
+  {
+    guard let size = placeholder.outputSize(for: request.spec) else { return nil }
+    return .placeholder(
+      thumbHash: placeholder.thumbHash, colour: placeholder.colourHex, width: size.width,
+      height: size.height)
   }
 
   func cancel(_ work: SessionState.WorkID) { tasks.removeValue(forKey: work)?.cancel() }
