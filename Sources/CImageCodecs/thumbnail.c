@@ -165,10 +165,11 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
 }
 
 /* The upright output averaged down to at most IC_SUMMARY_SIDE a side, as straight RGBA:
- * each summary pixel the mean of the output pixels its cell covers. Costs one pass over the
- * output, which is already small. */
-static ic_status summarize(const uint8_t *pixels, uint32_t width, uint32_t height,
-                           int channels, ic_result *result) {
+ * an exact box filter, each summary pixel the coverage-weighted mean of the output pixels
+ * under its cell (fractional at the cell edges). One pass over the output, which is already
+ * small; a row of float accumulators beside it. */
+ic_status ic_summarize(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                       ic_result *result) {
   uint32_t longest = width > height ? width : height;
   uint32_t sw = width, sh = height;
   if (longest > IC_SUMMARY_SIDE) {
@@ -178,30 +179,42 @@ static ic_status summarize(const uint8_t *pixels, uint32_t width, uint32_t heigh
     if (sh == 0) sh = 1;
   }
   uint8_t *out = malloc((size_t)sw * sh * 4);
-  if (!out) return ic_fail(result, IC_ERR_NO_MEMORY, "summary buffer failed");
+  double *row = calloc((size_t)sw * 4, sizeof(double));
+  if (!out || !row) {
+    free(out);
+    free(row);
+    return ic_fail(result, IC_ERR_NO_MEMORY, "summary buffer failed");
+  }
+  double step_x = (double)width / sw, step_y = (double)height / sh;
   for (uint32_t y = 0; y < sh; y++) {
-    uint32_t y0 = (uint32_t)((uint64_t)y * height / sh);
-    uint32_t y1 = (uint32_t)((uint64_t)(y + 1) * height / sh);
-    if (y1 <= y0) y1 = y0 + 1;
-    for (uint32_t x = 0; x < sw; x++) {
-      uint32_t x0 = (uint32_t)((uint64_t)x * width / sw);
-      uint32_t x1 = (uint32_t)((uint64_t)(x + 1) * width / sw);
-      if (x1 <= x0) x1 = x0 + 1;
-      uint64_t sum[4] = {0, 0, 0, 0};
-      for (uint32_t yy = y0; yy < y1; yy++) {
-        const uint8_t *row = pixels + ((size_t)yy * width + x0) * channels;
-        for (uint32_t xx = x0; xx < x1; xx++, row += channels) {
-          sum[0] += row[0];
-          sum[1] += row[1];
-          sum[2] += row[2];
-          sum[3] += channels == 4 ? row[3] : 255;
+    memset(row, 0, (size_t)sw * 4 * sizeof(double));
+    double top = y * step_y, bottom = (y + 1) * step_y;
+    for (uint32_t sy = (uint32_t)top; sy < height && sy < bottom; sy++) {
+      double wy = fmin(bottom, sy + 1.0) - fmax(top, (double)sy);
+      if (wy <= 0) continue;
+      const uint8_t *line = pixels + (size_t)sy * width * channels;
+      for (uint32_t x = 0; x < sw; x++) {
+        double left = x * step_x, right = (x + 1) * step_x;
+        double *cell = row + (size_t)x * 4;
+        for (uint32_t sx = (uint32_t)left; sx < width && sx < right; sx++) {
+          double w = wy * (fmin(right, sx + 1.0) - fmax(left, (double)sx));
+          if (w <= 0) continue;
+          const uint8_t *p = line + (size_t)sx * channels;
+          cell[0] += w * p[0];
+          cell[1] += w * p[1];
+          cell[2] += w * p[2];
+          cell[3] += w * (channels == 4 ? p[3] : 255);
         }
       }
-      uint64_t count = (uint64_t)(y1 - y0) * (x1 - x0);
-      uint8_t *cell = out + ((size_t)y * sw + x) * 4;
-      for (int c = 0; c < 4; c++) cell[c] = (uint8_t)((sum[c] + count / 2) / count);
     }
+    double area = step_x * step_y;
+    for (uint32_t x = 0; x < sw; x++)
+      for (int c = 0; c < 4; c++) {
+        double v = row[(size_t)x * 4 + c] / area + 0.5;
+        out[((size_t)y * sw + x) * 4 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+      }
   }
+  free(row);
   result->summary = out;
   result->summary_width = sw;
   result->summary_height = sh;
@@ -260,7 +273,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     drop_alpha(upright, count);
     channels = 3;
   }
-  if (request->summary && summarize(upright, width, height, channels, result) != IC_OK) {
+  if (request->summary && ic_summarize(upright, width, height, channels, result) != IC_OK) {
     free(upright);
     free(kept_icc);
     return result->status;

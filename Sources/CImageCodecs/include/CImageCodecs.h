@@ -227,6 +227,12 @@ typedef struct ic_result {
   uint32_t summary_height;
 } ic_result;
 
+/** Fills result->summary (as ic_request.summary does) from an upright bitmap of 3 or 4
+ * channels: the same box filter, for pictures that come from elsewhere (a cached thumbnail
+ * decoded again). IC_OK or IC_ERR_NO_MEMORY. */
+ic_status ic_summarize(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                       ic_result *result);
+
 /** The size ic_thumbnail gives a source of stored size width x height with EXIF
  * `orientation` (1...8) for `request`, upright, without decoding: what a placeholder says the
  * final image will be. IC_OK, or IC_ERR_INVALID_ARGUMENT for an empty box. */

@@ -41,6 +41,28 @@ public struct Placeholder: Sendable, Hashable {
       sourceHeight: sourceHeight, orientation: orientation)
   }
 
+  /// The placeholder of an encoded thumbnail that came without one (a disk hit made before
+  /// placeholders were kept): its pixels decoded (it is small) and averaged down as the
+  /// thumbnailer would. nil when its bytes do not decode.
+  public init?(decoding thumbnail: Thumbnail) {
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: thumbnail.data),
+      bitmap.width > 0, bitmap.height > 0, bitmap.channels == 3 || bitmap.channels == 4
+    else { return nil }
+    var result = ic_result()
+    defer { ic_result_free(&result) }
+    let status = bitmap.pixels.withUnsafeBufferPointer {
+      ic_summarize(
+        $0.baseAddress, UInt32(bitmap.width), UInt32(bitmap.height), Int32(bitmap.channels),
+        &result)
+    }
+    guard status == IC_OK, let summary = result.summary else { return nil }
+    let (width, height) = (Int(result.summary_width), Int(result.summary_height))
+    self.init(
+      summary: Array(UnsafeBufferPointer(start: summary, count: width * height * 4)),
+      width: width, height: height, sourceWidth: thumbnail.sourceWidth,
+      sourceHeight: thumbnail.sourceHeight, orientation: thumbnail.orientation)
+  }
+
   /// The upright source size.
   public var uprightSize: (width: Int, height: Int) {
     (5...8).contains(orientation) ? (sourceHeight, sourceWidth) : (sourceWidth, sourceHeight)
@@ -86,12 +108,12 @@ public struct Placeholder: Sendable, Hashable {
 
   /// Reads `encoded`'s bytes; nil for anything else (a stored entry is untrusted).
   init?(encoded bytes: [UInt8]) {
-    guard bytes.count >= 13, bytes[0] == 1 else { return nil }
+    guard bytes.count >= 14, bytes[0] == 1 else { return nil }
     func u32(_ at: Int) -> Int { bytes[at..<at + 4].reduce(0) { $0 << 8 | Int($1) } }
-    let count = Int(bytes[12])
-    guard count <= 32, bytes.count == 13 + count, (1...8).contains(bytes[4]) else { return nil }
+    let count = Int(bytes[13])
+    guard count <= 32, bytes.count == 14 + count, (1...8).contains(bytes[4]) else { return nil }
     self.init(
-      thumbHash: Array(bytes[13...]),
+      thumbHash: Array(bytes[14...]),
       colour: UInt32(bytes[1]) << 16 | UInt32(bytes[2]) << 8 | UInt32(bytes[3]),
       sourceWidth: u32(5), sourceHeight: u32(9), orientation: Int(bytes[4]))
   }

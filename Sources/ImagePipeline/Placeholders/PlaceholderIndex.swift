@@ -62,10 +62,26 @@ extension ThumbnailPipeline {
     return stored
   }
 
-  /// Keeps the placeholder a new thumbnail of `request` carries: in memory at once, on disk
-  /// behind delivery.
+  /// The placeholder of `thumbnail` (of `url` at `rev`), its own or made from its bytes, kept
+  /// as a rendered one's would be; nil when it has none and does not decode.
+  public func keepPlaceholder(decoding thumbnail: Thumbnail, url: String, rev: String?)
+    -> Placeholder?
+  {
+    var carrying = thumbnail
+    if carrying.placeholder == nil { carrying.placeholder = Placeholder(decoding: thumbnail) }
+    guard let placeholder = carrying.placeholder else { return nil }
+    recordPlaceholder(
+      of: carrying, for: ImageRequest(url: url, spec: .init(width: 1, height: 1), rev: rev))
+    return placeholders.placeholder(url: url, rev: rev) ?? placeholder
+  }
+
+  /// Keeps the placeholder a new thumbnail of `request` carries, unless one is known for its
+  /// source and revision already (a source keeps one look until it changes, which forgets
+  /// it): in memory at once, on disk behind delivery.
   func recordPlaceholder(of thumbnail: Thumbnail, for request: ImageRequest) {
-    guard let placeholder = thumbnail.placeholder else { return }
+    guard let placeholder = thumbnail.placeholder,
+      placeholders.placeholder(url: request.url, rev: request.rev) == nil
+    else { return }
     placeholders.record(placeholder, url: request.url, rev: request.rev)
     guard let disk = configuration.diskCache else { return }
     let dropped = !diskWrites.schedule {

@@ -76,13 +76,12 @@ public struct PlaceholderRoute: Sendable {
         let made = try await pipeline.response(
           for: ImageRequest(url: url, spec: Self.previewSpec, rev: rev), priority: .visible,
           client: client)
-        // A cached preview from before placeholders were kept carries none: the index then
-        // learns it from the next thumbnail rendered.
+        // A preview from a cache carries none: made from its (small) bytes then, and kept.
         guard
           let placeholder = pipeline.placeholder(for: url, rev: rev)
-            ?? made.thumbnail.placeholder
+            ?? pipeline.keepPlaceholder(decoding: made.thumbnail, url: url, rev: rev)
         else {
-          return (.error(404, kind: "not_found", message: "no placeholder known yet"), nil)
+          return (.error(415, kind: "corrupt", message: "the preview does not decode"), nil)
         }
         return (Self.response(placeholder, sizedFor), made.source)
       } catch let error as PipelineError {
