@@ -164,10 +164,15 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
   return status;
 }
 
-/* The upright output averaged down to at most IC_SUMMARY_SIDE a side, as straight RGBA:
- * an exact box filter, each summary pixel the coverage-weighted mean of the output pixels
- * under its cell (fractional at the cell edges). One pass over the output, which is already
- * small; a row of float accumulators beside it. */
+/* Samples per summary cell along each axis past which a cell is sampled rather than read
+ * whole: the output is already low-pass filtered by the resampler, so an 8x8 grid of its
+ * pixels averages a cell to within a level or two, at a fixed cost whatever the output size. */
+#define SUMMARY_GRID 8
+
+/* The upright output averaged down to at most IC_SUMMARY_SIDE a side, as straight RGBA.
+ * Cells of at most SUMMARY_GRID pixels a side (small outputs) are averaged exactly, with
+ * fractional coverage at their edges; larger cells by an even SUMMARY_GRID x SUMMARY_GRID
+ * grid of samples, so the cost stays at most IC_SUMMARY_SIDE^2 * SUMMARY_GRID^2 pixel reads. */
 ic_status ic_summarize(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
                        ic_result *result) {
   uint32_t longest = width > height ? width : height;
@@ -179,42 +184,51 @@ ic_status ic_summarize(const uint8_t *pixels, uint32_t width, uint32_t height, i
     if (sh == 0) sh = 1;
   }
   uint8_t *out = malloc((size_t)sw * sh * 4);
-  double *row = calloc((size_t)sw * 4, sizeof(double));
-  if (!out || !row) {
-    free(out);
-    free(row);
-    return ic_fail(result, IC_ERR_NO_MEMORY, "summary buffer failed");
-  }
+  if (!out) return ic_fail(result, IC_ERR_NO_MEMORY, "summary buffer failed");
   double step_x = (double)width / sw, step_y = (double)height / sh;
+  int sampled = step_x > SUMMARY_GRID || step_y > SUMMARY_GRID;
   for (uint32_t y = 0; y < sh; y++) {
-    memset(row, 0, (size_t)sw * 4 * sizeof(double));
     double top = y * step_y, bottom = (y + 1) * step_y;
-    for (uint32_t sy = (uint32_t)top; sy < height && sy < bottom; sy++) {
-      double wy = fmin(bottom, sy + 1.0) - fmax(top, (double)sy);
-      if (wy <= 0) continue;
-      const uint8_t *line = pixels + (size_t)sy * width * channels;
-      for (uint32_t x = 0; x < sw; x++) {
-        double left = x * step_x, right = (x + 1) * step_x;
-        double *cell = row + (size_t)x * 4;
-        for (uint32_t sx = (uint32_t)left; sx < width && sx < right; sx++) {
-          double w = wy * (fmin(right, sx + 1.0) - fmax(left, (double)sx));
-          if (w <= 0) continue;
-          const uint8_t *p = line + (size_t)sx * channels;
-          cell[0] += w * p[0];
-          cell[1] += w * p[1];
-          cell[2] += w * p[2];
-          cell[3] += w * (channels == 4 ? p[3] : 255);
+    for (uint32_t x = 0; x < sw; x++) {
+      double left = x * step_x, right = (x + 1) * step_x;
+      double sum[4] = {0, 0, 0, 0}, total = 0;
+      if (sampled) {
+        for (int j = 0; j < SUMMARY_GRID; j++) {
+          uint32_t sy = (uint32_t)(top + (j + 0.5) * step_y / SUMMARY_GRID);
+          if (sy >= height) sy = height - 1;
+          for (int i = 0; i < SUMMARY_GRID; i++) {
+            uint32_t sx = (uint32_t)(left + (i + 0.5) * step_x / SUMMARY_GRID);
+            if (sx >= width) sx = width - 1;
+            const uint8_t *p = pixels + ((size_t)sy * width + sx) * channels;
+            sum[0] += p[0];
+            sum[1] += p[1];
+            sum[2] += p[2];
+            sum[3] += channels == 4 ? p[3] : 255;
+          }
+        }
+        total = SUMMARY_GRID * SUMMARY_GRID;
+      } else {
+        for (uint32_t sy = (uint32_t)top; sy < height && sy < bottom; sy++) {
+          double wy = fmin(bottom, sy + 1.0) - fmax(top, (double)sy);
+          for (uint32_t sx = (uint32_t)left; sx < width && sx < right; sx++) {
+            double w = wy * (fmin(right, sx + 1.0) - fmax(left, (double)sx));
+            if (w <= 0) continue;
+            const uint8_t *p = pixels + ((size_t)sy * width + sx) * channels;
+            sum[0] += w * p[0];
+            sum[1] += w * p[1];
+            sum[2] += w * p[2];
+            sum[3] += w * (channels == 4 ? p[3] : 255);
+            total += w;
+          }
         }
       }
-    }
-    double area = step_x * step_y;
-    for (uint32_t x = 0; x < sw; x++)
+      uint8_t *cell = out + ((size_t)y * sw + x) * 4;
       for (int c = 0; c < 4; c++) {
-        double v = row[(size_t)x * 4 + c] / area + 0.5;
-        out[((size_t)y * sw + x) * 4 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        double v = total > 0 ? sum[c] / total + 0.5 : 0;
+        cell[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
       }
+    }
   }
-  free(row);
   result->summary = out;
   result->summary_width = sw;
   result->summary_height = sh;

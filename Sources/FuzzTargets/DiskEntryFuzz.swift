@@ -5,11 +5,15 @@ extension FuzzTarget {
   static let diskEntry = FuzzTarget(
     name: "disk-entry",
     covers:
-      "disk cache entries: any file decodes or is refused; an entry built from the input's parts decodes back to exactly them, and no single changed byte makes it decode to other parts",
+      "disk cache entries: any file decodes or is refused; an entry built from the input's parts decodes back to exactly them, and no single changed byte makes it decode to other parts; a stored placeholder decodes only to one that stores as the same bytes",
     maxLength: 65_536
   ) { bytes in
     if let parts = PipelineFuzzing.diskEntry(bytes, key: "k") {
       _ = PipelineFuzzing.thumbnail(metadata: parts.metadata, payload: parts.payload)
+    }
+    if let (placeholder, stored) = PipelineFuzzing.placeholder(bytes) {
+      require(stored == bytes, "a placeholder decoded from bytes it would not store")
+      require(placeholder.thumbHash.count <= 32, "a hash of \(placeholder.thumbHash.count) bytes")
     }
     // The input's first two bytes split the rest into key, metadata and payload.
     guard bytes.count >= 2 else { return }

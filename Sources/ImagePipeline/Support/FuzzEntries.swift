@@ -18,6 +18,11 @@
   }
 
   /// The thumbnail a disk entry's parts describe, if they describe one.
+  /// A stored placeholder read back, and the bytes it would be stored as.
+  public static func placeholder(_ bytes: [UInt8]) -> (Placeholder, [UInt8])? {
+    Placeholder(encoded: bytes).map { ($0, $0.encoded) }
+  }
+
   public static func thumbnail(metadata: [UInt8], payload: [UInt8]) -> Thumbnail? {
     ThumbnailDiskFormat.thumbnail(metadata: metadata, payload: payload)
   }
