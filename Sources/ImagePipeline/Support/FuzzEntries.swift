@@ -17,12 +17,12 @@
     DiskCacheEntry.encode(key: key, metadata: metadata, payload: payload)
   }
 
-  /// The thumbnail a disk entry's parts describe, if they describe one.
   /// A stored placeholder read back, and the bytes it would be stored as.
   public static func placeholder(_ bytes: [UInt8]) -> (Placeholder, [UInt8])? {
     Placeholder(encoded: bytes).map { ($0, $0.encoded) }
   }
 
+  /// The thumbnail a disk entry's parts describe, if they describe one.
   public static func thumbnail(metadata: [UInt8], payload: [UInt8]) -> Thumbnail? {
     ThumbnailDiskFormat.thumbnail(metadata: metadata, payload: payload)
   }

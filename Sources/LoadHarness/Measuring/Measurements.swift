@@ -6,6 +6,9 @@ public final class Measurements: Sendable {
   struct State {
     var latencies: [String: [Double]] = [:]
     var timeToVisible: [(at: Double, ms: Double)] = []
+    /// Load to the first thing a cell could paint: its placeholder, or else its image.
+    var timeToFirstPixel: [Double] = []
+    var placeholders = 0
     var loads = 0
     var images = 0
     var wrongDeliveries = 0
@@ -50,6 +53,15 @@ public final class Measurements: Sendable {
       $0.latencies[outcome, default: []].append(latencyMs)
       if let ttv = timeToVisibleMs { $0.timeToVisible.append((at, ttv)) }
       $0.displayed.insert(item)
+    }
+  }
+
+  /// A load's first paintable result arrived `ms` after it was made; `placeholder` when that
+  /// was a placeholder frame.
+  func recordFirstPixel(ms: Double, placeholder: Bool) {
+    state.withLock {
+      $0.timeToFirstPixel.append(ms)
+      if placeholder { $0.placeholders += 1 }
     }
   }
 

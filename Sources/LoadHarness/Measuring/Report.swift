@@ -107,6 +107,10 @@ public struct Report: Sendable, Codable {
   public var latencyByOutcomeMs: [String: Percentiles]
   /// From an item entering the viewport to its image shown.
   public var timeToVisibleMs: Percentiles
+  /// From a load to the first thing its cell could paint (its placeholder, or its image).
+  public var timeToFirstPixelMs: Percentiles
+  /// Loads whose first paint was a placeholder.
+  public var placeholders: Int
   /// Images shown per second of scrolling.
   public var throughputRps: Double
   /// Prefetched items reported cached.
@@ -176,6 +180,7 @@ public struct Report: Sendable, Codable {
       latencyMs: Percentiles(all),
       latencyByOutcomeMs: state.latencies.mapValues(Percentiles.init),
       timeToVisibleMs: Percentiles(state.timeToVisible.map(\.ms)),
+      timeToFirstPixelMs: Percentiles(state.timeToFirstPixel), placeholders: state.placeholders,
       throughputRps: scrolledSeconds > 0 ? Double(state.images) / scrolledSeconds : 0,
       prefetched: state.prefetched, prefetchErrors: state.prefetchErrors, stampede: stampede,
       flood: options.prefetchFlood > 0
@@ -236,6 +241,8 @@ public struct Report: Sendable, Codable {
       "",
       "time to visible  p50 \(ms(timeToVisibleMs.p50)) ms  p95 \(ms(timeToVisibleMs.p95)) ms  "
         + "p99 \(ms(timeToVisibleMs.p99)) ms",
+      "first pixel      p50 \(ms(timeToFirstPixelMs.p50)) ms  p95 \(ms(timeToFirstPixelMs.p95)) ms  "
+        + "p99 \(ms(timeToFirstPixelMs.p99)) ms (\(placeholders) loads painted a placeholder first)",
       "throughput       \(String(format: "%.1f", throughputRps)) images/s (\(images) shown, \(loads) loads)",
       originCounted
         ? "origin fetches   \(originFetches) for \(uniqueSources) unique sources "

@@ -23,6 +23,8 @@ actor ListDriver {
     /// On the origin's change clock, when items change.
     var askedAt: Double?
     var delivered = false
+    /// Something (a placeholder or the image) was painted.
+    var painted = false
   }
 
   private let client: any LoadClient
@@ -136,6 +138,10 @@ actor ListDriver {
       }
       guard !binding.delivered else { return }
       binding.delivered = true
+      if !binding.painted {
+        binding.painted = true
+        measurements.recordFirstPixel(ms: (now - binding.loadedAt) * 1000, placeholder: false)
+      }
       slots[slot] = binding
       // The right item: is it a revision the freshness bound still allows?
       if let staleness, let read, let askedAt = binding.askedAt,
@@ -173,6 +179,9 @@ actor ListDriver {
       if binding.delivered {
         measurements.recordWrong(
           "slot \(slot) was sent a placeholder after its image (item \(item))", undecodable: false)
+      } else if !binding.painted {
+        slots[slot]?.painted = true
+        measurements.recordFirstPixel(ms: (now - binding.loadedAt) * 1000, placeholder: true)
       }
     }
   }
