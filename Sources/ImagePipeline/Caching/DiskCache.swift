@@ -70,6 +70,8 @@ public actor DiskCache {
   public nonisolated let directory: String
   /// Largest total size of entry files.
   public nonisolated let sizeLimit: Int
+  /// What its files' names end with (`tdc`; another kind of entry, another ending).
+  public nonisolated let fileExtension: String
   private nonisolated let executor = QueueExecutor(label: "thumbd.disk-cache")
   private nonisolated let lockDescriptor: Int32
   private let onFault: (@Sendable (FaultReport) -> Void)?
@@ -87,12 +89,15 @@ public actor DiskCache {
   /// Opens (creating if needed) a cache in `directory`, locks it, sweeps temporary leftovers
   /// and evicts down to `sizeLimit`; with `maxEntriesPerGroup` above 0, each group (the
   /// thumbnails of one source) keeps at most that many entries, oldest out first, on start
-  /// too. `onFault` hears of every storage fault, on the cache's
+  /// too. Its files end in `.fileExtension` (another kind of entry in a cache of its own takes
+  /// another). `onFault` hears of every storage fault, on the cache's
   /// queue.
   public init(
     directory: String, sizeLimit: Int, maxEntriesPerGroup: Int = 0,
+    fileExtension: String = "tdc",
     onFault: (@Sendable (FaultReport) -> Void)? = nil
   ) throws(DiskCacheError) {
+    self.fileExtension = fileExtension
     self.directory = directory
     self.sizeLimit = sizeLimit
     self.onFault = onFault
@@ -120,7 +125,7 @@ public actor DiskCache {
     var found: [(name: String, size: Int, modified: Double)] = []
     for shard in SystemFiles.list(directory) ?? [] where shard.count == 2 {
       for name in SystemFiles.list(directory + "/" + shard) ?? []
-      where name.hasSuffix("." + DiskCacheEntry.fileExtension) {
+      where name.hasSuffix("." + fileExtension) {
         var info = stat()
         let file = directory + "/" + shard + "/" + name
         guard lstat(file, &info) == 0 else { continue }
@@ -151,7 +156,7 @@ public actor DiskCache {
   public func data(forKey key: String, group: String? = nil) -> (
     metadata: [UInt8], payload: [UInt8]
   )? {
-    let name = DiskCacheEntry.fileName(for: key, group: group)
+    let name = DiskCacheEntry.fileName(for: key, group: group, extension: fileExtension)
     guard let size = index.peek(name) else {
       stats.misses += 1
       return nil
@@ -210,7 +215,7 @@ public actor DiskCache {
   public func store(
     payload: [UInt8], metadata: [UInt8] = [], forKey key: String, group: String? = nil
   ) {
-    let name = DiskCacheEntry.fileName(for: key, group: group)
+    let name = DiskCacheEntry.fileName(for: key, group: group, extension: fileExtension)
     let bytes = DiskCacheEntry.encode(key: key, metadata: metadata, payload: payload)
     guard bytes.count <= sizeLimit else { return }
     let shard = directory + "/" + String(name.prefix(2))
@@ -246,7 +251,7 @@ public actor DiskCache {
   /// Deletes the entry stored under `key` (in `group`), if any; whether there was one.
   @discardableResult
   public func removeValue(forKey key: String, group: String? = nil) -> Bool {
-    let name = DiskCacheEntry.fileName(for: key, group: group)
+    let name = DiskCacheEntry.fileName(for: key, group: group, extension: fileExtension)
     guard index.peek(name) != nil else { return false }
     index.removeValue(forKey: name)
     unlink(path(for: name))

@@ -10,10 +10,12 @@ enum DiskCacheEntry {
   /// A 128-bit file name for `key`: two FNV-1a variants, hex. Never derived from the raw URL.
   /// With a `group`, the name starts with the group's own 64-bit hash and a dash, so every
   /// entry of a group (all thumbnails of one source) is found by its name alone.
-  static func fileName(for key: String, group: String? = nil) -> String {
+  static func fileName(
+    for key: String, group: String? = nil, extension suffix: String = fileExtension
+  ) -> String {
     let bytes = Array(key.utf8)
     return (group.map(groupPrefix) ?? "") + hex(fnv1a(bytes, seed: 0xCBF2_9CE4_8422_2325))
-      + hex(fnv1a(bytes, seed: 0x84222325_CBF29CE4)) + "." + fileExtension
+      + hex(fnv1a(bytes, seed: 0x84222325_CBF29CE4)) + "." + suffix
   }
 
   /// What the names of a group's entries start with.

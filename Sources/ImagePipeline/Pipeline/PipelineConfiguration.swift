@@ -26,6 +26,9 @@ extension ThumbnailPipeline {
     /// Source bytes on disk under their own budget, so another size of a URL needs no new
     /// download.
     public var sourceCache: DiskCache?
+    /// Placeholders on disk (`PlaceholderIndex`), apart from the thumbnails so they never
+    /// count against a source's variants or the thumbnail cache's figures.
+    public var placeholderCache: DiskCache?
     /// Seconds a failure is remembered and answered without new work; 0 caches no failure.
     public var negativeCacheSeconds: Double
     /// Bytes the pipeline's work may hold at once: source bytes in flight, decode estimates
@@ -49,8 +52,10 @@ extension ThumbnailPipeline {
       maxQueuedDecodes: Int = 1024, maxPrefetchInProgress: Int = 8, diskCache: DiskCache? = nil,
       sourceCache: DiskCache? = nil, negativeCacheSeconds: Double = 0,
       memoryBudget: Int = 256 << 20, downloadReservation: Int = 4 << 20,
-      trimWhenIdle: Double = 2, maxVariantsPerSource: Int = 0
+      trimWhenIdle: Double = 2, maxVariantsPerSource: Int = 0,
+      placeholderCache: DiskCache? = nil
     ) {
+      self.placeholderCache = placeholderCache
       self.maxVariantsPerSource = maxVariantsPerSource
       self.trimWhenIdle = trimWhenIdle
       self.memoryBudget = memoryBudget

@@ -108,7 +108,7 @@ extension ThumbnailPipeline {
     var removed =
       await configuration.diskCache?.removeGroup(ThumbnailDiskFormat.group(for: url)) ?? 0
     // Its placeholders go too (not counted: they are no thumbnails).
-    _ = await configuration.diskCache?.removeGroup(PlaceholderIndex.diskGroup(url: url))
+    _ = await configuration.placeholderCache?.removeGroup(PlaceholderIndex.diskGroup(url: url))
     if sourceBytes,
       await configuration.sourceCache?.removeValue(
         forKey: ThumbnailDiskFormat.sourceKey(for: url)) == true

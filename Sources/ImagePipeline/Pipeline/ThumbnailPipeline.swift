@@ -20,6 +20,8 @@ public final class ThumbnailPipeline: Sendable {
   public var diskCache: DiskCache? { configuration.diskCache }
   /// Whether thumbnails made here carry placeholders (`Thumbnailer.makesPlaceholders`).
   public var makesPlaceholders: Bool { configuration.thumbnailer.makesPlaceholders }
+  /// Whether placeholders are kept on disk too.
+  public var hasPlaceholderCache: Bool { configuration.placeholderCache != nil }
   let configuration: Configuration
   let sources: SourceCatalog
   let fetches: CoalescingStage<FetchKey, FetchedSource>

@@ -1,7 +1,8 @@
 /// The placeholders the pipeline knows, per source and revision: in memory (bounded by count
-/// and bytes, which the memory budget counts) and, when there is a disk cache, in it under
-/// their own group per source, so they survive restarts and a purge or a changed source
-/// takes them with the thumbnails.
+/// and bytes, which the memory budget counts) and, when the pipeline has a placeholder cache
+/// (a small `DiskCache` of its own, `placeholders/` in the cache directory), on disk under a
+/// group per source, so they survive restarts and a purge or a changed source takes them with
+/// the thumbnails.
 public final class PlaceholderIndex: Sendable {
   /// A source and the revision a placeholder was made for.
   struct Key: Hashable, Sendable {
@@ -34,8 +35,8 @@ public final class PlaceholderIndex: Sendable {
 
   func forget(url: String) { memory.removeAll { $0.url == url } }
 
-  /// The disk cache's key and group for a placeholder: every revision of one source in one
-  /// group (so `max_variants_per_source` bounds them too, and a purge takes them all).
+  /// The placeholder cache's key and group for a placeholder: every revision of one source in
+  /// one group (bounded like a source's variants, and a purge takes them all).
   static func diskKey(url: String, rev: String?) -> String {
     "placeholder|" + (rev.map { "+\($0.utf8.count):\($0)" } ?? "-") + "|" + url
   }
@@ -52,7 +53,7 @@ extension ThumbnailPipeline {
   /// The placeholder known for `url` at `rev`, in memory or on disk (read back into memory).
   public func storedPlaceholder(for url: String, rev: String? = nil) async -> Placeholder? {
     if let known = placeholders.placeholder(url: url, rev: rev) { return known }
-    guard let disk = configuration.diskCache,
+    guard let disk = configuration.placeholderCache,
       let entry = await disk.data(
         forKey: PlaceholderIndex.diskKey(url: url, rev: rev),
         group: PlaceholderIndex.diskGroup(url: url)),
@@ -79,11 +80,12 @@ extension ThumbnailPipeline {
   /// source and revision already (a source keeps one look until it changes, which forgets
   /// it): in memory at once, on disk behind delivery.
   func recordPlaceholder(of thumbnail: Thumbnail, for request: ImageRequest) {
-    guard let placeholder = thumbnail.placeholder,
+    // A source that may not be stored leaves no trace, its look included.
+    guard let placeholder = thumbnail.placeholder, thumbnail.source.freshness.mayStore,
       placeholders.placeholder(url: request.url, rev: request.rev) == nil
     else { return }
     placeholders.record(placeholder, url: request.url, rev: request.rev)
-    guard let disk = configuration.diskCache else { return }
+    guard let disk = configuration.placeholderCache else { return }
     let dropped = !diskWrites.schedule {
       await disk.store(
         payload: placeholder.encoded,

@@ -245,7 +245,12 @@ public final class Daemon: Sendable {
       maxQueuedDecodes: config.maxQueuedDecodes,
       maxPrefetchInProgress: config.prefetchConcurrency, diskCache: disk,
       negativeCacheSeconds: config.negativeCacheSeconds, memoryBudget: config.memoryBudget,
-      trimWhenIdle: config.idleTrim, maxVariantsPerSource: config.maxVariantsPerSource)
+      trimWhenIdle: config.idleTrim, maxVariantsPerSource: config.maxVariantsPerSource,
+      placeholderCache: config.cacheDir.isEmpty || !config.placeholders
+        ? nil
+        : try DiskCache(
+          directory: config.cacheDir + "/placeholders", sizeLimit: 16 << 20,
+          maxEntriesPerGroup: 16, fileExtension: "tdp", onFault: storage.record))
   }
 }
 

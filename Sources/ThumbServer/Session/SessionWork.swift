@@ -70,7 +70,7 @@ final class PipelineSessionWork: SessionWork {
     if let known = pipeline.placeholder(for: request.url, rev: request.rev) {
       return Self.outcome(known, request)
     }
-    guard pipeline.diskCache != nil else { return nil }
+    guard pipeline.hasPlaceholderCache else { return nil }
     let pipeline = pipeline
     let report = report
     Task {
