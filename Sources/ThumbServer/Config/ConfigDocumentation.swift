@@ -57,7 +57,7 @@ extension ConfigOption {
     ),
     "placeholders": (
       "true",
-      "make a placeholder (a ThumbHash, a dominant colour, the source's size) from the pixels of every thumbnail rendered, kept per source and revision in memory and in the disk cache; sessions send it in a `placeholder` frame before the image, `/v1/placeholder` answers it"
+      "make a placeholder (a ThumbHash, a dominant colour, the source's size) from the pixels of every thumbnail rendered, kept per source and revision in memory and on disk (`cache_dir/placeholders`); sessions send it in a `placeholder` frame before the image, `/v1/placeholder` answers it"
     ),
     "memory_count_limit": ("4096", "memory cache entries"),
     "memory_budget": (
