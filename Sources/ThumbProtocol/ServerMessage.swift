@@ -49,7 +49,7 @@ public enum ServerMessage: Sendable, Hashable {
     public var item: String
     /// The token of the load.
     public var token: Int
-    /// `png` or `jpeg`.
+    /// `png`, `jpeg`, `webp` or `avif`.
     public var format: String
     /// Width in pixels.
     public var width: Int

@@ -104,7 +104,8 @@ final class HTTPFetcher: Sendable {
   }
 
   /// One hop, tried again after failures the origin may recover from, with exponential
-  /// backoff and full jitter (or its `Retry-After`), all inside `deadline`.
+  /// backoff and equal jitter (half the delay fixed, half random; or its `Retry-After`), all
+  /// inside `deadline`.
   private func fetchRetrying(
     _ url: SourceURL, _ conditions: [(name: String, value: String)],
     deadline: ContinuousClock.Instant

@@ -111,7 +111,8 @@ public struct FetchLimits: Sendable, Hashable {
   public var maxRedirects: Int
   /// Attempts after the first for connect failures, resets, 429, 502, 503 and 504.
   public var retries: Int
-  /// First backoff in seconds; it doubles per retry, with full jitter.
+  /// First backoff in seconds; it doubles per retry, with equal jitter (each wait between
+  /// half and all of it).
   public var retryBackoff: Double
 
   /// Creates limits: 32 MiB, 5 s to the response head, 20 s in all, 3 redirects, 2 retries
