@@ -107,7 +107,8 @@ enum SignCommand {
     } else {
       let source =
         base64
-        ? "/" + Base64.urlSafe(Array(argument.utf8)) : "/plain/" + Self.percentEncoded(argument)
+        ? "/" + Base64.urlSafe(Array(argument.utf8))
+        : "/plain/" + PercentEncoding.encode(argument, keeping: ":/")
       signedPart = options.map { "/" + $0 }.joined() + source
     }
     let environment = SystemFiles.environment
@@ -142,24 +143,6 @@ enum SignCommand {
       return flag == "--preset" ? "pr:" + value : value
     default: return nil
     }
-  }
-
-  /// `text` with everything but unreserved characters, ':' and '/' percent-encoded, as
-  /// imgproxy's plain sources are written (a '@', '?', '#' or '%' in the URL stays data).
-  static func percentEncoded(_ text: String) -> String {
-    let hex = Array("0123456789ABCDEF".utf8)
-    var out: [UInt8] = []
-    for byte in text.utf8 {
-      switch byte {
-      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-        UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: ":"), UInt8(ascii: "/"):
-        out.append(byte)
-      default:
-        out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
-      }
-    }
-    return String(decoding: out, as: UTF8.self)
   }
 
   private static func list(_ text: String?) -> [String] {

@@ -68,29 +68,34 @@ extension ThumbnailPipeline {
   public func keepPlaceholder(decoding thumbnail: Thumbnail, url: String, rev: String?)
     -> Placeholder?
   {
-    var carrying = thumbnail
-    if carrying.placeholder == nil { carrying.placeholder = Placeholder(decoding: thumbnail) }
-    guard let placeholder = carrying.placeholder else { return nil }
-    recordPlaceholder(
-      of: carrying, for: ImageRequest(url: url, spec: .init(width: 1, height: 1), rev: rev))
+    guard let placeholder = thumbnail.placeholder ?? Placeholder(decoding: thumbnail) else {
+      return nil
+    }
+    record(placeholder, of: thumbnail.source, url: url, rev: rev)
     return placeholders.placeholder(url: url, rev: rev) ?? placeholder
   }
 
-  /// Keeps the placeholder a new thumbnail of `request` carries, unless one is known for its
-  /// source and revision already (a source keeps one look until it changes, which forgets
-  /// it): in memory at once, on disk behind delivery.
+  /// Keeps the placeholder a new thumbnail of `request` carries.
   func recordPlaceholder(of thumbnail: Thumbnail, for request: ImageRequest) {
+    guard let placeholder = thumbnail.placeholder else { return }
+    record(placeholder, of: thumbnail.source, url: request.url, rev: request.rev)
+  }
+
+  /// Keeps `placeholder` for `url` at `rev` unless one is known already (a source keeps one
+  /// look until it changes, which forgets it): in memory at once, on disk behind delivery.
+  private func record(
+    _ placeholder: Placeholder, of source: SourceVersion, url: String, rev: String?
+  ) {
     // A source that may not be stored leaves no trace, its look included.
-    guard let placeholder = thumbnail.placeholder, thumbnail.source.freshness.mayStore,
-      placeholders.placeholder(url: request.url, rev: request.rev) == nil
-    else { return }
-    placeholders.record(placeholder, url: request.url, rev: request.rev)
+    guard source.freshness.mayStore, placeholders.placeholder(url: url, rev: rev) == nil else {
+      return
+    }
+    placeholders.record(placeholder, url: url, rev: rev)
     guard let disk = configuration.placeholderCache else { return }
     let dropped = !diskWrites.schedule {
       await disk.store(
-        payload: placeholder.encoded,
-        forKey: PlaceholderIndex.diskKey(url: request.url, rev: request.rev),
-        group: PlaceholderIndex.diskGroup(url: request.url))
+        payload: placeholder.encoded, forKey: PlaceholderIndex.diskKey(url: url, rev: rev),
+        group: PlaceholderIndex.diskGroup(url: url))
     }
     if dropped { metrics.countDiskWriteSkipped() }
   }

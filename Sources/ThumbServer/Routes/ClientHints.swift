@@ -8,14 +8,29 @@
 /// source then has at most `widthSteps.count` widths per DPR and format.
 public struct ClientHints: Sendable, Hashable {
   /// The widest image, in device pixels, a `Width` hint may ask for.
-  public var maxWidth: Int
+  public let maxWidth: Int
   /// The largest DPR a hint may ask for.
-  public var maxDPR: Double
+  public let maxDPR: Double
+  /// The widths (device pixels) a `Width` hint is rounded up to: 32, 40, 48, 64, 80, 96, ...,
+  /// then `maxWidth` itself. Made once, not per request.
+  public let widthSteps: [Int]
+  /// The DPRs a hint is rounded up to, at most `maxDPR`.
+  private let allowedDPRs: [Double]
 
   /// Hints up to `maxWidth` device pixels and a DPR of `maxDPR`.
   public init(maxWidth: Int = 2048, maxDPR: Double = 3) {
     self.maxWidth = maxWidth
     self.maxDPR = maxDPR
+    var steps: [Int] = []
+    var octave = 32
+    while octave < maxWidth {
+      for step in [octave, octave + octave / 4, octave + octave / 2] where step < maxWidth {
+        steps.append(step)
+      }
+      octave *= 2
+    }
+    widthSteps = steps + [maxWidth]
+    allowedDPRs = Self.dprSteps.filter { $0 <= maxDPR }
   }
 
   /// `Accept-CH` on responses: the hints thumbd reads.
@@ -25,20 +40,6 @@ public struct ClientHints: Sendable, Hashable {
   static let widthHeaders = ["Sec-CH-Width", "Width"]
   /// The DPRs a hint is rounded up to.
   static let dprSteps: [Double] = [1, 1.5, 2, 3, 4]
-
-  /// The widths (device pixels) a `Width` hint is rounded up to: 32, 40, 48, 64, 80, 96, ...,
-  /// then `maxWidth` itself.
-  public var widthSteps: [Int] {
-    var steps: [Int] = []
-    var octave = 32
-    while octave < maxWidth {
-      for step in [octave, octave + octave / 4, octave + octave / 2] where step < maxWidth {
-        steps.append(step)
-      }
-      octave *= 2
-    }
-    return steps + [maxWidth]
-  }
 
   /// Sizes a request that names no size (no width, height or scale) from the hints
   /// `request` carries, rounded; returns the headers consulted (a shared cache must vary on
@@ -66,8 +67,7 @@ public struct ClientHints: Sendable, Hashable {
 
   /// `dpr` rounded up to a step, at most `maxDPR`'s step.
   func roundedDPR(_ dpr: Double) -> Double {
-    let allowed = Self.dprSteps.filter { $0 <= maxDPR }
-    return allowed.first { $0 >= dpr } ?? allowed.last ?? 1
+    allowedDPRs.first { $0 >= dpr } ?? allowedDPRs.last ?? 1
   }
 
   /// `width` device pixels rounded up to a step, at most `maxWidth`.

@@ -71,13 +71,6 @@ public final class ClientLimiter: Sendable {
     return .v6(Array(bytes[0..<8]) + Array(repeating: 0, count: 8))
   }
 
-  /// Takes a token for one miss of `request`'s client: nil when it may go ahead, else the
-  /// seconds until a token is back.
-  func admit(_ request: HTTPRequest, now: ContinuousClock.Instant = .now) -> Double? {
-    guard let client = client(of: request) else { return nil }
-    return admit(client, now: now)
-  }
-
   /// Takes a token from `client`'s bucket; nil when there was one, else the wait.
   func admit(_ client: IPAddress, now: ContinuousClock.Instant) -> Double? {
     let wait: Double? = buckets.withLock { buckets in

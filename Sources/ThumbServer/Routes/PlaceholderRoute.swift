@@ -24,9 +24,7 @@ public struct PlaceholderRoute: Sendable {
 
   func answer(_ request: HTTPRequest) -> RouteAnswer {
     if request.overNetwork && thumbnails.refusesUnsignedOverNetwork {
-      return .now(
-        .error(403, kind: "unsigned_request", message: "the TCP listener takes signed paths only"),
-        nil)
+      return .now(ThumbnailRoute.unsignedRefusal, nil)
     }
     let pipeline = thumbnails.pipeline
     guard pipeline.makesPlaceholders else {
@@ -59,14 +57,9 @@ public struct PlaceholderRoute: Sendable {
     if let known = pipeline.placeholder(for: url, rev: rev) {
       return .now(Self.response(known, box), nil)
     }
-    if let limiter = thumbnails.limiter, let wait = limiter.admit(request) {
-      var response = HTTPResponse.error(
-        429, kind: "too_many_requests",
-        message: "this client's misses are over client_miss_rate; retry later")
-      response.headers.append(("Retry-After", String(max(1, Int(wait.rounded(.up))))))
-      return .now(response, nil)
-    }
-    let client = thumbnails.client(of: request, priority: .visible)
+    let address = thumbnails.address(of: request)
+    if let refusal = thumbnails.missRefusal(from: address) { return .now(refusal, nil) }
+    let client = thumbnails.client(of: request, priority: .visible, address: address)
     let sizedFor = box
     return .later {
       if let stored = await pipeline.storedPlaceholder(for: url, rev: rev) {

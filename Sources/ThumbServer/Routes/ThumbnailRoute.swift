@@ -32,16 +32,40 @@ public struct ThumbnailRoute: Sendable {
   /// the forwarded client behind a trusted proxy), so the fetch and decode queues share their
   /// turns fairly between addresses; else `shared`. Prefetch without a name is
   /// `prefetchClient`.
-  func client(of request: HTTPRequest, priority: ImagePriority) -> ClientID {
+  func client(
+    of request: HTTPRequest, priority: ImagePriority, address: IPAddress?
+  ) -> ClientID {
     if let name = request.header("x-thumbd-client"), !name.isEmpty {
       return ClientID(name: name)
     }
     if priority == .prefetch { return Self.prefetchClient }
-    let address =
-      limiter.map { $0.client(of: request) }
-      ?? (request.overNetwork ? request.peer.map(ClientLimiter.key) : nil)
     return address.map { ClientID(name: "address " + $0.description) } ?? .shared
   }
+
+  /// The address `request` counts as, for limits and fair turns: the limiter's reading (peer,
+  /// or forwarded behind a trusted proxy), else the TCP peer; nil on the Unix socket.
+  func address(of request: HTTPRequest) -> IPAddress? {
+    if let limiter { return limiter.client(of: request) }
+    return request.overNetwork ? request.peer.map(ClientLimiter.key) : nil
+  }
+
+  /// A miss from `address`: nil to go ahead (a token taken), or the 429 with `Retry-After`
+  /// when its bucket is empty.
+  func missRefusal(from address: IPAddress?) -> HTTPResponse? {
+    guard let limiter, let address, let wait = limiter.admit(address, now: .now) else {
+      return nil
+    }
+    var response = HTTPResponse.error(
+      429, kind: "too_many_requests",
+      message: "this client's misses are over client_miss_rate; retry later")
+    response.headers.append(("Retry-After", String(max(1, Int(wait.rounded(.up))))))
+    return response
+  }
+
+  /// The answer to an unsigned request over TCP when signing keys are set.
+  static let unsignedRefusal = HTTPResponse.error(
+    403, kind: "unsigned_request",
+    message: "the TCP listener takes signed paths only (see signing_keys, allow_unsigned_tcp)")
 
   /// Creates the route.
   public init(
@@ -64,14 +88,7 @@ public struct ThumbnailRoute: Sendable {
   /// miss becomes work whose subscription lasts as long as the task waiting for it (the client
   /// going away cancels it and leaves only this request's interest); a bad query is a 400.
   public func answer(_ request: HTTPRequest) -> RouteAnswer {
-    if request.overNetwork && refusesUnsignedOverNetwork {
-      return .now(
-        .error(
-          403, kind: "unsigned_request",
-          message: "the TCP listener takes signed paths only (see signing_keys, allow_unsigned_tcp)"
-        ),
-        nil)
-    }
+    if request.overNetwork && refusesUnsignedOverNetwork { return .now(Self.unsignedRefusal, nil) }
     switch Self.parse(request, parameters: parameters) {
     case .request(let imageRequest, let priority, let varies):
       return answer(request, for: imageRequest, priority: priority, varies: varies)
@@ -85,19 +102,14 @@ public struct ThumbnailRoute: Sendable {
     _ request: HTTPRequest, for imageRequest: ImageRequest, priority: ImagePriority,
     varies: [String]
   ) -> RouteAnswer {
-    let client = client(of: request, priority: priority)
+    let address = address(of: request)
+    let client = client(of: request, priority: priority, address: address)
     if let hit = pipeline.cachedResponse(
       for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
     {
       return .now(answer(request, imageRequest, with: hit, varies: varies), hit.source)
     }
-    if let limiter, let wait = limiter.admit(request) {
-      var response = HTTPResponse.error(
-        429, kind: "too_many_requests",
-        message: "this client's misses are over client_miss_rate; retry later")
-      response.headers.append(("Retry-After", String(max(1, Int(wait.rounded(.up))))))
-      return .now(response, nil)
-    }
+    if let refusal = missRefusal(from: address) { return .now(refusal, nil) }
     return .later { [self] in
       do {
         let response = try await pipeline.response(
