@@ -102,7 +102,7 @@ struct PlaceholderTests {
   }
 
   @Test(
-    "1500 random slot reuses over warm and cold items: placeholders only for the load's own item and token, never after its image, always the final image's size"
+    "2000 random slot reuses over warm and cold items and revisions: placeholders only for the load's own item, token and rev, never after its image, always the final image's size"
   )
   func randomisedSlotReuse() async throws {
     let origin = try Items.makeOrigin()
@@ -120,6 +120,7 @@ struct PlaceholderTests {
     let slots = 8
     var tokens = [Int](repeating: 0, count: slots)
     var loads: [String: Int] = [:]
+    var revs: [String: String?] = [:]
     var live: [Int: Int] = [:]
     for step in 0..<2000 {
       let slot = Int.random(in: 0..<slots, using: &generator)
@@ -127,10 +128,15 @@ struct PlaceholderTests {
         let item = Int.random(in: 0..<Items.itemCount, using: &generator)
         tokens[slot] += 1
         let size = [12, 16, 20][Int.random(in: 0..<3, using: &generator)]
+        // Some loads name a revision: a placeholder is kept per source and revision, so one
+        // made for another revision (or for none) must never answer it.
+        let rev = [nil, nil, "r1", "r2"][Int.random(in: 0..<4, using: &generator)]
         try raw.load(
           slot: slot, item: "item-\(item)", token: tokens[slot],
-          url: origin.url("/item/\(item).png"), width: size, height: size - 2, format: .png)
+          url: origin.url("/item/\(item).png"), width: size, height: size - 2, format: .png,
+          rev: rev)
         loads["\(slot)/\(tokens[slot])"] = item
+        revs["\(slot)/\(tokens[slot])"] = rev
         live[slot] = tokens[slot]
       } else if let token = live[slot] {
         try raw.cancel(slot: slot, token: token)
@@ -159,6 +165,7 @@ struct PlaceholderTests {
         #expect(placed.updateValue(placeholder, forKey: key) == nil, "two placeholders: \(key)")
         let item = try #require(loads[key])
         #expect(placeholder.item == "item-\(item)")
+        #expect(placeholder.rev == revs[key] ?? nil, "\(key): the load's revision")
         let (r, g, b) = Items.colour(of: item)
         #expect(placeholder.colour == String(format: "#%02x%02x%02x", r, g, b), "\(key)")
       case .image(let image):

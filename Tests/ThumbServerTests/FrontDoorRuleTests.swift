@@ -40,6 +40,18 @@ struct FrontDoorRuleTests {
   func presetRules() throws {
     #expect(throws: PresetError.self) { try Presets(definitions: ["a=w:1", "a=w:2"], only: false) }
     #expect(throws: PresetError.self) { try Presets(definitions: [], only: true) }
+    // Bounded: so many definitions, or one so long, is a config error, not a table.
+    #expect(throws: PresetError.self) {
+      try Presets(definitions: (0...Presets.maxPresets).map { "p\($0)=w:1" }, only: false)
+    }
+    #expect(throws: PresetError.self) {
+      try Presets(
+        definitions: ["long=" + Array(repeating: "w:1", count: 1400).joined(separator: "/")],
+        only: false)
+    }
+    #expect(throws: Never.self) {
+      try Presets(definitions: (1...Presets.maxPresets).map { "p\($0)=w:1" }, only: false)
+    }
     let presets = try Presets(
       definitions: ["a=w:10/q:50", "b=w:20/f:png", "default=h:5"], only: false)
     var options = ImageOptions()
