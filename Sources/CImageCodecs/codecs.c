@@ -14,16 +14,22 @@ typedef struct ic_decoder_entry {
   int (*sniff)(const uint8_t *bytes, size_t size);
   ic_status (*open)(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                     ic_result *result, ic_decoder **decoder);
+  /* The preview opener (ic_request.preview), NULL for formats that carry no early picture. */
+  ic_status (*preview_open)(ic_stream *stream, const ic_limits *limits,
+                            const ic_control *control, ic_result *result,
+                            ic_decoder **decoder);
+  /* The prefix scanner (ic_preview_prefix), NULL when a preview needs the whole file. */
+  ic_prefix_verdict (*prefix)(const uint8_t *bytes, size_t size, ic_prefix_scan *scan);
 } ic_decoder_entry;
 
 /* Order matters only where signatures could overlap; none of these do. */
 static const ic_decoder_entry decoders[] = {
-    {IC_FORMAT_JPEG, "JPEG", ic_jpeg_sniff, ic_jpeg_open},
-    {IC_FORMAT_PNG, "PNG", ic_png_sniff, ic_png_open},
-    {IC_FORMAT_WEBP, "WebP", ic_webp_sniff, ic_webp_open},
-    {IC_FORMAT_GIF, "GIF", ic_gif_sniff, ic_gif_open},
-    {IC_FORMAT_HEIC, "HEIC", ic_heic_sniff, ic_heif_open},
-    {IC_FORMAT_AVIF, "AVIF", ic_avif_sniff, ic_heif_open},
+    {IC_FORMAT_JPEG, "JPEG", ic_jpeg_sniff, ic_jpeg_open, ic_jpeg_preview_open, ic_jpeg_prefix},
+    {IC_FORMAT_PNG, "PNG", ic_png_sniff, ic_png_open, NULL, NULL},
+    {IC_FORMAT_WEBP, "WebP", ic_webp_sniff, ic_webp_open, NULL, NULL},
+    {IC_FORMAT_GIF, "GIF", ic_gif_sniff, ic_gif_open, NULL, NULL},
+    {IC_FORMAT_HEIC, "HEIC", ic_heic_sniff, ic_heif_open, ic_heif_preview_open, NULL},
+    {IC_FORMAT_AVIF, "AVIF", ic_avif_sniff, ic_heif_open, ic_heif_preview_open, NULL},
 };
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))
@@ -74,21 +80,64 @@ static void readable_formats(char *out, size_t size) {
   }
 }
 
-ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
-                          const ic_control *control, ic_result *result,
-                          ic_decoder **decoder) {
-  if (ic_stream_read_head(stream, result) != IC_OK) return result->status;
+/* The table's entry for a stream's first bytes, with the format recorded on the result;
+ * NULL (and the result failed) when none reads them. */
+static const ic_decoder_entry *sniffed_entry(ic_stream *stream, ic_result *result) {
+  if (ic_stream_read_head(stream, result) != IC_OK) return NULL;
   size_t have = 0;
   const uint8_t *magic = ic_stream_magic(stream, &have);
   for (size_t i = 0; i < COUNT(decoders); i++) {
     if (!decoders[i].sniff(magic, have)) continue;
     result->source_format = decoders[i].format;
-    return decoders[i].open(stream, limits, control, result, decoder);
+    return &decoders[i];
   }
-  if (have == 0) return ic_fail(result, IC_ERR_UNSUPPORTED, "empty input");
+  if (have == 0) {
+    ic_fail(result, IC_ERR_UNSUPPORTED, "empty input");
+    return NULL;
+  }
   char names[96];
   readable_formats(names, sizeof(names));
-  return ic_fail(result, IC_ERR_UNSUPPORTED, "not a %s image", names);
+  ic_fail(result, IC_ERR_UNSUPPORTED, "not a %s image", names);
+  return NULL;
+}
+
+ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
+                          const ic_control *control, ic_result *result,
+                          ic_decoder **decoder) {
+  const ic_decoder_entry *entry = sniffed_entry(stream, result);
+  if (!entry) return result->status;
+  return entry->open(stream, limits, control, result, decoder);
+}
+
+ic_status ic_preview_open(ic_stream *stream, const ic_limits *limits,
+                          const ic_control *control, ic_result *result,
+                          ic_decoder **decoder) {
+  const ic_decoder_entry *entry = sniffed_entry(stream, result);
+  if (!entry) return result->status;
+  if (!entry->preview_open)
+    return ic_fail(result, IC_ERR_UNSUPPORTED, "a %s image carries no preview", entry->name);
+  return entry->preview_open(stream, limits, control, result, decoder);
+}
+
+ic_prefix_verdict ic_preview_prefix(const uint8_t *bytes, size_t size, ic_prefix_scan *scan) {
+  if (scan->verdict != IC_PREFIX_MORE) return scan->verdict;
+  if (!bytes) return IC_PREFIX_MORE;
+  if (scan->format == IC_FORMAT_UNKNOWN) {
+    /* Sniffed once the bytes are enough for every format, or for a JPEG's two. */
+    for (size_t i = 0; i < COUNT(decoders); i++)
+      if (decoders[i].sniff(bytes, size < IC_SNIFF_BYTES ? size : IC_SNIFF_BYTES))
+        scan->format = decoders[i].format;
+    if (scan->format == IC_FORMAT_UNKNOWN) {
+      if (size < IC_SNIFF_BYTES) return IC_PREFIX_MORE;
+      scan->verdict = IC_PREFIX_NONE;
+      return scan->verdict;
+    }
+  }
+  for (size_t i = 0; i < COUNT(decoders); i++)
+    if (decoders[i].format == scan->format)
+      return decoders[i].prefix ? decoders[i].prefix(bytes, size, scan)
+                                : (scan->verdict = IC_PREFIX_NONE);
+  return scan->verdict = IC_PREFIX_NONE;
 }
 
 ic_status ic_encode_as(ic_format format, const uint8_t *pixels, uint32_t width,

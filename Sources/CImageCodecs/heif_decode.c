@@ -42,6 +42,8 @@ typedef struct heif_decoder {
   /* The item graph and real sizes (heif_scan.c), and the item run() decodes. */
   ic_heif_layout layout;
   uint32_t primary_id, chosen_id;
+  /* A preview (ic_request.preview): an embedded thumbnail, never the primary image. */
+  int preview;
 } heif_decoder;
 
 /* Brands in the ftyp box: the major one, then the compatible ones that fit in the bytes. */
@@ -114,12 +116,6 @@ static ic_status fail_from_heif(struct heif_error error, const char *what, ic_re
                  (int)error.subcode);
 }
 
-/* Aspect ratios within 2%: a thumbnail of another crop or orientation is not used. */
-static int same_shape(uint32_t w1, uint32_t h1, uint32_t w2, uint32_t h2) {
-  double a = (double)w1 / h1, b = (double)w2 / h2;
-  return fabs(a - b) <= 0.02 * a;
-}
-
 static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need_height,
                              int allow_scaling, uint32_t *width, uint32_t *height) {
   heif_decoder *d = (heif_decoder *)base;
@@ -128,18 +124,28 @@ static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t nee
   d->chosen_id = d->primary_id;
   d->chosen_width = base->header.width;
   d->chosen_height = base->header.height;
-  int count = allow_scaling ? heif_image_handle_get_number_of_thumbnails(d->primary) : 0;
+  int count = allow_scaling || d->preview
+                  ? heif_image_handle_get_number_of_thumbnails(d->primary)
+                  : 0;
   if (count > 16) count = 16;
   heif_item_id ids[16];
   if (count > 0) count = heif_image_handle_get_list_of_thumbnail_IDs(d->primary, ids, count);
+  /* A preview takes the smallest thumbnail that covers the need, else the largest one; a
+   * decode, only a thumbnail that covers it. */
+  int covered = 0;
   for (int i = 0; i < count; i++) {
     struct heif_image_handle *thumb = NULL;
     struct heif_error error = heif_image_handle_get_thumbnail(d->primary, ids[i], &thumb);
     if (error.code != heif_error_Ok || !thumb) continue;
     int tw = heif_image_handle_get_width(thumb), th = heif_image_handle_get_height(thumb);
-    if (tw > 0 && th > 0 && (uint32_t)tw >= need_width && (uint32_t)th >= need_height &&
-        (uint32_t)tw < d->chosen_width && same_shape((uint32_t)tw, (uint32_t)th,
-                                                      base->header.width, base->header.height)) {
+    int covers = tw > 0 && th > 0 && (uint32_t)tw >= need_width && (uint32_t)th >= need_height;
+    int better = d->chosen == d->primary ||
+                 (covers ? !covered || (uint32_t)tw < d->chosen_width
+                         : !covered && (uint32_t)tw > d->chosen_width);
+    if (tw > 0 && th > 0 && (covers || d->preview) && better &&
+        (uint32_t)tw < base->header.width &&
+        ic_same_shape((uint32_t)tw, (uint32_t)th, base->header.width, base->header.height)) {
+      covered = covers;
       if (d->chosen != d->primary) heif_image_handle_release(d->chosen);
       d->chosen = thumb;
       d->chosen_id = ids[i];
@@ -423,5 +429,22 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   d->chosen_width = (uint32_t)w;
   d->chosen_height = (uint32_t)h;
   *out = &d->base;
+  return IC_OK;
+}
+
+ic_status ic_heif_preview_open(ic_stream *stream, const ic_limits *limits,
+                               const ic_control *control, ic_result *result,
+                               ic_decoder **out) {
+  ic_decoder *base = NULL;
+  if (ic_heif_open(stream, limits, control, result, &base) != IC_OK) return result->status;
+  heif_decoder *d = (heif_decoder *)base;
+  d->preview = 1;
+  uint32_t width = 0, height = 0;
+  heif_choose_size(base, 0, 0, 1, &width, &height);
+  if (d->chosen == d->primary) {
+    heif_destroy(base);
+    return ic_fail(result, IC_ERR_UNSUPPORTED, "the HEIF image has no embedded thumbnail of its shape");
+  }
+  *out = base;
   return IC_OK;
 }

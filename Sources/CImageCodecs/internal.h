@@ -170,6 +170,16 @@ ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
                           const ic_control *control, ic_result *result,
                           ic_decoder **decoder);
 
+/* Like ic_decoder_open, for a preview (ic_request.preview): the format's preview opener,
+ * IC_ERR_UNSUPPORTED for formats without one. */
+ic_status ic_preview_open(ic_stream *stream, const ic_limits *limits,
+                          const ic_control *control, ic_result *result,
+                          ic_decoder **decoder);
+
+/* Whether two sizes have the same aspect ratio, within 2%: an embedded thumbnail of another
+ * crop or orientation (letterboxed, say) does not stand for the image. */
+int ic_same_shape(uint32_t w1, uint32_t h1, uint32_t w2, uint32_t h2);
+
 /* The decoder table's entries (codecs.c): each format's sniff and open. */
 #define IC_DECLARE_DECODER(name)                                                         \
   int ic_##name##_sniff(const uint8_t *bytes, size_t size);                              \
@@ -181,6 +191,18 @@ IC_DECLARE_DECODER(png);
 IC_DECLARE_DECODER(webp);
 IC_DECLARE_DECODER(gif);
 IC_DECLARE_DECODER(heif);
+/* Preview openers (ic_request.preview) and prefix scanners (ic_preview_prefix), for the
+ * formats that have them. */
+#define IC_DECLARE_PREVIEW(name)                                                         \
+  ic_status ic_##name##_preview_open(ic_stream *stream, const ic_limits *limits,         \
+                                     const ic_control *control, ic_result *result,      \
+                                     ic_decoder **decoder)
+IC_DECLARE_PREVIEW(jpeg);
+IC_DECLARE_PREVIEW(heif);
+ic_prefix_verdict ic_jpeg_prefix(const uint8_t *bytes, size_t size, ic_prefix_scan *scan);
+/* The width and height in a JPEG's first frame header, found by walking its markers; 0 when
+ * the bytes end (or stop being markers) before it. */
+int ic_jpeg_frame_size(const uint8_t *bytes, size_t size, uint32_t *width, uint32_t *height);
 /* HEVC for libheif on FFmpeg's decoder (hevc_avcodec.c), loaded on first use; NULL when
  * libavcodec cannot be loaded (libheif's libde265 plugin decodes then). max_pixels is the
  * calling decode's limit (0: none), folded into the cap every decoder in the process uses. */
@@ -253,6 +275,9 @@ ic_status ic_check_limits(uint32_t width, uint32_t height,
 
 /* Reads the Orientation tag (1...8) from a TIFF/EXIF block; 1 if absent. */
 int ic_exif_orientation(const uint8_t *tiff, size_t size);
+/* Finds the JPEG thumbnail IFD1 of a TIFF/EXIF block points at: 1 with its offset and length
+ * inside the block (starting with a JPEG SOI), 0 when there is none. */
+int ic_exif_thumbnail(const uint8_t *tiff, size_t size, size_t *offset, size_t *length);
 
 /* Output geometry in the stored (pre-orientation) frame. */
 typedef struct ic_plan {

@@ -27,9 +27,10 @@ uint64_t ic_jpeg_dc_memory(j_decompress_ptr cinfo);
  * Errors go through libjpeg's error manager (ERREXIT, WARNMS), so the caller's setjmp
  * catches them; memory comes from libjpeg's image pool. The progress monitor is called
  * for every scan and every row of blocks, so cancellation, the deadline and the scan
- * limits apply as in libjpeg's own decode.
+ * limits apply as in libjpeg's own decode. With first_dc_only (a preview), it stops at the
+ * first marker after every component's first DC scan: the bytes may end there.
  */
 ic_status ic_jpeg_dc_run(j_decompress_ptr cinfo, const ic_control *control, ic_sink *sink,
-                         ic_result *result);
+                         ic_result *result, int first_dc_only);
 
 #endif /* CIMAGECODECS_JPEG_DC_H */

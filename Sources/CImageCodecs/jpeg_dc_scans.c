@@ -742,8 +742,15 @@ static void make_basis(dc_state *s) {
       }
 }
 
+/* Whether every component has had its first DC scan. */
+static int dc_complete(const dc_state *s) {
+  for (int ci = 0; ci < s->cinfo->num_components; ci++)
+    if (s->comp[ci].coef_bits[0] < 0) return 0;
+  return 1;
+}
+
 ic_status ic_jpeg_dc_run(j_decompress_ptr cinfo, const ic_control *control, ic_sink *sink,
-                         ic_result *result) {
+                         ic_result *result, int first_dc_only) {
   dc_state *s = pool_alloc(cinfo, sizeof(*s));
   s->cinfo = cinfo;
   s->mcus_per_row = mcus_per_row(cinfo);
@@ -789,7 +796,7 @@ ic_status ic_jpeg_dc_run(j_decompress_ptr cinfo, const ic_control *control, ic_s
 
   /* libjpeg has read the first SOS; every marker after it up to EOI is read here. */
   int marker = run_scan(s);
-  while (marker != JPEG_EOI) {
+  while (marker != JPEG_EOI && !(first_dc_only && dc_complete(s))) {
     switch (marker) {
     case 0xDA: /* SOS */
       read_sos(s);

@@ -66,6 +66,9 @@ typedef struct jpeg_decoder {
   int cmyk;
   int inverted_cmyk;
   int disable_dc;
+  /* A preview from the first DC scans (ic_request.preview): 1/8 whatever is needed, and the
+   * bytes may end after them. */
+  int preview;
   /* ICC_PROFILE APP2 chunks by sequence number, held until the header is read; a chunk is
    * in the table before its bytes are read, so a longjmp mid-read cannot leak it. */
   uint8_t *icc_chunks[256];
@@ -358,7 +361,9 @@ static void jpeg_choose_size(ic_decoder *base, uint32_t need_width,
   jpeg_decoder *d = (jpeg_decoder *)base;
   uint32_t w = d->cinfo.image_width, h = d->cinfo.image_height;
   unsigned num = 8;
-  if (allow_scaling) {
+  if (d->preview) {
+    num = 1;
+  } else if (allow_scaling) {
     /* Powers of two only: libjpeg-turbo has SIMD reduced IDCTs for them,
      * and the odd sizes (3/8, 5/8...) measured worse against an exact area
      * average. */
@@ -507,7 +512,7 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     /* Every output pixel is a block's DC: the AC scans need not be decoded, nor the
      * whole image's coefficients kept (see jpeg_dc_scans.c). */
     result->dc_only = 1;
-    status = ic_jpeg_dc_run(cinfo, d->err.control, out, result);
+    status = ic_jpeg_dc_run(cinfo, d->err.control, out, result, d->preview);
     report_warnings(d, result);
   } else if (cinfo->arith_code && multi_scan(cinfo) &&
              coefficient_bytes(cinfo) > IC_JPEG_ARITH_MAX_COEFFICIENTS) {
@@ -632,5 +637,105 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   }
   d->base.header.channels = 3;
   *out = &d->base;
+  return IC_OK;
+}
+
+/* ---- Previews ---- */
+
+/* A preview from the EXIF thumbnail: the image's header (size, orientation) over a decoder of
+ * the thumbnail's bytes, which spans the whole image as a smaller decode would. The thumbnail
+ * is taken as sRGB: the image's profile describes the image's encoding, not the camera's
+ * thumbnail. */
+typedef struct exif_preview {
+  ic_decoder base;
+  ic_decoder *inner;
+  ic_stream stream;
+  uint8_t *bytes;
+} exif_preview;
+
+static void exif_preview_choose_size(ic_decoder *base, uint32_t need_width,
+                                     uint32_t need_height, int allow_scaling, uint32_t *width,
+                                     uint32_t *height) {
+  (void)need_width;
+  (void)need_height;
+  (void)allow_scaling;
+  exif_preview *p = (exif_preview *)base;
+  p->inner->choose_size(p->inner, p->inner->header.width, p->inner->header.height, 0, width,
+                        height);
+}
+
+static ic_status exif_preview_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
+  exif_preview *p = (exif_preview *)base;
+  return p->inner->run(p->inner, sink, result);
+}
+
+static uint64_t exif_preview_memory(ic_decoder *base) {
+  exif_preview *p = (exif_preview *)base;
+  return p->inner->working_memory(p->inner);
+}
+
+static void exif_preview_destroy(ic_decoder *base) {
+  exif_preview *p = (exif_preview *)base;
+  if (p->inner) p->inner->destroy(p->inner);
+  ic_stream_close(&p->stream);
+  free(p->bytes);
+  free(p);
+}
+
+/* The EXIF thumbnail of `d` as a preview decoder, or NULL when it has none of the image's
+ * shape or it does not open. */
+static ic_decoder *open_exif_preview(jpeg_decoder *d, const ic_limits *limits,
+                                     const ic_control *control) {
+  size_t offset = 0, length = 0;
+  if (!d->exif || !ic_exif_thumbnail(d->exif + 6, d->exif_length - 6, &offset, &length))
+    return NULL;
+  exif_preview *p = calloc(1, sizeof(*p));
+  if (!p) return NULL;
+  p->base.choose_size = exif_preview_choose_size;
+  p->base.run = exif_preview_run;
+  p->base.destroy = exif_preview_destroy;
+  p->base.working_memory = exif_preview_memory;
+  p->bytes = malloc(length);
+  ic_result scratch;
+  memset(&scratch, 0, sizeof(scratch));
+  ic_source source = {.data = p->bytes, .size = length, .path = NULL, .fd = -1};
+  if (!p->bytes || ic_stream_open(&p->stream, &source, &scratch) != IC_OK) {
+    exif_preview_destroy(&p->base);
+    return NULL;
+  }
+  memcpy(p->bytes, d->exif + 6 + offset, length);
+  uint32_t width = d->cinfo.image_width, height = d->cinfo.image_height;
+  if (ic_jpeg_open(&p->stream, limits, control, &scratch, &p->inner) != IC_OK ||
+      !ic_same_shape(p->inner->header.width, p->inner->header.height, width, height) ||
+      p->inner->header.width >= width) {
+    exif_preview_destroy(&p->base);
+    return NULL;
+  }
+  p->base.header.width = width;
+  p->base.header.height = height;
+  p->base.header.orientation = d->base.header.orientation;
+  p->base.header.channels = 3;
+  return &p->base;
+}
+
+ic_status ic_jpeg_preview_open(ic_stream *stream, const ic_limits *limits,
+                               const ic_control *control, ic_result *result,
+                               ic_decoder **out) {
+  ic_decoder *base = NULL;
+  if (ic_jpeg_open(stream, limits, control, result, &base) != IC_OK) return result->status;
+  jpeg_decoder *d = (jpeg_decoder *)base;
+  ic_decoder *exif = open_exif_preview(d, limits, control);
+  if (exif) {
+    jpeg_destroy_decoder(base);
+    *out = exif;
+    return IC_OK;
+  }
+  if (d->disable_dc || !ic_jpeg_dc_applies(&d->cinfo)) {
+    jpeg_destroy_decoder(base);
+    return ic_fail(result, IC_ERR_UNSUPPORTED,
+                   "the JPEG has neither an EXIF thumbnail of its shape nor DC scans first");
+  }
+  d->preview = 1;
+  *out = base;
   return IC_OK;
 }

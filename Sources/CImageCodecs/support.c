@@ -3,6 +3,7 @@
  */
 #include "internal.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,12 @@ ic_status ic_fail(ic_result *result, ic_status status, const char *format,
   vsnprintf(result->message, sizeof(result->message), format, args);
   va_end(args);
   return status;
+}
+
+int ic_same_shape(uint32_t w1, uint32_t h1, uint32_t w2, uint32_t h2) {
+  if (w1 == 0 || h1 == 0 || w2 == 0 || h2 == 0) return 0;
+  double a = (double)w1 / h1, b = (double)w2 / h2;
+  return fabs(a - b) <= 0.02 * a;
 }
 
 uint64_t ic_now_ns(void) {

@@ -100,6 +100,20 @@ static void drop_alpha(uint8_t *pixels, size_t count) {
   }
 }
 
+/* A preview is never larger than the picture it comes from: the output shrinks (aspect
+ * kept, the same crop) until the crop's decoded pixels cover it. */
+static void cap_to_decode(ic_plan *plan, uint32_t full_w, uint32_t full_h, uint32_t decode_w,
+                          uint32_t decode_h) {
+  double have_w = plan->crop_width * decode_w / full_w;
+  double have_h = plan->crop_height * decode_h / full_h;
+  double scale = fmin(have_w / plan->out_width, have_h / plan->out_height);
+  if (scale >= 1) return;
+  uint32_t w = (uint32_t)floor(plan->out_width * scale + 0.5);
+  uint32_t h = (uint32_t)floor(plan->out_height * scale + 0.5);
+  plan->out_width = w ? w : 1;
+  plan->out_height = h ? h : 1;
+}
+
 /* The output plan and the decode size for a request: the smallest decode whose crop still
  * covers the output pixels, with headroom (see IC_SHRINK_HEADROOM). */
 static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
@@ -123,6 +137,7 @@ static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
                                    (double)h->height / plan->crop_height - 1e-9);
   decoder->choose_size(decoder, need_w, need_h, request->shrink_on_load, decode_w,
                        decode_h);
+  if (request->preview) cap_to_decode(plan, h->width, h->height, *decode_w, *decode_h);
   return IC_OK;
 }
 
@@ -253,8 +268,9 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   int channels = 0;
   uint8_t *kept_icc = NULL;
   size_t kept_size = 0;
-  ic_status status = ic_decoder_open(&stream, limits, &control, result,
-                                     &decoder);
+  ic_status status = request->preview
+                         ? ic_preview_open(&stream, limits, &control, result, &decoder)
+                         : ic_decoder_open(&stream, limits, &control, result, &decoder);
   if (status == IC_OK) {
     status = resample(decoder, request, limits, result, &pixels, &width,
                       &height, &channels, &kept_icc, &kept_size);

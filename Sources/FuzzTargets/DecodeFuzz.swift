@@ -39,7 +39,7 @@ extension FuzzTarget {
     FuzzTarget(
       name: name,
       covers:
-        "Thumbnailer over \(format.rawValue.uppercased()) (\(what)): a thumbnail inside the box, or a typed ThumbnailError other than a timeout; no crash, leak or out-of-bounds access",
+        "Thumbnailer over \(format.rawValue.uppercased()) (\(what)): a thumbnail inside the box, or a typed ThumbnailError other than a timeout, and the same of its previews (whole, and of the first bytes the prefix watch points at); no crash, leak or out-of-bounds access",
       maxLength: 262_144
     ) { bytes in
       guard let sniffed = SourceFormat.sniff(bytes), ([format] + also).contains(sniffed) else {
@@ -64,6 +64,39 @@ extension FuzzTarget {
         } catch {
           require(error.kind != "decode_timeout", "a decode ran into the deadline")
         }
+      }
+      previews(of: bytes, thumbnailer)
+    }
+  }
+
+  /// Previews of the whole input and of the first bytes the prefix watch points at (fed 509
+  /// bytes at a time, as a download arrives): inside the box, or refused with a typed error.
+  private static func previews(of bytes: [UInt8], _ thumbnailer: Thumbnailer) {
+    let spec = ThumbnailSpec(width: 48, height: 48)
+    var watch = PreviewPrefix()
+    var inputs = [bytes]
+    var end = 0
+    watching: while end < bytes.count {
+      end = min(bytes.count, end + 509)
+      switch bytes.withUnsafeBytes({ watch.look(at: UnsafeRawBufferPointer(rebasing: $0[..<end])) })
+      {
+      case .more: continue
+      case .none: break watching
+      case .ready(let size):
+        require(size <= end, "the watch pointed past the bytes it was given")
+        inputs.append(Array(bytes[..<size]))
+        break watching
+      }
+    }
+    for input in inputs {
+      do throws(ThumbnailError) {
+        guard let preview = try thumbnailer.preview(of: input, spec: spec) else { continue }
+        require(
+          preview.width >= 1 && preview.width <= spec.pixelWidth && preview.height >= 1
+            && preview.height <= spec.pixelHeight,
+          "preview \(preview.width)x\(preview.height) outside the box")
+      } catch {
+        require(error.kind != "decode_timeout", "a preview ran into the deadline")
       }
     }
   }

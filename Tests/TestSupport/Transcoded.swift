@@ -14,13 +14,16 @@ enum Transcoded {
   }
 
   /// Writes a `layout` copy of `source` (a path), optionally with a restart marker every
-  /// `restartBlocks` MCUs, and returns its path (in the temporary folder; the caller removes it).
-  static func copy(of source: String, as layout: Layout, restartBlocks: Int? = nil) throws
-    -> String
-  {
+  /// `restartBlocks` MCUs, with the markers (EXIF, ICC) or without, and returns its path (in
+  /// the temporary folder; the caller removes it).
+  static func copy(
+    of source: String, as layout: Layout, restartBlocks: Int? = nil, metadata: Bool = true
+  ) throws -> String {
     let output = FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbd-\(layout.rawValue)-\(UUID().uuidString.prefix(8)).jpg").path
-    var arguments = ["-copy", "all", layout == .progressive ? "-progressive" : "-optimize"]
+    var arguments = [
+      "-copy", metadata ? "all" : "none", layout == .progressive ? "-progressive" : "-optimize",
+    ]
     if let restartBlocks { arguments += ["-restart", "\(restartBlocks)B"] }
     arguments += ["-outfile", output, source]
     let process = Process()

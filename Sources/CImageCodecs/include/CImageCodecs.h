@@ -185,7 +185,54 @@ typedef struct ic_request {
   /** When nonzero, the result also carries a summary: the output averaged down to at most
    * IC_SUMMARY_SIDE a side, RGBA, for placeholders (ThumbHash, a dominant colour). */
   int summary;
+  /** When nonzero, the thumbnail is a preview, made from the cheapest early picture the
+   * bytes carry instead of the image itself: a JPEG's EXIF thumbnail (when it has the image's
+   * shape), else a progressive JPEG's first DC scans (the bytes may end anywhere after them:
+   * see ic_preview_prefix), or a HEIC's or AVIF's embedded thumbnail. Never larger than that
+   * picture; the plan, orientation and source size are the image's own.
+   * IC_ERR_UNSUPPORTED when the bytes carry none. */
+  int preview;
 } ic_request;
+
+/** What the first bytes of a download offer a preview (ic_preview_prefix). */
+typedef enum ic_prefix_verdict {
+  /** Not yet: ask again when more bytes have arrived. */
+  IC_PREFIX_MORE = 0,
+  /** A preview (ic_request.preview) can be made from the first ready_size bytes. */
+  IC_PREFIX_READY = 1,
+  /** None before the whole file: another format, a baseline JPEG without a usable EXIF
+   * thumbnail, or bytes the scan does not follow. */
+  IC_PREFIX_NONE = 2
+} ic_prefix_verdict;
+
+/** A scan of a download's first bytes, resumed as more arrive. Zero it to start; the
+ * fields after ready_size are the scanner's own. */
+typedef struct ic_prefix_scan {
+  ic_prefix_verdict verdict;
+  size_t ready_size;
+  size_t offset;
+  ic_format format;
+  int in_entropy;
+  int progressive;
+  int components;
+  uint8_t ids[4];
+  uint8_t scan_ids[4];
+  int scan_components;
+  int dc_first_scan;
+  uint32_t dc_done;
+  uint32_t width, height;
+  int thumbnail;
+  uint32_t thumbnail_width, thumbnail_height;
+} ic_prefix_scan;
+
+/**
+ * Looks at the first `size` bytes of a download (the same bytes as on the last call, and
+ * more) for the point where a preview can be made: a JPEG's first scan header when its EXIF
+ * thumbnail has the image's shape, else the marker after the DC scans of a progressive JPEG.
+ * Each byte is looked at once over all calls. Other formats give IC_PREFIX_NONE: their
+ * previews (a HEIF's thumbnail) need the whole file.
+ */
+ic_prefix_verdict ic_preview_prefix(const uint8_t *bytes, size_t size, ic_prefix_scan *scan);
 
 /** The longest side of a result's summary. */
 #define IC_SUMMARY_SIDE 32
