@@ -330,6 +330,8 @@ typedef struct ic_encode_options {
   /* WebP: keep RGB under alpha 0 as given; lossless. For fixtures. */
   int webp_exact;
   int webp_lossless;
+  /* JPEG: progressive. For fixtures. */
+  int jpeg_progressive;
   /* AVIF: orientation 1...8 written as irot/imir (0 or 1: none). For fixtures. */
   int avif_orientation;
   /* An ICC profile to embed (IC_COLOUR_KEEP), or NULL. */

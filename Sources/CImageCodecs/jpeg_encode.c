@@ -70,6 +70,7 @@ ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width, uint32_t height,
   cinfo.comp_info[0].h_samp_factor = 2;
   cinfo.comp_info[0].v_samp_factor = 2;
   cinfo.optimize_coding = TRUE;
+  if (options->jpeg_progressive) jpeg_simple_progression(&cinfo);
   if (channels == 4) {
     flat = malloc((size_t)width * 3);
     if (!flat) {

@@ -99,11 +99,13 @@ public final class ThumbClient: Sendable {
   /// Binds `slot` to `item` with `token` (and the content revision `rev`, when the caller's
   /// model knows one) and asks for its thumbnail; a previous load on the slot is superseded
   /// (the daemon drops its interest in it). `colour` is `srgb` or `keep` (nil: the daemon's
-  /// default).
+  /// default). With `preview`, a `.preview` event may come ahead of the image when the source
+  /// carries an early picture (a JPEG's EXIF thumbnail or first DC scans, a HEIF's thumbnail).
   public func load(
     slot: Int, item: String, token: Int, url: String, width: Int, height: Int, scale: Double = 1,
     fit: Fit = .contain, format: Format? = nil, quality: Int? = nil,
-    priority: Priority = .visible, rev: String? = nil, colour: String? = nil
+    priority: Priority = .visible, rev: String? = nil, colour: String? = nil,
+    preview: Bool = false
   ) throws(ClientError) {
     current.withLock { $0[slot] = SlotBinding(item: item, token: token, rev: rev) }
     let box = ClientMessage.Box(
@@ -113,7 +115,7 @@ public final class ThumbClient: Sendable {
       .load(
         ClientMessage.Load(
           slot: slot, item: item, token: token, url: url, box: box, priority: priority,
-          rev: rev)))
+          rev: rev, preview: preview)))
   }
 
   /// Gives up the slot's load with `token`; its result will not be delivered.
@@ -209,7 +211,7 @@ public final class ThumbClient: Sendable {
   private func event(from frame: SessionFrame) -> Event? {
     let message = ServerMessage(frame: frame)
     switch message {
-    case .image(let image):
+    case .image(let image), .preview(let image):
       return holds(image.slot, image.item, image.token, rev: image.rev) ? message : nil
     case .error(let slot?, let item?, let token?, _, _):
       return holds(slot, item, token, rev: nil, comparingRev: false) ? message : nil

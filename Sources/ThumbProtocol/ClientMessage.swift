@@ -69,14 +69,17 @@ public enum ClientMessage: Sendable, Hashable {
     /// The content revision the client's model holds, if it knows one: part of the cache
     /// key, echoed in the image.
     public var rev: String?
+    /// Whether a `preview` frame may come ahead of the image, when the source carries an
+    /// early picture (a JPEG's EXIF thumbnail or first DC scans, a HEIF's thumbnail).
+    public var preview: Bool
 
     /// A load.
     public init(
       slot: Int, item: String, token: Int, url: String, box: Box, priority: Priority = .visible,
-      rev: String? = nil
+      rev: String? = nil, preview: Bool = false
     ) {
       (self.slot, self.item, self.token, self.url) = (slot, item, token, url)
-      (self.box, self.priority, self.rev) = (box, priority, rev)
+      (self.box, self.priority, self.rev, self.preview) = (box, priority, rev, preview)
     }
   }
 
@@ -120,7 +123,8 @@ public enum ClientMessage: Sendable, Hashable {
           slot: try fields.slot(), item: try fields.text("item", maxLength: Wire.maxItemLength),
           token: try fields.integer("token", in: Wire.identifiers),
           url: try fields.text("url", maxLength: Wire.maxURLLength), box: try fields.box(),
-          priority: try fields.priority() ?? .visible, rev: try fields.revision()))
+          priority: try fields.priority() ?? .visible, rev: try fields.revision(),
+          preview: try fields.flag("preview")))
     case .cancel:
       self = .cancel(
         slot: try fields.slot(), token: try fields.integer("token", in: Wire.identifiers))
@@ -135,7 +139,7 @@ public enum ClientMessage: Sendable, Hashable {
       self = .prefetch(Prefetch(round: round, items: try fields.items(), box: try fields.box()))
     case .release:
       self = .release(round: try fields.integer("round", in: Wire.identifiers))
-    case .image, .error, .prefetched, .prefetchError, .placeholder, nil:
+    case .image, .error, .prefetched, .prefetchError, .placeholder, .preview, nil:
       guard let op = frame.op else { throw SessionFrameError("the header needs a string op") }
       throw SessionFrameError("unknown op \(JSONValue.string(op).encoded())")
     }
@@ -151,6 +155,7 @@ public enum ClientMessage: Sendable, Hashable {
         "url": .string(load.url), "priority": .string(load.priority.rawValue),
       ]
       if let rev = load.rev { header["rev"] = .string(rev) }
+      if load.preview { header["preview"] = .bool(true) }
       load.box.write(into: &header)
     case .cancel(let slot, let token):
       header = ["slot": .integer(slot), "token": .integer(token)]
@@ -229,6 +234,15 @@ private struct FrameFields {
       throw SessionFrameError("\(name) must be a string of 1...\(maxLength) bytes")
     }
     return text
+  }
+
+  /// An optional boolean, false when absent or null.
+  func flag(_ name: String) throws(SessionFrameError) -> Bool {
+    guard let value = values[name], value != .null else { return false }
+    guard case .bool(let flag) = value else {
+      throw SessionFrameError("\(name) must be true or false")
+    }
+    return flag
   }
 
   func optionalText(_ name: String) throws(SessionFrameError) -> String? {

@@ -11,6 +11,10 @@ public enum ServerMessage: Sendable, Hashable {
   case prefetchError(round: Int, item: String, code: String)
   /// A slot's current load's rough look, before its image (never after it).
   case placeholder(Placeholder)
+  /// A small early picture of a slot's current load, before its image (never after it), for
+  /// a load that asked (`preview`). `cache` is empty; the format is `jpeg`, or `png` when
+  /// transparent.
+  case preview(Image)
 
   /// A placeholder frame's contents: no body, all in the header.
   public struct Placeholder: Sendable, Hashable {
@@ -78,15 +82,15 @@ public enum ServerMessage: Sendable, Hashable {
   public init?(frame: SessionFrame) {
     let header = frame.header
     switch frame.op.flatMap(Wire.Op.init(rawValue:)) {
-    case .image:
+    case .image, .preview:
       guard let slot = header["slot"]?.integer, let item = header["item"]?.string,
         let token = header["token"]?.integer
       else { return nil }
-      self = .image(
-        Image(
-          slot: slot, item: item, token: token, format: header["format"]?.string ?? "",
-          width: header["width"]?.integer ?? 0, height: header["height"]?.integer ?? 0,
-          cache: header["cache"]?.string ?? "", data: frame.body, rev: header["rev"]?.string))
+      let image = Image(
+        slot: slot, item: item, token: token, format: header["format"]?.string ?? "",
+        width: header["width"]?.integer ?? 0, height: header["height"]?.integer ?? 0,
+        cache: header["cache"]?.string ?? "", data: frame.body, rev: header["rev"]?.string)
+      self = frame.op == Wire.Op.preview.rawValue ? .preview(image) : .image(image)
     case .error:
       self = .error(
         slot: header["slot"]?.integer, item: header["item"]?.string,
@@ -120,13 +124,15 @@ public enum ServerMessage: Sendable, Hashable {
   /// The frame to send.
   public var frame: SessionFrame {
     switch self {
-    case .image(let image):
+    case .image(let image), .preview(let image):
+      let isPreview = if case .preview = self { true } else { false }
       var header: [String: JSONValue] = [
-        "op": .string(Wire.Op.image.rawValue), "slot": .integer(image.slot),
-        "item": .string(image.item), "token": .integer(image.token),
-        "format": .string(image.format), "width": .integer(image.width),
-        "height": .integer(image.height), "cache": .string(image.cache),
+        "op": .string((isPreview ? Wire.Op.preview : Wire.Op.image).rawValue),
+        "slot": .integer(image.slot), "item": .string(image.item),
+        "token": .integer(image.token), "format": .string(image.format),
+        "width": .integer(image.width), "height": .integer(image.height),
       ]
+      if !isPreview { header["cache"] = .string(image.cache) }
       if let rev = image.rev { header["rev"] = .string(rev) }
       return SessionFrame(header: header, body: image.data)
     case .error(let slot, let item, let token, let code, let message):

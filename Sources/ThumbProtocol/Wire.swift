@@ -28,7 +28,7 @@ public enum Wire {
     // Client to server.
     case load, cancel, priority, prefetch, release
     // Server to client.
-    case image, error, prefetched, placeholder
+    case image, error, prefetched, placeholder, preview
     case prefetchError = "prefetch_error"
   }
 

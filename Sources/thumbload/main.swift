@@ -28,7 +28,11 @@ let usage = """
     --size PX            thumbnail box (default 128)
     --prefetch N         items announced ahead of the scroll (default 24; 0 disables)
     --prefetch-flood N   another client keeps N unrelated items in prefetch (default 0)
-    --cache cold|warm    warm loads every item once before measuring (default cold)
+    --cache cold|warm|index
+                         warm loads every item once before measuring; index loads each
+                         once at 40 px, so the placeholder index knows every source and
+                         every load of the run is still a miss (default cold)
+    --preview            loads ask for a preview (an early picture) ahead of the image
     --stampede-clients N clients asking for one cold item at once (default 50)
     --seed N             seed for scrolling and the origin (default 1)
   Origin options:
@@ -36,6 +40,7 @@ let usage = """
     --bandwidth BYTES/S  per response (default unlimited)
     --error-rate R       share of failing requests: 503, reset, truncated (default 0)
     --source WxH         source image size (default 800x600)   --png  PNG sources
+    --progressive        progressive JPEG sources (DC scans first)
     --mutate RATE        items change RATE times a second (seeded); images carry their
                          revision, the origin sends ETag and max-age; a shown image whose
                          revision was superseded more than max-age + --stale-slack before
@@ -113,8 +118,8 @@ func parse(_ list: [String]) -> Settings {
     case "--prefetch-flood": settings.options.prefetchFlood = integer(argument)
     case "--cache":
       settings.options.cache = value(argument)
-      guard ["cold", "warm"].contains(settings.options.cache) else {
-        fail("--cache is cold or warm")
+      guard ["cold", "warm", "index"].contains(settings.options.cache) else {
+        fail("--cache is cold, warm or index")
       }
     case "--stampede-clients": settings.options.stampedeClients = max(1, integer(argument))
     case "--seed": settings.options.seed = UInt64(integer(argument))
@@ -129,6 +134,8 @@ func parse(_ list: [String]) -> Settings {
       }
       (settings.behaviour.width, settings.behaviour.height) = (parts[0], parts[1])
     case "--png": settings.behaviour.png = true
+    case "--progressive": settings.behaviour.progressive = true
+    case "--preview": settings.options.preview = true
     case "--mutate": settings.mutateRate = max(0, number(argument))
     case "--max-age": settings.behaviour.maxAge = max(0, integer(argument))
     case "--stale-slack": settings.options.staleSlack = max(0, number(argument))

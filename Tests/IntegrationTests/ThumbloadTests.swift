@@ -206,7 +206,9 @@ final class TokenIgnoringClient: LoadClient {
 
   init() { (events, continuation) = AsyncStream.makeStream(of: TargetEvent.self) }
 
-  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+  func load(
+    slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
+  ) throws {
     // A wrong picture for the slot: the previous item's when the slot is loaded again (the
     // late result a target without token checks shows), else a neighbour's (another cell's
     // result landing here). Made from the harness's own item code and given on every load,

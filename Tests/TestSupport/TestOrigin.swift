@@ -40,7 +40,8 @@ final class TestOrigin: @unchecked Sendable {
     var declaredLength: Int?
     /// When true, no Content-Length is sent: the body ends when the connection closes.
     var omitLength = false
-    /// With `streamedLength`: after this many body bytes, wait for `release()` before the rest.
+    /// After this many body bytes (generated, or of `body`), wait for `release()` before the
+    /// rest.
     var pauseAfterBytes: Int?
     /// Microseconds the origin waits before answering: a slow origin, so that results finish
     /// in a different order than they were asked for.
@@ -265,7 +266,14 @@ final class TestOrigin: @unchecked Sendable {
       let piece = response.body.count > 1 << 20 ? 65536 : max(1, response.body.count)
       var offset = 0
       while offset < response.body.count {
-        let end = min(response.body.count, offset + piece)
+        var end = min(response.body.count, offset + piece)
+        if let pause = response.pauseAfterBytes, offset == pause {
+          heldCount.withLock { $0 += 1 }
+          releaseGate.wait()
+          heldCount.withLock { $0 -= 1 }
+        } else if let pause = response.pauseAfterBytes, offset < pause {
+          end = min(end, pause)
+        }
         let n = writeAll(connection, Array(response.body[offset..<end]))
         written += n
         live.withLock { $0[path, default: 0] += n }

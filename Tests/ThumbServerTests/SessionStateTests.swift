@@ -33,7 +33,7 @@ import ThumbSystem
   /// The work a start effect names, with its purpose.
   func started(_ effects: [SessionState.Effect]) -> [(SessionState.WorkID, SessionState.Purpose)] {
     effects.compactMap {
-      if case .start(let work, _, _, let purpose) = $0 { return (work, purpose) }
+      if case .start(let work, _, _, let purpose, _) = $0 { return (work, purpose) }
       return nil
     }
   }
@@ -65,7 +65,7 @@ import ThumbSystem
     let effects = try state.apply(Self.load(3, "a", 7))
     let (work, purpose) = try #require(started(effects).first)
     #expect(purpose == .load(slot: 3))
-    guard case .start(_, let request, let priority, _) = effects[0] else {
+    guard case .start(_, let request, let priority, _, _) = effects[0] else {
       Issue.record("no start")
       return
     }
@@ -110,6 +110,41 @@ import ThumbSystem
     // The image comes first: a placeholder after it is never sent.
     #expect(sent(state.finished(second, purpose, Self.image(for: "b"))).count == 1)
     #expect(sent(state.finished(second, purpose, look)).isEmpty)
+    #expect(state.pendingWork == 0)
+  }
+
+  @Test(
+    "a preview goes out once, for the load that asked, before its image; never for a binding that moved on, twice, or after the image"
+  )
+  func previewRule() throws {
+    var state = makeState()
+    let asking = ClientMessage.load(
+      .init(slot: 0, item: "a", token: 1, url: "http://o/a", box: Self.box, preview: true))
+    let effects = try state.apply(asking)
+    let previews = effects.compactMap { effect -> Bool? in
+      if case .start(_, _, _, _, let preview) = effect { return preview }
+      return nil
+    }
+    #expect(previews == [true], "the work is asked for a preview")
+    let (first, purpose) = try #require(started(effects).first)
+    let thumbnail = Thumbnail(
+      data: [1, 2, 3], format: .jpeg, width: 6, height: 4, hasAlpha: false, sourceWidth: 60,
+      sourceHeight: 40, orientation: 1)
+    let early = sent(state.finished(first, purpose, .preview(thumbnail)))
+    guard case .preview(let frame) = try #require(early.first) else {
+      Issue.record("no preview: \(early)")
+      return
+    }
+    #expect(frame.slot == 0 && frame.item == "a" && frame.token == 1 && frame.width == 6)
+    #expect(frame.data == [1, 2, 3] && frame.cache == "")
+    #expect(state.pendingWork == 1, "the load still waits for its image")
+    #expect(sent(state.finished(first, purpose, .preview(thumbnail))).isEmpty, "only one")
+    // The slot moves on: a late preview of the old load is dropped.
+    let second = try #require(started(try state.apply(Self.load(0, "b", 2))).first).0
+    #expect(sent(state.finished(first, purpose, .preview(thumbnail))).isEmpty)
+    // A load that did not ask is not asked for one; after the image none is sent anyway.
+    #expect(sent(state.finished(second, purpose, Self.image(for: "b"))).count == 1)
+    #expect(sent(state.finished(second, purpose, .preview(thumbnail))).isEmpty)
     #expect(state.pendingWork == 0)
   }
 
@@ -312,7 +347,7 @@ extension SessionStateTests {
               box: Self.box,
               rev: rev)))
         for effect in effects {
-          if case .start(let work, let request, _, let purpose) = effect {
+          if case .start(let work, let request, _, let purpose, _) = effect {
             #expect(request.rev == rev)
             outstanding.append((work, purpose, rev))
           }
@@ -351,7 +386,7 @@ extension SessionStateTests {
 
     func start(
       _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
-      _ purpose: SessionState.Purpose
+      _ purpose: SessionState.Purpose, preview: Bool
     ) { started.append((work, purpose, request.url)) }
     func placeholder(
       _ work: SessionState.WorkID, _ request: ImageRequest, _ purpose: SessionState.Purpose
@@ -431,7 +466,8 @@ extension SessionStateTests {
       switch step {
       case .load(let slot, let item, let token):
         try client.load(
-          slot: slot, item: item, token: token, url: "http://o/\(item)", size: 64, visible: true)
+          slot: slot, item: item, token: token, url: "http://o/\(item)", size: 64, visible: true,
+          preview: false)
       case .cancel(let slot, let token): try client.cancel(slot: slot, token: token)
       case .prefetch(let round, let items):
         try client.prefetch(

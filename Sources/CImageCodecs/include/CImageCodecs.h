@@ -373,6 +373,9 @@ ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
 #define IC_ENCODE_WEBP_EXACT 0x200
 /** Added to ic_encode's WebP quality: lossless (VP8L) instead of lossy (for fixtures). */
 #define IC_ENCODE_WEBP_LOSSLESS 0x400
+/** Added to ic_encode's JPEG quality: progressive (libjpeg's standard script: DC first), as
+ * web images often are (for fixtures and the load harness's origin). */
+#define IC_ENCODE_JPEG_PROGRESSIVE 0x800
 /** Added to ic_encode's AVIF quality: store EXIF-style orientation n (1...8) as HEIF irot and
  * imir boxes (for fixtures). */
 #define IC_ENCODE_AVIF_ORIENTATION(n) ((n) << 12)

@@ -11,9 +11,14 @@ public enum ImageEncoder {
       Int32(max(0, min(9, level))) | (interlaced ? Int32(IC_ENCODE_PNG_ADAM7) : 0))
   }
 
-  /// JPEG, 4:2:0, at the given quality (1...100). Alpha is composited over white.
-  public static func jpeg(_ bitmap: Bitmap, quality: Int = 90) throws(ThumbnailError) -> [UInt8] {
-    try encode(bitmap, IC_FORMAT_JPEG, Int32(max(1, min(100, quality))))
+  /// JPEG, 4:2:0, at the given quality (1...100), baseline or progressive (libjpeg's standard
+  /// script: DC scans first). Alpha is composited over white.
+  public static func jpeg(
+    _ bitmap: Bitmap, quality: Int = 90, progressive: Bool = false
+  ) throws(ThumbnailError) -> [UInt8] {
+    try encode(
+      bitmap, IC_FORMAT_JPEG,
+      Int32(max(1, min(100, quality))) | (progressive ? Int32(IC_ENCODE_JPEG_PROGRESSIVE) : 0))
   }
 
   /// WebP at the given quality (1...100), alpha kept. `exact` keeps the colour of fully

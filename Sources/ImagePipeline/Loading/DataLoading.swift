@@ -30,7 +30,7 @@ extension DataLoading {
 }
 
 /// One load: a URL and, for a revalidation, the validator of the copy the caller holds.
-/// Equality and hashing ignore the meter.
+/// Equality and hashing ignore the meter and the watcher.
 public struct SourceRequest: Sendable, Hashable {
   /// The source URL.
   public var url: String
@@ -40,15 +40,22 @@ public struct SourceRequest: Sendable, Hashable {
   /// Told about body bytes as the loader takes them in (and gives them back when it drops
   /// them, as on a redirect), so the pipeline's memory budget sees a download grow.
   public var meter: ByteMeter?
+  /// Shown the body as it grows (http sources), so a preview can be made from its first
+  /// bytes before the rest arrives.
+  public var watcher: (any BodyWatching)?
 
   /// Creates a request.
-  public init(url: String, cached: SourceValidator? = nil, meter: ByteMeter? = nil) {
+  public init(
+    url: String, cached: SourceValidator? = nil, meter: ByteMeter? = nil,
+    watcher: (any BodyWatching)? = nil
+  ) {
     self.url = url
     self.cached = cached
     self.meter = meter
+    self.watcher = watcher
   }
 
-  /// Same URL and validator (the meter is not part of what is asked).
+  /// Same URL and validator (the meter and watcher are not part of what is asked).
   public static func == (a: SourceRequest, b: SourceRequest) -> Bool {
     a.url == b.url && a.cached == b.cached
   }
@@ -58,6 +65,15 @@ public struct SourceRequest: Sendable, Hashable {
     hasher.combine(url)
     hasher.combine(cached)
   }
+}
+
+/// Looks at a body while it arrives (see `SourceRequest.watcher`). Called on the loader's
+/// thread: it must not block.
+public protocol BodyWatching: AnyObject, Sendable {
+  /// A body begins (again, after a redirect or a retry: what came before is gone).
+  func bodyStarted()
+  /// The body so far, grown by a chunk; false once the watcher has seen enough.
+  func bodyGrew(_ body: UnsafeRawBufferPointer) -> Bool
 }
 
 /// Counts the bytes a load holds as they arrive (see `SourceRequest.meter`).

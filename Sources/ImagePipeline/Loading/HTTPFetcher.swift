@@ -18,13 +18,16 @@ final class HTTPFetcher: Sendable {
   let counters: FetchCounters
   /// Told about body bytes as they arrive (see `SourceRequest.meter`).
   let meter: ByteMeter?
+  /// Shown the body as it grows (see `SourceRequest.watcher`).
+  let watcher: (any BodyWatching)?
 
   init(
     policy: SourcePolicy, limits: FetchLimits, freshness: FreshnessRules,
     transport: any HTTPTransport, resolver: any NameResolving, counters: FetchCounters,
-    meter: ByteMeter? = nil
+    meter: ByteMeter? = nil, watcher: (any BodyWatching)? = nil
   ) {
     self.meter = meter
+    self.watcher = watcher
     self.policy = policy
     self.limits = limits
     self.freshness = freshness
@@ -169,7 +172,7 @@ final class HTTPFetcher: Sendable {
         throw Failure(error: error)
       }
     }
-    let collector = BodyCollector(limit: limits.maxSourceBytes, meter: meter)
+    let collector = BodyCollector(limit: limits.maxSourceBytes, meter: meter, watcher: watcher)
     let policy = self.policy
     let requestTime = WallClock.now()
     let request = TransportRequest(
@@ -301,9 +304,13 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
   private(set) var headTime: Double = 0
   private let continuation = Mutex<CheckedContinuation<TransportEnd, Never>?>(nil)
 
-  init(limit: Int, meter: ByteMeter? = nil) {
+  /// Shown the body until it has seen enough; nil from then on.
+  private var watcher: (any BodyWatching)?
+
+  init(limit: Int, meter: ByteMeter? = nil, watcher: (any BodyWatching)? = nil) {
     self.limit = limit
     self.meter = meter
+    self.watcher = watcher
   }
 
   deinit { meter?.count(-metered) }
@@ -334,6 +341,7 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
       // holds one and a half times the body. Untouched pages of the reservation cost no
       // resident memory, so an unsized body costs what actually arrives.
       bytes.reserveCapacity(min(declared ?? limit, limit))
+      watcher?.bodyStarted()
       return true
     case 301, 302, 303, 307, 308:
       if let location = head.value("location"), !location.isEmpty {
@@ -359,6 +367,7 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
     bytes.append(contentsOf: body)
     metered += body.count
     meter?.count(body.count)
+    if let watcher, !bytes.withUnsafeBytes({ watcher.bodyGrew($0) }) { self.watcher = nil }
     return true
   }
 

@@ -71,7 +71,7 @@ public final class SourceLoader: DataLoading {
     case "http", "https":
       let fetcher = HTTPFetcher(
         policy: policy, limits: limits, freshness: freshness, transport: try httpTransport(),
-        resolver: resolver, counters: counters, meter: request.meter)
+        resolver: resolver, counters: counters, meter: request.meter, watcher: request.watcher)
       return try await fetcher.fetch(source, cached: request.cached)
     default:
       throw FetchError.notAllowed("scheme '\(source.scheme)' is not supported")

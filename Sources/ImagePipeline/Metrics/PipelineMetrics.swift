@@ -33,6 +33,8 @@ public final class PipelineMetrics: Sendable {
     public var revalidations: [String: Int]
     /// Stale entries served (`stale_if_error`, `stale_while_revalidate`).
     public var staleServed: Int
+    /// Previews made (a JPEG's EXIF thumbnail or first DC scans, a HEIF's thumbnail).
+    public var previews: Int
     /// Sources found changed (a file's stamp moved, an origin's validators changed).
     public var sourceChanges: Int
     /// Purges asked for.
@@ -67,6 +69,7 @@ public final class PipelineMetrics: Sendable {
   private let revalidations = Mutex<[String: Int]>([:])
   private let profiles = Mutex<[String: Int]>([:])
   private let staleServed = Atomic<Int>(0)
+  private let previews = Atomic<Int>(0)
   private let sourceChanges = Atomic<Int>(0)
   private let purges = Atomic<Int>(0)
 
@@ -94,6 +97,7 @@ public final class PipelineMetrics: Sendable {
     revalidations.withLock { $0[result.rawValue, default: 0] += 1 }
   }
   func countStaleServed() { staleServed.add(1, ordering: .relaxed) }
+  func countPreview() { previews.add(1, ordering: .relaxed) }
   func countSourceChange() { sourceChanges.add(1, ordering: .relaxed) }
   func countPurge() { purges.add(1, ordering: .relaxed) }
   func countProfile(_ outcome: ProfileOutcome) {
@@ -117,6 +121,7 @@ public final class PipelineMetrics: Sendable {
       diskWritesSkipped: diskWritesSkipped.load(ordering: .relaxed),
       revalidations: revalidations.withLock { $0 },
       staleServed: staleServed.load(ordering: .relaxed),
+      previews: previews.load(ordering: .relaxed),
       sourceChanges: sourceChanges.load(ordering: .relaxed),
       purges: purges.load(ordering: .relaxed),
       errors: errors.withLock { $0 },

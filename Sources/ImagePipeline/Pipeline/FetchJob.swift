@@ -64,11 +64,25 @@ extension ThumbnailPipeline {
       await fetchLimiter.release(slot)
       throw error
     }
+    // While consumers want previews, a download is watched for the first bytes one can be
+    // made from; they are handed to the thumbnail jobs listening while this job runs.
+    let previews = fetchPreviews
+    let watcher =
+      previewsWanted
+      ? PreviewWatcher { [weak self, turn = context.previews] bytes in
+        guard self?.previewsWanted == true else { return }
+        turn.whileOpen { previews.publish(bytes, for: key) }
+      } : nil
+    defer {
+      context.previews.close()
+      previews.forget(key)
+    }
     do {
       let started = ContinuousClock.now
       response = try await configuration.dataLoader.load(
         SourceRequest(
-          url: key.url, cached: conditional, meter: ByteMeter { [memory] in memory.count($0) }))
+          url: key.url, cached: conditional, meter: ByteMeter { [memory] in memory.count($0) },
+          watcher: watcher))
       metrics.observe("fetch", started.duration(to: .now).seconds)
       await fetchLimiter.release(slot)
     } catch let error as FetchError {

@@ -35,6 +35,8 @@ final class JobContext: Sendable {
   let priority: PriorityBox
   let client: ClientID
   let cancellation = CancellationFlag()
+  /// The job's one chance to publish a preview (`Announcements`).
+  let previews = PreviewTurn()
   private let listeners = Mutex<[@Sendable () -> Void]>([])
   /// Subscribers that have not been cancelled, counted down synchronously the moment a
   /// subscriber's task is cancelled (the stage forgets it a hop later). Queues read it to pass

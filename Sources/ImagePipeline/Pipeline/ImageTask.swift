@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A consumer's handle on one request: await it, change its priority, or leave.
 public final class ImageTask: Sendable {
   /// What was asked for.
@@ -8,13 +10,22 @@ public final class ImageTask: Sendable {
 
   init(
     request: ImageRequest, priority: ImagePriority, client: ClientID,
-    pipeline: ThumbnailPipeline, id: UInt64
+    pipeline: ThumbnailPipeline, id: UInt64, onPreview: (@Sendable (Thumbnail) -> Void)? = nil
   ) {
     let box = PriorityBox(priority)
     self.request = request
     self.priorityBox = box
     self.pipeline = pipeline
-    task = Task { try await pipeline.load(request, id: id, priority: box, client: client) }
+    guard let onPreview else {
+      task = Task { try await pipeline.load(request, id: id, priority: box, client: client) }
+      return
+    }
+    let gate = PreviewGate(onPreview)
+    task = Task {
+      defer { gate.close() }
+      return try await pipeline.load(
+        request, id: id, priority: box, client: client, onPreview: { gate.offer($0) })
+    }
   }
 
   /// The current priority.
@@ -34,4 +45,23 @@ public final class ImageTask: Sendable {
   public var response: ImageResponse {
     get async throws { try await task.value }
   }
+}
+
+/// A consumer's previews: at most one, and none once its response is ready (the gate closes
+/// before the response is handed out, and a preview is handed on under the same lock).
+private final class PreviewGate: Sendable {
+  private let state = Mutex<(shown: Bool, closed: Bool)>((false, false))
+  private let onPreview: @Sendable (Thumbnail) -> Void
+
+  init(_ onPreview: @escaping @Sendable (Thumbnail) -> Void) { self.onPreview = onPreview }
+
+  func offer(_ preview: Thumbnail) {
+    state.withLock { state in
+      guard !state.shown, !state.closed else { return }
+      state.shown = true
+      onPreview(preview)
+    }
+  }
+
+  func close() { state.withLock { $0.closed = true } }
 }

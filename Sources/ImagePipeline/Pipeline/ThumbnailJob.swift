@@ -5,6 +5,11 @@ extension ThumbnailPipeline {
   /// source goes. Otherwise the source is fetched (shared per URL) and decoded on a worker;
   /// prefetch jobs first wait for a place (see `PrefetchAdmission`).
   func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Produced {
+    // No preview once the job has returned: the stage hands its result on after this.
+    defer {
+      context.previews.close()
+      thumbnailPreviews.forget(request)
+    }
     let diskKey = ThumbnailDiskFormat.key(for: request, filter: configuration.thumbnailer.filter)
     let group = ThumbnailDiskFormat.group(for: request.url)
     var candidate = memoryCache.peek(request)
@@ -68,7 +73,7 @@ extension ThumbnailPipeline {
         FetchKey(
           url: request.url, cached: known?.validator, revalidate: request.rev != nil,
           rev: request.rev),
-        context)
+        for: request, context)
     } catch let error as PipelineError {
       guard let stale = candidate, let known, case .fetch = error else { throw error }
       metrics.countRevalidation(.error)
@@ -98,6 +103,9 @@ extension ThumbnailPipeline {
         await sourceChanged(request.url, keepingSourceBytes: true)
       }
       sources.record(version, for: request.url)
+      // A preview from the whole source, when the download's first bytes gave none (a HEIF's
+      // thumbnail, a file, the source cache): before the decode it stands in for.
+      if thumbnailPreviews.wants(request) { await makePreview(of: bytes, for: request, context) }
       // The source's bytes stay counted in the budget until the last decode of them ends.
       var thumbnail = try await decode(bytes, request, context)
       withExtendedLifetime(fetched) {}
@@ -140,7 +148,20 @@ extension ThumbnailPipeline {
   }
 
   /// The source's answer to `key`, shared by every thumbnail job that asks the same.
-  private func fetchSource(_ key: FetchKey, _ context: JobContext) async throws -> FetchedSource {
+  private func fetchSource(
+    _ key: FetchKey, for request: ImageRequest, _ context: JobContext
+  ) async throws -> FetchedSource {
+    let subscriber = nextID()
+    // For consumers that want a preview (now, or by the time they arrive): the download's
+    // first bytes, when they carry one, are made into it on a decode thread while the rest
+    // arrives.
+    if previewsWanted {
+      fetchPreviews.listen(key, id: subscriber) { [weak self] bytes in
+        guard let self, thumbnailPreviews.wants(request) else { return }
+        Task { await self.makePreview(of: bytes, for: request, context) }
+      }
+    }
+    defer { fetchPreviews.stopListening(key, id: subscriber) }
     let upstream = PriorityBox(context.priority.value)
     // Holding the box, not the context: a listener that held its own context would keep it
     // (and every listener) alive for ever.
@@ -150,7 +171,7 @@ extension ThumbnailPipeline {
       Task { await fetches.priorityChanged(for: key) }
     }
     return try await fetches.value(
-      for: key, subscriber: nextID(), priority: upstream, client: context.client
+      for: key, subscriber: subscriber, priority: upstream, client: context.client
     ) { key, fetchContext in
       try await self.fetch(key, fetchContext)
     }.value

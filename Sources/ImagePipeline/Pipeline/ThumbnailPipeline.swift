@@ -26,6 +26,15 @@ public final class ThumbnailPipeline: Sendable {
   let sources: SourceCatalog
   let fetches: CoalescingStage<FetchKey, FetchedSource>
   let thumbnails: CoalescingStage<ImageRequest, Produced>
+  /// The first bytes of downloads a preview can be made from, for the thumbnail jobs that
+  /// want one (`PreviewWatcher`).
+  let fetchPreviews = Announcements<FetchKey, [UInt8]>()
+  /// Previews of thumbnail jobs, for the consumers that asked.
+  let thumbnailPreviews = Announcements<ImageRequest, Thumbnail>()
+  /// Consumers waiting with a preview listener. While there are any, downloads are watched and
+  /// thumbnail jobs listen for their first bytes (a consumer that asks for a preview may join
+  /// a job a prefetch began); with none, previews cost nothing.
+  let previewConsumers = Atomic<Int>(0)
   let failures: NegativeCache<ImageRequest>
   let fetchLimiter: PriorityLimiter
   let prefetchAdmission: PrefetchAdmission
@@ -100,11 +109,17 @@ public final class ThumbnailPipeline: Sendable {
   deinit { decoders.shutdown() }
 
   /// Starts loading `request` for `client` and returns a handle to await, reprioritise or
-  /// cancel it.
+  /// cancel it. With `onPreview`, a miss also hands on a preview (`Thumbnailer.preview`) when
+  /// the source carries an early picture: at most once, never after the response, from the
+  /// first bytes of a download when they are enough (a JPEG's EXIF thumbnail or first DC
+  /// scans) or else before the decode (a HEIF's thumbnail). `onPreview` must not block.
   public func task(
-    for request: ImageRequest, priority: ImagePriority = .normal, client: ClientID = .shared
+    for request: ImageRequest, priority: ImagePriority = .normal, client: ClientID = .shared,
+    onPreview: (@Sendable (Thumbnail) -> Void)? = nil
   ) -> ImageTask {
-    ImageTask(request: request, priority: priority, client: client, pipeline: self, id: nextID())
+    ImageTask(
+      request: request, priority: priority, client: client, pipeline: self, id: nextID(),
+      onPreview: onPreview)
   }
 
   /// Loads `request` for `client`; the subscription lasts as long as the calling task.
@@ -144,8 +159,12 @@ public final class ThumbnailPipeline: Sendable {
 
   func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
 
+  /// Whether some consumer now waits with a preview listener.
+  var previewsWanted: Bool { previewConsumers.load(ordering: .relaxed) > 0 }
+
   func load(
-    _ request: ImageRequest, id: UInt64, priority: PriorityBox, client: ClientID = .shared
+    _ request: ImageRequest, id: UInt64, priority: PriorityBox, client: ClientID = .shared,
+    onPreview: Announcements<ImageRequest, Thumbnail>.Listener? = nil
   ) async throws -> ImageResponse {
     let started = ContinuousClock.now
     metrics.countRequest()
@@ -164,6 +183,16 @@ public final class ThumbnailPipeline: Sendable {
     if let remembered = failures.failure(for: request) {
       metrics.countError(remembered.kind)
       throw remembered
+    }
+    if let onPreview {
+      previewConsumers.add(1, ordering: .relaxed)
+      thumbnailPreviews.listen(request, id: id, onPreview)
+    }
+    defer {
+      if onPreview != nil {
+        thumbnailPreviews.stopListening(request, id: id)
+        previewConsumers.subtract(1, ordering: .relaxed)
+      }
     }
     do {
       func deliver() async throws -> CoalescingStage<ImageRequest, Produced>.Delivery {

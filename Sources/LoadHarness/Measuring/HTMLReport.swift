@@ -1,8 +1,8 @@
 import Foundation
 
 /// A self-contained HTML page for a report: the summary and SVG charts (a latency histogram per
-/// outcome on log-scale axes with its percentiles marked, time to visible over the run, server
-/// RSS over the run). Every axis is labelled with its unit and ticks. No scripts, no fonts, no
+/// outcome on log-scale axes with its percentiles marked, the share of loads painted over time
+/// by first pixel, preview and image, time to visible over the run, server RSS over the run). Every axis is labelled with its unit and ticks. No scripts, no fonts, no
 /// network.
 public enum HTMLReport {
   /// The page.
@@ -21,6 +21,7 @@ public enum HTMLReport {
         title: outcome == "cancelled"
           ? "cancelled: load to supersede" : "\(outcome): load to result")
     }.joined(separator: "\n")
+    let paints = paintChart(report.paintHistograms)
     let ttv = scatter(
       report.timeToVisibleSeries.map { ($0[0], $0[1]) },
       title: "Time to visible over the run", xUnit: "s into the run", yUnit: "ms")
@@ -50,6 +51,11 @@ public enum HTMLReport {
       <p>Milliseconds across and counts up, both on log scales; each outcome has its own count
       axis. Dashed lines mark p50, p95 and p99.</p>
       \(histograms)
+      <h2>First pixel, preview and image</h2>
+      <p>Share of loads that had painted something (a placeholder, a preview or the image), a
+      preview, and the image, by milliseconds after the load (log scale; previews: share of the
+      loads that got one).</p>
+      \(paints)
       <h2>Over the run</h2>
       \(ttv)
       \(rss)
@@ -210,6 +216,47 @@ public enum HTMLReport {
     return frame(
       "\(title) (\(total) samples)", body, xTicks: xTicks, yTicks: yTicks,
       xUnit: "latency (log scale)", yUnit: "count (log scale)")
+  }
+
+  /// Cumulative shares of `first_pixel`, `preview` and `image` (histograms on the latency
+  /// buckets) as three lines on the histograms' log millisecond axis.
+  static func paintChart(_ histograms: [String: [[Double]]]) -> String {
+    let bounds = Report.histogramBounds
+    let slot = 1.0 / Double(bounds.count)
+    let series = [
+      ("first pixel", "first_pixel", "#3a9a5a"), ("preview", "preview", "#d0944a"),
+      ("image", "image", "#4a7fd0"),
+    ]
+    var body = ""
+    for (rank, (name, key, colour)) in series.enumerated() {
+      var counts = [Double](repeating: 0, count: bounds.count)
+      for bucket in histograms[key] ?? [] where bucket.count == 2 {
+        let index = bucket[0] < 0 ? bounds.count - 1 : bounds.firstIndex(of: bucket[0])
+        if let index { counts[index] += bucket[1] }
+      }
+      let total = counts.reduce(0, +)
+      guard total > 0 else { continue }
+      var cumulative = 0.0
+      var points = ["\(left),\(top + plotHeight)"]
+      for (index, count) in counts.enumerated() {
+        cumulative += count
+        let x = left + plotWidth * slot * Double(index + 1)
+        points.append("\(x),\(top + plotHeight - plotHeight * cumulative / total)")
+      }
+      body +=
+        "<polyline fill=\"none\" stroke=\"\(colour)\" stroke-width=\"2\" "
+        + "points=\"\(points.joined(separator: " "))\"/>"
+        + "<text x=\"\(left + 8)\" y=\"\(top + 12 + 14 * Double(rank))\" fill=\"\(colour)\">"
+        + "\(name) (\(Int(total)))</text>"
+    }
+    var xTicks: [Tick] = []
+    for (index, bound) in bounds.enumerated() where bound.isFinite && index % 3 == 0 {
+      xTicks.append(Tick(at: slot * Double(index + 1), label: milliseconds(bound)))
+    }
+    let yTicks = [0.0, 0.25, 0.5, 0.75, 1].map { Tick(at: $0, label: "\(Int($0 * 100))%") }
+    return frame(
+      "Loads painted by then", body, xTicks: xTicks, yTicks: yTicks,
+      xUnit: "ms after the load (log scale)", yUnit: "share of loads")
   }
 
   static func scatter(_ points: [(Double, Double)], title: String, xUnit: String, yUnit: String)

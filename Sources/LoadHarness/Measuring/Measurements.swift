@@ -6,9 +6,20 @@ public final class Measurements: Sendable {
   struct State {
     var latencies: [String: [Double]] = [:]
     var timeToVisible: [(at: Double, ms: Double)] = []
-    /// Load to the first thing a cell could paint: its placeholder, or else its image.
+    /// Load to the first thing a cell could paint: its placeholder or preview, or else its
+    /// image.
     var timeToFirstPixel: [Double] = []
     var placeholders = 0
+    /// Loads whose first paint was their preview.
+    var previewFirst = 0
+    /// Load to preview, for every preview shown.
+    var timeToPreview: [Double] = []
+    /// When each preview was shown, with its source's origin path: set against the origin's
+    /// transfer of that body.
+    var previewArrivals: [(path: String, at: ContinuousClock.Instant)] = []
+    /// Per outcome of the final image: load to first pixel, to preview (loads that had one)
+    /// and to the image.
+    var paints: [String: (firstPixel: [Double], preview: [Double], image: [Double])] = [:]
     var loads = 0
     var images = 0
     var wrongDeliveries = 0
@@ -56,12 +67,36 @@ public final class Measurements: Sendable {
     }
   }
 
-  /// A load's first paintable result arrived `ms` after it was made; `placeholder` when that
-  /// was a placeholder frame.
-  func recordFirstPixel(ms: Double, placeholder: Bool) {
+  /// What a cell painted first.
+  enum FirstPaint { case placeholder, preview, image }
+
+  /// A load's first paintable result arrived `ms` after it was made.
+  func recordFirstPixel(ms: Double, kind: FirstPaint) {
     state.withLock {
       $0.timeToFirstPixel.append(ms)
-      if placeholder { $0.placeholders += 1 }
+      switch kind {
+      case .placeholder: $0.placeholders += 1
+      case .preview: $0.previewFirst += 1
+      case .image: break
+      }
+    }
+  }
+
+  /// A preview was shown `ms` after its load; `path` is its source's path at the origin.
+  func recordPreview(ms: Double, path: String?) {
+    let now = ContinuousClock.now
+    state.withLock {
+      $0.timeToPreview.append(ms)
+      if let path { $0.previewArrivals.append((path, now)) }
+    }
+  }
+
+  /// A load's image was shown: its paint times, under the image's outcome.
+  func recordPaint(outcome: String, firstPixelMs: Double, previewMs: Double?, imageMs: Double) {
+    state.withLock {
+      $0.paints[outcome, default: ([], [], [])].firstPixel.append(firstPixelMs)
+      if let previewMs { $0.paints[outcome, default: ([], [], [])].preview.append(previewMs) }
+      $0.paints[outcome, default: ([], [], [])].image.append(imageMs)
     }
   }
 

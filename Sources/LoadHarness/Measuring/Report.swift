@@ -41,6 +41,16 @@ public struct Report: Sendable, Codable {
     public var decodes: Int
   }
 
+  /// When a load's cell could paint something, per outcome of its final image.
+  public struct Paint: Sendable, Codable, Hashable {
+    /// Load to the first thing painted (placeholder, preview or image).
+    public var firstPixel: Percentiles
+    /// Load to the preview, for the loads that had one.
+    public var preview: Percentiles
+    /// Load to the image.
+    public var image: Percentiles
+  }
+
   /// Stale results dropped.
   public struct StaleDropped: Sendable, Codable, Hashable {
     /// By the server before sending.
@@ -67,8 +77,10 @@ public struct Report: Sendable, Codable {
   public var prefetchWindow: Int
   /// Items the flooding client kept in prefetch.
   public var prefetchFlood: Int
-  /// `cold` or `warm`.
+  /// `cold`, `warm` or `index`.
   public var cache: String
+  /// Whether loads asked for previews.
+  public var preview: Bool
   /// Shown images whose decoded item differs from the item their slot holds. Must be 0.
   public var wrongDeliveries: Int
   /// Up to ten of them, described.
@@ -111,6 +123,20 @@ public struct Report: Sendable, Codable {
   public var timeToFirstPixelMs: Percentiles
   /// Loads whose first paint was a placeholder.
   public var placeholders: Int
+  /// Loads whose first paint was their preview.
+  public var previewFirst: Int
+  /// From a load to its preview, for the loads that got one.
+  public var timeToPreviewMs: Percentiles
+  /// First pixel, preview and image per outcome of the image (memory, disk, miss...).
+  public var paintByOutcomeMs: [String: Paint]
+  /// How far into its source's download each preview was shown: 0 at the body's first byte
+  /// leaving the origin, 1 at its last (a ratio, not ms; empty when the origin is not timed).
+  public var previewDownloadShare: Percentiles
+  /// Previews shown before half of their source's body had been sent.
+  public var previewsBeforeHalfDownload: Int
+  /// `[upper bound ms (-1: above 10 s), count]` for `first_pixel`, `preview` and `image`: the
+  /// HTML report plots the three together.
+  public var paintHistograms: [String: [[Double]]]
   /// Images shown per second of scrolling.
   public var throughputRps: Double
   /// Prefetched items reported cached.
@@ -159,12 +185,13 @@ public struct Report: Sendable, Codable {
     var unique = state.requested.count
     if let stampede { unique += stampede.uniqueSources }
     let all = state.latencies.filter { $0.key != "cancelled" }.values.flatMap { $0 }
+    let shares = Self.downloadShares(state.previewArrivals, origin.transfers ?? [:])
     return Report(
       scenario: options.scenarios.map(\.rawValue).joined(separator: "+"), target: target,
       seed: options.seed,
       durationS: elapsed, lists: options.lists, itemsPerList: options.items, slots: options.slots,
       prefetchWindow: options.prefetchWindow, prefetchFlood: options.prefetchFlood,
-      cache: options.cache, wrongDeliveries: state.wrongDeliveries,
+      cache: options.cache, preview: options.preview, wrongDeliveries: state.wrongDeliveries,
       wrongExamples: state.wrongExamples, staleDeliveries: state.staleDeliveries,
       staleExamples: state.staleExamples, mutationRate: origin.mutations?.rate ?? 0,
       undecodable: state.undecodable, loads: state.loads,
@@ -181,6 +208,19 @@ public struct Report: Sendable, Codable {
       latencyByOutcomeMs: state.latencies.mapValues(Percentiles.init),
       timeToVisibleMs: Percentiles(state.timeToVisible.map(\.ms)),
       timeToFirstPixelMs: Percentiles(state.timeToFirstPixel), placeholders: state.placeholders,
+      previewFirst: state.previewFirst, timeToPreviewMs: Percentiles(state.timeToPreview),
+      paintByOutcomeMs: state.paints.mapValues {
+        Paint(
+          firstPixel: Percentiles($0.firstPixel), preview: Percentiles($0.preview),
+          image: Percentiles($0.image))
+      },
+      previewDownloadShare: Percentiles(shares),
+      previewsBeforeHalfDownload: shares.count { $0 < 0.5 },
+      paintHistograms: [
+        "first_pixel": Self.histogram(state.timeToFirstPixel),
+        "preview": Self.histogram(state.timeToPreview),
+        "image": Self.histogram(state.paints.values.flatMap(\.image)),
+      ],
       throughputRps: scrolledSeconds > 0 ? Double(state.images) / scrolledSeconds : 0,
       prefetched: state.prefetched, prefetchErrors: state.prefetchErrors, stampede: stampede,
       flood: options.prefetchFlood > 0
@@ -209,6 +249,21 @@ public struct Report: Sendable, Codable {
       counts[index] += 1
     }
     return zip(bounds, counts).map { [$0.0.isFinite ? $0.0 : -1, $0.1] }
+  }
+
+  /// For each preview, how far the origin was through sending its source's body when the
+  /// preview was shown: the last transfer of that path begun before it.
+  static func downloadShares(
+    _ arrivals: [(path: String, at: ContinuousClock.Instant)],
+    _ transfers: [String: [OriginTransfer]]
+  ) -> [Double] {
+    arrivals.compactMap { arrival in
+      guard let transfer = transfers[arrival.path]?.last(where: { $0.start <= arrival.at })
+      else { return nil }
+      let length = transfer.start.duration(to: transfer.end).seconds
+      let into = transfer.start.duration(to: arrival.at).seconds
+      return length > 0 ? into / length : (into > 0 ? 1 : 0)
+    }
   }
 
   static func item(ofPath path: String) -> Int? {
@@ -242,8 +297,19 @@ public struct Report: Sendable, Codable {
       "time to visible  p50 \(ms(timeToVisibleMs.p50)) ms  p95 \(ms(timeToVisibleMs.p95)) ms  "
         + "p99 \(ms(timeToVisibleMs.p99)) ms",
       "first pixel      p50 \(ms(timeToFirstPixelMs.p50)) ms  p95 \(ms(timeToFirstPixelMs.p95)) ms  "
-        + "p99 \(ms(timeToFirstPixelMs.p99)) ms (\(placeholders) loads painted a placeholder first)",
+        + "p99 \(ms(timeToFirstPixelMs.p99)) ms (\(placeholders) loads painted a placeholder first, "
+        + "\(previewFirst) a preview)",
       "throughput       \(String(format: "%.1f", throughputRps)) images/s (\(images) shown, \(loads) loads)",
+    ]
+    if preview {
+      lines.append(
+        "previews         \(timeToPreviewMs.count) shown, p50 \(ms(timeToPreviewMs.p50)) ms  "
+          + "p95 \(ms(timeToPreviewMs.p95)) ms after their load"
+          + (previewDownloadShare.count > 0
+            ? "; \(previewsBeforeHalfDownload) of \(previewDownloadShare.count) before half "
+              + "their download (median at \(Int(previewDownloadShare.p50 * 100))%)" : ""))
+    }
+    lines += [
       originCounted
         ? "origin fetches   \(originFetches) for \(uniqueSources) unique sources "
           + "(ratio \(String(format: "%.2f", dedupRatio)))"

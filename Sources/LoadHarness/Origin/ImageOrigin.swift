@@ -13,6 +13,16 @@ public protocol ImageOrigin: Sendable {
   var mutations: Mutations? { get }
   /// The `max-age` the origin sends with every image, if it sends one.
   var maxAge: Int? { get }
+  /// The last few bodies sent per path, first byte to last, if this origin can tell.
+  var transfers: [String: [OriginTransfer]]? { get }
+}
+
+/// One body an origin sent: when its first byte went out and when its last did.
+public struct OriginTransfer: Sendable, Hashable {
+  /// The first body byte was written.
+  public var start: ContinuousClock.Instant
+  /// The last body byte was written.
+  public var end: ContinuousClock.Instant
 }
 
 extension ImageOrigin {
@@ -22,6 +32,8 @@ extension ImageOrigin {
   public var mutations: Mutations? { nil }
   /// No freshness sent.
   public var maxAge: Int? { nil }
+  /// Not timed.
+  public var transfers: [String: [OriginTransfer]]? { nil }
 }
 
 /// An origin thumbload does not run: URLs from a template with `{item}` in it. It cannot count

@@ -48,12 +48,14 @@ public enum ItemImage {
     return Bitmap(pixels: pixels, width: width, height: height, channels: 3)
   }
 
-  /// Encoded source bytes: JPEG (quality 90) or PNG.
+  /// Encoded source bytes: JPEG (quality 90, baseline or progressive) or PNG.
   public static func encoded(
-    item: Int, revision: Int = 0, width: Int, height: Int, png: Bool
+    item: Int, revision: Int = 0, width: Int, height: Int, png: Bool, progressive: Bool = false
   ) throws -> [UInt8] {
     let image = bitmap(item: item, revision: revision, width: width, height: height)
-    return try png ? ImageEncoder.png(image, level: 1) : ImageEncoder.jpeg(image, quality: 90)
+    return try png
+      ? ImageEncoder.png(image, level: 1)
+      : ImageEncoder.jpeg(image, quality: 90, progressive: progressive)
   }
 
   /// Reads the item number from an encoded thumbnail of any size; nil when the code does not

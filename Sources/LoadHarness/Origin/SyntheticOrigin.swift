@@ -23,6 +23,8 @@ public struct OriginBehaviour: Sendable, Hashable {
   public var height = 600
   /// PNG sources instead of JPEG.
   public var png = false
+  /// Progressive JPEG sources (DC scans first, as web images often are) instead of baseline.
+  public var progressive = false
   /// `Cache-Control: max-age` the origin sends, with an `ETag` per item and revision (and a
   /// 304 for a matching `If-None-Match`); nil sends neither. Set whenever items change.
   public var maxAge: Int?
@@ -42,6 +44,7 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   private let behaviour: OriginBehaviour
   private let listener: Int32
   private let log = Mutex<[String: (requests: Int, bytes: Int)]>([:])
+  private let timings = Mutex<[String: [OriginTransfer]]>([:])
   private let images = Mutex<(bytes: [Int: [UInt8]], total: Int, order: [Int])>(([:], 0, []))
   private let stopped = Atomic<Bool>(false)
   private let filler: [UInt8]?
@@ -60,7 +63,8 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
     self.behaviour = behaviour
     self.mutations = mutations
     filler = try? ItemImage.encoded(
-      item: ItemImage.maxItem, width: behaviour.width, height: behaviour.height, png: behaviour.png)
+      item: ItemImage.maxItem, width: behaviour.width, height: behaviour.height, png: behaviour.png,
+      progressive: behaviour.progressive)
     randomState.withLock { $0 = SeededRandom(seed: seed) }
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     var yes: Int32 = 1
@@ -101,6 +105,9 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
 
   /// The `max-age` sent with every image, if any.
   public var maxAge: Int? { behaviour.maxAge }
+
+  /// The last few image bodies sent per path, first byte to last.
+  public var transfers: [String: [OriginTransfer]]? { timings.withLock { $0 } }
 
   /// Conditional requests received, and how many were answered 304.
   public var revalidations: (asked: Int, notModified: Int) {
@@ -221,7 +228,7 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
     guard
       let bytes = try? ItemImage.encoded(
         item: item, revision: revision, width: behaviour.width, height: behaviour.height,
-        png: behaviour.png)
+        png: behaviour.png, progressive: behaviour.progressive)
     else { return nil }
     images.withLock { cache in
       cache.bytes[key] = bytes
@@ -246,6 +253,14 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
       + headers.map { $0 + "\r\n" }.joined() + "\r\n"
     guard writeAll(connection, Array(head.utf8)[...]) else { return }
     let limit = cutAt ?? body.count
+    let started = ContinuousClock.now
+    defer {
+      if status == 200 && limit > 0 {
+        let transfer = OriginTransfer(start: started, end: .now)
+        // The last four per path: a run fetches an item again only after a cancel.
+        timings.withLock { $0[path, default: []] = ($0[path, default: []] + [transfer]).suffix(4) }
+      }
+    }
     var sent = 0
     let chunk = behaviour.bandwidth > 0 ? max(1024, behaviour.bandwidth / 50) : limit
     while sent < limit {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One simulated scrolling list: a viewport of `slots` recycled cells over `items` items,
 /// moved by a `ScrollProfile`. Items entering the viewport are loaded into the slot they
 /// recycle (superseding what it held); a prefetch window ahead of the scroll direction is
@@ -14,6 +16,8 @@ actor ListDriver {
     var steadySpeed: Double?
     /// Item numbers of this list start here (lists may share items or not).
     var itemOffset: Int
+    /// Loads ask for a preview ahead of the image.
+    var preview = false
   }
 
   private struct Binding {
@@ -23,8 +27,11 @@ actor ListDriver {
     /// On the origin's change clock, when items change.
     var askedAt: Double?
     var delivered = false
-    /// Something (a placeholder or the image) was painted.
-    var painted = false
+    /// When the first thing (a placeholder, a preview or the image) was painted, ms after the
+    /// load.
+    var firstPixelMs: Double?
+    /// When the preview was painted, ms after the load.
+    var previewMs: Double?
   }
 
   private let client: any LoadClient
@@ -79,7 +86,7 @@ actor ListDriver {
       measurements.countLoad(url: source)
       try? client.load(
         slot: slot, item: String(item), token: nextToken, url: source, size: configuration.size,
-        visible: true)
+        visible: true, preview: configuration.preview)
     }
     updatePrefetch(first: first)
   }
@@ -138,9 +145,9 @@ actor ListDriver {
       }
       guard !binding.delivered else { return }
       binding.delivered = true
-      if !binding.painted {
-        binding.painted = true
-        measurements.recordFirstPixel(ms: (now - binding.loadedAt) * 1000, placeholder: false)
+      if binding.firstPixelMs == nil {
+        binding.firstPixelMs = (now - binding.loadedAt) * 1000
+        measurements.recordFirstPixel(ms: binding.firstPixelMs!, kind: .image)
       }
       slots[slot] = binding
       // The right item: is it a revision the freshness bound still allows?
@@ -154,6 +161,9 @@ actor ListDriver {
       let elapsed = (now - binding.loadedAt) * 1000
       measurements.recordImage(
         outcome: cache, latencyMs: elapsed, timeToVisibleMs: elapsed, at: now, item: binding.item)
+      measurements.recordPaint(
+        outcome: cache, firstPixelMs: binding.firstPixelMs ?? elapsed,
+        previewMs: binding.previewMs, imageMs: elapsed)
     case .error(let slot, _, let token, let code):
       if let slot, let binding = slots[slot], binding.token == token {
         slots[slot]?.delivered = true
@@ -179,10 +189,50 @@ actor ListDriver {
       if binding.delivered {
         measurements.recordWrong(
           "slot \(slot) was sent a placeholder after its image (item \(item))", undecodable: false)
-      } else if !binding.painted {
-        slots[slot]?.painted = true
-        measurements.recordFirstPixel(ms: (now - binding.loadedAt) * 1000, placeholder: true)
+      } else if binding.firstPixelMs == nil {
+        slots[slot]?.firstPixelMs = (now - binding.loadedAt) * 1000
+        measurements.recordFirstPixel(ms: (now - binding.loadedAt) * 1000, kind: .placeholder)
       }
+    case .preview(let slot, let item, let token, let data):
+      showPreview(slot: slot, item: item, token: token, data: data, now: now)
     }
+  }
+
+  /// A preview, held to the images' rule and checked like one: the slot's current item and
+  /// token, its pixels that item's, at most one per load, never after the image.
+  private func showPreview(slot: Int, item: String, token: Int, data: [UInt8], now: Double) {
+    guard client.isCurrent(slot: slot, item: item, token: token) else {
+      measurements.countClientStale()
+      return
+    }
+    guard var binding = slots[slot], String(binding.item) == item, binding.token == token else {
+      measurements.recordWrong(
+        "slot \(slot) was sent a preview for item \(item) (token \(token)) it does not hold",
+        undecodable: false)
+      return
+    }
+    let shown = ItemImage.read(data)?.item
+    guard shown == binding.item else {
+      measurements.recordWrong(
+        "slot \(slot) holds item \(binding.item) but its preview shows "
+          + (shown.map { "item \($0)" } ?? "an unreadable image"),
+        undecodable: shown == nil)
+      return
+    }
+    guard !binding.delivered, binding.previewMs == nil else {
+      measurements.recordWrong(
+        "slot \(slot) was sent a preview "
+          + (binding.delivered ? "after its image" : "twice") + " (item \(item))",
+        undecodable: false)
+      return
+    }
+    let elapsed = (now - binding.loadedAt) * 1000
+    binding.previewMs = elapsed
+    if binding.firstPixelMs == nil {
+      binding.firstPixelMs = elapsed
+      measurements.recordFirstPixel(ms: elapsed, kind: .preview)
+    }
+    slots[slot] = binding
+    measurements.recordPreview(ms: elapsed, path: URL(string: url(binding.item))?.path)
   }
 }

@@ -30,8 +30,12 @@ public struct RunOptions: Sendable {
   public var prefetchWindow = 24
   /// Items a separate flooding client keeps asking to prefetch at once; 0 for none.
   public var prefetchFlood = 0
-  /// `cold`, or `warm` (every item loaded once before measuring).
+  /// `cold`; `warm` (every item loaded once before measuring); or `index` (every item loaded
+  /// once at another size, `Runner.indexSize`: the placeholder index knows every source, and
+  /// every load of the run is still a miss).
   public var cache = "cold"
+  /// Loads ask for a preview ahead of the image (`preview: true`).
+  public var preview = false
   /// Seed for scrolling and the origin.
   public var seed: UInt64 = 1
   /// Clients in a stampede.
@@ -91,6 +95,8 @@ public final class Runner: Sendable {
 
   /// Stampede items start here: above every list's items, below `ItemImage.maxItem`.
   static let stampedeItems = 1_000_000
+  /// The box `--cache index` loads every item at: no scenario's size.
+  public static let indexSize = 40
 
   /// How shown revisions are judged, when the origin's items change.
   var staleness: Staleness? {
@@ -116,9 +122,14 @@ public final class Runner: Sendable {
           // grid-sizes: lists scroll alike over the same items at different sizes.
           seed: scenario == .gridSizes ? options.seed : options.seed &+ UInt64(index) &* 7919,
           steadySpeed: scenario == .soak ? 6 : nil,
-          itemOffset: scenario == .gridSizes ? 0 : index * options.items))
+          itemOffset: scenario == .gridSizes ? 0 : index * options.items,
+          preview: options.preview))
     }
-    if options.cache == "warm" { try await warm(configurations) }
+    switch options.cache {
+    case "warm": try await warm(configurations)
+    case "index": try await warm(configurations, size: Self.indexSize)
+    default: break
+    }
     // The first screens are asked for all at once: have the origin make them beforehand, so
     // the run measures the server rather than the origin encoding dozens of images at once.
     origin.prepare(
@@ -180,8 +191,9 @@ public final class Runner: Sendable {
     return options.duration
   }
 
-  /// Loads every item once, unmeasured, so the run starts with warm caches.
-  private func warm(_ configurations: [ListDriver.Configuration]) async throws {
+  /// Loads every item once, unmeasured (at each list's size, or at `size`), so the run starts
+  /// with warm caches (or, at another size, with only the placeholder index warm).
+  private func warm(_ configurations: [ListDriver.Configuration], size: Int? = nil) async throws {
     let client = try target.connect()
     defer { client.close() }
     var events = client.events.makeAsyncIterator()
@@ -193,7 +205,7 @@ public final class Runner: Sendable {
         token += 1
         try client.load(
           slot: token % 4096, item: String(item), token: token, url: origin.url(item: item),
-          size: configuration.size, visible: false)
+          size: size ?? configuration.size, visible: false, preview: false)
         outstanding += 1
         // Bounded batches: at most 64 loads in flight.
         while outstanding >= 64, let event = await events.next() {
@@ -226,7 +238,7 @@ public final class Runner: Sendable {
           group.addTask {
             try? client.load(
               slot: 0, item: String(item), token: 1, url: url, size: self.options.size,
-              visible: true)
+              visible: true, preview: false)
             for await event in client.events {
               if case .image(_, _, _, _, let data) = event {
                 return ItemImage.item(in: data) == item

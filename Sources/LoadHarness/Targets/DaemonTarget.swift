@@ -75,10 +75,12 @@ final class SessionClient: LoadClient {
     }
   }
 
-  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+  func load(
+    slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
+  ) throws {
     try client.load(
       slot: slot, item: item, token: token, url: url, width: size, height: size,
-      priority: visible ? .visible : .normal)
+      priority: visible ? .visible : .normal, preview: preview)
   }
 
   func cancel(slot: Int, token: Int) throws { try client.cancel(slot: slot, token: token) }

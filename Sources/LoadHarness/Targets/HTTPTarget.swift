@@ -120,7 +120,9 @@ final class HTTPLoadClient: LoadClient {
     return "/v1/thumbnail?url=\(encoded)&w=\(size)&h=\(size)&priority=\(priority)"
   }
 
-  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+  func load(
+    slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
+  ) throws {
     let exchange = HTTPExchange()
     let previous = state.withLock { state -> HTTPExchange? in
       let old = state.slots[slot]?.exchange

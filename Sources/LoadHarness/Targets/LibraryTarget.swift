@@ -95,13 +95,16 @@ final class LibraryClient: LoadClient {
     relay.client = self
   }
 
-  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+  func load(
+    slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
+  ) throws {
     shown.withLock { $0[slot] = ShownItem(item: item, token: token) }
     try apply(
       .load(
         .init(
           slot: slot, item: item, token: token, url: url,
-          box: .init(width: size, height: size), priority: visible ? .visible : .normal)))
+          box: .init(width: size, height: size), priority: visible ? .visible : .normal,
+          preview: preview)))
   }
 
   func cancel(slot: Int, token: Int) throws {

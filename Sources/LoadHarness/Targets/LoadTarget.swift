@@ -13,6 +13,8 @@ public enum TargetEvent: Sendable, Hashable {
   case prefetchError(round: Int, item: String, code: String)
   /// A slot's load's placeholder, before its image.
   case placeholder(slot: Int, item: String, token: Int)
+  /// A slot's load's preview (an early picture), before its image.
+  case preview(slot: Int, item: String, token: Int, data: [UInt8])
 }
 
 extension TargetEvent {
@@ -32,6 +34,9 @@ extension TargetEvent {
       self = .prefetchError(round: round / roundDivisor, item: item, code: code)
     case .placeholder(let placeholder):
       self = .placeholder(slot: placeholder.slot, item: placeholder.item, token: placeholder.token)
+    case .preview(let preview):
+      self = .preview(
+        slot: preview.slot, item: preview.item, token: preview.token, data: preview.data)
     }
   }
 }
@@ -41,8 +46,11 @@ extension TargetEvent {
 public protocol LoadClient: AnyObject, Sendable {
   /// Results as they arrive.
   var events: AsyncStream<TargetEvent> { get }
-  /// Binds `slot` to `item` with `token` and asks for the thumbnail (a square box of `size`).
-  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws
+  /// Binds `slot` to `item` with `token` and asks for the thumbnail (a square box of `size`),
+  /// and with `preview` for a preview first where the target offers them.
+  func load(
+    slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
+  ) throws
   /// Gives up the slot's load with `token`.
   func cancel(slot: Int, token: Int) throws
   /// Announces items about to be shown, as round `round`.

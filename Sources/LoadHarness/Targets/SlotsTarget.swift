@@ -169,7 +169,9 @@ final class SlotsClient: LoadClient {
     return .prefetchError(round: round, item: item, code: failure)
   }
 
-  func load(slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool) throws {
+  func load(
+    slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
+  ) throws {
     let cell = CellItem(item: item, token: token, url: url, size: size)
     shown.withLock { $0[slot] = cell }
     commands.yield(.load(slot: slot, cell, visible: visible))

@@ -18,7 +18,7 @@ import ThumbProtocol
       for effect in effects {
         switch effect {
         case .send(let message): sent.append(message)
-        case .start(let work, _, _, let purpose): started.append((work, purpose))
+        case .start(let work, _, _, let purpose, _): started.append((work, purpose))
         default: break
         }
       }

@@ -127,6 +127,10 @@ struct PrometheusExposition {
       "thumbd_stale_served_total",
       "Stale thumbnails served (stale_if_error, stale_while_revalidate).", metrics.staleServed)
     out.counter(
+      "thumbd_previews_total",
+      "Previews made for loads that asked (EXIF or HEIF thumbnail, progressive JPEG DC scans).",
+      metrics.previews)
+    out.counter(
       "thumbd_source_changes_total",
       "Sources found changed (a file's stamp, an origin's new content); their entries dropped.",
       metrics.sourceChanges)

@@ -49,8 +49,8 @@ public final class SessionDriver {
     var messages: [ServerMessage] = []
     for effect in effects {
       switch effect {
-      case .start(let id, let request, let priority, let purpose):
-        work.start(id, request, priority, purpose)
+      case .start(let id, let request, let priority, let purpose, let preview):
+        work.start(id, request, priority, purpose, preview: preview)
       case .findPlaceholder(let id, let request, let purpose):
         // Known in memory: answered here, before anything else. Otherwise the work looks
         // further (the disk) and reports it like an outcome, if it finds one.

@@ -21,24 +21,32 @@ struct SessionState {
     case prefetch(round: Int, item: String)
   }
 
-  /// How a piece of work ended, or (`placeholder`) what is known of it before it ends.
+  /// How a piece of work ended, or (`placeholder`, `preview`) what is known of it before it
+  /// ends.
   enum Outcome: Sendable {
     case success(ImageResponse)
     case failure(PipelineError)
     /// The load's rough look and final size, found in the placeholder index; the work goes on.
     case placeholder(thumbHash: [UInt8], colour: String, width: Int, height: Int)
+    /// An early picture of the load's source; the work goes on.
+    case preview(Thumbnail)
 
-    /// Whether the work is over (a placeholder comes before the end).
+    /// Whether the work is over (a placeholder or preview comes before the end).
     var isFinal: Bool {
-      if case .placeholder = self { return false }
-      return true
+      switch self {
+      case .placeholder, .preview: false
+      case .success, .failure: true
+      }
     }
   }
 
   /// What the owner must do, in order.
   enum Effect {
-    /// Ask the pipeline for `request`; report its outcome with `work` and `purpose`.
-    case start(work: WorkID, request: ImageRequest, priority: ImagePriority, purpose: Purpose)
+    /// Ask the pipeline for `request`; report its outcome with `work` and `purpose`, and (with
+    /// `preview`) its preview first if it makes one.
+    case start(
+      work: WorkID, request: ImageRequest, priority: ImagePriority, purpose: Purpose,
+      preview: Bool)
     /// Look for `request`'s placeholder; report it as a `placeholder` outcome of `work`.
     case findPlaceholder(work: WorkID, request: ImageRequest, purpose: Purpose)
     /// Give up the work's subscription.
@@ -67,6 +75,8 @@ struct SessionState {
     let work: WorkID
     /// False once answered (the slot keeps showing the item).
     var pending: Bool
+    /// True once a preview went out: a load gets at most one.
+    var previewed = false
   }
 
   private struct Entry {
@@ -124,6 +134,22 @@ struct SessionState {
   mutating func finished(_ work: WorkID, _ purpose: Purpose, _ outcome: Outcome) -> [Effect] {
     switch purpose {
     case .load(let slot):
+      if case .preview(let preview) = outcome {
+        // As a placeholder: for its own binding only, before the image, and once.
+        guard var binding = slots[slot], binding.work == work, binding.pending,
+          !binding.previewed
+        else { return [] }
+        binding.previewed = true
+        slots[slot] = binding
+        return [
+          .send(
+            .preview(
+              ServerMessage.Image(
+                slot: slot, item: binding.item, token: binding.token,
+                format: preview.format.rawValue, width: preview.width, height: preview.height,
+                cache: "", data: preview.data, rev: binding.rev)))
+        ]
+      }
       if case .placeholder(let hash, let colour, let width, let height) = outcome {
         // The images' rule: only for the binding it was looked up for, and only before its
         // image (never after it).
@@ -160,7 +186,7 @@ struct SessionState {
               slot: slot, item: binding.item, token: binding.token, code: error.kind,
               message: error.message))
         ]
-      case .placeholder:
+      case .placeholder, .preview:
         return []
       }
     case .prefetch(let round, let item):
@@ -176,7 +202,7 @@ struct SessionState {
       case .success: effects.append(.send(.prefetched(round: round, item: item)))
       case .failure(let error):
         effects.append(.send(.prefetchError(round: round, item: item, code: error.kind)))
-      case .placeholder: break
+      case .placeholder, .preview: break
       }
       return effects
     }
@@ -223,7 +249,7 @@ struct SessionState {
       effects.append(
         .start(
           work: work, request: request, priority: ImagePriority(load.priority),
-          purpose: .load(slot: load.slot)))
+          purpose: .load(slot: load.slot), preview: load.preview))
       // Found in memory, the placeholder goes out with this message's answers, before the
       // work (which reports on a later turn) can deliver anything.
       effects.append(
@@ -306,7 +332,7 @@ struct SessionState {
       effects.append(
         .start(
           work: work, request: entry.request, priority: .prefetch,
-          purpose: .prefetch(round: round, item: item)))
+          purpose: .prefetch(round: round, item: item), preview: false))
     }
     // Reclaim the consumed part of the queue once it is half of it.
     if queueHead * 2 >= queue.count {

@@ -4,10 +4,11 @@ import ImagePipeline
 /// state machine can be driven against a scripted runner in tests.
 protocol SessionWork: AnyObject {
   /// Starts `request`; its outcome must come back through the owner's `finished` call on the
-  /// owner's own serial context (the event loop, a lock).
+  /// owner's own serial context (the event loop, a lock), after its preview (with `preview`)
+  /// if one is made.
   func start(
     _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
-    _ purpose: SessionState.Purpose)
+    _ purpose: SessionState.Purpose, preview: Bool)
   /// `request`'s placeholder outcome when it is known at once; else nil, and the outcome
   /// comes later through the owner's `finished` if it is found at all.
   func placeholder(
@@ -47,11 +48,16 @@ final class PipelineSessionWork: SessionWork {
 
   func start(
     _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
-    _ purpose: SessionState.Purpose
+    _ purpose: SessionState.Purpose, preview: Bool
   ) {
-    let task = pipeline.task(for: request, priority: priority, client: client)
-    tasks[work] = task
     let report = report
+    // The pipeline hands the preview on before it closes the task's response, so its report
+    // reaches the owner's serial context ahead of the outcome's.
+    var onPreview: (@Sendable (Thumbnail) -> Void)?
+    if preview { onPreview = { @Sendable thumbnail in report(work, purpose, .preview(thumbnail)) } }
+    let task = pipeline.task(
+      for: request, priority: priority, client: client, onPreview: onPreview)
+    tasks[work] = task
     Task {
       do {
         report(work, purpose, .success(try await task.response))
