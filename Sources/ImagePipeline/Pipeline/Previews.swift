@@ -110,22 +110,28 @@ extension ThumbnailPipeline {
     return preview
   }
 
-  /// Makes and publishes the thumbnail job's preview of `request` from `bytes` (a download's
-  /// first bytes, or the whole source), unless the job already has one or has ended. Runs on
-  /// a decode thread at the job's priority; a source without an early picture publishes
-  /// nothing.
-  func makePreview(
-    of bytes: [UInt8], for request: ImageRequest, _ context: JobContext
-  ) async {
-    guard context.previews.take() else { return }
+  /// Makes and publishes the thumbnail job's preview of `request` from a download's first
+  /// bytes, on a decode thread at the job's priority, while the rest arrives. The copy of the
+  /// bytes is held in the budget meanwhile.
+  func makePreview(of bytes: [UInt8], for request: ImageRequest, _ context: JobContext) async {
     let memory = budget.hold(bytes.count)
     defer { memory.release() }
-    let thumbnailer = configuration.thumbnailer
-    let spec = Self.previewSpec(request.spec)
-    let preview = try? await decoders.run(id: nextID(), context: context) { cancellation in
-      try? thumbnailer.preview(of: bytes, spec: spec, cancellation: cancellation)
+    _ = try? await decoders.run(id: nextID(), context: context) { cancellation in
+      self.publishPreview(of: bytes, for: request, context, cancellation)
     }
-    guard let preview = preview ?? nil else { return }
+  }
+
+  /// On a decode thread: makes the job's preview of `request` from `bytes` (a download's first
+  /// bytes, or the whole source) and hands it to the consumers listening, unless the job has
+  /// one already or has ended. A source without an early picture publishes nothing.
+  func publishPreview(
+    of bytes: [UInt8], for request: ImageRequest, _ context: JobContext,
+    _ cancellation: CancellationFlag
+  ) {
+    guard context.previews.take(),
+      let preview = try? configuration.thumbnailer.preview(
+        of: bytes, spec: Self.previewSpec(request.spec), cancellation: cancellation)
+    else { return }
     metrics.countPreview()
     context.previews.whileOpen { thumbnailPreviews.publish(preview, for: request) }
   }

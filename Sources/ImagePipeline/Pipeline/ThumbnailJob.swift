@@ -103,9 +103,6 @@ extension ThumbnailPipeline {
         await sourceChanged(request.url, keepingSourceBytes: true)
       }
       sources.record(version, for: request.url)
-      // A preview from the whole source, when the download's first bytes gave none (a HEIF's
-      // thumbnail, a file, the source cache): before the decode it stands in for.
-      if thumbnailPreviews.wants(request) { await makePreview(of: bytes, for: request, context) }
       // The source's bytes stay counted in the budget until the last decode of them ends.
       var thumbnail = try await decode(bytes, request, context)
       withExtendedLifetime(fetched) {}
@@ -190,7 +187,12 @@ extension ThumbnailPipeline {
     let memory = try await budget.reserve(estimate, priority: context.priority, unblocks: true)
     defer { memory.release() }
     let enqueued = ContinuousClock.now
+    // A preview from the whole source, when the download's first bytes gave none (a HEIF's
+    // thumbnail, a file, the source cache): made first in the decode's own turn on a decode
+    // thread, so it comes ahead of the image without a second wait in the queue.
+    let preview = thumbnailPreviews.wants(request)
     return try await decoders.run(id: nextID(), context: context) { [metrics] cancellation in
+      if preview { self.publishPreview(of: bytes, for: request, context, cancellation) }
       metrics.observe("queue", enqueued.duration(to: .now).seconds)
       metrics.countDecode()
       do throws(ThumbnailError) {
