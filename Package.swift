@@ -1,9 +1,24 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// Warnings are errors everywhere: a warning left alone today hides the next one.
-let strictSwift: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
+/// A system library found through pkg-config, installed from Debian's `-dev` package: when it
+/// is missing, SwiftPM's own message names the pkg-config module and the package to install.
+/// Each one's module map (Sources/SystemLibraries/NAME) names the library to link.
+func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
+  .systemLibrary(
+    name: name, path: "Sources/SystemLibraries/\(name)", pkgConfig: pkgConfig,
+    providers: [.apt([apt])])
+}
 
+/// The image codecs CImageCodecs is written over.
+let codecLibraries: [Target.Dependency] = [
+  "CLibJPEG", "CLibPNG", "CZlib", "CLibWebP", "CLibWebPDemux", "CLibWebPMux", "CGIF", "CLibHeif",
+  "CLCMS2",
+]
+
+// No target uses unsafe flags, so the library products can be depended on by version.
+// Warnings are errors and C is optimised in debug builds through the command line instead:
+// scripts/flags holds the flags every script builds with (docs/PACKAGE.md).
 let package = Package(
   name: "thumbd",
   platforms: [.macOS(.v15)],
@@ -15,119 +30,91 @@ let package = Package(
     .executable(name: "thumbload", targets: ["thumbload"]),
   ],
   targets: [
+    systemLibrary("CLibJPEG", pkgConfig: "libjpeg", apt: "libjpeg62-turbo-dev"),
+    systemLibrary("CLibPNG", pkgConfig: "libpng16", apt: "libpng-dev"),
+    systemLibrary("CZlib", pkgConfig: "zlib", apt: "zlib1g-dev"),
+    systemLibrary("CLibWebP", pkgConfig: "libwebp", apt: "libwebp-dev"),
+    systemLibrary("CLibWebPDemux", pkgConfig: "libwebpdemux", apt: "libwebp-dev"),
+    systemLibrary("CLibWebPMux", pkgConfig: "libwebpmux", apt: "libwebp-dev"),
+    systemLibrary("CGIF", pkgConfig: "libgif", apt: "libgif-dev"),
+    systemLibrary("CLibHeif", pkgConfig: "libheif", apt: "libheif-dev"),
+    systemLibrary("CLCMS2", pkgConfig: "lcms2", apt: "liblcms2-dev"),
+    systemLibrary("CLibSystemd", pkgConfig: "libsystemd", apt: "libsystemd-dev"),
     .target(
       name: "CImageCodecs",
-      cSettings: [
-        // The resampler's inner loops need the optimiser even in debug
-        // builds, or the corpus tests crawl.
-        .unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])
-      ],
-      linkerSettings: [
-        .linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("z"),
-        .linkedLibrary("webp"), .linkedLibrary("webpdemux"), .linkedLibrary("gif"),
-        .linkedLibrary("heif"), .linkedLibrary("webpmux"), .linkedLibrary("lcms2"),
-        .linkedLibrary("m"),
-      ]
+      dependencies: codecLibraries,
+      linkerSettings: [.linkedLibrary("m")]
     ),
     .target(
       name: "ImagePipeline",
-      dependencies: ["CImageCodecs", "CCurl", "CSystem", "ThumbSystem"],
-      // Generic caches and stages are used from other modules (thumbd, benchmarks); without
-      // cross-module optimisation every call there goes through runtime generic metadata.
-      swiftSettings: strictSwift + [
-        .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))
-      ]
+      dependencies: ["CImageCodecs", "CCurl", "CSystem", "ThumbSystem"]
     ),
-    .target(
-      name: "CCurl",
-      // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h.
-      cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
-    ),
-    .target(
-      name: "CBus",
-      cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])],
-      linkerSettings: [.linkedLibrary("systemd")]
-    ),
-    .target(
-      name: "CSystem",
-      cSettings: [.unsafeFlags(["-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11"])]
-    ),
+    // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h.
+    .target(name: "CCurl"),
+    .target(name: "CBus", dependencies: ["CLibSystemd"]),
+    .target(name: "CSystem"),
     .target(
       name: "ThumbSystem",
-      dependencies: ["CSystem"],
-      swiftSettings: strictSwift
+      dependencies: ["CSystem"]
     ),
     .target(
-      name: "ThumbProtocol",
-      swiftSettings: strictSwift
+      name: "ThumbProtocol"
     ),
     .target(
       name: "ThumbClient",
-      dependencies: ["ThumbProtocol", "CSystem", "ThumbSystem"],
-      swiftSettings: strictSwift
+      dependencies: ["ThumbProtocol", "CSystem", "ThumbSystem"]
     ),
     .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem"],
-      swiftSettings: strictSwift
+      dependencies: ["ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem"]
     ),
     .executableTarget(
       name: "thumbd",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem"],
-      swiftSettings: strictSwift
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem"]
     ),
     .target(
       name: "LoadHarness",
       dependencies: [
         "ImagePipeline", "ThumbProtocol", "ThumbServer", "ThumbClient", "CSystem", "ThumbSystem",
-      ],
-      swiftSettings: strictSwift
+      ]
     ),
     .executableTarget(
       name: "thumbload",
-      dependencies: ["LoadHarness"],
-      swiftSettings: strictSwift
+      dependencies: ["LoadHarness"]
     ),
     .target(
       name: "FuzzTargets",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbProtocol"],
-      swiftSettings: strictSwift
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbProtocol"]
     ),
     .executableTarget(
       name: "thumbfuzz",
-      dependencies: ["FuzzTargets", "ThumbSystem"],
-      swiftSettings: strictSwift
+      dependencies: ["FuzzTargets", "ThumbSystem"]
     ),
     .executableTarget(
       name: "pipeline-bench",
       dependencies: ["ImagePipeline"],
-      path: "bench/PipelineBench",
-      swiftSettings: strictSwift
+      path: "bench/PipelineBench"
     ),
     .target(
       name: "TestSupport",
       dependencies: ["ImagePipeline", "CSystem", "ThumbSystem"],
-      path: "Tests/TestSupport",
-      swiftSettings: strictSwift
+      path: "Tests/TestSupport"
     ),
     .testTarget(
       name: "ThumbProtocolTests",
-      dependencies: ["ThumbProtocol", "TestSupport"],
-      swiftSettings: strictSwift
+      dependencies: ["ThumbProtocol", "TestSupport"]
     ),
     .testTarget(
       name: "ImagePipelineTests",
       dependencies: ["ImagePipeline", "CImageCodecs", "CSystem", "ThumbSystem", "TestSupport"],
-      exclude: ["Fixtures"],
-      swiftSettings: strictSwift
+      exclude: ["Fixtures"]
     ),
     .testTarget(
       name: "ThumbServerTests",
       dependencies: [
         "ThumbServer", "ThumbProtocol", "ThumbClient", "ImagePipeline", "LoadHarness", "CSystem",
         "ThumbSystem", "TestSupport",
-      ],
-      swiftSettings: strictSwift
+      ]
     ),
     .testTarget(
       // Suites that start the daemon, thumbload, the CLI or nginx as processes.
@@ -135,9 +122,9 @@ let package = Package(
       dependencies: [
         "ImagePipeline", "ThumbServer", "ThumbClient", "LoadHarness", "FuzzTargets", "CSystem",
         "ThumbSystem", "TestSupport",
-      ],
-      swiftSettings: strictSwift
+      ]
     ),
   ],
-  swiftLanguageModes: [.v6]
+  swiftLanguageModes: [.v6],
+  cLanguageStandard: .gnu11
 )

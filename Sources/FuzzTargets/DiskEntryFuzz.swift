@@ -1,4 +1,4 @@
-@_spi(Fuzzing) import ImagePipeline
+import ImagePipeline
 
 extension FuzzTarget {
   /// Disk cache files: whatever the cache directory holds is read as an attack.

@@ -1,4 +1,4 @@
-@_spi(Fuzzing) import ImagePipeline
+import ImagePipeline
 
 extension FuzzTarget {
   /// Freshness from an origin's head, and source versions read back from the cache directory.

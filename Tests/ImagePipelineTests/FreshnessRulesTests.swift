@@ -1,4 +1,4 @@
-@_spi(Fuzzing) import ImagePipeline
+import ImagePipeline
 import Testing
 
 /// RFC 9111's freshness, computed from heads alone, and versions as the disk stores them.

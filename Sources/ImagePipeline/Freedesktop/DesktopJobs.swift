@@ -4,19 +4,19 @@
 ///
 /// A caller that stops waiting (its task cancelled) leaves at once; the job goes on while
 /// another caller wants it, and is stopped (its decoder's flag raised) when the last one leaves.
-public final class DesktopJobs: Sendable {
+package final class DesktopJobs: Sendable {
   struct Key: Hashable, Sendable {
     let path: String
     let flavor: FreedesktopCache.Flavor
   }
 
   /// Writes the entries.
-  public let thumbnailer: DesktopThumbnailer
+  package let thumbnailer: DesktopThumbnailer
   private let pipeline: ThumbnailPipeline
   private let stage: CoalescingStage<Key, DesktopThumbnailer.Outcome>
 
   /// Jobs that share `pipeline`'s decode threads and metrics.
-  public init(pipeline: ThumbnailPipeline, thumbnailer: DesktopThumbnailer) {
+  package init(pipeline: ThumbnailPipeline, thumbnailer: DesktopThumbnailer) {
     self.pipeline = pipeline
     self.thumbnailer = thumbnailer
     let metrics = pipeline.metrics
@@ -27,7 +27,7 @@ public final class DesktopJobs: Sendable {
   /// Thumbnails the file at `path` (absolute) in `flavor`, or joins the job already doing it.
   /// Throws `CancellationError` when the calling task is cancelled (it stops waiting at once),
   /// and `PipelineError.queueFull` when the decode queue has no room at this priority.
-  public func thumbnail(
+  package func thumbnail(
     path: String, flavor: FreedesktopCache.Flavor, priority: ImagePriority
   ) async throws -> DesktopThumbnailer.Outcome {
     let key = Key(path: path, flavor: flavor)

@@ -9,9 +9,9 @@ import CSystem
 /// the file is opened once, checked (a regular file, not in /proc or /sys, within the byte
 /// limit, not inside a thumbnail directory), and decoded from that descriptor. The largest
 /// flavor asked for is made from the source; smaller ones are made from it.
-public struct DesktopThumbnailer: Sendable {
+package struct DesktopThumbnailer: Sendable {
   /// What became of a file.
-  public enum Outcome: Sendable, Hashable {
+  package enum Outcome: Sendable, Hashable {
     /// Made now: the path of each flavor's entry.
     case made([FreedesktopCache.Flavor: String])
     /// Every flavor asked for was already valid in the cache.
@@ -26,21 +26,21 @@ public struct DesktopThumbnailer: Sendable {
   }
 
   /// The cache written to.
-  public let cache: FreedesktopCache
+  package let cache: FreedesktopCache
   /// The decoder (its limits apply: pixels, decode time, memory).
-  public let thumbnailer: Thumbnailer
+  package let thumbnailer: Thumbnailer
   /// Larger files are refused before any byte is read.
-  public let maxSourceBytes: Int
+  package let maxSourceBytes: Int
 
   /// A thumbnailer writing into `cache`.
-  public init(cache: FreedesktopCache, thumbnailer: Thumbnailer, maxSourceBytes: Int) {
+  package init(cache: FreedesktopCache, thumbnailer: Thumbnailer, maxSourceBytes: Int) {
     self.cache = cache
     self.thumbnailer = thumbnailer
     self.maxSourceBytes = maxSourceBytes
   }
 
   /// Thumbnails the file at `path` (absolute) in each of `flavors`.
-  public func thumbnail(
+  package func thumbnail(
     path: String, flavors: Set<FreedesktopCache.Flavor>, cancellation: CancellationFlag? = nil
   ) -> Outcome {
     guard path.hasPrefix("/") else {

@@ -9,10 +9,10 @@ import ThumbSystem
 /// behind.
 extension FreedesktopCache {
   /// Most entries one folder move, copy or cleanup reads per flavor.
-  public static let maxScannedEntries = 200_000
+  package static let maxScannedEntries = 200_000
 
   /// `Delete`: removes every flavor's entry and the failure entry of each URI.
-  public func delete(uris: [String]) {
+  package func delete(uris: [String]) {
     for uri in uris {
       for flavor in Flavor.allCases { unlink(path(forURI: uri, flavor: flavor)) }
       unlink(failureDirectory + "/" + Self.fileName(forURI: uri))
@@ -24,7 +24,7 @@ extension FreedesktopCache {
   /// `st_mtime`, when they were valid for what it is now: the same size and, for a move, the
   /// same modification time (a rename keeps it). For a folder, so is every entry whose URI lies
   /// below `from[i]`. A move then removes the old entries. Anything else is left alone.
-  public func transfer(from: [String], to: [String], keepingOld: Bool) {
+  package func transfer(from: [String], to: [String], keepingOld: Bool) {
     for (old, new) in zip(from, to) {
       guard let newPath = Self.localPath(ofURI: new) else { continue }
       var info = stat()
@@ -51,7 +51,7 @@ extension FreedesktopCache {
   /// `Cleanup`: removes every entry whose URI is one of `baseURIs` or lies below one, and whose
   /// file is gone or has changed since; with `since` > 0, also every entry whose `Thumb::MTime`
   /// is older than `since` or that has no URI.
-  public func cleanup(baseURIs: [String], since: Int) {
+  package func cleanup(baseURIs: [String], since: Int) {
     for flavor in Flavor.allCases {
       for (entry, uri) in entries(in: flavor, where: { _ in true }) {
         let keys = Self.texts(ofEntry: entry)
@@ -119,7 +119,7 @@ extension FreedesktopCache {
 
   /// The path of a local `file://` URI (no host, or `localhost`), percent-decoded; nil for
   /// any other URI.
-  public static func localPath(ofURI uri: String) -> String? {
+  package static func localPath(ofURI uri: String) -> String? {
     guard let url = try? SourceURL(uri), url.scheme == "file",
       url.host.isEmpty || url.host == "localhost", let path = url.filePath, path.hasPrefix("/")
     else { return nil }

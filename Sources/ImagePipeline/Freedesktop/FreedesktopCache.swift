@@ -12,9 +12,9 @@ import ThumbSystem
 /// Everything read from the directory is treated as hostile: entries are opened without
 /// following a final link, must be regular files of bounded size, and only a bounded head is
 /// read. Directories are made 0700 and files 0600, written whole and renamed into place.
-public struct FreedesktopCache: Sendable {
+package struct FreedesktopCache: Sendable {
   /// A thumbnail size the standard names.
-  public enum Flavor: String, CaseIterable, Sendable, Hashable {
+  package enum Flavor: String, CaseIterable, Sendable, Hashable {
     /// At most 128x128.
     case normal
     /// At most 256x256.
@@ -25,7 +25,7 @@ public struct FreedesktopCache: Sendable {
     case xxLarge = "xx-large"
 
     /// The longest side, in pixels.
-    public var size: Int {
+    package var size: Int {
       switch self {
       case .normal: 128
       case .large: 256
@@ -36,18 +36,18 @@ public struct FreedesktopCache: Sendable {
   }
 
   /// A source file as the cache judges it: its canonical URI and what `stat` says now.
-  public struct Source: Sendable, Hashable {
+  package struct Source: Sendable, Hashable {
     /// The absolute path.
-    public let path: String
+    package let path: String
     /// `file://` and the path, percent-encoded as GLib writes it.
-    public let uri: String
+    package let uri: String
     /// `st_mtime`, whole seconds.
-    public let modified: Int
+    package let modified: Int
     /// `st_size`.
-    public let size: Int
+    package let size: Int
 
     /// A source with the given facts (`uri` from `path` unless given).
-    public init(path: String, modified: Int, size: Int, uri: String? = nil) {
+    package init(path: String, modified: Int, size: Int, uri: String? = nil) {
       self.path = path
       self.uri = uri ?? PercentEncoding.fileURI(path: path)
       self.modified = modified
@@ -56,7 +56,7 @@ public struct FreedesktopCache: Sendable {
   }
 
   /// What the cache holds for a source.
-  public enum Lookup: Sendable, Hashable {
+  package enum Lookup: Sendable, Hashable {
     /// A valid thumbnail, at this path (the user's cache or a shared `.sh_thumbnails`).
     case thumbnail(String)
     /// A valid failure entry: thumbd could not thumbnail this version of the file.
@@ -66,11 +66,11 @@ public struct FreedesktopCache: Sendable {
   }
 
   /// The cache directory (`.../thumbnails`).
-  public let directory: String
+  package let directory: String
   /// `Software` in each thumbnail, and the failure folder's name (`fail/thumbd-<version>`).
-  public let software: String
+  package let software: String
   /// The failure entries' folder.
-  public var failureDirectory: String {
+  package var failureDirectory: String {
     directory + "/fail/" + String(software.map { $0 == " " || $0 == "/" ? "-" : $0 })
   }
 
@@ -80,14 +80,14 @@ public struct FreedesktopCache: Sendable {
   static let maxHeadBytes = 64 << 10
 
   /// A cache at `directory`, writing `software` (e.g. "thumbd 1.2.0") into its entries.
-  public init(directory: String, software: String) {
+  package init(directory: String, software: String) {
     self.directory = directory
     self.software = software
   }
 
   /// `$XDG_CACHE_HOME/thumbnails` when that is an absolute path (the base directory
   /// specification ignores a relative one), else `$HOME/.cache/thumbnails`; nil without a home.
-  public static func defaultDirectory(environment: [String: String]) -> String? {
+  package static func defaultDirectory(environment: [String: String]) -> String? {
     if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") {
       return cache + "/thumbnails"
     }
@@ -96,21 +96,21 @@ public struct FreedesktopCache: Sendable {
   }
 
   /// The file name for a URI: the lowercase hex MD5 of its bytes, then `.png`.
-  public static func fileName(forURI uri: String) -> String { MD5.hex(uri.utf8) + ".png" }
+  package static func fileName(forURI uri: String) -> String { MD5.hex(uri.utf8) + ".png" }
 
   /// Where the thumbnail of `uri` in `flavor` lives.
-  public func path(forURI uri: String, flavor: Flavor) -> String {
+  package func path(forURI uri: String, flavor: Flavor) -> String {
     directory + "/" + flavor.rawValue + "/" + Self.fileName(forURI: uri)
   }
 
   /// Whether `path` (absolute) lies inside the cache directory: a thumbnail is never
   /// thumbnailed, nor is anything in a shared `.sh_thumbnails` repository.
-  public func holds(_ path: String) -> Bool {
+  package func holds(_ path: String) -> Bool {
     path.hasPrefix(directory + "/") || path.split(separator: "/").contains(".sh_thumbnails")
   }
 
   /// The source at `path` (absolute), by `stat`; nil when it cannot be stat'ed.
-  public static func source(atPath path: String) -> Source? {
+  package static func source(atPath path: String) -> Source? {
     var info = stat()
     guard stat(path, &info) == 0 else { return nil }
     return Source(path: path, modified: Int(info.st_mtim.tv_sec), size: Int(info.st_size))
@@ -121,7 +121,7 @@ public struct FreedesktopCache: Sendable {
   /// What the cache holds for `source` in `flavor`: the user's own entry, then a shared
   /// repository beside the file (`.sh_thumbnails/<flavor>/<md5 of the file name>.png`, read
   /// only), then a failure entry.
-  public func lookup(_ source: Source, flavor: Flavor) -> Lookup {
+  package func lookup(_ source: Source, flavor: Flavor) -> Lookup {
     let own = path(forURI: source.uri, flavor: flavor)
     if Self.isValid(entry: own, for: source, uris: [source.uri]) { return .thumbnail(own) }
     if let slash = source.path.lastIndex(of: "/") {
@@ -142,7 +142,7 @@ public struct FreedesktopCache: Sendable {
   /// Whether the entry at `path` is valid for `source` as GLib and KIO judge it: a PNG whose
   /// `Thumb::URI` is one of `uris`, whose `Thumb::MTime` is the source's `st_mtime` as an
   /// integer, and whose `Thumb::Size`, when present, is its `st_size`.
-  public static func isValid(entry path: String, for source: Source, uris: [String]) -> Bool {
+  package static func isValid(entry path: String, for source: Source, uris: [String]) -> Bool {
     guard let keys = texts(ofEntry: path), let uri = keys["Thumb::URI"], uris.contains(uri),
       let mtime = keys["Thumb::MTime"], Self.integer(mtime) == source.modified
     else { return false }
@@ -152,7 +152,7 @@ public struct FreedesktopCache: Sendable {
 
   /// The text keys of the entry at `path`; nil when it is not a regular file of bounded size
   /// with a well-formed PNG head (a link, a FIFO, a directory, a damaged file).
-  public static func texts(ofEntry path: String) -> [String: String]? {
+  package static func texts(ofEntry path: String) -> [String: String]? {
     withEntry(path) { fd, size in texts(fd, size: size) }
   }
 
@@ -199,7 +199,7 @@ public struct FreedesktopCache: Sendable {
 
   /// Stores `png` (from the thumbnailer, 8-bit and not interlaced) as the thumbnail of
   /// `source` in `flavor`, with the standard's keys before its image data; returns its path.
-  public func store(
+  package func store(
     png: [UInt8], for source: Source, flavor: Flavor, mediaType: String?,
     imageSize: (width: Int, height: Int)? = nil
   ) throws(FileIO.WriteError) -> String {
@@ -218,7 +218,7 @@ public struct FreedesktopCache: Sendable {
   /// Records that `source` (this version of it) cannot be thumbnailed: a small PNG in
   /// `fail/thumbd-<version>/` with its URI and MTime, which `lookup` honours until the file
   /// changes.
-  public func storeFailure(for source: Source) throws(FileIO.WriteError) {
+  package func storeFailure(for source: Source) throws(FileIO.WriteError) {
     // The smallest valid PNG: one transparent pixel.
     let ihdr: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0]
     let idat: [UInt8] = [0x78, 0x01, 0x63, 0x60, 0x00, 0x02, 0x00, 0x00, 0x05, 0x00, 0x01]

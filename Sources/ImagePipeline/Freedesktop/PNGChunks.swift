@@ -1,18 +1,18 @@
 /// PNG chunks, built and read: the text keys the freedesktop thumbnail cache keeps before a
 /// thumbnail's image data.
-public enum PNGChunks {
+package enum PNGChunks {
   /// The eight bytes every PNG starts with.
-  public static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+  package static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
 
   /// One chunk: length, type, data and the CRC-32 of type and data.
-  public static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+  package static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
     let body = Array(type.utf8) + data
     return bigEndian(UInt32(data.count)) + body + bigEndian(crc32(body))
   }
 
   /// A `tEXt` chunk: Latin-1 keyword, a zero byte, the text. Nil when the keyword is not 1 to
   /// 79 printable bytes or either holds a zero byte.
-  public static func text(_ keyword: String, _ value: String) -> [UInt8]? {
+  package static func text(_ keyword: String, _ value: String) -> [UInt8]? {
     let key = Array(keyword.utf8)
     let text = Array(value.utf8)
     guard (1...79).contains(key.count), key.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }),
@@ -24,7 +24,7 @@ public enum PNGChunks {
   /// `png` with `chunks` placed right after its IHDR, so they come before any image data (GLib
   /// stops reading at the first IDAT). Nil when `png` does not start with a signature and an
   /// IHDR.
-  public static func inserting(_ chunks: [[UInt8]], intoPNG png: [UInt8]) -> [UInt8]? {
+  package static func inserting(_ chunks: [[UInt8]], intoPNG png: [UInt8]) -> [UInt8]? {
     let ihdrEnd = signature.count + 8 + 13 + 4
     guard png.count >= ihdrEnd, png.starts(with: signature),
       Array(png[12..<16]) == Array("IHDR".utf8), readBigEndian(png, at: 8) == 13
@@ -34,7 +34,7 @@ public enum PNGChunks {
 
   /// `png` without the `tEXt` chunks before its first IDAT (to be given new ones with
   /// `inserting`). Nil when it is not a sequence of whole chunks up to an IDAT.
-  public static func removingTexts(fromPNG png: [UInt8]) -> [UInt8]? {
+  package static func removingTexts(fromPNG png: [UInt8]) -> [UInt8]? {
     guard png.starts(with: signature) else { return nil }
     var kept = signature
     var offset = signature.count
@@ -53,7 +53,7 @@ public enum PNGChunks {
   /// (which returns at most `count` bytes at `offset`; fewer only at the end). Reads at most
   /// `limit` bytes in all; nil for anything that is not a well-formed PNG head within that:
   /// a bad signature or CRC, a chunk running past the limit, a duplicate key, or no IDAT.
-  public static func texts(
+  package static func texts(
     limit: Int, read: (_ offset: Int, _ count: Int) -> [UInt8]?
   ) -> [String: String]? {
     guard let head = read(0, signature.count), head == signature else { return nil }
@@ -84,7 +84,7 @@ public enum PNGChunks {
   }
 
   /// CRC-32 (ISO 3309, as PNG uses it).
-  public static func crc32(_ bytes: [UInt8]) -> UInt32 {
+  package static func crc32(_ bytes: [UInt8]) -> UInt32 {
     var c: UInt32 = 0xFFFF_FFFF
     bytes.withUnsafeBufferPointer { buffer in
       for byte in buffer { c = crcTable[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }

@@ -4,13 +4,13 @@
 
 /// Whole-file reads and crash-safe writes over POSIX calls, shared by the disk cache, the
 /// file loader and the CLI.
-public enum FileIO {
+package enum FileIO {
   /// Why a write failed, with the system's words.
-  public struct WriteError: Error, Sendable {
+  package struct WriteError: Error, Sendable {
     /// What failed, e.g. "cannot create /x/y: Permission denied".
-    public let message: String
+    package let message: String
     /// The errno behind it.
-    public let code: Int32
+    package let code: Int32
   }
 
   /// Reads an open descriptor to its end, expecting `expected` bytes (a file can shrink while
@@ -31,7 +31,7 @@ public enum FileIO {
   /// Writes `bytes` to a temporary file made from `temporaryTemplate` (which must end in
   /// XXXXXX and lie on the same file system), then renames it to `path`: readers see the old
   /// file or the whole new one, and a crash leaves at most the temporary file.
-  public static func writeAtomically(
+  package static func writeAtomically(
     _ bytes: [UInt8], to path: String, temporaryTemplate: String, mode: mode_t = 0o644
   ) throws(WriteError) {
     var template = Array(temporaryTemplate.utf8CString)

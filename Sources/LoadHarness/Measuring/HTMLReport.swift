@@ -246,7 +246,7 @@ public enum HTMLReport {
       body +=
         "<polyline fill=\"none\" stroke=\"\(colour)\" stroke-width=\"2\" "
         + "points=\"\(points.joined(separator: " "))\"/>"
-        + "<text x=\"\(left + 8)\" y=\"\(top + 12 + 14 * Double(rank))\" fill=\"\(colour)\">"
+        + "<text x=\"\(left + 8)\" y=\"\(top + 12 + 14 * Double(rank))\" style=\"fill: \(colour)\">"
         + "\(name) (\(Int(total)))</text>"
     }
     var xTicks: [Tick] = []

@@ -17,7 +17,7 @@ public final class Daemon: Sendable {
   /// The settings it was built from.
   public let config: DaemonConfig
   /// The desktop's thumbnail services on D-Bus, when `dbus` names a bus.
-  public let desktop: DesktopBus?
+  package let desktop: DesktopBus?
   private let logger: Logger
 
   /// Builds everything `config` describes; nothing listens yet. `version` names the daemon

@@ -11,9 +11,9 @@ import ThumbSystem
 /// operations), over sd-bus on a thread of its own (CBus). Calls are answered on that
 /// thread, and the cache lookups they make run there, never on the HTTP loop or the
 /// cooperative pool.
-public final class DesktopBus: Sendable {
+package final class DesktopBus: Sendable {
   /// The Thumbnailer1 requests.
-  public let service: ThumbnailerService
+  package let service: ThumbnailerService
   private let connection: Connection
   private let context: Unmanaged<Handlers>
 
@@ -67,7 +67,7 @@ public final class DesktopBus: Sendable {
   /// serves `jobs`' cache. `window` Thumbnailer1 jobs of each kind run at once. Nothing is
   /// answered until `start()`. Throws `StartupError` naming why it cannot (no bus, another
   /// program owns the names).
-  public init(address: String, jobs: DesktopJobs, window: Int) throws {
+  package init(address: String, jobs: DesktopJobs, window: Int) throws {
     let connection = Connection()
     let service = ThumbnailerService(
       signals: Signals(connection: connection), work: .init(jobs: jobs), window: window)
@@ -107,17 +107,17 @@ public final class DesktopBus: Sendable {
   }
 
   /// This connection's unique name on the bus.
-  public var uniqueName: String {
+  package var uniqueName: String {
     guard let bus = connection.bus else { return "" }
     return String(cString: cb_unique_name(bus))
   }
 
   /// Signals dropped because the queue to the bus was full.
-  public var droppedSignals: UInt64 { connection.bus.map { cb_dropped_signals($0) } ?? 0 }
+  package var droppedSignals: UInt64 { connection.bus.map { cb_dropped_signals($0) } ?? 0 }
 
   /// Starts the bus thread; `onEnd` is called if the connection ends by itself (the bus went
   /// away), with the reason.
-  public func start(onEnd: @escaping @Sendable (String) -> Void = { _ in }) {
+  package func start(onEnd: @escaping @Sendable (String) -> Void = { _ in }) {
     guard connection.bus != nil else { return }
     let connection = connection
     connection.finished.lock()
@@ -135,7 +135,7 @@ public final class DesktopBus: Sendable {
 
   /// Ends every request (`Finished`), sends what is queued and stops the bus thread; returns
   /// when it has.
-  public func stop() {
+  package func stop() {
     service.stop()
     guard let bus = connection.bus else { return }
     cb_stop(bus)

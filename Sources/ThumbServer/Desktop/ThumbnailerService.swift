@@ -18,9 +18,9 @@ import Synchronization
 /// Signals are sent with the service's lock held, so each request's come in order (`Started`,
 /// then `Ready` and `Error`, then `Finished`); a `ThumbnailerSignals` must not block or call
 /// back.
-public final class ThumbnailerService: Sendable {
+package final class ThumbnailerService: Sendable {
   /// tumbler's error codes (`TumblerErrorEnum`), which clients such as Thunar know.
-  public enum ErrorCode: Int32, Sendable {
+  package enum ErrorCode: Int32, Sendable {
     /// No thumbnailer for this URI: a remote scheme, a format thumbd does not read, a file
     /// over the size or pixel limits.
     case unsupported = 0
@@ -43,17 +43,17 @@ public final class ThumbnailerService: Sendable {
   }
 
   /// What a request's work is done with: the cache to look in at once, and the jobs.
-  public struct Work: Sendable {
+  package struct Work: Sendable {
     /// The answer for a file that needs no decode, if there is one: a valid entry, a failure
     /// entry, or a refusal; nil when it must be thumbnailed.
-    public let lookup: @Sendable (_ path: String, FreedesktopCache.Flavor) -> Answer?
+    package let lookup: @Sendable (_ path: String, FreedesktopCache.Flavor) -> Answer?
     /// Thumbnails a file (see `DesktopJobs.thumbnail`).
-    public let thumbnail:
+    package let thumbnail:
       @Sendable (_ path: String, FreedesktopCache.Flavor, ImagePriority) async throws ->
         DesktopThumbnailer.Outcome
 
     /// Work from its two parts (tests pass gated fakes).
-    public init(
+    package init(
       lookup: @escaping @Sendable (String, FreedesktopCache.Flavor) -> Answer?,
       thumbnail:
         @escaping @Sendable (String, FreedesktopCache.Flavor, ImagePriority) async throws ->
@@ -64,7 +64,7 @@ public final class ThumbnailerService: Sendable {
     }
 
     /// Work on `jobs`: the lookup asks their cache without decoding.
-    public init(jobs: DesktopJobs) {
+    package init(jobs: DesktopJobs) {
       let thumbnailer = jobs.thumbnailer
       self.init(
         lookup: { path, flavor in ThumbnailerService.answer(path, flavor, thumbnailer) },
@@ -75,15 +75,15 @@ public final class ThumbnailerService: Sendable {
   }
 
   /// How one URI ends.
-  public enum Answer: Sendable, Hashable {
+  package enum Answer: Sendable, Hashable {
     case ready
     case error(ErrorCode, String)
   }
 
   /// Most URIs waiting over all requests; a request past it is answered with `other`.
-  public let maxPending: Int
+  package let maxPending: Int
   /// Jobs running at once per kind (foreground, background).
-  public let window: Int
+  package let window: Int
   private let signals: any ThumbnailerSignals
   private let work: Work
   private let state = Mutex(State())
@@ -117,7 +117,7 @@ public final class ThumbnailerService: Sendable {
 
   /// A service sending its signals to `signals`. `window` jobs of each kind run at once (the
   /// decode threads, so a dequeue stops at most that many).
-  public init(
+  package init(
     signals: any ThumbnailerSignals, work: Work, window: Int, maxPending: Int = 200_000
   ) {
     self.signals = signals
@@ -127,13 +127,13 @@ public final class ThumbnailerService: Sendable {
   }
 
   /// The flavors a request may name.
-  public static let flavors = FreedesktopCache.Flavor.allCases.map(\.rawValue)
+  package static let flavors = FreedesktopCache.Flavor.allCases.map(\.rawValue)
 
   // MARK: - Calls
 
   /// `Queue`: takes the request and returns its handle (never 0). `handle_to_unqueue`, when it
   /// is one of `caller`'s, is dequeued first. Nothing is sent until `queued(handle)`.
-  public func queue(
+  package func queue(
     caller: String, uris: [String], flavor: String, scheduler: String, unqueue: UInt32
   ) -> UInt32 {
     state.withLock { state in
@@ -153,7 +153,7 @@ public final class ThumbnailerService: Sendable {
   /// After `Queue`'s reply: answers what needs no decode (`Started`, then `Ready` and `Error`
   /// for those URIs, and `Finished` when nothing is left) and schedules the rest. Does file
   /// I/O (`stat`, entry heads): call it on the bus thread, not the cooperative pool.
-  public func queued(_ handle: UInt32) {
+  package func queued(_ handle: UInt32) {
     guard let staged = state.withLock({ $0.requests[handle] }), staged.isStaged else { return }
     var ready: [String] = []
     var errors: [Answer: [String]] = [:]
@@ -202,13 +202,13 @@ public final class ThumbnailerService: Sendable {
   }
 
   /// `Dequeue`: ends `caller`'s request `handle` (another caller's handle is ignored).
-  public func dequeue(_ handle: UInt32, caller: String) {
+  package func dequeue(_ handle: UInt32, caller: String) {
     state.withLock { state in dequeue(handle, caller: caller, &state) }
     pump()
   }
 
   /// A caller left the bus: its requests end without signals.
-  public func callerLeft(_ caller: String) {
+  package func callerLeft(_ caller: String) {
     state.withLock { state in
       for (handle, request) in state.requests where request.caller == caller {
         drop(handle, &state)
@@ -218,7 +218,7 @@ public final class ThumbnailerService: Sendable {
   }
 
   /// Ends every request (with `Finished`) and starts no more work.
-  public func stop() {
+  package func stop() {
     state.withLock { state in
       state.stopped = true
       for handle in Array(state.requests.keys) { dequeue(handle, caller: nil, &state) }
@@ -226,7 +226,7 @@ public final class ThumbnailerService: Sendable {
   }
 
   /// Requests not finished, and jobs running (foreground, background).
-  public var load: (requests: Int, foreground: Int, background: Int) {
+  package var load: (requests: Int, foreground: Int, background: Int) {
     state.withLock { ($0.requests.count, $0.running[true] ?? 0, $0.running[false] ?? 0) }
   }
 
@@ -374,7 +374,7 @@ public final class ThumbnailerService: Sendable {
 
 /// Where `ThumbnailerService` sends its signals (the bus, unicast to `caller`). Called with the
 /// service's lock held: must not block or call back into the service.
-public protocol ThumbnailerSignals: Sendable {
+package protocol ThumbnailerSignals: Sendable {
   /// Work on `handle` has begun.
   func started(_ handle: UInt32, to caller: String)
   /// These URIs' thumbnails are in the cache.

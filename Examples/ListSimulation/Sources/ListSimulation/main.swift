@@ -1,0 +1,106 @@
+import ImagePipeline
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+// A list of 240 photos scrolled through 8 recycled cells, as a collection view shows them:
+// each cell is an `ImageSlot`, the items about to appear are announced to a
+// `PrefetchCoordinator`, and the network answers out of order. Every picture a cell shows is
+// decoded and checked against the item the cell holds; the run fails if one is wrong.
+
+let itemCount = 240
+let cellCount = 8
+let lookAhead = 8
+
+/// Item `n`'s picture is one colour, so a shown thumbnail says which item it is.
+func colour(of item: Int) -> (UInt8, UInt8, UInt8) {
+  (UInt8(item * 37 & 0xFF), UInt8((item * 91 + 64) & 0xFF), UInt8((item * 53 + 128) & 0xFF))
+}
+
+/// The item whose colour is nearest to a decoded thumbnail's centre.
+func item(shownBy data: [UInt8]) -> Int? {
+  guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
+  let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
+  let pixel = bitmap.pixels[centre..<centre + 3].map { Int($0) }
+  func distance(_ item: Int) -> Int {
+    let (r, g, b) = colour(of: item)
+    return abs(Int(r) - pixel[0]) + abs(Int(g) - pixel[1]) + abs(Int(b) - pixel[2])
+  }
+  return (0..<itemCount).min { distance($0) < distance($1) }
+}
+
+/// A slow, jittery network: each photo arrives after 0-19 ms, so results cross each other.
+struct SimulatedNetwork: DataLoading {
+  let photos: [String: [UInt8]]
+
+  func load(_ request: SourceRequest) async throws -> SourceResponse {
+    guard let bytes = photos[request.url] else { throw FetchError.httpStatus(404) }
+    try await Task.sleep(for: .milliseconds(bytes.count * 7 % 20))
+    return .modified(bytes, .unversioned())
+  }
+}
+
+func url(_ item: Int) -> String { "https://photos.example/\(item).png" }
+
+var photos: [String: [UInt8]] = [:]
+for item in 0..<itemCount {
+  let (r, g, b) = colour(of: item)
+  let pixels = [UInt8]((0..<(64 * 48)).flatMap { _ in [r, g, b] })
+  photos[ImageRequest(url: url(item), spec: ThumbnailSpec(width: 1, height: 1)).url] =
+    try ImageEncoder.png(Bitmap(pixels: pixels, width: 64, height: 48, channels: 3))
+}
+
+let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: SimulatedNetwork(photos: photos)))
+let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
+let request: @Sendable (Int) -> ImageRequest = { ImageRequest(url: url($0), spec: spec) }
+
+/// What the cells showed, and how many of those were the wrong item.
+let tally = Mutex<(shown: Int, wrong: Int)>((0, 0))
+let cells = (0..<cellCount).map { _ in
+  ImageSlot<Int, ImageResponse>(pipeline: pipeline, request: request) { item, result in
+    // Called only for the item and token the cell holds now: the slot dropped the rest.
+    guard case .success(let response) = result else { return }
+    let shown = item(shownBy: response.thumbnail.data)
+    tally.withLock {
+      $0.shown += 1
+      if shown != item { $0.wrong += 1 }
+    }
+  }
+}
+let prefetcher = PrefetchCoordinator<Int>(pipeline: pipeline, request: request)
+
+// Scroll from the top to the bottom, one row every 2 ms: far faster than the network, so
+// most cells are recycled before their picture comes.
+var holding = [Int?](repeating: nil, count: cellCount)
+var round: PrefetchCoordinator<Int>.Round?
+for top in 0...(itemCount - cellCount) {
+  for index in top..<(top + cellCount) where holding[index % cellCount] != index {
+    holding[index % cellCount] = index
+    await cells[index % cellCount].load(index)
+  }
+  let ahead = Array((top + cellCount)..<min(itemCount, top + cellCount + lookAhead))
+  let next = await prefetcher.prefetch(ahead)
+  if let round { await prefetcher.release(round) }
+  round = next
+  try await Task.sleep(for: .milliseconds(2))
+}
+
+// The last screen settles: every cell shows its item.
+for _ in 0..<500 {
+  var settled = true
+  for cell in cells where await cell.applied == 0 || (await cell.item) == nil { settled = false }
+  if settled && tally.withLock({ $0.shown }) >= cellCount { break }
+  try await Task.sleep(for: .milliseconds(10))
+}
+var dropped = 0
+for cell in cells { dropped += await cell.staleDrops }
+let (shown, wrong) = tally.withLock { $0 }
+print(
+  "list-simulation: \(shown) pictures shown in \(cellCount) recycled cells over \(itemCount) items, "
+    + "\(dropped) stale results dropped by the cells, \(wrong) wrong")
+if wrong > 0 || shown < cellCount {
+  print("list-simulation: FAILED")
+  exit(1)
+}

@@ -1,0 +1,2 @@
+/* giflib, for CImageCodecs. */
+#include <gif_lib.h>

@@ -1,0 +1,2 @@
+/* lcms2, for CImageCodecs. */
+#include <lcms2.h>

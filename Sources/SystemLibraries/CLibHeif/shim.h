@@ -1,0 +1,2 @@
+/* libheif, for CImageCodecs. */
+#include <libheif/heif.h>

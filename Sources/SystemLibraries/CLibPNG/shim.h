@@ -1,0 +1,2 @@
+/* libpng, for CImageCodecs. */
+#include <png.h>

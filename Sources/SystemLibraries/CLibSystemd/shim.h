@@ -1,0 +1,2 @@
+/* libsystemd (sd-bus), for CBus. */
+#include <systemd/sd-bus.h>

@@ -1,0 +1,3 @@
+/* libwebp, for CImageCodecs. */
+#include <webp/decode.h>
+#include <webp/encode.h>

@@ -1,0 +1,2 @@
+/* libwebpdemux, for CImageCodecs. */
+#include <webp/demux.h>

@@ -1,0 +1,2 @@
+/* libwebpmux, for CImageCodecs. */
+#include <webp/mux.h>

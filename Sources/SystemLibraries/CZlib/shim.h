@@ -1,0 +1,2 @@
+/* zlib, for CImageCodecs (png_fast.c). */
+#include <zlib.h>
