@@ -20,7 +20,7 @@ func colour(of item: Int) -> (UInt8, UInt8, UInt8) {
 }
 
 /// The item whose colour is nearest to a decoded thumbnail's centre.
-func item(shownBy data: [UInt8]) -> Int? {
+func itemShown(by data: [UInt8]) -> Int? {
   guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
   let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
   let pixel = bitmap.pixels[centre..<centre + 3].map { Int($0) }
@@ -62,7 +62,7 @@ let cells = (0..<cellCount).map { _ in
   ImageSlot<Int, ImageResponse>(pipeline: pipeline, request: request) { item, result in
     // Called only for the item and token the cell holds now: the slot dropped the rest.
     guard case .success(let response) = result else { return }
-    let shown = item(shownBy: response.thumbnail.data)
+    let shown = itemShown(by: response.thumbnail.data)
     tally.withLock {
       $0.shown += 1
       if shown != item { $0.wrong += 1 }
