@@ -56,9 +56,9 @@ let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: SimulatedNetwo
 let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
 let request: @Sendable (Int) -> ImageRequest = { ImageRequest(url: url($0), spec: spec) }
 
-/// What the cells showed, and how many of those were the wrong item.
-let tally = Mutex<(shown: Int, wrong: Int)>((0, 0))
-let cells = (0..<cellCount).map { _ in
+/// What the cells showed, how many of those were the wrong item, and each cell's last picture.
+let tally = Mutex<(shown: Int, wrong: Int, last: [Int: Int])>((0, 0, [:]))
+let cells = (0..<cellCount).map { cell in
   ImageSlot<Int, ImageResponse>(pipeline: pipeline, request: request) { item, result in
     // Called only for the item and token the cell holds now: the slot dropped the rest.
     guard case .success(let response) = result else { return }
@@ -66,6 +66,7 @@ let cells = (0..<cellCount).map { _ in
     tally.withLock {
       $0.shown += 1
       if shown != item { $0.wrong += 1 }
+      $0.last[cell] = shown
     }
   }
 }
@@ -87,20 +88,24 @@ for top in 0...(itemCount - cellCount) {
   try await Task.sleep(for: .milliseconds(2))
 }
 
-// The last screen settles: every cell shows its item.
+// The last screen settles: every cell shows the item it holds.
+let finalScreen = Dictionary(
+  uniqueKeysWithValues: holding.enumerated().map { ($0.offset, $0.element) })
 for _ in 0..<500 {
-  var settled = true
-  for cell in cells where await cell.applied == 0 || (await cell.item) == nil { settled = false }
-  if settled && tally.withLock({ $0.shown }) >= cellCount { break }
+  if tally.withLock({ state in finalScreen.allSatisfy { state.last[$0.key] == $0.value } }) {
+    break
+  }
   try await Task.sleep(for: .milliseconds(10))
 }
 var dropped = 0
 for cell in cells { dropped += await cell.staleDrops }
-let (shown, wrong) = tally.withLock { $0 }
+let (shown, wrong, last) = tally.withLock { $0 }
+let settled = finalScreen.allSatisfy { last[$0.key] == $0.value }
 print(
   "list-simulation: \(shown) pictures shown in \(cellCount) recycled cells over \(itemCount) items, "
-    + "\(dropped) stale results dropped by the cells, \(wrong) wrong")
-if wrong > 0 || shown < cellCount {
+    + "\(dropped) stale results dropped by the cells, \(wrong) wrong, last screen "
+    + (settled ? "complete" : "INCOMPLETE"))
+if wrong > 0 || !settled {
   print("list-simulation: FAILED")
   exit(1)
 }
