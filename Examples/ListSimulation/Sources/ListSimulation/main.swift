@@ -31,13 +31,14 @@ func itemShown(by data: [UInt8]) -> Int? {
   return (0..<itemCount).min { distance($0) < distance($1) }
 }
 
-/// A slow, jittery network: each photo arrives after 0-19 ms, so results cross each other.
+/// A slow, jittery network: each photo arrives after 0-59 ms, so results cross each other and
+/// most cells are recycled before their picture comes.
 struct SimulatedNetwork: DataLoading {
   let photos: [String: [UInt8]]
 
   func load(_ request: SourceRequest) async throws -> SourceResponse {
     guard let bytes = photos[request.url] else { throw FetchError.httpStatus(404) }
-    try await Task.sleep(for: .milliseconds(bytes.count * 7 % 20))
+    try await Task.sleep(for: .milliseconds(bytes.count * 7 % 60))
     return .modified(bytes, .unversioned())
   }
 }
