@@ -1,30 +1,40 @@
 import ImagePipeline
 
+extension SourceFormat {
+  /// The decoder fuzz target that reads this format, and what it covers: formats one library
+  /// decodes (HEIC and AVIF: libheif) share one. An exhaustive switch, so a new format is not
+  /// built until it says which target fuzzes it.
+  var fuzzTarget: (name: String, covers: String) {
+    switch self {
+    case .jpeg:
+      (
+        "decode-jpeg",
+        "libjpeg-turbo with DCT scaling, the DC-scan path, the EXIF reader and thumbnail, the scan limits"
+      )
+    case .png:
+      ("decode-png", "libpng streaming and the fast inflate path, chunk limits and budgets")
+    case .webp:
+      ("decode-webp", "libwebp scaled incremental decoding, first frames, EXIF chunks")
+    case .gif: ("decode-gif", "giflib records and LZW, the first frame on its screen, interlacing")
+    case .heic, .avif:
+      ("decode-heif", "libheif boxes, HEVC and AV1 images, transforms, thumbnails")
+    }
+  }
+}
+
 extension FuzzTarget {
-  /// The JPEG decoders (libjpeg-turbo, our DC-scan reader for progressive files at 1/8, our
-  /// EXIF reader, the scan limits).
-  static let decodeJPEG = decoder(
-    "decode-jpeg", .jpeg,
-    "libjpeg-turbo with DCT scaling, the DC-scan path, the EXIF reader and the scan limits")
-
-  /// The PNG decoders (the libpng streaming path and the fast path).
-  static let decodePNG = decoder(
-    "decode-png", .png, "libpng streaming and the fast inflate path, chunk limits and budgets")
-
-  /// The WebP decoder (libwebp's incremental decoder with scaling, the demuxer's first frame
-  /// on its canvas, the EXIF chunk).
-  static let decodeWebP = decoder(
-    "decode-webp", .webp, "libwebp scaled incremental decoding, first frames, EXIF chunks")
-
-  /// The GIF decoder (giflib's records and LZW, our canvas, interlacing and clipping).
-  static let decodeGIF = decoder(
-    "decode-gif", .gif, "giflib records and LZW, the first frame on its screen, interlacing")
-
-  /// The HEIF decoders (libheif's boxes, HEVC and AV1 through libde265 and dav1d, transforms,
-  /// embedded thumbnails, the pixel limits).
-  static let decodeHEIF = decoder(
-    "decode-heif", .heic, "libheif boxes, HEVC and AV1 images, transforms, thumbnails",
-    also: [.avif])
+  /// One decoder target per decoding library, made from `SourceFormat.allCases`: every format
+  /// thumbd reads is fuzzed, seeded with the corpus's files of its extensions.
+  static let decoders: [FuzzTarget] = {
+    var names: [String] = []
+    var formats: [String: [SourceFormat]] = [:]
+    for format in SourceFormat.allCases {
+      let name = format.fuzzTarget.name
+      if formats[name] == nil { names.append(name) }
+      formats[name, default: []].append(format)
+    }
+    return names.map { decoder($0, formats[$0]!) }
+  }()
 
   /// A target for one decoder, through the thumbnailer at its default limits and three output
   /// boxes (one resized and JPEG-encoded, one cropped and PNG-encoded, one so small that a JPEG
@@ -33,18 +43,15 @@ extension FuzzTarget {
   /// off: what bounds the work must be the decoder's own limits, and libFuzzer's `-timeout`
   /// catches an input those miss (as the repeated-scan and trailing-zlib findings would have
   /// been).
-  private static func decoder(
-    _ name: String, _ format: SourceFormat, _ what: String, also: [SourceFormat] = []
-  ) -> FuzzTarget {
+  private static func decoder(_ name: String, _ formats: [SourceFormat]) -> FuzzTarget {
     FuzzTarget(
       name: name,
       covers:
-        "Thumbnailer over \(format.rawValue.uppercased()) (\(what)): a thumbnail inside the box, or a typed ThumbnailError other than a timeout, and the same of its previews (whole, and of the first bytes the prefix watch points at); no crash, leak or out-of-bounds access",
-      maxLength: 262_144
+        "Thumbnailer over \(formats.map(\.displayName).joined(separator: " and ")) (\(formats[0].fuzzTarget.covers)): a thumbnail inside the box, or a typed ThumbnailError other than a timeout, and the same of its previews (whole, and of the first bytes the prefix watch points at); no crash, leak or out-of-bounds access",
+      maxLength: 262_144,
+      seedExtensions: formats.flatMap(\.fileExtensions)
     ) { bytes in
-      guard let sniffed = SourceFormat.sniff(bytes), ([format] + also).contains(sniffed) else {
-        return
-      }
+      guard let sniffed = SourceFormat.sniff(bytes), formats.contains(sniffed) else { return }
       var thumbnailer = Thumbnailer()
       thumbnailer.limits.decodeTimeout = 0
       for spec in [

@@ -10,15 +10,27 @@ public struct FuzzTarget: Sendable {
   public let covers: String
   /// The longest input worth trying (libFuzzer's `-max_len`).
   public let maxLength: Int
+  /// File name extensions of the shared corpus's files that seed it (a decoder's formats'),
+  /// none for the others.
+  public let seedExtensions: [String]
   /// Runs one input.
   public let run: @Sendable ([UInt8]) -> Void
 
-  /// Every target, in `thumbfuzz list` order.
-  public static let all: [FuzzTarget] = [
-    httpRequest, thumbnailQuery, imgproxyPath, sessionFrames, json, config, sourceURL, responseHead,
-    ipAddress, diskEntry, desktopEntry, freshness, decodeJPEG, decodePNG, decodeWebP, decodeGIF,
-    decodeHEIF, colourProfile,
-  ]
+  /// A target.
+  init(
+    name: String, covers: String, maxLength: Int, seedExtensions: [String] = [],
+    run: @escaping @Sendable ([UInt8]) -> Void
+  ) {
+    (self.name, self.covers, self.maxLength) = (name, covers, maxLength)
+    (self.seedExtensions, self.run) = (seedExtensions, run)
+  }
+
+  /// Every target, in `thumbfuzz list` order; the decoders come from `SourceFormat`.
+  public static let all: [FuzzTarget] =
+    [
+      httpRequest, thumbnailQuery, imgproxyPath, sessionFrames, json, config, sourceURL,
+      responseHead, ipAddress, diskEntry, desktopEntry, freshness,
+    ] + decoders + [colourProfile]
 
   /// The target called `name`.
   public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

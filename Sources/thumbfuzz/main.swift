@@ -7,7 +7,8 @@ import ThumbSystem
 
 // thumbfuzz: runs the fuzz targets of Sources/FuzzTargets.
 //
-//   thumbfuzz list                      the targets and what each checks
+//   thumbfuzz list                      the targets: name, max length, seed globs, what each
+//                                       checks (tab-separated)
 //   thumbfuzz run TARGET PATH...        replays files (or every file of directories)
 //   thumbfuzz fuzz TARGET [ARGS...]     libFuzzer with ARGS (a build by scripts/fuzz only)
 //
@@ -43,7 +44,9 @@ func target(_ name: String?) -> FuzzTarget {
 switch arguments.first {
 case "list":
   for target in FuzzTarget.all {
-    print("\(target.name)\t\(target.maxLength)\t\(target.covers)")
+    // Name, longest input, seed globs (space-separated, "-" for none), what it covers.
+    let globs = target.seedExtensions.map { "*." + $0 }.joined(separator: " ")
+    print("\(target.name)\t\(target.maxLength)\t\(globs.isEmpty ? "-" : globs)\t\(target.covers)")
   }
 case "run":
   let chosen = target(arguments.dropFirst().first)

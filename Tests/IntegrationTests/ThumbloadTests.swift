@@ -132,21 +132,12 @@ struct ThumbloadTests {
     "previews over a slow origin of progressive JPEGs, the placeholder index warm: placeholders first, previews before half the download, nothing wrong"
   )
   func previews() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let thumbload = URL(fileURLWithPath: ChildProcess.thumbd).deletingLastPathComponent()
-      .appendingPathComponent("thumbload").path
-    let json = directory + "/report.json"
-    let html = directory + "/report.html"
-    let pid = try ChildProcess.spawn(
-      [
-        thumbload, "--scenario", "scroll", "--duration", "6", "--lists", "2", "--items", "60",
-        "--slots", "6", "--prefetch", "6", "--cache", "index", "--preview", "--progressive",
-        "--source", "1200x900", "--latency-ms", "50", "--jitter-ms", "0", "--bandwidth",
-        "1000000", "--json", json, "--html", html, "--quiet",
-      ], standardError: directory + "/stderr")
-    #expect(await ChildProcess.exit(of: pid) == 0)
-    let data = try #require(FileManager.default.contents(atPath: json))
-    let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    let (status, report, page) = try await Self.run([
+      "--scenario", "scroll", "--duration", "6", "--lists", "2", "--items", "60", "--slots", "6",
+      "--prefetch", "6", "--cache", "index", "--preview", "--progressive", "--source", "1200x900",
+      "--latency-ms", "50", "--jitter-ms", "0", "--bandwidth", "1000000",
+    ])
+    #expect(status == 0)
     #expect(report["wrong_deliveries"] as? Int == 0, "\(report["wrong_examples"] ?? "")")
     #expect(report["preview"] as? Bool == true && report["cache"] as? String == "index")
     // The index knew every item: loads painted a placeholder first.
@@ -156,8 +147,25 @@ struct ThumbloadTests {
     // Made from the first bytes: some before half the source had been sent (on a loaded
     // machine not all; the benchmark states the share).
     #expect((report["previews_before_half_download"] as? Int ?? 0) > 0)
-    let page = try String(contentsOfFile: html, encoding: .utf8)
     #expect(page.contains("Loads painted by then") && page.contains(">preview ("))
+  }
+
+  /// Runs the thumbload beside the daemon under test with `arguments` (and `--quiet`, a JSON
+  /// and an HTML report): its exit status, its JSON report and its HTML page.
+  static func run(_ arguments: [String]) async throws -> (
+    status: Int32, report: [String: Any], page: String
+  ) {
+    let directory = TestDaemon.makeDirectory()
+    let thumbload = URL(fileURLWithPath: ChildProcess.thumbd).deletingLastPathComponent()
+      .appendingPathComponent("thumbload").path
+    let (json, html) = (directory + "/report.json", directory + "/report.html")
+    let pid = try ChildProcess.spawn(
+      [thumbload] + arguments + ["--json", json, "--html", html, "--quiet"],
+      standardError: directory + "/stderr")
+    let status = await ChildProcess.exit(of: pid)
+    let data = try #require(FileManager.default.contents(atPath: json))
+    let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    return (status, report, try String(contentsOfFile: html, encoding: .utf8))
   }
 
   static var fastOrigin: OriginBehaviour {
@@ -173,22 +181,13 @@ struct ThumbloadTests {
     "CI smoke: scroll and stampede against the real daemon, with JSON and HTML reports",
     arguments: ["daemon", "http"])
   func smoke(target: String) async throws {
-    let directory = TestDaemon.makeDirectory()
-    let thumbload = URL(fileURLWithPath: ChildProcess.thumbd).deletingLastPathComponent()
-      .appendingPathComponent("thumbload").path
-    let json = directory + "/report.json"
-    let html = directory + "/report.html"
-    let pid = try ChildProcess.spawn(
-      [
-        thumbload, "--target", target, "--scenario", "scroll,stampede", "--duration", "8",
-        "--json", json, "--html", html, "--quiet", "--latency-ms", "10", "--jitter-ms", "40",
-        // Items change while the lists scroll: every shown revision is checked too.
-        "--mutate", "10",
-      ], standardError: directory + "/stderr")
-    let status = await ChildProcess.exit(of: pid)
+    let (status, report, page) = try await Self.run([
+      "--target", target, "--scenario", "scroll,stampede", "--duration", "8", "--latency-ms",
+      "10", "--jitter-ms", "40",
+      // Items change while the lists scroll: every shown revision is checked too.
+      "--mutate", "10",
+    ])
     #expect(status == 0)
-    let data = try #require(FileManager.default.contents(atPath: json))
-    let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     #expect(report["wrong_deliveries"] as? Int == 0)
     #expect(report["stale_deliveries"] as? Int == 0)
     #expect(report["mutation_rate"] as? Double == 10)
@@ -208,7 +207,6 @@ struct ThumbloadTests {
       let percentiles = try #require(report[key] as? [String: Any])
       #expect(percentiles["p50"] != nil && percentiles["p95"] != nil && percentiles["p99"] != nil)
     }
-    let page = try String(contentsOfFile: html, encoding: .utf8)
     #expect(page.contains("<svg") && !page.contains("<script") && !page.contains("http://"))
     // A histogram per outcome, with its percentiles marked and its axes labelled.
     let outcomes = try #require(report["latency_by_outcome_ms"] as? [String: Any])

@@ -45,6 +45,20 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     }
   }
 
+  /// The file name extensions the format is found under (lower case; the first is the usual
+  /// one). Files are never judged by their names (`sniff` decides); this is for tools that
+  /// pick example files, such as the fuzzer's seeds.
+  public var fileExtensions: [String] {
+    switch self {
+    case .jpeg: ["jpg", "jpeg"]
+    case .png: ["png"]
+    case .webp: ["webp"]
+    case .gif: ["gif"]
+    case .heic: ["heic", "heif"]
+    case .avif: ["avif"]
+    }
+  }
+
   /// Every media type a desktop may name a format thumbd reads by: each format's own, and
   /// `image/heif` (shared-mime-info's type for many HEIC files). The `.thumbnailer` entry's
   /// MimeType and the D-Bus service's `GetSupported` list these.
