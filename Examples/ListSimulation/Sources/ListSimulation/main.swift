@@ -57,12 +57,18 @@ let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: SimulatedNetwo
 let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
 let request: @Sendable (Int) -> ImageRequest = { ImageRequest(url: url($0), spec: spec) }
 
-/// What the cells showed, how many of those were the wrong item, and each cell's last picture.
-let tally = Mutex<(shown: Int, wrong: Int, last: [Int: Int])>((0, 0, [:]))
+/// What the cells showed, how many of those were the wrong item, each cell's last picture, and
+/// the failures the cells were handed.
+let tally = Mutex<(shown: Int, wrong: Int, last: [Int: Int], failures: [String])>((0, 0, [:], []))
 let cells = (0..<cellCount).map { cell in
   ImageSlot<Int, ImageResponse>(pipeline: pipeline, request: request) { item, result in
     // Called only for the item and token the cell holds now: the slot dropped the rest.
-    guard case .success(let response) = result else { return }
+    guard case .success(let response) = result else {
+      if case .failure(let error) = result {
+        tally.withLock { $0.failures.append("\(item): \(error)") }
+      }
+      return
+    }
     let shown = itemShown(by: response.thumbnail.data)
     tally.withLock {
       $0.shown += 1
@@ -92,7 +98,7 @@ for top in 0...(itemCount - cellCount) {
 // The last screen settles: every cell shows the item it holds.
 let finalScreen = Dictionary(
   uniqueKeysWithValues: holding.enumerated().map { ($0.offset, $0.element) })
-for _ in 0..<500 {
+for _ in 0..<3000 {
   if tally.withLock({ state in finalScreen.allSatisfy { state.last[$0.key] == $0.value } }) {
     break
   }
@@ -100,12 +106,22 @@ for _ in 0..<500 {
 }
 var dropped = 0
 for cell in cells { dropped += await cell.staleDrops }
-let (shown, wrong, last) = tally.withLock { $0 }
+let (shown, wrong, last, failures) = tally.withLock { $0 }
 let settled = finalScreen.allSatisfy { last[$0.key] == $0.value }
 print(
   "list-simulation: \(shown) pictures shown in \(cellCount) recycled cells over \(itemCount) items, "
     + "\(dropped) stale results dropped by the cells, \(wrong) wrong, last screen "
     + (settled ? "complete" : "INCOMPLETE"))
+for failure in failures.prefix(5) {
+  print("list-simulation: a cell was handed a failure: \(failure)")
+}
+if !settled {
+  for (cell, item) in finalScreen.sorted(by: { $0.key < $1.key }) where last[cell] != item {
+    print(
+      "list-simulation: cell \(cell) holds item \(item ?? -1) but shows \(last[cell].map(String.init) ?? "nothing")"
+    )
+  }
+}
 if wrong > 0 || !settled {
   print("list-simulation: FAILED")
   exit(1)
