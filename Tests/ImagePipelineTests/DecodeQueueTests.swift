@@ -243,6 +243,42 @@ struct DecodeQueueTests {
     #expect(ran.values == [3])
   }
 
+  @Test(
+    "a queued prefetch job raised to visible runs on an idle foreground thread at once, with no other job arriving to wake it",
+    .timeLimit(.minutes(1))
+  )
+  func raisedQueuedJobWakesForeground() async throws {
+    let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)
+    defer { workers.shutdown() }
+    // The background thread is busy, so the prefetch job stays queued; the foreground thread
+    // is idle, asleep.
+    let backgroundGate = DispatchSemaphore(value: 0)
+    let backgroundBlocker = Task {
+      try await workers.run(id: 1, context: JobContext(priority: .prefetch)) { _ in
+        backgroundGate.wait()
+      }
+    }
+    await eventually("the background thread busy") { workers.load.running == 1 }
+    // From here the queue is empty until the job below: a pass over it is over that job.
+    let passes = workers.passedOver
+    let context = JobContext(priority: .prefetch)
+    let ran = Recorder<String>()
+    let raised = Task {
+      try await workers.run(id: 2, context: context) { _ in ran.append("raised") }
+    }
+    await eventually("queued") { workers.load.queued == 1 }
+    // The foreground thread has looked at it (a prefetch job, not its kind) and gone back to
+    // sleep.
+    await eventually("passed over") { workers.passedOver > passes }
+    // A visible consumer joins it: the foreground thread must take it now. Without a wake-up
+    // it waited until some other job arrived.
+    context.setPriority(.visible)
+    try await raised.value
+    #expect(ran.values == ["raised"])
+    backgroundGate.signal()
+    try await backgroundBlocker.value
+  }
+
   @Test("a prefetch job raised while a background thread runs it is run again in the foreground")
   func raisedRunningJobMoves() async throws {
     let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)

@@ -104,6 +104,15 @@ final class DecodeWorkers: @unchecked Sendable {
     }
   }
 
+  /// Times a thread went back to sleep leaving jobs queued (all of the other kind): lets a test
+  /// know a thread has looked at a job and passed it over before it changes that job.
+  var passedOver: Int {
+    condition.lock()
+    defer { condition.unlock() }
+    return passes
+  }
+  private var passes = 0
+
   /// Jobs waiting and jobs running.
   var load: (queued: Int, running: Int) {
     condition.lock()
@@ -119,7 +128,7 @@ final class DecodeWorkers: @unchecked Sendable {
     // The listener holds the priority box, not the context: the context keeps its listeners,
     // and a listener holding the context would keep both alive for ever.
     let priority = context.priority
-    context.onPriorityChange { [weak self] in self?.promote(id: id, priority: priority) }
+    context.onPriorityChange { [weak self] in self?.priorityChanged(id: id, priority: priority) }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<T, any Error>) in
@@ -185,15 +194,21 @@ final class DecodeWorkers: @unchecked Sendable {
     queued?.abandon()
   }
 
-  /// A job raised above prefetch while a background thread runs it: queue it again for the
-  /// foreground threads and tell the background attempt to stop.
-  private func promote(id: UInt64, priority: PriorityBox) {
-    guard priority.value > .prefetch else { return }
+  /// A job's priority changed. Queued, it may now belong to the other kind of thread, which
+  /// may be asleep: every thread is woken to look again (found by Examples/ListSimulation
+  /// under load: a queued prefetch decode raised to visible waited, with every foreground
+  /// thread idle, until another job happened to arrive; at the end of a scroll none did). Raised
+  /// above prefetch while a background thread runs it: it is queued again for the foreground
+  /// threads and the background attempt told to stop.
+  private func priorityChanged(id: UInt64, priority: PriorityBox) {
     condition.lock()
     defer { condition.unlock() }
-    guard let (job, attempts) = running[id],
-      attempts.allSatisfy({ $0.background && !$0.isSuperseded }),
-      !queue.contains(where: { $0.id == id })
+    if queue.contains(where: { $0.id == id }) {
+      condition.broadcast()
+      return
+    }
+    guard priority.value > .prefetch, let (job, attempts) = running[id],
+      attempts.allSatisfy({ $0.background && !$0.isSuperseded })
     else { return }
     for attempt in attempts { attempt.supersede() }
     queue.append(job)
@@ -218,6 +233,7 @@ final class DecodeWorkers: @unchecked Sendable {
       picked = nextJobIndex(background: background)
       // On shutdown a thread finishes the queued jobs of its kind, then exits.
       if picked != nil || stopping { break }
+      if !queue.isEmpty { passes += 1 }
       condition.wait()
     }
     guard let index = picked else {
