@@ -19,8 +19,12 @@ extension FuzzTarget {
     let fromEnvironment = Result { () throws(ConfigError) -> ConfigLoader.Outcome in
       try ConfigLoader.load(arguments: [], environment: [option.environmentName: value])
     }
+    // The same environment for the flag (which overrides it): a value may name environment
+    // variables (`$THUMBD_CACHE_DIR`, `${CACHE_DIRECTORY:-...}`), and with the option's own
+    // variable set in one run and not the other they expand differently by design.
     let fromFlag = Result { () throws(ConfigError) -> ConfigLoader.Outcome in
-      try ConfigLoader.load(arguments: [option.flag, value], environment: [:])
+      try ConfigLoader.load(
+        arguments: [option.flag, value], environment: [option.environmentName: value])
     }
     // A list option's environment variable holds the whole list, its flag one entry.
     guard !option.isList else { return }
