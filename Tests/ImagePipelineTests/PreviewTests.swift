@@ -101,6 +101,55 @@ extension DecodeSuites {
       }
     }
 
+    /// `jpeg` with an EXIF block (little-endian TIFF) whose IFD1 points at `thumbnail`.
+    static func withEXIFThumbnail(_ jpeg: [UInt8], thumbnail: [UInt8]) -> [UInt8] {
+      func u16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
+      func u32(_ v: Int) -> [UInt8] { u16(v & 0xFFFF) + u16(v >> 16) }
+      func entry(_ tag: Int, _ type: Int, _ value: Int) -> [UInt8] {
+        u16(tag) + u16(type) + u32(1) + (type == 3 ? u16(value) + [0, 0] : u32(value))
+      }
+      // IFD0 at 8 (Orientation 1), IFD1 at 26 (the JPEG thumbnail at 68).
+      var tiff: [UInt8] = Array("II".utf8) + u16(42) + u32(8)
+      tiff += u16(1) + entry(0x0112, 3, 1) + u32(26)
+      tiff += u16(3) + entry(0x0103, 3, 6) + entry(0x0201, 4, 68)
+      tiff += entry(0x0202, 4, thumbnail.count) + u32(0) + thumbnail
+      let body = Array("Exif".utf8) + [0, 0] + tiff
+      let length = body.count + 2
+      return [0xFF, 0xD8, 0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + body
+        + jpeg.dropFirst(2)
+    }
+
+    /// A baseline JPEG of one colour.
+    static func solidJPEG(_ colour: (UInt8, UInt8, UInt8), _ width: Int, _ height: Int) throws
+      -> [UInt8]
+    {
+      let pixels = [UInt8]((0..<(width * height)).flatMap { _ in [colour.0, colour.1, colour.2] })
+      return try ImageEncoder.jpeg(
+        Bitmap(pixels: pixels, width: width, height: height, channels: 3), quality: 90)
+    }
+
+    @Test(
+      "an EXIF thumbnail is the preview only with the image's shape: a letterboxed 4:3 one of a 3:2 photo is not used"
+    )
+    func exifThumbnailShape() throws {
+      // A blue 3:2 image with red thumbnails: a preview shows where it came from.
+      let image = try Self.solidJPEG(Pictures.blue, 300, 200)
+      let fitting = Self.withEXIFThumbnail(
+        image, thumbnail: try Self.solidJPEG(Pictures.red, 150, 100))
+      guard case .ready(let size) = Self.readySize(fitting, chunk: 256) else {
+        Issue.record("no preview point for a thumbnail of the image's shape")
+        return
+      }
+      let preview = try #require(
+        try Thumbnailer().preview(of: Array(fitting[..<size]), spec: Self.spec))
+      #expect(Pictures.shows(preview.data, Pictures.red), "the preview is the thumbnail")
+      #expect(preview.width == 150 && preview.height == 100 && preview.sourceWidth == 300)
+      let letterboxed = Self.withEXIFThumbnail(
+        image, thumbnail: try Self.solidJPEG(Pictures.red, 160, 120))
+      #expect(Self.readySize(letterboxed, chunk: 256) == .none)
+      #expect(try Thumbnailer().preview(of: letterboxed, spec: Self.spec) == nil)
+    }
+
     @Test(
       "an iPhone HEIC's preview is its embedded thumbnail, with the image's size and orientation")
     func heic() throws {
