@@ -164,11 +164,7 @@ public enum HTMLReport {
     let bounds = Report.histogramBounds
     // Positions: bucket i spans [i, i+1) of bounds.count slots; the last slot is "> 10 s".
     let slot = 1.0 / Double(bounds.count)
-    var counts = [Double](repeating: 0, count: bounds.count)
-    for bucket in buckets where bucket.count == 2 {
-      let index = bucket[0] < 0 ? bounds.count - 1 : bounds.firstIndex(of: bucket[0])
-      if let index { counts[index] += bucket[1] }
-    }
+    let counts = bucketCounts(buckets)
     let total = Int(counts.reduce(0, +))
     let ticks = logTicks(counts.max() ?? 1)
     func y(_ count: Double) -> Double { count <= 0 ? 0 : log10(count + 1) / log10(ticks.last! + 1) }
@@ -204,18 +200,36 @@ public enum HTMLReport {
           + "\(name) \(escape(milliseconds(value)))</text>"
       }
     }
-    // Bucket edges every other 1-2-5 step keep the labels apart.
-    var xTicks: [Tick] = []
-    for (index, bound) in bounds.enumerated() where bound.isFinite && index % 3 == 0 {
-      xTicks.append(Tick(at: slot * Double(index + 1), label: milliseconds(bound)))
-    }
-    xTicks.append(Tick(at: 1 - slot / 2, label: "> 10 s"))
+    let xTicks = latencyTicks() + [Tick(at: 1 - slot / 2, label: "> 10 s")]
     let yTicks = ticks.map {
       Tick(at: log10($0 + 1) / log10(ticks.last! + 1), label: number($0))
     }
     return frame(
       "\(title) (\(total) samples)", body, xTicks: xTicks, yTicks: yTicks,
       xUnit: "latency (log scale)", yUnit: "count (log scale)")
+  }
+
+  /// A report histogram's counts, one per bucket of `Report.histogramBounds` (the last: above
+  /// 10 s).
+  static func bucketCounts(_ buckets: [[Double]]) -> [Double] {
+    let bounds = Report.histogramBounds
+    var counts = [Double](repeating: 0, count: bounds.count)
+    for bucket in buckets where bucket.count == 2 {
+      let index = bucket[0] < 0 ? bounds.count - 1 : bounds.firstIndex(of: bucket[0])
+      if let index { counts[index] += bucket[1] }
+    }
+    return counts
+  }
+
+  /// Ticks at the latency buckets' upper edges, every third 1-2-5 step (the labels stay
+  /// apart), each bucket an equal slot across the axis.
+  static func latencyTicks() -> [Tick] {
+    let bounds = Report.histogramBounds
+    let slot = 1.0 / Double(bounds.count)
+    return bounds.enumerated().compactMap { index, bound in
+      bound.isFinite && index % 3 == 0
+        ? Tick(at: slot * Double(index + 1), label: milliseconds(bound)) : nil
+    }
   }
 
   /// Cumulative shares of `first_pixel`, `preview` and `image` (histograms on the latency
@@ -229,11 +243,7 @@ public enum HTMLReport {
     ]
     var body = ""
     for (rank, (name, key, colour)) in series.enumerated() {
-      var counts = [Double](repeating: 0, count: bounds.count)
-      for bucket in histograms[key] ?? [] where bucket.count == 2 {
-        let index = bucket[0] < 0 ? bounds.count - 1 : bounds.firstIndex(of: bucket[0])
-        if let index { counts[index] += bucket[1] }
-      }
+      let counts = bucketCounts(histograms[key] ?? [])
       let total = counts.reduce(0, +)
       guard total > 0 else { continue }
       var cumulative = 0.0
@@ -249,10 +259,7 @@ public enum HTMLReport {
         + "<text x=\"\(left + 8)\" y=\"\(top + 12 + 14 * Double(rank))\" style=\"fill: \(colour)\">"
         + "\(name) (\(Int(total)))</text>"
     }
-    var xTicks: [Tick] = []
-    for (index, bound) in bounds.enumerated() where bound.isFinite && index % 3 == 0 {
-      xTicks.append(Tick(at: slot * Double(index + 1), label: milliseconds(bound)))
-    }
+    let xTicks = latencyTicks()
     let yTicks = [0.0, 0.25, 0.5, 0.75, 1].map { Tick(at: $0, label: "\(Int($0 * 100))%") }
     return frame(
       "Loads painted by then", body, xTicks: xTicks, yTicks: yTicks,
