@@ -20,7 +20,7 @@ struct DecodeQueueTests {
       do {
         let payload = Payload()
         released = payload
-        try await workers.run(id: 1, context: JobContext(priority: priority)) { _ in
+        try await workers.run(context: JobContext(priority: priority)) { _ in
           withExtendedLifetime(payload) {}
         }
       }
@@ -39,7 +39,7 @@ struct DecodeQueueTests {
     // Each run records its thread's nice value; the first, on the background thread, stands
     // for a decode starved past its deadline.
     let nices = Recorder<Int32>()
-    let value = try await workers.run(id: 1, context: JobContext(priority: .prefetch)) {
+    let value = try await workers.run(context: JobContext(priority: .prefetch)) {
       _ -> Int in
       // On Linux, PRIO_PROCESS with 0 reads the calling thread's own nice value.
       nices.append(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
@@ -53,7 +53,7 @@ struct DecodeQueueTests {
     // A timeout on a foreground thread is the answer: it is not run a third time.
     let counted = Recorder<Int>()
     await #expect(throws: ThumbnailError.timedOut("x")) {
-      try await workers.run(id: 2, context: JobContext(priority: .visible)) { _ -> Int in
+      try await workers.run(context: JobContext(priority: .visible)) { _ -> Int in
         counted.append(1)
         throw ThumbnailError.timedOut("x")
       }
@@ -69,14 +69,14 @@ struct DecodeQueueTests {
     let gate = DispatchSemaphore(value: 0)
     let backgroundGate = DispatchSemaphore(value: 0)
     let blocker = Task {
-      try await workers.run(id: 1, context: JobContext(priority: .visible)) { _ in
+      try await workers.run(context: JobContext(priority: .visible)) { _ in
         gate.wait()
         order.append("blocker")
       }
     }
     // The background thread is busy too, so queued prefetch work stays queued.
     let backgroundBlocker = Task {
-      try await workers.run(id: 2, context: JobContext(priority: .prefetch)) { _ in
+      try await workers.run(context: JobContext(priority: .prefetch)) { _ in
         backgroundGate.wait()
       }
     }
@@ -88,13 +88,13 @@ struct DecodeQueueTests {
       contexts.append(context)
       jobs.append(
         Task {
-          try await workers.run(id: UInt64(10 + i), context: context) { _ in order.append("n\(i)") }
+          try await workers.run(context: context) { _ in order.append("n\(i)") }
         })
       await eventually("n\(i) queued") { workers.load.queued == i + 1 }
     }
     jobs.append(
       Task {
-        try await workers.run(id: 99, context: JobContext(priority: .visible)) { _ in
+        try await workers.run(context: JobContext(priority: .visible)) { _ in
           order.append("visible")
         }
       })
@@ -122,7 +122,7 @@ struct DecodeQueueTests {
     func submit(_ name: String, _ id: UInt64, _ client: ClientID, gate: DispatchSemaphore? = nil) {
       jobs.append(
         Task {
-          try await workers.run(id: id, context: JobContext(priority: .visible, client: client)) {
+          try await workers.run(context: JobContext(priority: .visible, client: client)) {
             _ in
             gate?.wait()
             order.append(name)
@@ -153,15 +153,15 @@ struct DecodeQueueTests {
     let gate = DispatchSemaphore(value: 0)
     let ran = Recorder<String>()
     let blocker = Task {
-      try await workers.run(id: 1, context: JobContext(priority: .normal)) { _ in gate.wait() }
+      try await workers.run(context: JobContext(priority: .normal)) { _ in gate.wait() }
     }
     let backgroundBlocker = Task {
-      try await workers.run(id: 9, context: JobContext(priority: .prefetch)) { _ in gate.wait() }
+      try await workers.run(context: JobContext(priority: .prefetch)) { _ in gate.wait() }
     }
     await eventually("both threads busy") { workers.load.running == 2 }
     func submit(_ name: String, _ id: UInt64, _ priority: ImagePriority) -> Task<Void, any Error> {
       Task {
-        try await workers.run(id: id, context: JobContext(priority: priority)) { _ in
+        try await workers.run(context: JobContext(priority: priority)) { _ in
           ran.append(name)
         }
       }
@@ -193,7 +193,7 @@ struct DecodeQueueTests {
     let ran = Recorder<String>()
     let prefetches = (0..<3).map { index in
       Task {
-        try await workers.run(id: UInt64(10 + index), context: JobContext(priority: .prefetch)) {
+        try await workers.run(context: JobContext(priority: .prefetch)) {
           _ in
           gate.wait()
           ran.append("prefetch")
@@ -204,7 +204,7 @@ struct DecodeQueueTests {
       workers.load.running == 1 && workers.load.queued == 2
     }
     // The foreground thread is free, and takes visible work at once, while prefetch blocks.
-    try await workers.run(id: 1, context: JobContext(priority: .visible)) { _ in
+    try await workers.run(context: JobContext(priority: .visible)) { _ in
       ran.append("visible")
     }
     #expect(ran.values == ["visible"])
@@ -220,12 +220,12 @@ struct DecodeQueueTests {
     let gate = DispatchSemaphore(value: 0)
     let ran = Recorder<Int>()
     let blocker = Task {
-      try await workers.run(id: 1, context: JobContext(priority: .normal)) { _ in gate.wait() }
+      try await workers.run(context: JobContext(priority: .normal)) { _ in gate.wait() }
     }
     await eventually("blocker running") { workers.load.running == 1 }
     let queued = (2...3).map { id in
       Task {
-        try await workers.run(id: UInt64(id), context: JobContext(priority: .normal)) { _ in
+        try await workers.run(context: JobContext(priority: .normal)) { _ in
           ran.append(id)
         }
       }
@@ -233,7 +233,7 @@ struct DecodeQueueTests {
     await eventually("two queued") { workers.load.queued == 2 }
     // Nothing queued is less urgent than a new normal job: it is refused.
     await #expect(throws: PipelineError.queueFull) {
-      try await workers.run(id: 4, context: JobContext(priority: .normal)) { _ in }
+      try await workers.run(context: JobContext(priority: .normal)) { _ in }
     }
     queued[0].cancel()
     await #expect(throws: CancellationError.self) { try await queued[0].value }
@@ -254,7 +254,7 @@ struct DecodeQueueTests {
     // is idle, asleep.
     let backgroundGate = DispatchSemaphore(value: 0)
     let backgroundBlocker = Task {
-      try await workers.run(id: 1, context: JobContext(priority: .prefetch)) { _ in
+      try await workers.run(context: JobContext(priority: .prefetch)) { _ in
         backgroundGate.wait()
       }
     }
@@ -264,7 +264,7 @@ struct DecodeQueueTests {
     let context = JobContext(priority: .prefetch)
     let ran = Recorder<String>()
     let raised = Task {
-      try await workers.run(id: 2, context: context) { _ in ran.append("raised") }
+      try await workers.run(context: context) { _ in ran.append("raised") }
     }
     await eventually("queued") { workers.load.queued == 1 }
     // The foreground thread has looked at it (a prefetch job, not its kind) and gone back to
@@ -288,7 +288,7 @@ struct DecodeQueueTests {
     let attempts = Recorder<String>()
     let context = JobContext(priority: .prefetch)
     let job = Task {
-      try await workers.run(id: 1, context: context) { cancellation in
+      try await workers.run(context: context) { cancellation in
         // Prefetch work only ever starts on the background thread: the first attempt is there.
         if attempts.values.isEmpty {
           attempts.append("background")
@@ -319,42 +319,41 @@ struct DecodeQueueTests {
     let limiter = PriorityLimiter(limit: 4)
     let prefetch = PriorityBox(.prefetch)
     var prefetchGrants: [PriorityLimiter.Grant] = []
-    for id in 1...3 {
-      let grant = try await limiter.acquire(id: UInt64(id), priority: prefetch)
+    for _ in 1...3 {
+      let grant = try await limiter.acquire(priority: prefetch)
       #expect(grant.prefetch)
       prefetchGrants.append(grant)
     }
     // The fourth prefetch waits although a slot is free...
-    let waiting = Task { try await limiter.acquire(id: 4, priority: prefetch) }
-    await eventually("fourth prefetch waiting") { await limiter.queued == 1 }
+    let waiting = Task { try await limiter.acquire(priority: prefetch) }
+    await eventually("fourth prefetch waiting") { limiter.queued == 1 }
     // ...which a visible download takes at once. (Each from a client of its own: one client
     // may hold only three of the four; see the fairness tests.)
     var visibleGrants: [PriorityLimiter.Grant] = []
-    let first = try await limiter.acquire(
-      id: 5, priority: PriorityBox(.visible), client: ClientID(5))
+    let first = try await limiter.acquire(priority: PriorityBox(.visible), client: ClientID(5))
     #expect(first.prefetch == false)
     visibleGrants.append(first)
-    #expect(await limiter.active == 4)
+    #expect(limiter.active == 4)
     // Prefetch slots never keep visible downloads waiting: four of them run beside the three
     // prefetch downloads; a fifth waits.
     for id in 6...8 {
       let grant = try await limiter.acquire(
-        id: UInt64(id), priority: PriorityBox(.visible), client: ClientID(UInt64(id)))
+        priority: PriorityBox(.visible), client: ClientID(UInt64(id)))
       #expect(grant.prefetch == false)
       visibleGrants.append(grant)
     }
-    #expect(await limiter.active == 7)
+    #expect(limiter.active == 7)
     let fifth = Task {
-      try await limiter.acquire(id: 9, priority: PriorityBox(.visible), client: ClientID(9))
+      try await limiter.acquire(priority: PriorityBox(.visible), client: ClientID(9))
     }
-    await eventually("fifth visible waiting") { await limiter.queued == 2 }
+    await eventually("fifth visible waiting") { limiter.queued == 2 }
     // A visible download ending lets the visible waiter in, not the prefetch one.
-    await limiter.release(visibleGrants.removeFirst())
+    limiter.release(visibleGrants.removeFirst())
     let fifthGrant = try await fifth.value
     #expect(fifthGrant.prefetch == false)
-    for grant in visibleGrants + [fifthGrant] { await limiter.release(grant) }
-    await limiter.release(prefetchGrants[0])
+    for grant in visibleGrants + [fifthGrant] { limiter.release(grant) }
+    limiter.release(prefetchGrants[0])
     #expect(try await waiting.value.prefetch == true)
-    #expect(await limiter.queued == 0)
+    #expect(limiter.queued == 0)
   }
 }

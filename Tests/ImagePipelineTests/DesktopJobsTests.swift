@@ -31,7 +31,7 @@ struct DesktopJobsTests {
           cache: cache, thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20))
       let (pipeline, gate) = (pipeline, gate)
       blocker = Task {
-        try await pipeline.decoders.run(id: .max, context: JobContext(priority: .visible)) { _ in
+        try await pipeline.decoders.run(context: JobContext(priority: .visible)) { _ in
           gate.wait()
         }
       }

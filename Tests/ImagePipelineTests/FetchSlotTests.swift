@@ -11,24 +11,23 @@ struct FetchSlotTests {
     let limiter = PriorityLimiter(limit: 16)
     let flood = ClientID(1)
     var grants: [PriorityLimiter.Grant] = []
-    for id in 0..<12 {
+    for _ in 0..<12 {
       grants.append(
-        try await limiter.acquire(id: UInt64(id), priority: PriorityBox(.visible), client: flood))
+        try await limiter.acquire(priority: PriorityBox(.visible), client: flood))
     }
     // The flood's next load waits although four slots are free...
     let waiting = Task {
-      try await limiter.acquire(id: 100, priority: PriorityBox(.visible), client: flood)
+      try await limiter.acquire(priority: PriorityBox(.visible), client: flood)
     }
-    await eventually("flood's thirteenth load waits") { await limiter.queued == 1 }
-    #expect(await limiter.active == 12)
+    await eventually("flood's thirteenth load waits") { limiter.queued == 1 }
+    #expect(limiter.active == 12)
     // ...and another client's visible request takes one without waiting.
-    let other = try await limiter.acquire(
-      id: 200, priority: PriorityBox(.visible), client: ClientID(2))
-    #expect(await limiter.active == 13)
-    await limiter.release(other)
-    await limiter.release(grants.removeLast())
+    let other = try await limiter.acquire(priority: PriorityBox(.visible), client: ClientID(2))
+    #expect(limiter.active == 13)
+    limiter.release(other)
+    limiter.release(grants.removeLast())
     _ = try await waiting.value
-    #expect(await limiter.queued == 0)
+    #expect(limiter.queued == 0)
   }
 
   @Test("a free slot goes to the client holding the fewest, not to the oldest request")
@@ -37,27 +36,27 @@ struct FetchSlotTests {
     let big = ClientID(1)
     let small = ClientID(2)
     var held: [PriorityLimiter.Grant] = []
-    for id in 0..<3 {
+    for _ in 0..<3 {
       held.append(
-        try await limiter.acquire(id: UInt64(id), priority: PriorityBox(.visible), client: big))
+        try await limiter.acquire(priority: PriorityBox(.visible), client: big))
     }
-    held.append(try await limiter.acquire(id: 3, priority: PriorityBox(.visible), client: small))
+    held.append(try await limiter.acquire(priority: PriorityBox(.visible), client: small))
     // All four busy. The big client asks first, the small one after.
     let bigWaiter = Task {
-      try await limiter.acquire(id: 10, priority: PriorityBox(.visible), client: big)
+      try await limiter.acquire(priority: PriorityBox(.visible), client: big)
     }
-    await eventually("big waits") { await limiter.queued == 1 }
+    await eventually("big waits") { limiter.queued == 1 }
     let smallWaiter = Task {
-      try await limiter.acquire(id: 11, priority: PriorityBox(.visible), client: small)
+      try await limiter.acquire(priority: PriorityBox(.visible), client: small)
     }
-    await eventually("small waits") { await limiter.queued == 2 }
+    await eventually("small waits") { limiter.queued == 2 }
     // One of the big client's slots frees: it holds 2, the small one 1; the small one's
     // request is served although it came later.
-    await limiter.release(held.removeFirst())
+    limiter.release(held.removeFirst())
     let granted = try await smallWaiter.value
     #expect(granted.client == small)
-    #expect(await limiter.queued == 1)
-    await limiter.release(granted)
+    #expect(limiter.queued == 1)
+    limiter.release(granted)
     #expect(try await bigWaiter.value.client == big)
   }
 
@@ -68,31 +67,31 @@ struct FetchSlotTests {
     for id in 0..<4 {
       dead.append(
         try await limiter.acquire(
-          id: UInt64(id), priority: PriorityBox(.visible), client: ClientID(UInt64(id)),
+          priority: PriorityBox(.visible), client: ClientID(UInt64(id)),
           origin: "dead.example:80"))
     }
     let fifth = Task {
       try await limiter.acquire(
-        id: 50, priority: PriorityBox(.visible), client: ClientID(50), origin: "dead.example:80")
+        priority: PriorityBox(.visible), client: ClientID(50), origin: "dead.example:80")
     }
-    await eventually("fifth download from the dead origin waits") { await limiter.queued == 1 }
+    await eventually("fifth download from the dead origin waits") { limiter.queued == 1 }
     // Another origin is not held up by the waiting one.
     let healthy = try await limiter.acquire(
-      id: 60, priority: PriorityBox(.visible), client: ClientID(50), origin: "ok.example:80")
+      priority: PriorityBox(.visible), client: ClientID(50), origin: "ok.example:80")
     #expect(healthy.origin == "ok.example:80")
-    await limiter.release(dead.removeFirst())
+    limiter.release(dead.removeFirst())
     #expect(try await fifth.value.origin == "dead.example:80")
   }
 
   @Test("a waiter that is cancelled never takes a slot")
   func cancelledWaiter() async throws {
     let limiter = PriorityLimiter(limit: 1)
-    let first = try await limiter.acquire(id: 1, priority: PriorityBox(.visible))
-    let waiting = Task { try await limiter.acquire(id: 2, priority: PriorityBox(.visible)) }
-    await eventually("waiting") { await limiter.queued == 1 }
+    let first = try await limiter.acquire(priority: PriorityBox(.visible))
+    let waiting = Task { try await limiter.acquire(priority: PriorityBox(.visible)) }
+    await eventually("waiting") { limiter.queued == 1 }
     waiting.cancel()
     await #expect(throws: CancellationError.self) { try await waiting.value }
-    await limiter.release(first)
-    #expect(await limiter.active == 0)
+    limiter.release(first)
+    #expect(limiter.active == 0)
   }
 }

@@ -100,7 +100,7 @@ struct PipelineTests {
     let first = pipeline.task(for: request("origin/first.jpg"))
     await eventually("first holds the only slot") { loader.waitingCount == 1 }
     let queued = pipeline.task(for: request("origin/queued.jpg"))
-    await eventually("second queued") { await pipeline.fetchLimiter.queued == 1 }
+    await eventually("second queued") { pipeline.fetchLimiter.queued == 1 }
     queued.cancel()
     await #expect(throws: CancellationError.self) { try await queued.response }
     await eventually("queue emptied") { await pipeline.workload().queuedFetches == 0 }
@@ -121,7 +121,7 @@ struct PipelineTests {
     let context = JobContext(priority: .visible)
     let flag = Mutex<CancellationFlag?>(nil)
     let decode = Task {
-      try await workers.run(id: 1, context: context) { cancellation in
+      try await workers.run(context: context) { cancellation in
         flag.withLock { $0 = cancellation }
         return try Thumbnailer().thumbnail(
           contentsOf: fifo, spec: ThumbnailSpec(width: 64, height: 64),
@@ -146,10 +146,10 @@ struct PipelineTests {
     var prefetches: [ImageTask] = []
     for i in 0..<5 {
       prefetches.append(pipeline.task(for: request("origin/p\(i).jpg"), priority: .prefetch))
-      await eventually("p\(i) queued") { await pipeline.fetchLimiter.queued == i + 1 }
+      await eventually("p\(i) queued") { pipeline.fetchLimiter.queued == i + 1 }
     }
     let visible = pipeline.task(for: request("origin/visible.jpg"), priority: .visible)
-    await eventually("visible queued") { await pipeline.fetchLimiter.queued == 6 }
+    await eventually("visible queued") { pipeline.fetchLimiter.queued == 6 }
     prefetches[3].setPriority(.normal)
     await eventually("raise applied") { await pipeline.fetches.inFlight == 7 }
     for url in ["blocker", "visible", "p0", "p1", "p2", "p3", "p4"] {

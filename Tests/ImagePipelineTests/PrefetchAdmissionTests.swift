@@ -29,7 +29,7 @@ struct PrefetchAdmissionTests {
           order.append("flood-\(id)")
           return placed
         })
-      await eventually("flood \(id) waiting") { await admission.queued == id - 2 }
+      await eventually("flood \(id) waiting") { admission.queued == id - 2 }
     }
     let listWaiter = Task {
       let placed = try await admission.enter(
@@ -37,19 +37,19 @@ struct PrefetchAdmissionTests {
       order.append("list")
       return placed
     }
-    await eventually("list waiting") { await admission.queued == 4 }
+    await eventually("list waiting") { admission.queued == 4 }
     // The list arrived last, but holds no place: it gets the first one freed.
-    await admission.leave(client: flood)
+    admission.leave(client: flood)
     #expect(try await listWaiter.value)
     #expect(order.values == ["list"])
     // Now both hold one: the flood's oldest waiter is next.
-    await admission.leave(client: flood)
+    admission.leave(client: flood)
     #expect(try await waiting[0].value)
     #expect(order.values == ["list", "flood-3"])
-    #expect(await admission.inProgress == 2)
-    #expect(await admission.queued == 2)
-    await admission.leave(client: list)
-    await admission.leave(client: flood)
+    #expect(admission.inProgress == 2)
+    #expect(admission.queued == 2)
+    admission.leave(client: list)
+    admission.leave(client: flood)
     for task in waiting.dropFirst() { #expect(try await task.value) }
     #expect(order.values == ["list", "flood-3", "flood-4", "flood-5"])
   }
@@ -67,20 +67,20 @@ struct PrefetchAdmissionTests {
     let floodWaiter = Task {
       try await admission.enter(id: 2, client: flood, priority: PriorityBox(.prefetch))
     }
-    await eventually("flood held back") { await admission.queued == 1 }
+    await eventually("flood held back") { admission.queued == 1 }
     // ...while the list, which is showing things, takes the rest at once.
     for id in 3...4 {
       #expect(
         try await admission.enter(id: UInt64(id), client: list, priority: PriorityBox(.prefetch)))
     }
-    #expect(await admission.inProgress == 3)
-    await admission.leave(client: flood)
-    await admission.leave(client: list)
+    #expect(admission.inProgress == 3)
+    admission.leave(client: flood)
+    admission.leave(client: list)
     // One list place still in use: the flood stays held back.
-    #expect(await admission.queued == 1)
-    await admission.leave(client: list)
+    #expect(admission.queued == 1)
+    admission.leave(client: list)
     #expect(try await floodWaiter.value)
-    #expect(await admission.inProgress == 1)
+    #expect(admission.inProgress == 1)
   }
 
   @Test("a waiter raised above prefetch goes on without a place; a cancelled one takes none")
@@ -92,14 +92,14 @@ struct PrefetchAdmissionTests {
     let cancelledWaiter = Task {
       try await admission.enter(id: 3, client: .shared, priority: PriorityBox(.prefetch))
     }
-    await eventually("two waiting") { await admission.queued == 2 }
+    await eventually("two waiting") { admission.queued == 2 }
     raised.value = .visible
-    await admission.priorityChanged(id: 2)
+    admission.priorityChanged(id: 2)
     #expect(try await raisedWaiter.value == false)
     cancelledWaiter.cancel()
     await #expect(throws: CancellationError.self) { try await cancelledWaiter.value }
-    #expect(await admission.queued == 0)
-    #expect(await admission.inProgress == 1)
+    #expect(admission.queued == 0)
+    #expect(admission.inProgress == 1)
     // Visible work never waits here at all.
     #expect(
       try await admission.enter(id: 4, client: .shared, priority: PriorityBox(.visible)) == false)

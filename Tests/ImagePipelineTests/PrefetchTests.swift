@@ -44,7 +44,7 @@ struct PrefetchTests {
     let blocker = pipeline.task(for: ImageRequest(url: "origin/blocker.jpg", spec: Self.spec))
     await eventually("blocker holds the slot") { loader.waitingCount == 1 }
     let round = await coordinator.prefetch(["p1", "p2"])
-    await eventually("both queued") { await pipeline.fetchLimiter.queued == 2 }
+    await eventually("both queued") { pipeline.fetchLimiter.queued == 2 }
     let visible = pipeline.task(
       for: ImageRequest(url: "origin/p2.jpg", spec: Self.spec), priority: .visible)
     await eventually("joined") { pipeline.metrics.snapshot().coalescedJoins == 1 }

@@ -70,17 +70,25 @@ final class GatedLoader: DataLoading {
   var waitingCount: Int { state.withLock { $0.waiting.count } }
 }
 
-/// Waits, yielding, until `condition` holds: for conditions that other tasks or processes make
-/// true without any timing assumption. Fails the test instead of hanging when it does not
-/// within a minute (a generous bound: these conditions take milliseconds when the code works).
+/// Waits until `condition` holds: for conditions that other tasks or processes make true
+/// without any timing assumption. It yields at first, then backs off (up to 20 ms between
+/// looks), so a condition that takes a while does not spin on the few cooperative threads the
+/// code under test needs. Fails the test instead of hanging when it does not hold within a
+/// minute (a generous bound: these conditions take milliseconds when the code works).
 func eventually(
   _ description: String, _ condition: () async -> Bool,
   sourceLocation: SourceLocation = #_sourceLocation
 ) async {
   let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+  var pause = Duration.zero
   while ContinuousClock.now < deadline {
     if await condition() { return }
-    await Task.yield()
+    if pause == .zero {
+      await Task.yield()
+    } else {
+      try? await Task.sleep(for: pause)
+    }
+    pause = pause == .zero ? .microseconds(50) : min(pause * 2, .milliseconds(20))
   }
   Issue.record("never happened: \(description)", sourceLocation: sourceLocation)
 }

@@ -34,7 +34,7 @@ package final class DesktopJobs: Sendable {
     let delivery = try await stage.value(
       for: key, subscriber: pipeline.nextID(), priority: PriorityBox(priority)
     ) { [pipeline, thumbnailer] key, context in
-      try await pipeline.decoders.run(id: pipeline.nextID(), context: context) { cancellation in
+      try await pipeline.decoders.run(context: context) { cancellation in
         pipeline.metrics.countDesktopJob()
         let outcome = thumbnailer.thumbnail(
           path: key.path, flavors: [key.flavor], cancellation: cancellation)

@@ -26,7 +26,12 @@ public protocol NameResolving: Sendable {
 public final class SystemResolver: NameResolving, @unchecked Sendable {
   // @unchecked: `state` is only touched with `lock` held.
   private struct Lookup {
-    var waiters: [UInt64: CheckedContinuation<[IPAddress], any Error>] = [:]
+    var waiters: Set<UInt64> = []
+  }
+
+  private struct Waiting {
+    let host: String
+    let continuation: CheckedContinuation<[IPAddress], any Error>
   }
 
   private struct State {
@@ -34,13 +39,11 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
     var queue: [String] = []
     var cache: [String: (addresses: [IPAddress], expires: UInt64)] = [:]
     var threads = 0
+    var running = 0
     var idleThreads = 0
-    var nextWaiter: UInt64 = 0
-    /// Waiters numbered but not yet queued. A deadline or a cancellation can come in that
-    /// window (a task cancelled before it ran is told at once); it is kept in `left` and
-    /// answers the waiter as soon as it would queue, so nobody waits for a lookup they left.
-    var arriving: Set<UInt64> = []
-    var left: [UInt64: any Error] = [:]
+    /// Callers waiting for an answer. A deadline or a cancellation that comes before a
+    /// caller queued answers it as soon as it would, so nobody waits for a lookup they left.
+    var waiting = WaiterList<Waiting>()
   }
 
   /// Lookups running at once (threads).
@@ -77,17 +80,15 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
   public func addresses(of host: String, timeout: Double) async throws -> [IPAddress] {
     let now = Self.now()
     let (cached, id) = lock.withLock { () -> ([IPAddress]?, UInt64) in
-      state.nextWaiter += 1
       guard let entry = state.cache[host], entry.expires > now else {
-        state.arriving.insert(state.nextWaiter)
-        return (nil, state.nextWaiter)
+        return (nil, state.waiting.arrive())
       }
-      return (entry.addresses, state.nextWaiter)
+      return (entry.addresses, 0)
     }
     if let cached { return cached }
     let timer = Task { [weak self] in
       try await Task.sleep(for: .milliseconds(Int64(max(0, timeout) * 1000)))
-      self?.leave(host, id, with: FetchError.timedOut("no name lookup answer within \(timeout) s"))
+      self?.leave(id, with: FetchError.timedOut("no name lookup answer within \(timeout) s"))
     }
     defer { timer.cancel() }
     return try await withTaskCancellationHandler {
@@ -95,7 +96,7 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
         enqueue(host, id, continuation)
       }
     } onCancel: {
-      leave(host, id, with: CancellationError())
+      leave(id, with: CancellationError())
     }
   }
 
@@ -107,14 +108,18 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
       case gone(any Error)
     }
     let next = lock.withLock { () -> Next in
-      state.arriving.remove(id)
-      if let error = state.left.removeValue(forKey: id) { return .gone(error) }
+      if let error = state.waiting.queue(id, Waiting(host: host, continuation: continuation)) {
+        return .gone(error)
+      }
       if state.lookups[host] == nil {
-        guard state.queue.count < maxQueued else { return .refuse }
+        guard state.queue.count < maxQueued else {
+          _ = state.waiting.remove(id)
+          return .refuse
+        }
         state.lookups[host] = Lookup()
         state.queue.append(host)
       }
-      state.lookups[host]!.waiters[id] = continuation
+      state.lookups[host]!.waiters.insert(id)
       if state.idleThreads > 0 {
         lock.signal()
         return .queued
@@ -136,22 +141,25 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
   }
 
   /// Answers one waiter early (deadline, cancellation); its lookup goes on for the others.
-  private func leave(_ host: String, _ id: UInt64, with error: any Error) {
-    let continuation = lock.withLock { () -> CheckedContinuation<[IPAddress], any Error>? in
-      if state.arriving.contains(id) {
-        // Not queued yet: it is answered the moment it would be.
-        if state.left[id] == nil { state.left[id] = error }
-        return nil
-      }
-      return state.lookups[host]?.waiters.removeValue(forKey: id)
+  private func leave(_ id: UInt64, with error: any Error) {
+    let waiter = lock.withLock { () -> Waiting? in
+      guard let waiter = state.waiting.leave(id, with: error) else { return nil }
+      state.lookups[waiter.host]?.waiters.remove(id)
+      return waiter
     }
-    continuation?.resume(throwing: error)
+    waiter?.continuation.resume(throwing: error)
   }
+
+  /// Callers waiting for an answer now.
+  var waitingCount: Int { lock.withLock { state.waiting.count } }
+  /// Lookups running now.
+  var lookupsRunning: Int { lock.withLock { state.running } }
 
   private func workLoop() {
     while let host = nextHost() {
       let result = resolve(host)
       let waiters = lock.withLock { () -> [CheckedContinuation<[IPAddress], any Error>] in
+        state.running -= 1
         if case .success(let addresses) = result, cacheSeconds > 0 {
           let now = Self.now()
           if state.cache.count >= 4096 {
@@ -160,7 +168,8 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
           }
           state.cache[host] = (addresses, now + UInt64(cacheSeconds * 1e9))
         }
-        return state.lookups.removeValue(forKey: host).map { Array($0.waiters.values) } ?? []
+        let ids = state.lookups.removeValue(forKey: host)?.waiters ?? []
+        return ids.compactMap { state.waiting.remove($0)?.entry.continuation }
       }
       for waiter in waiters { waiter.resume(with: result.mapError { $0 as any Error }) }
     }
@@ -179,6 +188,7 @@ public final class SystemResolver: NameResolving, @unchecked Sendable {
           continue
         }
         // Still in `lookups` while it runs: later callers join it.
+        state.running += 1
         return host
       }
       state.idleThreads += 1

@@ -14,7 +14,6 @@ final class DecodeWorkers: @unchecked Sendable {
   // @unchecked: every mutable field below is guarded by `condition`.
   private final class Job {
     let id: UInt64
-    let sequence: UInt64
     let context: JobContext
     /// Runs the work once under the given attempt; resumes the caller unless the attempt was
     /// superseded or another already did. False when a background attempt ran out of time:
@@ -28,11 +27,10 @@ final class DecodeWorkers: @unchecked Sendable {
     /// as a failure and answered to the visible request that follows.
     var inForeground = false
     init(
-      id: UInt64, sequence: UInt64, context: JobContext, attempt: @escaping (Attempt) -> Bool,
+      id: UInt64, context: JobContext, attempt: @escaping (Attempt) -> Bool,
       abandon: @escaping () -> Void, shed: @escaping () -> Void
     ) {
       self.id = id
-      self.sequence = sequence
       self.context = context
       self.attempt = attempt
       self.abandon = abandon
@@ -66,7 +64,9 @@ final class DecodeWorkers: @unchecked Sendable {
   }
 
   private let condition = ConditionLock()
-  private var queue: [Job] = []
+  /// Jobs waiting for a thread; a cancellation that comes before a job queues waits for it
+  /// there.
+  private var queue = WaiterList<Job>()
   /// Jobs on a thread, with their attempts (two while a promoted job's background attempt
   /// winds down).
   private var running: [UInt64: (job: Job, attempts: [Attempt])] = [:]
@@ -74,7 +74,6 @@ final class DecodeWorkers: @unchecked Sendable {
   /// fewest running goes first: one client's backlog cannot hold another's next image
   /// behind all of it (as `PriorityLimiter` does for fetches).
   private var runningByClient: [ClientID: Int] = [:]
-  private var nextSequence: UInt64 = 0
   private var stopping = false
   /// Largest number of queued (not yet running) jobs. Past it, a job more urgent than the least
   /// urgent queued one takes its place (that one fails with `PipelineError.queueFull`); any
@@ -123,8 +122,11 @@ final class DecodeWorkers: @unchecked Sendable {
   /// Runs `work` on a worker thread when its turn comes. `work` gets the flag its decoder must
   /// poll; it may run twice (see `Attempt`), so it must have no effect beyond its result.
   func run<T: Sendable>(
-    id: UInt64, context: JobContext, _ work: @escaping @Sendable (CancellationFlag) throws -> T
+    context: JobContext, _ work: @escaping @Sendable (CancellationFlag) throws -> T
   ) async throws -> T {
+    condition.lock()
+    let id = queue.arrive()
+    condition.unlock()
     // The listener holds the priority box, not the context: the context keeps its listeners,
     // and a listener holding the context would keep both alive for ever.
     let priority = context.priority
@@ -133,36 +135,32 @@ final class DecodeWorkers: @unchecked Sendable {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<T, any Error>) in
         let once = Once()
+        let job = Job(
+          id: id, context: context,
+          attempt: { attempt in
+            let result = Result { try work(attempt.cancellation) }
+            if attempt.background, case .failure(let error) = result, Self.isTimeout(error) {
+              return false
+            }
+            guard !attempt.isSuperseded, once.claim() else { return true }
+            continuation.resume(with: result)
+            return true
+          },
+          abandon: { if once.claim() { continuation.resume(throwing: CancellationError()) } },
+          shed: { if once.claim() { continuation.resume(throwing: PipelineError.queueFull) } })
         condition.lock()
-        var displaced: Job?
-        if queue.count >= maxQueued {
-          guard let victim = leastUrgent(), victim.priority < context.priority.value else {
-            condition.unlock()
-            continuation.resume(throwing: PipelineError.queueFull)
-            return
-          }
-          displaced = queue.remove(at: victim.index)
+        if let error = queue.queue(id, job) {
+          condition.unlock()
+          continuation.resume(throwing: error)
+          return
         }
-        nextSequence += 1
-        queue.append(
-          Job(
-            id: id, sequence: nextSequence, context: context,
-            attempt: { attempt in
-              let result = Result { try work(attempt.cancellation) }
-              if attempt.background, case .failure(let error) = result, Self.isTimeout(error) {
-                return false
-              }
-              guard !attempt.isSuperseded, once.claim() else { return true }
-              continuation.resume(with: result)
-              return true
-            },
-            abandon: { if once.claim() { continuation.resume(throwing: CancellationError()) } },
-            shed: { if once.claim() { continuation.resume(throwing: PipelineError.queueFull) } }))
+        // Past the bound the least urgent queued job goes, this one if none is less urgent.
+        let displaced = queue.count > maxQueued ? leastUrgent().flatMap { queue.remove($0) } : nil
         // Foreground and background threads wait on one condition: wake them all so the
         // right kind picks the job up.
         condition.broadcast()
         condition.unlock()
-        displaced?.shed()
+        displaced?.entry.shed()
       }
     } onCancel: {
       self.cancel(id: id)
@@ -171,22 +169,23 @@ final class DecodeWorkers: @unchecked Sendable {
 
   /// The queued job to shed first: the least urgent, and among those the newest (it has
   /// waited least). Called with the lock held.
-  private func leastUrgent() -> (index: Int, priority: ImagePriority)? {
-    guard var worst = queue.indices.first else { return nil }
-    for i in queue.indices.dropFirst() {
-      let candidate = queue[i].context.priority.value
-      let current = queue[worst].context.priority.value
-      if candidate < current || (candidate == current && queue[i].sequence > queue[worst].sequence)
+  private func leastUrgent() -> UInt64? {
+    var worst: (id: UInt64, priority: ImagePriority)?
+    for waiter in queue.waiters {
+      let candidate = waiter.entry.context.priority.value
+      if let current = worst,
+        candidate > current.priority || (candidate == current.priority && waiter.id < current.id)
       {
-        worst = i
+        continue
       }
+      worst = (waiter.id, candidate)
     }
-    return (worst, queue[worst].context.priority.value)
+    return worst?.id
   }
 
   private func cancel(id: UInt64) {
     condition.lock()
-    let queued = queue.firstIndex(where: { $0.id == id }).map { queue.remove(at: $0) }
+    let queued = queue.leave(id, with: CancellationError())
     for attempt in running[id]?.attempts ?? [] { attempt.cancellation.cancel() }
     condition.unlock()
     // A job queued again after a promotion may also have a superseded attempt running, which
@@ -203,7 +202,7 @@ final class DecodeWorkers: @unchecked Sendable {
   private func priorityChanged(id: UInt64, priority: PriorityBox) {
     condition.lock()
     defer { condition.unlock() }
-    if queue.contains(where: { $0.id == id }) {
+    if queue.byID[id] != nil {
       condition.broadcast()
       return
     }
@@ -211,7 +210,7 @@ final class DecodeWorkers: @unchecked Sendable {
       attempts.allSatisfy({ $0.background && !$0.isSuperseded })
     else { return }
     for attempt in attempts { attempt.supersede() }
-    queue.append(job)
+    _ = queue.queue(job.id, job)
     condition.broadcast()
   }
 
@@ -228,19 +227,18 @@ final class DecodeWorkers: @unchecked Sendable {
   /// next one (measured: one source per decode thread stayed resident after a burst).
   private func runNext(background: Bool) -> Bool {
     condition.lock()
-    var picked: Int?
+    var picked: Job?
     while true {
-      picked = nextJobIndex(background: background)
+      picked = nextJob(background: background)
       // On shutdown a thread finishes the queued jobs of its kind, then exits.
       if picked != nil || stopping { break }
       if !queue.isEmpty { passes += 1 }
       condition.wait()
     }
-    guard let index = picked else {
+    guard let job = picked else {
       condition.unlock()
       return false
     }
-    let job = queue.remove(at: index)
     let attempt = Attempt(background: background)
     running[job.id, default: (job, [])].attempts.append(attempt)
     let client = job.context.client
@@ -258,7 +256,7 @@ final class DecodeWorkers: @unchecked Sendable {
         abandoned = true
       } else {
         job.inForeground = true
-        queue.append(job)
+        _ = queue.queue(job.id, job)
         condition.broadcast()
       }
     }
@@ -278,17 +276,14 @@ final class DecodeWorkers: @unchecked Sendable {
   /// The most urgent queued job of this thread's kind (prefetch for background threads, the
   /// rest for foreground ones), or nil: highest priority, then the client with the fewest
   /// attempts running, then the oldest. Called with the lock held.
-  private func nextJobIndex(background: Bool) -> Int? {
-    var best: (index: Int, rank: (ImagePriority, Int, UInt64))?
-    for i in queue.indices {
-      let job = queue[i]
+  private func nextJob(background: Bool) -> Job? {
+    let best = queue.bestOfPairs { waiter -> (ImagePriority, Int)? in
+      let job = waiter.entry
       let priority = job.context.priority.value
-      guard (priority == .prefetch && !job.inForeground) == background else { continue }
-      // Larger is better: priority up, running count and sequence down.
-      let rank = (priority, -runningByClient[job.context.client, default: 0], ~job.sequence)
-      if best == nil || rank > best!.rank { best = (i, rank) }
+      guard (priority == .prefetch && !job.inForeground) == background else { return nil }
+      return (priority, -runningByClient[job.context.client, default: 0])
     }
-    return best?.index
+    return best.flatMap { queue.remove($0.id)?.entry }
   }
 
   /// Lets the threads finish the queue and exit.

@@ -45,14 +45,13 @@ extension ThumbnailPipeline {
     if let validator = conditional, !validator.canRevalidate, !Self.isFile(validator) {
       conditional = nil
     }
-    let limiter = fetchLimiter
-    context.onPriorityChange { [budget] in
+    context.onPriorityChange { [budget, fetchLimiter] in
       budget.reconsider()
-      Task { await limiter.reconsider() }
+      fetchLimiter.reconsider()
     }
     let origin = (try? SourceURL(key.url)).map { "\($0.host):\($0.port)" } ?? ""
     let slot = try await fetchLimiter.acquire(
-      id: nextID(), priority: context.priority, client: context.client, origin: origin)
+      priority: context.priority, client: context.client, origin: origin)
     let response: SourceResponse
     let memory: MemoryHold
     do {
@@ -61,7 +60,7 @@ extension ThumbnailPipeline {
       memory = try await budget.reserve(
         min(configuration.downloadReservation, budget.limit), priority: context.priority)
     } catch {
-      await fetchLimiter.release(slot)
+      fetchLimiter.release(slot)
       throw error
     }
     // While consumers want previews, a download is watched for the first bytes one can be
@@ -84,14 +83,14 @@ extension ThumbnailPipeline {
           url: key.url, cached: conditional, meter: ByteMeter { [memory] in memory.count($0) },
           watcher: watcher))
       metrics.observe("fetch", started.duration(to: .now).seconds)
-      await fetchLimiter.release(slot)
+      fetchLimiter.release(slot)
     } catch let error as FetchError {
       memory.release()
-      await fetchLimiter.release(slot)
+      fetchLimiter.release(slot)
       throw PipelineError.fetch(error)
     } catch {
       memory.release()
-      await fetchLimiter.release(slot)
+      fetchLimiter.release(slot)
       throw error
     }
     // From here the hold counts the body alone (nothing for a 304).

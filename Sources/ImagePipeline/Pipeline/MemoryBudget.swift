@@ -19,32 +19,51 @@ final class MemoryBudget: Sendable {
   /// The limit, in bytes.
   let limit: Int
   private let cache: (@Sendable () -> Int, @Sendable (Int) -> Void)?
-  private let state = Mutex(State())
+  private let waiters: PriorityWaiters<Policy>
   /// Told when work goes from nothing to something, and back (`isIdle` then true).
   private let onActivity: (@Sendable (_ isIdle: Bool) -> Void)?
 
-  private struct Waiter {
-    let id: UInt64
+  /// What a waiter asks for.
+  struct Request: Sendable {
     let bytes: Int
     let priority: PriorityBox
-    let sequence: UInt64
     /// Whether the job gives back memory others are waiting on when it ends (a decode, whose
     /// end frees its source's bytes).
     let unblocks: Bool
-    let continuation: CheckedContinuation<Void, any Error>
   }
 
-  private struct State {
+  /// The bytes charged, and who goes next: the most urgent waiter, then the oldest, while it
+  /// fits; the most urgent unblocking one whenever none runs (see `reserve`).
+  struct Policy: WaitPolicy {
+    let limit: Int
     var charged = 0
     var peak = 0
-    var waiters: [Waiter] = []
-    var sequence: UInt64 = 0
-    var nextID: UInt64 = 0
-    var waits = 0
     var refusals = 0
     var activityChanged = false
     /// Holds of jobs that unblock others (decodes), granted and not yet released.
     var runningUnblockers = 0
+
+    mutating func next(
+      _ waiters: WaiterList<Request>
+    ) -> (id: UInt64, answer: Result<Void, any Error>)? {
+      guard var next = waiters.best(by: { $0.entry.priority.value }) else { return nil }
+      if charged + next.entry.bytes > limit {
+        guard runningUnblockers == 0,
+          let unblocker = waiters.best(by: { $0.entry.unblocks ? $0.entry.priority.value : nil })
+        else { return nil }
+        next = unblocker
+      }
+      charge(next.entry.bytes)
+      if next.entry.unblocks { runningUnblockers += 1 }
+      return (next.id, .success(()))
+    }
+
+    mutating func charge(_ delta: Int) {
+      let before = charged
+      charged += delta
+      peak = max(peak, charged)
+      if (before == 0) != (charged == 0) { activityChanged = true }
+    }
   }
 
   /// A budget of `limit` bytes. `cacheBytes` reads the memory cache's size and `trimCache`
@@ -54,18 +73,27 @@ final class MemoryBudget: Sendable {
     trimCache: (@Sendable (Int) -> Void)? = nil,
     onActivity: (@Sendable (_ isIdle: Bool) -> Void)? = nil
   ) {
-    self.limit = max(1, limit)
+    let limit = max(1, limit)
+    self.limit = limit
     self.onActivity = onActivity
+    let cache: (@Sendable () -> Int, @Sendable (Int) -> Void)?
     if let cacheBytes, let trimCache { cache = (cacheBytes, trimCache) } else { cache = nil }
+    self.cache = cache
+    // Granted work may have grown into the cache's share; then the cache gives way.
+    let box = WeakBox<MemoryBudget>()
+    waiters = PriorityWaiters(Policy(limit: limit)) { box.value?.afterChange() }
+    box.value = self
   }
 
   /// The current figures.
   var snapshot: MemoryBudgetSnapshot {
     let cacheBytes = cache?.0() ?? 0
-    return state.withLock {
+    let waiting = waiters.count
+    let waits = waiters.waits
+    return waiters.read {
       MemoryBudgetSnapshot(
         limit: limit, work: $0.charged, cache: cacheBytes, peakWork: $0.peak,
-        waiting: $0.waiters.count, waits: $0.waits, refusals: $0.refusals)
+        waiting: waiting, waits: waits, refusals: $0.refusals)
     }
   }
 
@@ -84,149 +112,69 @@ final class MemoryBudget: Sendable {
   {
     let bytes = max(0, bytes)
     guard bytes <= limit else {
-      state.withLock { $0.refusals += 1 }
+      waiters.update { $0.refusals += 1 }
       throw PipelineError.overBudget(needed: bytes, limit: limit)
     }
     try Task.checkCancellation()
-    let id = state.withLock { state -> UInt64 in
-      state.nextID += 1
-      return state.nextID
-    }
-    try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation {
-        (continuation: CheckedContinuation<Void, any Error>) in
-        // Cancelled before the handler was installed: its onCancel has already run.
-        if Task.isCancelled {
-          continuation.resume(throwing: CancellationError())
-          return
-        }
-        let granted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
-          state.sequence += 1
-          state.waiters.append(
-            Waiter(
-              id: id, bytes: bytes, priority: priority, sequence: state.sequence,
-              unblocks: unblocks, continuation: continuation))
-          let granted = Self.grant(&state, limit: limit)
-          if state.waiters.contains(where: { $0.id == id }) { state.waits += 1 }
-          return granted
-        }
-        finish(granted)
-      }
-    } onCancel: {
-      let removed = state.withLock { state -> Waiter? in
-        guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-        return state.waiters.remove(at: index)
-      }
-      removed?.continuation.resume(throwing: CancellationError())
-      // A head that leaves may let the ones behind it in.
-      finish(state.withLock { Self.grant(&$0, limit: limit) })
-    }
+    try await waiters.wait(Request(bytes: bytes, priority: priority, unblocks: unblocks))
     return MemoryHold(budget: self, floor: bytes, unblocks: unblocks)
   }
 
   /// Holds `bytes` at once, without waiting and whatever the budget says: for bytes that are
   /// already in memory (a source read from the disk cache).
   func hold(_ bytes: Int) -> MemoryHold {
-    state.withLock { Self.charge(&$0, max(0, bytes)) }
-    reportActivity()
-    trimCacheIfNeeded()
+    waiters.update { $0.charge(max(0, bytes)) }
+    afterChange()
     return MemoryHold(budget: self, floor: max(0, bytes))
   }
 
   /// A waiter's priority was raised: it may now be the head, and fit.
   func reconsider() {
-    finish(state.withLock { Self.grant(&$0, limit: limit) })
+    waiters.update { _ in }
   }
 
   /// Reservations already made; the hold's own accounting calls it (`endingUnblocker` when
   /// a decode's hold is released).
   fileprivate func adjust(by delta: Int, endingUnblocker: Bool = false) {
     guard delta != 0 || endingUnblocker else { return }
-    let granted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
-      Self.charge(&state, delta)
-      if endingUnblocker { state.runningUnblockers -= 1 }
-      return delta < 0 || endingUnblocker ? Self.grant(&state, limit: limit) : []
+    waiters.update { policy in
+      policy.charge(delta)
+      if endingUnblocker { policy.runningUnblockers -= 1 }
     }
-    if delta > 0 { trimCacheIfNeeded() }
-    finish(granted)
+    if delta > 0 { afterChange() } else { reportActivity() }
   }
 
   /// Work grew into the cache's share: the cache gives way.
   func trimCacheIfNeeded() {
     guard let (cacheBytes, trim) = cache else { return }
-    let room = limit - state.withLock { $0.charged }
+    let room = limit - waiters.read { $0.charged }
     if cacheBytes() > max(0, room) { trim(max(0, room)) }
   }
 
-  private static func charge(_ state: inout State, _ delta: Int) {
-    let before = state.charged
-    state.charged += delta
-    state.peak = max(state.peak, state.charged)
-    if (before == 0) != (state.charged == 0) { state.activityChanged = true }
+  private func afterChange() {
+    reportActivity()
+    trimCacheIfNeeded()
   }
 
   /// Tells the listener if work went from nothing to something or back, outside the lock.
   private func reportActivity() {
     guard let onActivity else { return }
-    let idle = state.withLock { state -> Bool? in
-      guard state.activityChanged else { return nil }
-      state.activityChanged = false
-      return state.charged == 0
+    let idle = waiters.update { policy -> Bool? in
+      guard policy.activityChanged else { return nil }
+      policy.activityChanged = false
+      return policy.charged == 0
     }
     if let idle { onActivity(idle) }
   }
 
   /// Whether no work holds any memory now.
-  var isIdle: Bool { state.withLock { $0.charged == 0 } }
+  var isIdle: Bool { waiters.read { $0.charged == 0 } }
+}
 
-  /// Grants waiters from the most urgent while the next one fits, and the most urgent
-  /// unblocking one whenever none runs (see `reserve`). Called with the lock held; returns
-  /// the continuations to resume once it is released.
-  private static func grant(_ state: inout State, limit: Int) -> [CheckedContinuation<
-    Void, any Error
-  >] {
-    var granted: [CheckedContinuation<Void, any Error>] = []
-    while let head = mostUrgent(state.waiters) {
-      var next = head
-      if state.charged + state.waiters[head].bytes > limit {
-        guard state.runningUnblockers == 0,
-          let unblocker = mostUrgent(state.waiters, where: { $0.unblocks })
-        else { break }
-        next = unblocker
-      }
-      let waiter = state.waiters.remove(at: next)
-      charge(&state, waiter.bytes)
-      if waiter.unblocks { state.runningUnblockers += 1 }
-      granted.append(waiter.continuation)
-    }
-    return granted
-  }
-
-  private static func mostUrgent(
-    _ waiters: [Waiter], where included: (Waiter) -> Bool = { _ in true }
-  ) -> Int? {
-    var best: Int?
-    for i in waiters.indices where included(waiters[i]) {
-      guard let current = best else {
-        best = i
-        continue
-      }
-      let candidate = waiters[i].priority.value
-      let leader = waiters[current].priority.value
-      if candidate > leader
-        || (candidate == leader && waiters[i].sequence < waiters[current].sequence)
-      {
-        best = i
-      }
-    }
-    return best
-  }
-
-  private func finish(_ granted: [CheckedContinuation<Void, any Error>]) {
-    reportActivity()
-    if !granted.isEmpty { trimCacheIfNeeded() }
-    for continuation in granted { continuation.resume() }
-  }
+/// A reference that does not keep its object alive, for a callback the object itself owns.
+final class WeakBox<Object: AnyObject & Sendable>: @unchecked Sendable {
+  // @unchecked: `value` is set once, during the owner's initialiser, before any callback.
+  weak var value: Object?
 }
 
 /// Memory held against a `MemoryBudget`: at least the reserved floor, or what was counted

@@ -24,9 +24,9 @@ extension ThumbnailPipeline {
     let decodes = decoders.load
     return Workload(
       thumbnailsInFlight: await thumbnails.inFlight, fetchesInFlight: await fetches.inFlight,
-      queuedFetches: await fetchLimiter.queued, fetchSlotsInUse: await fetchLimiter.active,
+      queuedFetches: fetchLimiter.queued, fetchSlotsInUse: fetchLimiter.active,
       queuedDecodes: decodes.queued,
-      runningDecodes: decodes.running, prefetchInProgress: await prefetchAdmission.inProgress,
-      queuedPrefetch: await prefetchAdmission.queued)
+      runningDecodes: decodes.running, prefetchInProgress: prefetchAdmission.inProgress,
+      queuedPrefetch: prefetchAdmission.queued)
   }
 }

@@ -14,49 +14,102 @@
 /// A free place goes to the waiting client holding the fewest places (max-min fairness); among
 /// equals, to the one with the fewest waiting (a list's look-ahead of a few dozen items before a
 /// client announcing thousands), then to the oldest request. Within a client, requests go in
-/// the order announced. A waiter raised above prefetch (a visible consumer joined its job)
-/// leaves without a place: it is no longer speculative.
-actor PrefetchAdmission {
-  private struct Waiter {
-    let sequence: UInt64
+/// the order announced, skipping one nobody wants any more (its cancellation is on the way).
+/// A waiter raised above prefetch (a visible consumer joined its job) leaves without a place:
+/// it is no longer speculative.
+final class PrefetchAdmission: Sendable {
+  /// What a waiter asks for.
+  struct Request: Sendable {
+    /// The caller's id for the job (`priorityChanged`).
+    let id: UInt64
     let client: ClientID
     let priority: PriorityBox
     /// Whether anyone still wants the job (see `JobContext.isWanted`).
     let isWanted: @Sendable () -> Bool
-    let continuation: CheckedContinuation<Bool, any Error>
   }
 
+  /// Places in use, by client, and who goes next.
+  struct Policy: WaitPolicy {
+    let limit: Int
+    let busyLimit: Int
+    let visibleActivity: VisibleActivity
+    var inProgress = 0
+    var placesByClient: [ClientID: Int] = [:]
+    var waitingByClient: [ClientID: Int] = [:]
+    /// Set when a waiter nobody wants was passed over: its cancellation is on the way, but if
+    /// a new subscriber joined instead, only a later look gives it its place.
+    var passedOverAbandoned = false
+
+    /// Whether `client` may take a free place now.
+    func mayTake(_ client: ClientID, busy: Bool) -> Bool {
+      guard inProgress < limit else { return false }
+      return !busy || inProgress < busyLimit || visibleActivity.isInteractive(client)
+    }
+
+    /// Its client holds the fewest places, then has the fewest waiting, then asked first.
+    mutating func next(
+      _ waiters: WaiterList<Request>
+    ) -> (id: UInt64, answer: Result<Bool, any Error>)? {
+      guard inProgress < limit else { return nil }
+      let busy = visibleActivity.isBusy
+      var passedOver = false
+      let best = waiters.bestOfPairs { waiter -> (Int, Int)? in
+        let request = waiter.entry
+        guard mayTake(request.client, busy: busy) else { return nil }
+        guard request.isWanted() else {
+          passedOver = true
+          return nil
+        }
+        return (
+          -placesByClient[request.client, default: 0],
+          -waitingByClient[request.client, default: 0]
+        )
+      }
+      if passedOver { passedOverAbandoned = true }
+      guard let best else { return nil }
+      take(best.entry.client)
+      return (best.id, .success(true))
+    }
+
+    mutating func take(_ client: ClientID) {
+      inProgress += 1
+      placesByClient[client, default: 0] += 1
+    }
+
+    mutating func queued(_ waiter: WaiterList<Request>.Waiter) {
+      waitingByClient[waiter.entry.client, default: 0] += 1
+    }
+
+    mutating func removed(_ waiter: WaiterList<Request>.Waiter) {
+      waitingByClient.decrement(waiter.entry.client)
+    }
+
+    /// Waiters held back only by the busy limit get no `leave` to wake them when visible work
+    /// stops: look again once the window has passed.
+    mutating func lookAgain(_ waiters: WaiterList<Request>) -> Duration? {
+      guard inProgress < limit, inProgress >= busyLimit || passedOverAbandoned else { return nil }
+      passedOverAbandoned = false
+      return .seconds(visibleActivity.window)
+    }
+  }
+
+  private let waiters: PriorityWaiters<Policy>
   /// Prefetch jobs allowed in progress at once.
   let limit: Int
   /// Places clients without visible requests of their own may use while others have some.
   let busyLimit: Int
-  private let visibleActivity: VisibleActivity
-  private(set) var inProgress = 0
-  private var placesByClient: [ClientID: Int] = [:]
-  private var waitingByClient: [ClientID: Int] = [:]
-  private var recheckScheduled = false
-  /// Set when a waiter nobody wants was passed over: its cancellation is on the way, but if a
-  /// new subscriber joined instead, only a later look gives it its place.
-  private var passedOverAbandoned = false
-  private var waiters: [UInt64: Waiter] = [:]
-  /// Each client's waiting ids, oldest first; ids no longer in `waiters` are skipped lazily.
-  private var queues: [ClientID: IDQueue] = [:]
-  private var nextSequence: UInt64 = 0
 
   init(limit: Int, busyLimit: Int? = nil, visibleActivity: VisibleActivity = VisibleActivity()) {
     self.limit = max(1, limit)
     self.busyLimit = min(self.limit, max(1, busyLimit ?? self.limit / 4))
-    self.visibleActivity = visibleActivity
-  }
-
-  /// Whether `client` may take a free place now.
-  private func mayTake(_ client: ClientID, busy: Bool) -> Bool {
-    guard inProgress < limit else { return false }
-    return !busy || inProgress < busyLimit || visibleActivity.isInteractive(client)
+    waiters = PriorityWaiters(
+      Policy(limit: self.limit, busyLimit: self.busyLimit, visibleActivity: visibleActivity))
   }
 
   /// Jobs waiting for a place.
   var queued: Int { waiters.count }
+  /// Places in use.
+  var inProgress: Int { waiters.read { $0.inProgress } }
 
   /// Waits for a place. Returns true when a place was taken (give it back with `leave`), false
   /// when the job was raised above prefetch while waiting and needs none. Throws
@@ -67,142 +120,21 @@ actor PrefetchAdmission {
   ) async throws -> Bool {
     try Task.checkCancellation()
     guard priority.value == .prefetch else { return false }
-    if waiters.isEmpty && mayTake(client, busy: visibleActivity.isBusy) {
-      take(client)
-      return true
-    }
-    return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { continuation in
-        nextSequence += 1
-        waiters[id] = Waiter(
-          sequence: nextSequence, client: client, priority: priority, isWanted: isWanted,
-          continuation: continuation)
-        waitingByClient[client, default: 0] += 1
-        queues[client, default: IDQueue()].append(id)
-        // Others may be waiting only because they are held back; this one may not be.
-        fillPlaces()
-      }
-    } onCancel: {
-      Task { await self.cancelWaiter(id: id) }
-    }
+    return try await waiters.wait(
+      Request(id: id, client: client, priority: priority, isWanted: isWanted))
   }
 
   /// Gives a place back and hands it on.
   func leave(client: ClientID) {
-    inProgress -= 1
-    let remaining = (placesByClient[client] ?? 1) - 1
-    placesByClient[client] = remaining > 0 ? remaining : nil
-    fillPlaces()
+    waiters.update { policy in
+      policy.inProgress -= 1
+      policy.placesByClient.decrement(client)
+    }
   }
 
   /// Lets the waiter `id` go without a place if it was raised above prefetch.
   func priorityChanged(id: UInt64) {
-    guard let waiter = waiters[id], waiter.priority.value > .prefetch else { return }
-    forget(id)
-    waiter.continuation.resume(returning: false)
-  }
-
-  private func fillPlaces() {
-    let busy = visibleActivity.isBusy
-    while inProgress < limit, let (client, id) = nextWaiter(busy: busy) {
-      let waiter = forget(id)!
-      take(client)
-      waiter.continuation.resume(returning: true)
-    }
-    scheduleRecheckIfHeldBack()
-  }
-
-  /// Waiters held back only by the busy limit get no `leave` to wake them when visible work
-  /// stops: look again once the window has passed.
-  private func scheduleRecheckIfHeldBack() {
-    guard !recheckScheduled, !waiters.isEmpty, inProgress < limit,
-      inProgress >= busyLimit || passedOverAbandoned
-    else { return }
-    passedOverAbandoned = false
-    recheckScheduled = true
-    let window = visibleActivity.window
-    Task {
-      try? await Task.sleep(for: .seconds(window))
-      self.recheck()
-    }
-  }
-
-  private func recheck() {
-    recheckScheduled = false
-    fillPlaces()
-  }
-
-  @discardableResult
-  private func forget(_ id: UInt64) -> Waiter? {
-    guard let waiter = waiters.removeValue(forKey: id) else { return nil }
-    let remaining = (waitingByClient[waiter.client] ?? 1) - 1
-    waitingByClient[waiter.client] = remaining > 0 ? remaining : nil
-    return waiter
-  }
-
-  private func take(_ client: ClientID) {
-    inProgress += 1
-    placesByClient[client, default: 0] += 1
-  }
-
-  /// The next waiter: its client holds the fewest places, then has the fewest waiting, then
-  /// asked first.
-  private func nextWaiter(busy: Bool) -> (ClientID, UInt64)? {
-    var best: (client: ClientID, rank: (Int, Int, UInt64))?
-    for client in Array(queues.keys) {
-      // Drop ids that left (cancelled or raised) from the front.
-      while let first = queues[client]?.first, waiters[first] == nil {
-        queues[client]!.removeFirst()
-      }
-      if queues[client]?.first == nil {
-        queues[client] = nil
-        continue
-      }
-      guard mayTake(client, busy: busy) else { continue }
-      // Skip (without dropping) a head waiter everyone has just left: its cancellation is a
-      // hop away, and the place belongs to someone who still wants theirs.
-      if let head = queues[client]?.first, let waiter = waiters[head], !waiter.isWanted() {
-        passedOverAbandoned = true
-        continue
-      }
-      let rank = (
-        placesByClient[client] ?? 0, waitingByClient[client] ?? 0,
-        waiters[queues[client]!.first!]!.sequence
-      )
-      if let current = best, current.rank < rank { continue }
-      best = (client, rank)
-    }
-    guard let client = best?.client, let id = queues[client]?.removeFirst() else { return nil }
-    return (client, id)
-  }
-
-  private func cancelWaiter(id: UInt64) {
-    guard let waiter = forget(id) else { return }
-    waiter.continuation.resume(throwing: CancellationError())
-    // It may have been the head of its client's queue, holding the rest back.
-    if passedOverAbandoned { fillPlaces() }
-  }
-}
-
-/// A FIFO of ids with O(1) removal from the front.
-private struct IDQueue {
-  private var ids: [UInt64] = []
-  private var head = 0
-
-  var first: UInt64? { head < ids.count ? ids[head] : nil }
-
-  mutating func append(_ id: UInt64) { ids.append(id) }
-
-  @discardableResult
-  mutating func removeFirst() -> UInt64? {
-    guard head < ids.count else { return nil }
-    let id = ids[head]
-    head += 1
-    // Reclaim the consumed prefix once it is half the storage.
-    if head * 2 >= ids.count {
-      ids.removeFirst(head)
-      head = 0
-    }
-    return id
+    waiters.answer(
+      where: { $0.id == id && $0.priority.value > .prefetch }, with: .success(false))
   }
 }

@@ -116,7 +116,7 @@ extension ThumbnailPipeline {
   func makePreview(of bytes: [UInt8], for request: ImageRequest, _ context: JobContext) async {
     let memory = budget.hold(bytes.count)
     defer { memory.release() }
-    _ = try? await decoders.run(id: nextID(), context: context) { cancellation in
+    _ = try? await decoders.run(context: context) { cancellation in
       self.publishPreview(of: bytes, for: request, context, cancellation)
     }
   }

@@ -9,16 +9,7 @@
 /// request always finds one free; and at most `originLimit` downloads run per origin, so an
 /// origin that never answers cannot hold slots another origin needs. A waiter whose task is
 /// cancelled leaves the queue and never starts.
-actor PriorityLimiter {
-  private struct Waiter {
-    let id: UInt64
-    let sequence: UInt64
-    let priority: PriorityBox
-    let client: ClientID
-    let origin: String
-    let continuation: CheckedContinuation<Grant, any Error>
-  }
-
+final class PriorityLimiter: Sendable {
   /// A slot held; give it back with `release`.
   struct Grant: Sendable, Hashable {
     /// Whether it counts against the prefetch share.
@@ -26,6 +17,72 @@ actor PriorityLimiter {
     let client: ClientID
     let origin: String
   }
+
+  /// What a waiter asks for.
+  struct Request: Sendable {
+    let priority: PriorityBox
+    let client: ClientID
+    let origin: String
+  }
+
+  /// Who holds the slots, and who goes next.
+  struct Policy: WaitPolicy {
+    let limit: Int
+    let prefetchLimit: Int
+    let clientLimit: Int
+    let originLimit: Int
+    var active = 0
+    var activePrefetch = 0
+    var byClient: [ClientID: Int] = [:]
+    var byOrigin: [String: Int] = [:]
+
+    /// Most urgent, then its client holding the fewest slots, then the oldest.
+    mutating func next(
+      _ waiters: WaiterList<Request>
+    ) -> (id: UInt64, answer: Result<Grant, any Error>)? {
+      let best = waiters.bestOfPairs { waiter -> (ImagePriority, Int)? in
+        let request = waiter.entry
+        let priority = request.priority.value
+        guard eligible(priority, request.client, request.origin) else { return nil }
+        return (priority, -byClient[request.client, default: 0])
+      }
+      guard let best else { return nil }
+      let request = best.entry
+      return (best.id, .success(grant(request.priority.value, request.client, request.origin)))
+    }
+
+    func eligible(_ priority: ImagePriority, _ client: ClientID, _ origin: String) -> Bool {
+      if !origin.isEmpty && byOrigin[origin, default: 0] >= originLimit { return false }
+      guard priority == .prefetch else {
+        return active - activePrefetch < limit && byClient[client, default: 0] < clientLimit
+      }
+      return active < limit && activePrefetch < prefetchLimit
+    }
+
+    mutating func grant(_ priority: ImagePriority, _ client: ClientID, _ origin: String) -> Grant {
+      active += 1
+      let prefetch = priority == .prefetch
+      if prefetch {
+        activePrefetch += 1
+      } else {
+        byClient[client, default: 0] += 1
+      }
+      if !origin.isEmpty { byOrigin[origin, default: 0] += 1 }
+      return Grant(prefetch: prefetch, client: client, origin: origin)
+    }
+
+    mutating func release(_ grant: Grant) {
+      active -= 1
+      if grant.prefetch {
+        activePrefetch -= 1
+      } else {
+        byClient.decrement(grant.client)
+      }
+      if !grant.origin.isEmpty { byOrigin.decrement(grant.origin) }
+    }
+  }
+
+  private let waiters: PriorityWaiters<Policy>
 
   /// Slots for visible and normal work. Prefetch slots do not count against it: a visible
   /// download never waits for a prefetch download, so at most `limit + prefetchLimit` run.
@@ -38,117 +95,47 @@ actor PriorityLimiter {
   let clientLimit: Int
   /// Downloads from one origin (`host:port`) at once, of any priority.
   let originLimit: Int
-  private(set) var active = 0
-  private var activePrefetch = 0
-  private var byClient: [ClientID: Int] = [:]
-  private var byOrigin: [String: Int] = [:]
-  private var waiters: [Waiter] = []
-  private var nextSequence: UInt64 = 0
 
   init(limit: Int, originLimit: Int = .max) {
     self.limit = max(1, limit)
     prefetchLimit = max(1, self.limit * 3 / 4)
     clientLimit = max(1, self.limit - max(1, self.limit / 4))
     self.originLimit = max(1, originLimit)
+    waiters = PriorityWaiters(
+      Policy(
+        limit: self.limit, prefetchLimit: prefetchLimit, clientLimit: clientLimit,
+        originLimit: self.originLimit))
   }
 
   /// Jobs waiting for a slot.
   var queued: Int { waiters.count }
+  /// Slots held now.
+  var active: Int { waiters.read { $0.active } }
 
   /// Waits for a slot for `client`'s download from `origin` ("" for none, such as files).
   /// Throws `CancellationError` if the task is cancelled while waiting.
   func acquire(
-    id: UInt64, priority: PriorityBox, client: ClientID = .shared, origin: String = ""
+    priority: PriorityBox, client: ClientID = .shared, origin: String = ""
   ) async throws -> Grant {
-    try Task.checkCancellation()
-    // Waiters that could run would already have been given a slot, so any still waiting are
-    // held back by a share or a cap: they do not block this one.
-    if eligible(priority.value, client, origin) && mostUrgentEligibleWaiter() == nil {
-      return grant(priority.value, client, origin)
-    }
-    nextSequence += 1
-    let sequence = nextSequence
-    return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { continuation in
-        waiters.append(
-          Waiter(
-            id: id, sequence: sequence, priority: priority, client: client, origin: origin,
-            continuation: continuation))
-      }
-    } onCancel: {
-      Task { await self.cancelWaiter(id: id) }
-    }
+    try await waiters.wait(Request(priority: priority, client: client, origin: origin))
   }
 
   /// Gives a slot back and hands free slots to the most urgent waiters that may have one.
   func release(_ grant: Grant) {
-    active -= 1
-    if grant.prefetch {
-      activePrefetch -= 1
-    } else {
-      Self.decrement(&byClient, grant.client)
-    }
-    if !grant.origin.isEmpty { Self.decrement(&byOrigin, grant.origin) }
-    reconsider()
+    waiters.update { $0.release(grant) }
   }
 
-  /// Hands free slots to waiters that may now have one: after a release, or after a waiting
-  /// prefetch job was raised (a visible consumer joined it) and no longer counts against the
-  /// prefetch share.
+  /// Hands free slots to waiters that may now have one: after a waiting prefetch job was
+  /// raised (a visible consumer joined it) and no longer counts against the prefetch share.
   func reconsider() {
-    while let next = mostUrgentEligibleWaiter() {
-      let waiter = waiters.remove(at: next)
-      waiter.continuation.resume(
-        returning: grant(waiter.priority.value, waiter.client, waiter.origin))
-    }
+    waiters.update { _ in }
   }
+}
 
-  private func eligible(_ priority: ImagePriority, _ client: ClientID, _ origin: String) -> Bool {
-    if !origin.isEmpty && byOrigin[origin, default: 0] >= originLimit { return false }
-    guard priority == .prefetch else {
-      return active - activePrefetch < limit && byClient[client, default: 0] < clientLimit
-    }
-    return active < limit && activePrefetch < prefetchLimit
-  }
-
-  private func grant(_ priority: ImagePriority, _ client: ClientID, _ origin: String) -> Grant {
-    active += 1
-    let prefetch = priority == .prefetch
-    if prefetch {
-      activePrefetch += 1
-    } else {
-      byClient[client, default: 0] += 1
-    }
-    if !origin.isEmpty { byOrigin[origin, default: 0] += 1 }
-    return Grant(prefetch: prefetch, client: client, origin: origin)
-  }
-
-  /// The waiter to serve next: most urgent, then its client holding the fewest slots, then
-  /// the oldest.
-  private func mostUrgentEligibleWaiter() -> Int? {
-    var best: Int?
-    var bestRank = (ImagePriority.prefetch, 0, UInt64(0))
-    for i in waiters.indices {
-      let waiter = waiters[i]
-      let priority = waiter.priority.value
-      guard eligible(priority, waiter.client, waiter.origin) else { continue }
-      let rank = (priority, byClient[waiter.client, default: 0], waiter.sequence)
-      if best == nil || rank.0 > bestRank.0
-        || (rank.0 == bestRank.0 && (rank.1, rank.2) < (bestRank.1, bestRank.2))
-      {
-        (best, bestRank) = (i, rank)
-      }
-    }
-    return best
-  }
-
-  private static func decrement<Key: Hashable>(_ counts: inout [Key: Int], _ key: Key) {
-    let remaining = (counts[key] ?? 1) - 1
-    counts[key] = remaining > 0 ? remaining : nil
-  }
-
-  private func cancelWaiter(id: UInt64) {
-    guard let i = waiters.firstIndex(where: { $0.id == id }) else { return }
-    waiters.remove(at: i).continuation.resume(throwing: CancellationError())
+extension Dictionary where Value == Int {
+  /// Counts one fewer for `key`, dropping it at zero.
+  mutating func decrement(_ key: Key) {
+    let remaining = (self[key] ?? 1) - 1
+    self[key] = remaining > 0 ? remaining : nil
   }
 }

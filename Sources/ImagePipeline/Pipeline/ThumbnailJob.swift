@@ -46,17 +46,17 @@ extension ThumbnailPipeline {
     }
     let admission = prefetchAdmission
     let placeID = nextID()
-    context.onPriorityChange { Task { await admission.priorityChanged(id: placeID) } }
+    context.onPriorityChange { admission.priorityChanged(id: placeID) }
     let hasPlace = try await admission.enter(
       id: placeID, client: context.client, priority: context.priority,
       isWanted: { [weak context] in context?.isWanted ?? false })
     do {
       let produced = try await revalidateOrRender(
         request, candidate: candidate, known: known, diskKey: diskKey, group: group, context)
-      if hasPlace { await admission.leave(client: context.client) }
+      if hasPlace { admission.leave(client: context.client) }
       return produced
     } catch {
-      if hasPlace { await admission.leave(client: context.client) }
+      if hasPlace { admission.leave(client: context.client) }
       throw error
     }
   }
@@ -191,7 +191,7 @@ extension ThumbnailPipeline {
     // thumbnail, a file, the source cache): made first in the decode's own turn on a decode
     // thread, so it comes ahead of the image without a second wait in the queue.
     let preview = thumbnailPreviews.wants(request)
-    return try await decoders.run(id: nextID(), context: context) { [metrics] cancellation in
+    return try await decoders.run(context: context) { [metrics] cancellation in
       if preview { self.publishPreview(of: bytes, for: request, context, cancellation) }
       metrics.observe("queue", enqueued.duration(to: .now).seconds)
       metrics.countDecode()
