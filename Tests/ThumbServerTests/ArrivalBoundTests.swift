@@ -45,7 +45,7 @@ struct ArrivalBoundTests {
     try Data(try Corpus.bytes("photo/coil/normal.jpg")).write(to: URL(fileURLWithPath: photo))
     let loader = SourceLoader(policy: SourcePolicy(allowedSchemes: ["file"], fileRoots: [real]))
     let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
-    let router = Router(thumbnails: ThumbnailRoute(pipeline: pipeline), fetcher: loader)
+    let router = Router(routes: [ThumbnailRoute(pipeline: pipeline).route])
     let url = ("file://" + photo).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
     let request = Array("GET /v1/thumbnail?url=\(url)&w=64&h=64 HTTP/1.1\r\nHost: t\r\n\r\n".utf8)
     var warm = HTTPRequestParser()
@@ -56,7 +56,8 @@ struct ArrivalBoundTests {
     #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
     defer { close(fds[1]) }
     let handler = HTTPConnectionHandler(
-      router: router, upgraders: [], logger: nil, loop: loop, limits: HTTPLimits(),
+      router: router, upgraders: [], logger: nil, loop: loop, passTargets: PassTargets(),
+      limits: HTTPLimits(),
       outputLimit: 1 << 20)
     let connection = LoopConnection(
       id: ConnectionID(value: 1), fd: fds[0], loop: loop, handler: handler, now: 0)

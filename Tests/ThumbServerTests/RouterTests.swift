@@ -10,10 +10,15 @@ struct RouterTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 
   private func router(_ bodies: [String: [UInt8]]) -> Router {
-    Router(
-      thumbnails: ThumbnailRoute(
-        pipeline: ThumbnailPipeline(configuration: .init(dataLoader: CountingLoader(bodies))),
-        maxAge: 3600))
+    let thumbnails = ThumbnailRoute(
+      pipeline: ThumbnailPipeline(configuration: .init(dataLoader: CountingLoader(bodies))),
+      maxAge: 3600)
+    let statuses = StatusCounts()
+    return Router(
+      routes: [
+        thumbnails.route, HealthRoute().route,
+        MetricsRoute(thumbnails: thumbnails, statuses: statuses).route,
+      ], statuses: statuses)
   }
 
   private func get(_ target: String, headers: String = "") throws -> HTTPRequest {

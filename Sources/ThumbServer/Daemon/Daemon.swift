@@ -57,21 +57,27 @@ public final class Daemon: Sendable {
           rate: Double(config.clientMissRate), burst: config.clientMissBurst,
           trustedProxies: config.trustedProxies.compactMap(IPNetwork.init))
         : nil)
-    let sessions = SessionConfiguration(
-      parameters: parameters, refusesOverNetwork: refusesUnsigned || config.presetsOnly)
+    let serverLimits = ServerLimits(
+      maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
+      idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory)
+    let sessions = SessionUpgrader(
+      pipeline: pipeline, parameters: parameters,
+      refusesOverNetwork: refusesUnsigned || config.presetsOnly,
+      memory: SessionMemory(limit: serverLimits.sessionMemory), logger: logger)
+    let paths = SignedPathRoute(thumbnails: route, signing: signing, prefix: config.pathPrefix)
+    let statuses = StatusCounts()
+    // Every route the daemon answers, in one table.
+    let routes = [
+      route.route,
+      HealthRoute(storage: storage).route,
+      MetricsRoute(thumbnails: route, fetcher: loader, statuses: statuses, paths: paths).route,
+      sessions.refusalRoute,
+      PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,
+      PlaceholderRoute(thumbnails: route).route,
+    ]
     server = try HTTPServer(
-      router: Router(
-        thumbnails: route, fetcher: loader, storage: storage,
-        extra: [
-          sessions.refusalRoute,
-          PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,
-          PlaceholderRoute(thumbnails: route).route,
-        ],
-        paths: SignedPathRoute(thumbnails: route, signing: signing, prefix: config.pathPrefix)),
-      sessions: sessions, logger: logger,
-      serverLimits: ServerLimits(
-        maxConnections: config.maxConnections, headerTimeout: config.headerTimeout,
-        idleTimeout: config.idleTimeout, sessionMemory: config.sessionMemory))
+      router: Router(routes: routes, paths: paths, statuses: statuses), upgraders: [sessions],
+      logger: logger, serverLimits: serverLimits)
   }
 
   /// The file roots as configured, each with its real path where that differs, for the

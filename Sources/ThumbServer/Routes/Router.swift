@@ -1,39 +1,26 @@
 import ImagePipeline
 import Synchronization
 
-/// Maps requests to answers through one table of routes (`/v1/thumbnail`, `/healthz`,
-/// `/metrics`, and whatever the composition adds, such as the session path's 426), and counts
-/// responses by status for `/metrics`. Socket handling lives elsewhere: this type only sees
-/// parsed requests.
+/// Maps requests to answers through one table of routes, all given by the composition root
+/// (`Daemon`: `/v1/thumbnail`, `/healthz`, `/metrics`, the session path's 426, and the rest),
+/// and counts responses by status for `/metrics`. Socket handling lives elsewhere: this type
+/// only sees parsed requests.
 public final class Router: Sendable {
-  /// The thumbnail endpoint.
-  public let thumbnails: ThumbnailRoute
-  /// The origin fetcher, for its figures in `/metrics`; nil when the loader is another.
-  public let fetcher: SourceLoader?
-  /// Storage faults, for `/healthz`.
-  public let storage: StorageHealth?
-  private let statuses = StatusCounts()
-  /// The route table: every route by path, the built-in ones and `extra`.
+  /// Responses counted by status and format, which `MetricsRoute` reports.
+  public let statuses: StatusCounts
+  /// The route table: every route by path (a later route for a path replaces an earlier).
   private let routes: [String: Route]
   /// The imgproxy path form, for targets no route names.
   public let paths: SignedPathRoute?
 
-  /// Creates a router over a pipeline whose data loader is `fetcher` (if it is a
-  /// `SourceLoader`), reporting `storage` in health checks, with `extra` routes besides the
-  /// built-in ones.
+  /// Creates a router answering `routes`, then `paths` for targets no route names, counting
+  /// responses into `statuses`.
   public init(
-    thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil, storage: StorageHealth? = nil,
-    extra: [Route] = [], paths: SignedPathRoute? = nil
+    routes: [Route], paths: SignedPathRoute? = nil, statuses: StatusCounts = StatusCounts()
   ) {
-    self.thumbnails = thumbnails
     self.paths = paths
-    self.fetcher = fetcher
-    self.storage = storage
-    let builtIn = [
-      thumbnails.route, Self.healthRoute(storage),
-      Self.metricsRoute(thumbnails, fetcher, statuses, paths),
-    ]
-    routes = Dictionary((builtIn + extra).map { ($0.path, $0) }) { _, later in later }
+    self.statuses = statuses
+    self.routes = Dictionary(routes.map { ($0.path, $0) }) { _, later in later }
   }
 
   /// Reads the request once and answers it: at once when no waiting is needed, else with the
@@ -77,51 +64,10 @@ public final class Router: Sendable {
     }
     return route.answer(request)
   }
-
-  private static let healthy = HTTPResponse(
-    status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok\n".utf8))
-
-  /// `/healthz`: 200 either way, since serving goes on; the body says `degraded: ...` while
-  /// the disk cache has faults (thumbnails are still made, only not all kept).
-  private static func healthRoute(_ storage: StorageHealth?) -> Route {
-    Route(path: "/healthz") { _ in
-      guard let degradation = storage?.degradation else { return .now(healthy, nil) }
-      return .now(
-        HTTPResponse(
-          status: 200,
-          headers: [("Content-Type", "text/plain"), ("X-Thumbd-Health", "degraded")],
-          body: Array("degraded: \(degradation)\n".utf8)), nil)
-    }
-  }
-
-  /// `/metrics`: the Prometheus text format.
-  private static func metricsRoute(
-    _ pipelineRoute: ThumbnailRoute, _ fetcher: SourceLoader?, _ statuses: StatusCounts,
-    _ paths: SignedPathRoute?
-  ) -> Route {
-    let pipeline = pipelineRoute.pipeline
-    return Route(path: "/metrics") { _ in
-      .later {
-        let text = PrometheusExposition.render(
-          metrics: pipeline.metrics.snapshot(), workload: await pipeline.workload(),
-          requestsByStatus: statuses.snapshot, responsesByFormat: statuses.formats,
-          fetcher: fetcher.map(FetcherFigures.init),
-          disk: await pipeline.diskCache?.statistics, memory: pipeline.memoryBudget,
-          memoryCache: pipeline.memoryCache.statistics,
-          logFailures: Logger.writeFailures, invalidSignatures: paths?.invalidSignatures ?? 0,
-          clientLimited: pipelineRoute.limiter?.refused ?? 0)
-        return (
-          HTTPResponse(
-            status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-            body: Array(text.utf8)), nil
-        )
-      }
-    }
-  }
 }
 
 /// Responses by status, and thumbnails by image format, for `/metrics`.
-final class StatusCounts: Sendable {
+public final class StatusCounts: Sendable {
   private let counts = Mutex<(statuses: [Int: Int], formats: [String: Int])>(([:], [:]))
 
   func count(_ status: Int) { counts.withLock { $0.statuses[status, default: 0] += 1 } }
@@ -134,6 +80,9 @@ final class StatusCounts: Sendable {
       if let format { $0.formats[format, default: 0] += 1 }
     }
   }
+
+  /// Counts for the router alone.
+  public init() {}
 
   var snapshot: [Int: Int] { counts.withLock { $0.statuses } }
 

@@ -77,8 +77,9 @@ final class EventLoop: @unchecked Sendable {
   private var resting: [UInt64: UInt64] = [:]
   /// Connections whose handlers wait for the end of this pass's reads.
   private var deferred: [LoopConnection] = []
-  /// What `firstInPass` has seen in this pass.
-  private var keysThisPass = Set<Int>()
+  /// Read passes ended so far: handlers that keep bookkeeping per pass start it afresh when
+  /// this changes.
+  private(set) var passes: UInt64 = 0
   /// Connections whose output drained, for `ConnectionHandler.drained`. A flush never calls
   /// its handler itself: a handler writes from inside its own callbacks, and a flush that
   /// called back into it would nest one level per answer (100,000 pipelined requests answered
@@ -250,13 +251,6 @@ final class EventLoop: @unchecked Sendable {
     deferred.append(connection)
   }
 
-  /// True the first time `key` (a request target's hash) is offered in this pass: the
-  /// request may be answered at once; false for a repeat, which waits for `readPassEnded`.
-  func firstInPass(_ key: Int) -> Bool {
-    assertInLoop()
-    return keysThisPass.insert(key).inserted
-  }
-
   private func endReadPass() {
     // A handler may read again (resuming a paused connection) and so defer again, or drain.
     while !deferred.isEmpty || !drainedNotices.isEmpty {
@@ -269,7 +263,7 @@ final class EventLoop: @unchecked Sendable {
       }
       deliverDrainedNotices()
     }
-    keysThisPass.removeAll(keepingCapacity: true)
+    passes &+= 1
   }
 
   private func runPending() {

@@ -18,6 +18,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
   private let upgraders: [any ProtocolUpgrader]
   private let logger: Logger?
   private let loop: EventLoop
+  /// The targets this read pass has answered at once, shared by the server's connections.
+  private let passTargets: PassTargets
   private let maxPipelined = 16
   let outputLimit: Int
   private var parser: HTTPRequestParser
@@ -41,9 +43,10 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
 
   init(
     router: Router, upgraders: [any ProtocolUpgrader], logger: Logger?, loop: EventLoop,
-    limits: HTTPLimits, outputLimit: Int
+    passTargets: PassTargets, limits: HTTPLimits, outputLimit: Int
   ) {
     self.router = router
+    self.passTargets = passTargets
     self.upgraders = upgraders
     self.logger = logger
     self.loop = loop
@@ -82,7 +85,9 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
       // their clients on a Unix socket (docs/BENCHMARKS.md, "Freshness").
       let covered = connection.takeArrivalBound()
       request.received = covered
-      let now = queued.isEmpty && (covered != nil || loop.firstInPass(request.target.hashValue))
+      let now =
+        queued.isEmpty
+        && (covered != nil || passTargets.first(request.target.hashValue, in: loop.passes))
       queued.append(request)
       if now { dispatchQueued(connection) }
     }
@@ -288,6 +293,24 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     if let kind = response.errorKind { fields.append(("error", kind)) }
     if let url = request.queryValue("url") { fields.append(("src", LogRedaction.source(url))) }
     logger.log(.info, "request", fields: fields)
+  }
+}
+
+/// Request targets answered at once in the loop's current read pass (their hashes): a repeat
+/// of one waits for the pass to end, when one check of its source, later than every request
+/// of the pass, serves them all. One per server; touched on the loop thread alone.
+final class PassTargets: @unchecked Sendable {
+  // @unchecked: loop-thread state only.
+  private var pass: UInt64 = 0
+  private var seen = Set<Int>()
+
+  /// True the first time `key` is offered in read pass `pass`.
+  func first(_ key: Int, in pass: UInt64) -> Bool {
+    if pass != self.pass {
+      seen.removeAll(keepingCapacity: true)
+      self.pass = pass
+    }
+    return seen.insert(key).inserted
   }
 }
 

@@ -7,27 +7,20 @@ import ImagePipeline
 public final class HTTPServer: Sendable {
   private let loop: EventLoop
 
-  /// A server for `router`, whose connections may upgrade to sessions over `sessions` (nil:
-  /// no session protocol); call `listen` and then `start`.
-  public init(
-    router: Router, sessions: SessionConfiguration? = nil, logger: Logger? = nil,
+  /// A server answering through `router`, whose connections may be taken over by
+  /// `upgraders` (the session protocol); the composition root (`Daemon`) builds both. Call
+  /// `listen` and then `start`.
+  init(
+    router: Router, upgraders: [any ProtocolUpgrader] = [], logger: Logger? = nil,
     limits: HTTPLimits = HTTPLimits(), serverLimits: ServerLimits = ServerLimits()
   ) throws {
-    let upgraders: [any ProtocolUpgrader] =
-      sessions.map { sessions in
-        [
-          SessionUpgrader(
-            pipeline: router.thumbnails.pipeline, parameters: sessions.parameters,
-            refusesOverNetwork: sessions.refusesOverNetwork,
-            memory: SessionMemory(limit: serverLimits.sessionMemory), logger: logger)
-        ]
-      } ?? []
     let outputLimit = serverLimits.maxPendingOutput
+    let passTargets = PassTargets()
     var loop: EventLoop!
     loop = try EventLoop(limits: serverLimits, logger: logger) { _ in
       HTTPConnectionHandler(
-        router: router, upgraders: upgraders, logger: logger, loop: loop, limits: limits,
-        outputLimit: outputLimit)
+        router: router, upgraders: upgraders, logger: logger, loop: loop,
+        passTargets: passTargets, limits: limits, outputLimit: outputLimit)
     }
     self.loop = loop
   }
@@ -48,24 +41,4 @@ public final class HTTPServer: Sendable {
   /// Requests and session loads still being worked on when the loop ended: what the drain
   /// deadline cut short.
   public var abandonedAtExit: Int { loop.abandonedAtExit }
-}
-
-/// What upgraded session connections are given.
-public struct SessionConfiguration: Sendable {
-  /// Defaults for the box fields a `load` or `prefetch` leaves out.
-  public var parameters: ThumbnailParameters
-  /// Whether the TCP listener refuses sessions (403 `unsigned_request`): sessions are not
-  /// signed, so with signing keys (and not `allow_unsigned_tcp`) or `presets_only` they are
-  /// the Unix socket's alone.
-  public var refusesOverNetwork: Bool
-
-  /// Sessions with `parameters`' defaults.
-  public init(parameters: ThumbnailParameters, refusesOverNetwork: Bool = false) {
-    self.parameters = parameters
-    self.refusesOverNetwork = refusesOverNetwork
-  }
-
-  /// The route that answers the session path when no upgrade happened: 426 when the
-  /// upgrade headers are missing, 403 over TCP when sessions are refused there.
-  public var refusalRoute: Route { SessionUpgrader.route(refusesOverNetwork: refusesOverNetwork) }
 }

@@ -104,6 +104,9 @@ struct SessionUpgrader: ProtocolUpgrader {
     return (handler, Wire.upgradeResponse)
   }
 
+  /// This upgrader's answer to the session path when no upgrade happened.
+  var refusalRoute: Route { Self.route(refusesOverNetwork: refusesOverNetwork) }
+
   /// The session path without the upgrade headers: 426, naming the headers; over TCP when
   /// sessions are refused there, 403.
   static func route(refusesOverNetwork: Bool) -> Route {
