@@ -387,7 +387,10 @@ extension SessionStateTests {
     func start(
       _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
       _ purpose: SessionState.Purpose, preview: Bool
-    ) { started.append((work, purpose, request.url)) }
+    ) -> SessionState.Outcome? {
+      started.append((work, purpose, request.url))
+      return nil
+    }
     func placeholder(
       _ work: SessionState.WorkID, _ request: ImageRequest, _ purpose: SessionState.Purpose
     ) -> SessionState.Outcome? { nil }

@@ -10,21 +10,33 @@ public final class ImageTask: Sendable {
 
   init(
     request: ImageRequest, priority: ImagePriority, client: ClientID,
-    pipeline: ThumbnailPipeline, id: UInt64, onPreview: (@Sendable (Thumbnail) -> Void)? = nil
+    pipeline: ThumbnailPipeline, id: UInt64, onPreview: (@Sendable (Thumbnail) -> Void)? = nil,
+    onFinish: (@Sendable (Result<ImageResponse, any Error>) -> Void)? = nil
   ) {
     let box = PriorityBox(priority)
     self.request = request
     self.priorityBox = box
     self.pipeline = pipeline
-    guard let onPreview else {
+    if onPreview == nil && onFinish == nil {
       task = Task { try await pipeline.load(request, id: id, priority: box, client: client) }
       return
     }
-    let gate = PreviewGate(onPreview)
-    task = Task {
-      defer { gate.close() }
-      return try await pipeline.load(
-        request, id: id, priority: box, client: client, onPreview: { gate.offer($0) })
+    let gate: PreviewGate? = onPreview.map { PreviewGate($0) }
+    var listener: Announcements<ImageRequest, Thumbnail>.Listener?
+    if let gate { listener = { gate.offer($0) } }
+    task = Task { [listener] in
+      let result: Result<ImageResponse, any Error>
+      do {
+        let response = try await pipeline.load(
+          request, id: id, priority: box, client: client, onPreview: listener)
+        result = .success(response)
+      } catch {
+        result = .failure(error)
+      }
+      // No preview once the response is ready, and the preview's report before the outcome's.
+      gate?.close()
+      onFinish?(result)
+      return try result.get()
     }
   }
 

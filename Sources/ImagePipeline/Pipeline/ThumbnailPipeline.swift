@@ -113,13 +113,16 @@ public final class ThumbnailPipeline: Sendable {
   /// the source carries an early picture: at most once, never after the response, from the
   /// first bytes of a download when they are enough (a JPEG's EXIF thumbnail or first DC
   /// scans) or else before the decode (a HEIF's thumbnail). `onPreview` must not block.
+  /// `onFinish` hears the outcome (after any preview) from the task's own context, so an owner
+  /// with a serial context of its own needs no second task to wait for it.
   public func task(
     for request: ImageRequest, priority: ImagePriority = .normal, client: ClientID = .shared,
-    onPreview: (@Sendable (Thumbnail) -> Void)? = nil
+    onPreview: (@Sendable (Thumbnail) -> Void)? = nil,
+    onFinish: (@Sendable (Result<ImageResponse, any Error>) -> Void)? = nil
   ) -> ImageTask {
     ImageTask(
       request: request, priority: priority, client: client, pipeline: self, id: nextID(),
-      onPreview: onPreview)
+      onPreview: onPreview, onFinish: onFinish)
   }
 
   /// Loads `request` for `client`; the subscription lasts as long as the calling task.

@@ -22,9 +22,7 @@ public final class SessionDriver {
   ) {
     self.init(
       state: SessionState(parameters: parameters, memory: memory),
-      work: PipelineSessionWork(pipeline: pipeline, client: client) { work, purpose, outcome in
-        report(FinishedWork(work: work, purpose: purpose, outcome: outcome))
-      })
+      work: PipelineSessionWork(pipeline: pipeline, client: client, report: report))
   }
 
   /// Loads and prefetch items not answered yet.
@@ -50,7 +48,10 @@ public final class SessionDriver {
     for effect in effects {
       switch effect {
       case .start(let id, let request, let priority, let purpose, let preview):
-        work.start(id, request, priority, purpose, preview: preview)
+        // A memory hit is answered here, like a placeholder known at once.
+        if let outcome = work.start(id, request, priority, purpose, preview: preview) {
+          messages += run(state.finished(id, purpose, outcome))
+        }
       case .findPlaceholder(let id, let request, let purpose):
         // Known in memory: answered here, before anything else. Otherwise the work looks
         // further (the disk) and reports it like an outcome, if it finds one.

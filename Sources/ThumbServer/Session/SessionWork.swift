@@ -3,12 +3,13 @@ import ImagePipeline
 /// Where a session's work runs: the seam between `SessionDriver` and the pipeline, so the
 /// state machine can be driven against a scripted runner in tests.
 protocol SessionWork: AnyObject {
-  /// Starts `request`; its outcome must come back through the owner's `finished` call on the
-  /// owner's own serial context (the event loop, a lock), after its preview (with `preview`)
-  /// if one is made.
+  /// Starts `request`: its outcome when known at once (a memory hit); else nil, and the
+  /// outcome comes back through the owner's `finished` call on the owner's own serial context
+  /// (the event loop, a lock), after its preview (with `preview`) if one is made.
   func start(
     _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
-    _ purpose: SessionState.Purpose, preview: Bool)
+    _ purpose: SessionState.Purpose, preview: Bool
+  ) -> SessionState.Outcome?
   /// `request`'s placeholder outcome when it is known at once; else nil, and the outcome
   /// comes later through the owner's `finished` if it is found at all.
   func placeholder(
@@ -24,22 +25,21 @@ protocol SessionWork: AnyObject {
   func countStaleDrop()
 }
 
-/// `SessionWork` over a `ThumbnailPipeline`: one `ImageTask` per piece of work, at the
-/// session's share of prefetch capacity. Used on one serial context (the loop, a lock).
+/// `SessionWork` over a `ThumbnailPipeline`: a memory hit answered at once, on the owner's
+/// context; else one `ImageTask` per piece of work (kept for cancel and priority, and the one
+/// task that reports), at the session's share of prefetch capacity. Used on one serial
+/// context (the loop, a lock).
 final class PipelineSessionWork: SessionWork {
   private let pipeline: ThumbnailPipeline
   private let client: ClientID
-  private let report:
-    @Sendable (SessionState.WorkID, SessionState.Purpose, SessionState.Outcome) -> Void
+  private let report: @Sendable (FinishedWork) -> Void
   private var tasks: [SessionState.WorkID: ImageTask] = [:]
 
   /// Work for `client` on `pipeline`; `report` hands each outcome back to the owner, from any
   /// thread (cancelled work reports nothing).
   init(
     pipeline: ThumbnailPipeline, client: ClientID,
-    report:
-      @escaping @Sendable (SessionState.WorkID, SessionState.Purpose, SessionState.Outcome)
-      -> Void
+    report: @escaping @Sendable (FinishedWork) -> Void
   ) {
     self.pipeline = pipeline
     self.client = client
@@ -49,24 +49,32 @@ final class PipelineSessionWork: SessionWork {
   func start(
     _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
     _ purpose: SessionState.Purpose, preview: Bool
-  ) {
+  ) -> SessionState.Outcome? {
+    if let hit = pipeline.cachedResponse(for: request, priority: priority, client: client) {
+      return .success(hit)
+    }
     let report = report
     // The pipeline hands the preview on before it closes the task's response, so its report
     // reaches the owner's serial context ahead of the outcome's.
     var onPreview: (@Sendable (Thumbnail) -> Void)?
-    if preview { onPreview = { @Sendable thumbnail in report(work, purpose, .preview(thumbnail)) } }
-    let task = pipeline.task(
-      for: request, priority: priority, client: client, onPreview: onPreview)
-    tasks[work] = task
-    Task {
-      do {
-        report(work, purpose, .success(try await task.response))
-      } catch let error as PipelineError {
-        report(work, purpose, .failure(error))
-      } catch {
-        // Cancelled: the state has already let go of it.
+    if preview {
+      onPreview = { @Sendable thumbnail in
+        report(FinishedWork(work: work, purpose: purpose, outcome: .preview(thumbnail)))
       }
     }
+    tasks[work] = pipeline.task(
+      for: request, priority: priority, client: client, onPreview: onPreview
+    ) { result in
+      switch result {
+      case .success(let response):
+        report(FinishedWork(work: work, purpose: purpose, outcome: .success(response)))
+      case .failure(let error as PipelineError):
+        report(FinishedWork(work: work, purpose: purpose, outcome: .failure(error)))
+      case .failure:
+        break  // Cancelled: the state has already let go of it.
+      }
+    }
+    return nil
   }
 
   func placeholder(
@@ -82,7 +90,7 @@ final class PipelineSessionWork: SessionWork {
     Task {
       let found = await PipelineSessionWork.storedOutcome(pipeline, request)
       guard let found else { return }
-      report(work, purpose, found)
+      report(FinishedWork(work: work, purpose: purpose, outcome: found))
     }
     return nil
   }
