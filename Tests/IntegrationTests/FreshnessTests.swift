@@ -24,6 +24,10 @@ struct FreshnessTests {
       var cacheControl = "max-age=1"
       /// What a 304 sends as its Cache-Control (the 200's when nil).
       var renewal: String?
+      /// The `Age` a 200 is sent with: seconds of its lifetime already spent upstream. With
+      /// the whole max-age spent, an entry is stale the moment it arrives, so a test needs no
+      /// clock of its own and no sleep to see one go stale (RFC 9111, 4.2.3).
+      var age: Int?
       var full = 0
       var conditional = 0
       var unconditional = 0
@@ -50,11 +54,11 @@ struct FreshnessTests {
             state.unconditional += 1
           }
           state.full += 1
-          return TestOrigin.Response(
-            headers: [
-              "ETag": etag, "Cache-Control": state.cacheControl, "Content-Type": "image/png",
-            ],
-            body: Pictures.solid(state.colour))
+          var headers = [
+            "ETag": etag, "Cache-Control": state.cacheControl, "Content-Type": "image/png",
+          ]
+          if let age = state.age { headers["Age"] = String(age) }
+          return TestOrigin.Response(headers: headers, body: Pictures.solid(state.colour))
         }
       }.start()
     }
@@ -270,6 +274,8 @@ struct FreshnessTests {
   func revalidation() async throws {
     let origin = try ChangingOrigin()
     defer { origin.origin.stop() }
+    // Every 200 arrives with its max-age spent: stale at once, no waiting.
+    origin.update { $0.age = 1 }
     let daemon = try await TestDaemon.start(["--allow-private"])
     defer { daemon.stop() }
     let target = Self.target(origin.url)
@@ -277,17 +283,14 @@ struct FreshnessTests {
     #expect(answer.status == 200 && Pictures.shows(answer.body, Pictures.red))
 
     origin.change(to: Pictures.green)
-    // Freshness is wall-clock time by definition: wait out the origin's max-age=1.
-    try await Task.sleep(for: .milliseconds(1100))
     answer = Self.get(daemon, target)
     #expect(Pictures.shows(answer.body, Pictures.green), "the old picture outlived max-age")
     #expect(origin.counts.conditional == 1)
     #expect(daemon.metric("thumbd_revalidations_total{result=\"changed\"}") == 1)
 
-    // Stale again, unchanged: the 304 renews for a minute, so no request below sees it stale
-    // a second time however slow the machine.
+    // Stale again (the green 200 came with its max-age spent), unchanged: the 304 renews for a
+    // minute, so no request below sees it stale a second time however slow the machine.
     origin.update { $0.renewal = "max-age=60" }
-    try await Task.sleep(for: .milliseconds(1100))
     let decodes = try #require(daemon.metric("thumbd_decodes_total"))
     let before = origin.counts
     let statuses = await withTaskGroup(of: (Int, Bool).self) { group in
@@ -335,12 +338,12 @@ struct FreshnessTests {
   func staleIfError() async throws {
     for allowance in [60, 0] {
       let origin = try ChangingOrigin()
+      origin.update { $0.age = 1 }  // stale on arrival
       let daemon = try await TestDaemon.start(
         ["--allow-private", "--stale-if-error", String(allowance), "--fetch-retries", "0"])
       let target = Self.target(origin.url)
       #expect(Self.get(daemon, target).status == 200)
       origin.origin.stop()
-      try await Task.sleep(for: .milliseconds(1100))
       let answer = SocketClient.get(daemon.socket, target).response
       if allowance > 0 {
         #expect(SocketClient.status(of: answer) == 200)
@@ -361,12 +364,17 @@ struct FreshnessTests {
   func staleWhileRevalidate() async throws {
     let origin = try ChangingOrigin()
     defer { origin.origin.stop() }
+    origin.update { $0.age = 1 }  // the first picture is stale on arrival
     let daemon = try await TestDaemon.start(["--allow-private", "--stale-while-revalidate", "60"])
     defer { daemon.stop() }
     let target = Self.target(origin.url)
     #expect(Pictures.shows(Self.get(daemon, target).body, Pictures.red))
+    // The next one stays fresh for a minute, however slow the machine.
+    origin.update {
+      $0.age = nil
+      $0.cacheControl = "max-age=60"
+    }
     origin.change(to: Pictures.green)
-    try await Task.sleep(for: .milliseconds(1100))
     let stale = Self.get(daemon, target)
     #expect(stale.cache == "stale" && Pictures.shows(stale.body, Pictures.red))
     // The revalidation runs without anyone waiting; its answer replaces the entry.

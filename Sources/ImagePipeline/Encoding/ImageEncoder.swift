@@ -6,9 +6,10 @@ public enum ImageEncoder {
   public static func png(_ bitmap: Bitmap, level: Int = 6, interlaced: Bool = false)
     throws(ThumbnailError) -> [UInt8]
   {
-    try encode(
-      bitmap, IC_FORMAT_PNG,
-      Int32(max(0, min(9, level))) | (interlaced ? Int32(IC_ENCODE_PNG_ADAM7) : 0))
+    try encode(bitmap, IC_FORMAT_PNG) {
+      $0.png_level = Int32(max(0, min(9, level)))
+      $0.png_interlaced = interlaced ? 1 : 0
+    }
   }
 
   /// JPEG, 4:2:0, at the given quality (1...100), baseline or progressive (libjpeg's standard
@@ -16,9 +17,10 @@ public enum ImageEncoder {
   public static func jpeg(
     _ bitmap: Bitmap, quality: Int = 90, progressive: Bool = false
   ) throws(ThumbnailError) -> [UInt8] {
-    try encode(
-      bitmap, IC_FORMAT_JPEG,
-      Int32(max(1, min(100, quality))) | (progressive ? Int32(IC_ENCODE_JPEG_PROGRESSIVE) : 0))
+    try encode(bitmap, IC_FORMAT_JPEG) {
+      $0.quality = Int32(max(1, min(100, quality)))
+      $0.jpeg_progressive = progressive ? 1 : 0
+    }
   }
 
   /// WebP at the given quality (1...100), alpha kept. `exact` keeps the colour of fully
@@ -26,10 +28,11 @@ public enum ImageEncoder {
   public static func webp(
     _ bitmap: Bitmap, quality: Int = 80, exact: Bool = false, lossless: Bool = false
   ) throws(ThumbnailError) -> [UInt8] {
-    try encode(
-      bitmap, IC_FORMAT_WEBP,
-      Int32(max(1, min(100, quality))) | (exact ? Int32(IC_ENCODE_WEBP_EXACT) : 0)
-        | (lossless ? Int32(IC_ENCODE_WEBP_LOSSLESS) : 0))
+    try encode(bitmap, IC_FORMAT_WEBP) {
+      $0.quality = Int32(max(1, min(100, quality)))
+      $0.webp_exact = exact ? 1 : 0
+      $0.webp_lossless = lossless ? 1 : 0
+    }
   }
 
   /// AVIF at the given quality (1...100), alpha kept, at the default encoder speed. An
@@ -38,13 +41,18 @@ public enum ImageEncoder {
   public static func avif(
     _ bitmap: Bitmap, quality: Int = 80, orientation: Int = 1
   ) throws(ThumbnailError) -> [UInt8] {
-    let turned = (2...8).contains(orientation) ? Int32(orientation) << 12 : 0
-    return try encode(bitmap, IC_FORMAT_AVIF, Int32(max(1, min(100, quality))) | turned)
+    try encode(bitmap, IC_FORMAT_AVIF) {
+      $0.quality = Int32(max(1, min(100, quality)))
+      $0.avif_orientation = (2...8).contains(orientation) ? Int32(orientation) : 0
+    }
   }
 
   private static func encode(
-    _ bitmap: Bitmap, _ format: ic_format, _ parameter: Int32
+    _ bitmap: Bitmap, _ format: ic_format, _ configure: (inout ic_encode_options) -> Void
   ) throws(ThumbnailError) -> [UInt8] {
+    var options = ic_encode_options()
+    ic_encode_options_init(&options)
+    configure(&options)
     var result = ic_result()
     defer { ic_result_free(&result) }
     var pixels = bitmap.pixels
@@ -52,7 +60,7 @@ public enum ImageEncoder {
       var image = ic_bitmap(
         pixels: buffer.baseAddress, width: UInt32(bitmap.width), height: UInt32(bitmap.height),
         channels: Int32(bitmap.channels))
-      return ic_encode(&image, format, parameter, &result)
+      return ic_encode(&image, format, &options, &result)
     }
     guard status == IC_OK else {
       throw .encodingFailed(CodecResult.message(of: &result))

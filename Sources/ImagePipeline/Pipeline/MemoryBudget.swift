@@ -58,6 +58,11 @@ final class MemoryBudget: Sendable {
       return (next.id, .success(()))
     }
 
+    /// One that does not fit waits, unless it may be the unblocker that goes anyway.
+    func mayGoAtOnce(_ request: Request) -> Bool {
+      charged + request.bytes <= limit || (request.unblocks && runningUnblockers == 0)
+    }
+
     mutating func charge(_ delta: Int) {
       let before = charged
       charged += delta
@@ -112,7 +117,7 @@ final class MemoryBudget: Sendable {
   {
     let bytes = max(0, bytes)
     guard bytes <= limit else {
-      waiters.update { $0.refusals += 1 }
+      waiters.update(admitting: false) { $0.refusals += 1 }
       throw PipelineError.overBudget(needed: bytes, limit: limit)
     }
     try Task.checkCancellation()
@@ -123,7 +128,7 @@ final class MemoryBudget: Sendable {
   /// Holds `bytes` at once, without waiting and whatever the budget says: for bytes that are
   /// already in memory (a source read from the disk cache).
   func hold(_ bytes: Int) -> MemoryHold {
-    waiters.update { $0.charge(max(0, bytes)) }
+    waiters.update(admitting: false) { $0.charge(max(0, bytes)) }
     afterChange()
     return MemoryHold(budget: self, floor: max(0, bytes))
   }
@@ -137,7 +142,8 @@ final class MemoryBudget: Sendable {
   /// a decode's hold is released).
   fileprivate func adjust(by delta: Int, endingUnblocker: Bool = false) {
     guard delta != 0 || endingUnblocker else { return }
-    waiters.update { policy in
+    // More bytes counted free nothing; fewer, or a decode ending, may let waiters in.
+    waiters.update(admitting: delta < 0 || endingUnblocker) { policy in
       policy.charge(delta)
       if endingUnblocker { policy.runningUnblockers -= 1 }
     }
@@ -159,7 +165,7 @@ final class MemoryBudget: Sendable {
   /// Tells the listener if work went from nothing to something or back, outside the lock.
   private func reportActivity() {
     guard let onActivity else { return }
-    let idle = waiters.update { policy -> Bool? in
+    let idle = waiters.update(admitting: false) { policy -> Bool? in
       guard policy.activityChanged else { return nil }
       policy.activityChanged = false
       return policy.charged == 0

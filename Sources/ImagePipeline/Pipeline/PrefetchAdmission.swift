@@ -40,6 +40,10 @@ final class PrefetchAdmission: Sendable {
     /// a new subscriber joined instead, only a later look gives it its place.
     var passedOverAbandoned = false
 
+    func mayGoAtOnce(_ request: Request) -> Bool {
+      mayTake(request.client, busy: visibleActivity.isBusy)
+    }
+
     /// Whether `client` may take a free place now.
     func mayTake(_ client: ClientID, busy: Bool) -> Bool {
       guard inProgress < limit else { return false }

@@ -51,6 +51,10 @@ final class PriorityLimiter: Sendable {
       return (best.id, .success(grant(request.priority.value, request.client, request.origin)))
     }
 
+    func mayGoAtOnce(_ request: Request) -> Bool {
+      eligible(request.priority.value, request.client, request.origin)
+    }
+
     func eligible(_ priority: ImagePriority, _ client: ClientID, _ origin: String) -> Bool {
       if !origin.isEmpty && byOrigin[origin, default: 0] >= originLimit { return false }
       guard priority == .prefetch else {

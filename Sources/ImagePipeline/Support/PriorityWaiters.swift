@@ -110,6 +110,11 @@ protocol WaitPolicy: Sendable {
   mutating func next(_ waiters: WaiterList<Request>) -> (
     id: UInt64, answer: Result<Grant, any Error>
   )?
+  /// Whether a waiter that just queued could go at once. False lets it wait without a look at
+  /// every waiter (an arrival frees nothing, so only the newcomer could go); true, or
+  /// unsure, asks `next`. Queues thousands deep (a session's loads for an origin at its cap)
+  /// pay one look per arrival instead of a scan.
+  func mayGoAtOnce(_ request: Request) -> Bool
   /// A waiter queued (policies that keep an index of waiters keep it here).
   mutating func queued(_ waiter: WaiterList<Request>.Waiter)
   /// A waiter left the queue, answered or not.
@@ -120,6 +125,7 @@ protocol WaitPolicy: Sendable {
 }
 
 extension WaitPolicy {
+  func mayGoAtOnce(_ request: Request) -> Bool { true }
   mutating func queued(_ waiter: WaiterList<Request>.Waiter) {}
   mutating func removed(_ waiter: WaiterList<Request>.Waiter) {}
   mutating func lookAgain(_ waiters: WaiterList<Request>) -> Duration? { nil }
@@ -161,12 +167,13 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
   /// Reads the policy's state.
   func read<R>(_ body: (Policy) -> R) -> R { state.withLock { body($0.policy) } }
 
-  /// Changes the policy's state (a release, a raised priority), then lets waiters go that may.
+  /// Changes the policy's state (a release, a raised priority), then lets waiters go that may
+  /// (unless `admitting` is false: a change that frees nothing, such as more bytes counted).
   @discardableResult
-  func update<R>(_ body: (inout Policy) -> R) -> R {
+  func update<R>(admitting: Bool = true, _ body: (inout Policy) -> R) -> R {
     let (result, answers) = state.withLock { state in
       let result = body(&state.policy)
-      return (result, Self.admit(&state))
+      return (result, admitting ? Self.admit(&state) : [])
     }
     finish(answers)
     return result
@@ -184,7 +191,7 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
           }
           state.continuations[id] = continuation
           state.policy.queued(state.list.byID[id]!)
-          let answers = Self.admit(&state)
+          let answers = state.policy.mayGoAtOnce(request) ? Self.admit(&state) : []
           if state.continuations[id] != nil { state.waits += 1 }
           return answers
         }
@@ -217,8 +224,10 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
   ) {
     let answers = state.withLock { state -> [Answer] in
       var answers: [Answer] = []
-      for waiter in Array(state.list.waiters) where matching(waiter.entry) {
-        _ = state.list.remove(waiter.id)
+      var ids: [UInt64] = []
+      for waiter in state.list.waiters where matching(waiter.entry) { ids.append(waiter.id) }
+      for id in ids {
+        guard let waiter = state.list.remove(id) else { continue }
         state.policy.removed(waiter)
         answers.append((state.continuations.removeValue(forKey: waiter.id)!, answer))
       }
