@@ -1,10 +1,12 @@
 /*
  * The codec tables: which decoder reads a source (from its magic bytes; the file name never
  * decides), and which encoder writes an output format. A new format is one file with its
- * sniff, open and encode functions, plus one row here.
+ * sniff, open and encode functions, plus one row here. Dispatch through the tables lives
+ * here too: opening a decoder, a preview, a prefix scan, and encoding.
  */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct ic_decoder_entry {
@@ -101,6 +103,16 @@ static const ic_decoder_entry *sniffed_entry(ic_stream *stream, ic_result *resul
   return NULL;
 }
 
+void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result) {
+  ic_decoder *decoder = calloc(1, size);
+  if (!decoder) {
+    if (result) ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
+    return NULL;
+  }
+  decoder->ops = ops;
+  return decoder;
+}
+
 ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,
                           const ic_control *control, ic_result *result,
                           ic_decoder **decoder) {
@@ -149,6 +161,26 @@ ic_status ic_encode_as(ic_format format, const uint8_t *pixels, uint32_t width,
                                 result);
   return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "%s is not an output format",
                  ic_format_name(format));
+}
+
+void ic_encode_options_init(ic_encode_options *options) {
+  memset(options, 0, sizeof(*options));
+  options->quality = 80;
+  options->png_level = 6;
+  options->avif_speed = IC_AVIF_DEFAULT_SPEED;
+}
+
+ic_status ic_encode(const ic_bitmap *bitmap, ic_format format,
+                    const ic_encode_options *options, ic_result *result) {
+  memset(result, 0, sizeof(*result));
+  if (!bitmap->pixels || bitmap->width == 0 || bitmap->height == 0 ||
+      (bitmap->channels != 3 && bitmap->channels != 4))
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "invalid bitmap");
+  result->width = bitmap->width;
+  result->height = bitmap->height;
+  result->format = format;
+  return ic_encode_as(format, bitmap->pixels, bitmap->width, bitmap->height,
+                      bitmap->channels, options, &result->data, &result->size, result);
 }
 
 int ic_format_keeps_alpha(ic_format format) {

@@ -58,13 +58,13 @@ static ic_status decode_into(const ic_source *source, const ic_limits *limits,
       need_w = decoder->header.width;
       need_h = decoder->header.height;
     }
-    decoder->choose_size(decoder, need_w, need_h, allow_scaling, &w, &h);
-    status = decoder->run(decoder, &sink.base, info);
+    decoder->ops->choose_size(decoder, need_w, need_h, allow_scaling, &w, &h);
+    status = decoder->ops->run(decoder, &sink.base, info);
     /* The reference converts every source pixel, before any averaging. */
     if (status == IC_OK && sink.pixels)
       ic_colour_convert(&decoder->header.colour, sink.pixels, sink.width, sink.next_row,
                         sink.channels, info);
-    decoder->destroy(decoder);
+    decoder->ops->destroy(decoder);
   }
   ic_stream_close(&stream);
   if (status == IC_OK && sink.next_row < sink.height)

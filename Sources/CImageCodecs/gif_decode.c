@@ -211,14 +211,17 @@ static ic_status read_to_first_frame(gif_decoder *d, ic_result *result) {
   }
 }
 
+static const ic_decoder_ops gif_ops = {
+    .choose_size = gif_choose_size,
+    .run = gif_run,
+    .destroy = gif_destroy,
+    .working_memory = gif_working_memory,
+};
+
 ic_status ic_gif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                       ic_result *result, ic_decoder **out) {
-  gif_decoder *d = calloc(1, sizeof(*d));
-  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
-  d->base.choose_size = gif_choose_size;
-  d->base.run = gif_run;
-  d->base.destroy = gif_destroy;
-  d->base.working_memory = gif_working_memory;
+  gif_decoder *d = ic_decoder_new(sizeof(*d), &gif_ops, result);
+  if (!d) return result->status;
   d->stream = stream;
   d->control = control;
   int error = 0;

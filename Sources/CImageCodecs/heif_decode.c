@@ -357,18 +357,21 @@ static void read_colour(heif_decoder *d, const ic_limits *limits) {
   heif_nclx_color_profile_free(nclx);
 }
 
+static const ic_decoder_ops heif_ops = {
+    .choose_size = heif_choose_size,
+    .run = heif_run,
+    .destroy = heif_destroy,
+    .working_memory = heif_working_memory,
+};
+
 ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                        ic_result *result, ic_decoder **out) {
   const uint8_t *data = NULL;
   size_t size = 0;
   if (ic_stream_contents(stream, limits, control, &data, &size, result) != IC_OK)
     return result->status;
-  heif_decoder *d = calloc(1, sizeof(*d));
-  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
-  d->base.choose_size = heif_choose_size;
-  d->base.run = heif_run;
-  d->base.destroy = heif_destroy;
-  d->base.working_memory = heif_working_memory;
+  heif_decoder *d = ic_decoder_new(sizeof(*d), &heif_ops, result);
+  if (!d) return result->status;
   d->control = control;
   d->buffered = stream->owned_size;
   d->interleaved = limits->heif_interleaved;

@@ -95,13 +95,21 @@ typedef struct ic_header {
  * scaling; PNG always decodes full size). run streams rows into a sink.
  */
 typedef struct ic_decoder ic_decoder;
-struct ic_decoder {
-  ic_header header;
+/* What a decoder does, one static table per decoder (`ops` of every decoder it opens). */
+typedef struct ic_decoder_ops {
   void (*choose_size)(ic_decoder *decoder, uint32_t need_width,
                       uint32_t need_height, int allow_scaling,
                       uint32_t *width, uint32_t *height);
   ic_status (*run)(ic_decoder *decoder, ic_sink *sink, ic_result *result);
   void (*destroy)(ic_decoder *decoder);
+  /* Bytes run() will hold at its peak at the size choose_size picked, from the header
+   * alone: coefficient buffers, whole-image buffers, rows, the library's own state. */
+  uint64_t (*working_memory)(ic_decoder *decoder);
+} ic_decoder_ops;
+
+struct ic_decoder {
+  ic_header header;
+  const ic_decoder_ops *ops;
   /* Non-zero when the codec's own scaling averages every source pixel exactly (libwebp's
    * rescaler): it may then scale straight to the output size, with no headroom. */
   int exact_scaling;
@@ -112,10 +120,11 @@ struct ic_decoder {
    * shifted the picture by up to 0.3 output pixels at its far edges: 37 dB instead of 46
    * for a 2725-pixel-wide photo at 1/4 (docs/BENCHMARKS.md). */
   double pixel_scale;
-  /* Bytes run() will hold at its peak at the size choose_size picked, from the header
-   * alone: coefficient buffers, whole-image buffers, rows, the library's own state. */
-  uint64_t (*working_memory)(ic_decoder *decoder);
 };
+
+/* A zeroed decoder struct of `size` bytes (its first member an ic_decoder) run by `ops`;
+ * NULL, with the result failed, when there is no memory. */
+void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result);
 
 /* Memory every decode holds whatever its size: the decoder's structs and tables, stream
  * and stdio buffers (measured: see docs/BENCHMARKS.md, "Memory estimates"). */
@@ -318,44 +327,18 @@ uint8_t *ic_orient(const uint8_t *pixels, uint32_t width, uint32_t height,
 int ic_has_transparency(const uint8_t *pixels, size_t pixel_count,
                         int channels);
 
-/* What an encoder is asked for. */
-typedef struct ic_encode_options {
-  /* 1...100, for the lossy formats (JPEG, WebP, AVIF). */
-  int quality;
-  /* zlib level 0...9 and Adam7, for PNG. */
-  int png_level;
-  int png_interlaced;
-  /* AVIF encoder speed, 0 (slowest) ... 9. */
-  int avif_speed;
-  /* WebP: keep RGB under alpha 0 as given; lossless. For fixtures. */
-  int webp_exact;
-  int webp_lossless;
-  /* JPEG: progressive. For fixtures. */
-  int jpeg_progressive;
-  /* AVIF: orientation 1...8 written as irot/imir (0 or 1: none). For fixtures. */
-  int avif_orientation;
-  /* An ICC profile to embed (IC_COLOUR_KEEP), or NULL. */
-  const uint8_t *icc;
-  size_t icc_size;
-} ic_encode_options;
-
 /* An encoder of the table (codecs.c): RGB or straight RGBA in, malloc'd bytes out. */
 typedef ic_status (*ic_encode_fn)(const uint8_t *pixels, uint32_t width, uint32_t height,
                                   int channels, const ic_encode_options *options,
                                   uint8_t **out, size_t *out_size, ic_result *result);
-
-ic_status ic_encode_jpeg(const uint8_t *pixels, uint32_t width, uint32_t height,
-                         int channels, const ic_encode_options *options, uint8_t **out,
-                         size_t *out_size, ic_result *result);
-ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
-                        int channels, const ic_encode_options *options, uint8_t **out,
-                        size_t *out_size, ic_result *result);
-ic_status ic_encode_webp(const uint8_t *pixels, uint32_t width, uint32_t height,
-                         int channels, const ic_encode_options *options, uint8_t **out,
-                         size_t *out_size, ic_result *result);
-ic_status ic_encode_avif(const uint8_t *pixels, uint32_t width, uint32_t height,
-                         int channels, const ic_encode_options *options, uint8_t **out,
-                         size_t *out_size, ic_result *result);
+#define IC_DECLARE_ENCODER(name)                                                         \
+  ic_status ic_encode_##name(const uint8_t *pixels, uint32_t width, uint32_t height,     \
+                             int channels, const ic_encode_options *options,            \
+                             uint8_t **out, size_t *out_size, ic_result *result)
+IC_DECLARE_ENCODER(jpeg);
+IC_DECLARE_ENCODER(png);
+IC_DECLARE_ENCODER(webp);
+IC_DECLARE_ENCODER(avif);
 
 /* Encodes with the table's encoder for format (IC_ERR_INVALID_ARGUMENT when none). */
 ic_status ic_encode_as(ic_format format, const uint8_t *pixels, uint32_t width,

@@ -565,15 +565,18 @@ int ic_jpeg_sniff(const uint8_t *bytes, size_t size) {
   return size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8;
 }
 
+static const ic_decoder_ops jpeg_ops = {
+    .choose_size = jpeg_choose_size,
+    .run = jpeg_run,
+    .destroy = jpeg_destroy_decoder,
+    .working_memory = jpeg_working_memory,
+};
+
 ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
                        const ic_control *control, ic_result *result,
                        ic_decoder **out) {
-  jpeg_decoder *d = calloc(1, sizeof(*d));
-  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
-  d->base.choose_size = jpeg_choose_size;
-  d->base.run = jpeg_run;
-  d->base.destroy = jpeg_destroy_decoder;
-  d->base.working_memory = jpeg_working_memory;
+  jpeg_decoder *d = ic_decoder_new(sizeof(*d), &jpeg_ops, result);
+  if (!d) return result->status;
   d->scale_num = 8;
   d->cinfo.err = jpeg_std_error(&d->err.pub);
   d->err.pub.error_exit = on_error_exit;
@@ -660,23 +663,23 @@ static void exif_preview_choose_size(ic_decoder *base, uint32_t need_width,
   (void)need_height;
   (void)allow_scaling;
   exif_preview *p = (exif_preview *)base;
-  p->inner->choose_size(p->inner, p->inner->header.width, p->inner->header.height, 0, width,
+  p->inner->ops->choose_size(p->inner, p->inner->header.width, p->inner->header.height, 0, width,
                         height);
 }
 
 static ic_status exif_preview_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   exif_preview *p = (exif_preview *)base;
-  return p->inner->run(p->inner, sink, result);
+  return p->inner->ops->run(p->inner, sink, result);
 }
 
 static uint64_t exif_preview_memory(ic_decoder *base) {
   exif_preview *p = (exif_preview *)base;
-  return p->inner->working_memory(p->inner);
+  return p->inner->ops->working_memory(p->inner);
 }
 
 static void exif_preview_destroy(ic_decoder *base) {
   exif_preview *p = (exif_preview *)base;
-  if (p->inner) p->inner->destroy(p->inner);
+  if (p->inner) p->inner->ops->destroy(p->inner);
   ic_stream_close(&p->stream);
   free(p->bytes);
   free(p);
@@ -684,17 +687,20 @@ static void exif_preview_destroy(ic_decoder *base) {
 
 /* The EXIF thumbnail of `d` as a preview decoder, or NULL when it has none of the image's
  * shape or it does not open. */
+static const ic_decoder_ops exif_preview_ops = {
+    .choose_size = exif_preview_choose_size,
+    .run = exif_preview_run,
+    .destroy = exif_preview_destroy,
+    .working_memory = exif_preview_memory,
+};
+
 static ic_decoder *open_exif_preview(jpeg_decoder *d, const ic_limits *limits,
                                      const ic_control *control) {
   size_t offset = 0, length = 0;
   if (!d->exif || !ic_exif_thumbnail(d->exif + 6, d->exif_length - 6, &offset, &length))
     return NULL;
-  exif_preview *p = calloc(1, sizeof(*p));
+  exif_preview *p = ic_decoder_new(sizeof(*p), &exif_preview_ops, NULL);
   if (!p) return NULL;
-  p->base.choose_size = exif_preview_choose_size;
-  p->base.run = exif_preview_run;
-  p->base.destroy = exif_preview_destroy;
-  p->base.working_memory = exif_preview_memory;
   p->bytes = malloc(length);
   ic_result scratch;
   memset(&scratch, 0, sizeof(scratch));

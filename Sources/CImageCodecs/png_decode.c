@@ -431,15 +431,18 @@ int ic_png_sniff(const uint8_t *bytes, size_t size) {
   return size >= 8 && memcmp(bytes, signature, 8) == 0;
 }
 
+static const ic_decoder_ops png_ops = {
+    .choose_size = png_choose_size,
+    .run = png_run,
+    .destroy = png_destroy_decoder,
+    .working_memory = png_working_memory,
+};
+
 ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
                       const ic_control *control, ic_result *result,
                       ic_decoder **out) {
-  png_decoder *d = calloc(1, sizeof(*d));
-  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
-  d->base.choose_size = png_choose_size;
-  d->base.run = png_run;
-  d->base.destroy = png_destroy_decoder;
-  d->base.working_memory = png_working_memory;
+  png_decoder *d = ic_decoder_new(sizeof(*d), &png_ops, result);
+  if (!d) return result->status;
   d->stream = stream;
   d->control = control;
   d->budget = IC_PNG_BUDGET_BASE;

@@ -136,27 +136,6 @@ void ic_bitmap_free(ic_bitmap *bitmap) {
   bitmap->pixels = NULL;
 }
 
-ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
-                    ic_result *result) {
-  memset(result, 0, sizeof(*result));
-  if (!bitmap->pixels || bitmap->width == 0 || bitmap->height == 0 ||
-      (bitmap->channels != 3 && bitmap->channels != 4))
-    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "invalid bitmap");
-  result->width = bitmap->width;
-  result->height = bitmap->height;
-  result->format = format;
-  ic_encode_options options = {.quality = param & 0xFF,
-                               .webp_exact = (param & IC_ENCODE_WEBP_EXACT) != 0,
-                               .webp_lossless = (param & IC_ENCODE_WEBP_LOSSLESS) != 0,
-                               .jpeg_progressive = (param & IC_ENCODE_JPEG_PROGRESSIVE) != 0,
-                               .avif_orientation = (param >> 12) & 0xF,
-                               .png_level = param & 0xFF,
-                               .png_interlaced = (param & IC_ENCODE_PNG_ADAM7) != 0,
-                               .avif_speed = IC_AVIF_DEFAULT_SPEED};
-  return ic_encode_as(format, bitmap->pixels, bitmap->width, bitmap->height,
-                      bitmap->channels, &options, &result->data, &result->size, result);
-}
-
 void ic_unpremultiply_row(uint8_t *rgba, uint32_t width) {
   for (uint32_t x = 0; x < width; x++) {
     uint8_t *p = rgba + (size_t)x * 4;

@@ -135,7 +135,7 @@ static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
                                    (double)h->width / plan->crop_width - 1e-9);
   uint32_t need_h = (uint32_t)ceil(headroom * plan->out_height *
                                    (double)h->height / plan->crop_height - 1e-9);
-  decoder->choose_size(decoder, need_w, need_h, request->shrink_on_load, decode_w,
+  decoder->ops->choose_size(decoder, need_w, need_h, request->shrink_on_load, decode_w,
                        decode_h);
   if (request->preview) cap_to_decode(plan, h->width, h->height, *decode_w, *decode_h);
   return IC_OK;
@@ -161,7 +161,7 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
       .colour = &decoder->header.colour,
       .colour_mode = request->colour,
   };
-  status = decoder->run(decoder, &sink.base, result);
+  status = decoder->ops->run(decoder, &sink.base, result);
   if (status == IC_OK) {
     *pixels = ic_resizer_finish(sink.resizer);
     if (!*pixels)
@@ -274,7 +274,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   if (status == IC_OK) {
     status = resample(decoder, request, limits, result, &pixels, &width,
                       &height, &channels, &kept_icc, &kept_size);
-    decoder->destroy(decoder);
+    decoder->ops->destroy(decoder);
   }
   ic_stream_close(&stream);
   if (status != IC_OK) {
@@ -362,7 +362,7 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
                              : ic_encoder_memory((ic_format)request->format, plan.out_width,
                                                  plan.out_height);
       /* The profile stays until encoding (copied into the output with IC_COLOUR_KEEP). */
-      estimate->bytes = decoder->working_memory(decoder) + ic_resizer_bytes(resizer) +
+      estimate->bytes = decoder->ops->working_memory(decoder) + ic_resizer_bytes(resizer) +
                         2 * output + library + 2 * (uint64_t)h->colour.icc_size;
       ic_resizer_destroy(resizer);
       estimate->decode_width = decode_w;
@@ -370,7 +370,7 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
       estimate->source_width = h->width;
       estimate->source_height = h->height;
     }
-    decoder->destroy(decoder);
+    decoder->ops->destroy(decoder);
   }
   ic_stream_close(&stream);
   return status;

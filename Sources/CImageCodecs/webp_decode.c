@@ -236,6 +236,13 @@ static int exif_orientation(const uint8_t *bytes, size_t size) {
   return ic_exif_orientation(bytes, size);
 }
 
+static const ic_decoder_ops webp_ops = {
+    .choose_size = webp_choose_size,
+    .run = webp_run,
+    .destroy = webp_destroy,
+    .working_memory = webp_working_memory,
+};
+
 ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                        ic_result *result, ic_decoder **out) {
   const uint8_t *data = NULL;
@@ -245,12 +252,8 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   WebPBitstreamFeatures features;
   VP8StatusCode code = WebPGetFeatures(data, size, &features);
   if (code != VP8_STATUS_OK) return fail_from_status(code, "header", result);
-  webp_decoder *d = calloc(1, sizeof(*d));
-  if (!d) return ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
-  d->base.choose_size = webp_choose_size;
-  d->base.run = webp_run;
-  d->base.destroy = webp_destroy;
-  d->base.working_memory = webp_working_memory;
+  webp_decoder *d = ic_decoder_new(sizeof(*d), &webp_ops, result);
+  if (!d) return result->status;
   d->control = control;
   d->buffered = stream->owned_size;
   d->frame = data;

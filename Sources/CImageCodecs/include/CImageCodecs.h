@@ -366,27 +366,37 @@ ic_status ic_decode_scaled(const ic_source *source, const ic_limits *limits,
                            uint32_t min_width, uint32_t min_height, ic_bitmap *bitmap,
                            ic_result *info);
 
-/** Added to ic_encode's PNG level: write an Adam7-interlaced PNG (for fixtures). */
-#define IC_ENCODE_PNG_ADAM7 0x100
-/** Added to ic_encode's WebP quality: keep the colour under transparent pixels exactly, as
- * other encoders may (libwebp otherwise smooths it; for fixtures). */
-#define IC_ENCODE_WEBP_EXACT 0x200
-/** Added to ic_encode's WebP quality: lossless (VP8L) instead of lossy (for fixtures). */
-#define IC_ENCODE_WEBP_LOSSLESS 0x400
-/** Added to ic_encode's JPEG quality: progressive (libjpeg's standard script: DC first), as
- * web images often are (for fixtures and the load harness's origin). */
-#define IC_ENCODE_JPEG_PROGRESSIVE 0x800
-/** Added to ic_encode's AVIF quality: store EXIF-style orientation n (1...8) as HEIF irot and
- * imir boxes (for fixtures). */
-#define IC_ENCODE_AVIF_ORIENTATION(n) ((n) << 12)
+/** How ic_encode writes a format; ic_encode_options_init fills the defaults. */
+typedef struct ic_encode_options {
+  /** 1...100, for the lossy formats (JPEG, WebP, AVIF). */
+  int quality;
+  /** zlib level 0...9, and Adam7 interlacing (for fixtures), for PNG. */
+  int png_level;
+  int png_interlaced;
+  /** AVIF encoder speed, 0 (slowest) ... 9. */
+  int avif_speed;
+  /** WebP: keep the colour under fully transparent pixels as given (libwebp otherwise
+   * smooths it), and lossless (VP8L). For fixtures. */
+  int webp_exact;
+  int webp_lossless;
+  /** JPEG: progressive (libjpeg's standard script: DC first), as web images often are. */
+  int jpeg_progressive;
+  /** AVIF: EXIF-style orientation 2...8 stored as HEIF irot and imir boxes (0 or 1: none). */
+  int avif_orientation;
+  /** An ICC profile to embed (IC_COLOUR_KEEP), or NULL. */
+  const uint8_t *icc;
+  size_t icc_size;
+} ic_encode_options;
+
+/** Fills defaults: quality 80, PNG level 6, AVIF at IC_AVIF_DEFAULT_SPEED, nothing else. */
+void ic_encode_options_init(ic_encode_options *options);
 
 /**
- * Encodes a bitmap (RGB or straight RGBA) as PNG (zlib level in `param`, plus
- * IC_ENCODE_PNG_ADAM7), or JPEG, WebP or AVIF (quality in `param`; JPEG composites alpha
+ * Encodes a bitmap (RGB or straight RGBA) as `format` under `options` (JPEG composites alpha
  * over white). The bytes land in result->data; free them with ic_result_free.
  */
-ic_status ic_encode(const ic_bitmap *bitmap, ic_format format, int param,
-                    ic_result *result);
+ic_status ic_encode(const ic_bitmap *bitmap, ic_format format,
+                    const ic_encode_options *options, ic_result *result);
 
 /**
  * Sets the standard CMYK profile for CMYK JPEGs without a usable one of their own (copied;
