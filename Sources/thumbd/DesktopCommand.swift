@@ -47,7 +47,7 @@ enum DesktopCommand {
     cached), 1 some failed, 2 usage error.
     """
 
-  private struct Options {
+  private struct Options: BatchOptions {
     var inputs: [String] = []
     var flavors: Set<FreedesktopCache.Flavor> = [.normal, .large]
     var cacheDirectory: String?
@@ -86,11 +86,7 @@ enum DesktopCommand {
       cache: cache, thumbnailer: Thumbnailer(limits: options.limits),
       maxSourceBytes: options.maxSourceBytes)
     let inputs = InputList(paths, excluding: InputList.Identity(directory))
-    let report = RunReport(
-      command: "thumbd desktop",
-      total: inputs.files.count + inputs.setAside, progress: !options.quiet,
-      verbose: options.verbose)
-    report.account(for: inputs)
+    let report = options.report("thumbd desktop", jobs: inputs.files.count, inputs: inputs)
     let next = Atomic<Int>(0)
     let files = inputs.files
     let flavors = options.flavors
@@ -137,8 +133,6 @@ enum DesktopCommand {
         options.flavors = flavors
       case "--cache-dir":
         options.cacheDirectory = try cursor.value(for: argument)
-      case "--jobs", "-j":
-        options.jobs = try cursor.integer(for: argument, in: 1...1024)
       case "--max-pixels":
         options.limits.maxPixels = try cursor.integer(for: argument, in: 1...Int.max)
       case "--max-source-bytes":
@@ -148,17 +142,10 @@ enum DesktopCommand {
             message: "--max-source-bytes expects a size (256MiB, 1GB, bytes), got '\(value)'")
         }
         options.maxSourceBytes = bytes
-      case "-0", "--null":
-        options.nulSeparated = true
-      case "-q", "--quiet":
-        options.quiet = true
-      case "-v", "--verbose":
-        options.verbose = true
       default:
-        if argument.name.hasPrefix("-") && argument.name != "-" {
+        guard try options.takeShared(argument, &cursor) else {
           throw .init(message: "unknown option '\(argument.name)'")
         }
-        options.inputs.append(argument.name)
       }
     }
     guard !options.inputs.isEmpty else { throw .init(message: "no INPUT given") }

@@ -10,7 +10,7 @@ import ThumbSystem
 /// process, a pool of worker threads.
 enum ThumbnailCommand {
   /// Parsed command line of `thumbd thumbnail`.
-  struct Options {
+  struct Options: BatchOptions {
     var inputs: [String] = []
     var spec = ThumbnailSpec(width: 0, height: 0)
     /// `--format` as given; nil when the output's name decides.
@@ -49,11 +49,7 @@ enum ThumbnailCommand {
       printError("thumbd thumbnail: \(error.message)\nRun 'thumbd thumbnail --help' for usage.")
       return 2
     }
-    let report = RunReport(
-      command: "thumbd thumbnail",
-      total: plan.files.count + inputs.setAside, progress: !options.quiet,
-      verbose: options.verbose)
-    report.account(for: inputs)
+    let report = options.report("thumbd thumbnail", jobs: plan.files.count, inputs: inputs)
     let next = Atomic<Int>(0)
     let settings = options
     let work: @Sendable () -> Void = {
@@ -209,25 +205,16 @@ enum ThumbnailCommand {
           throw UsageError(message: "--decode-timeout expects seconds (0 for none), got '\(value)'")
         }
         options.thumbnailer.limits.decodeTimeout = seconds
-      case "--jobs", "-j":
-        options.jobs = try cursor.integer(for: argument, in: 1...1024)
       case "--output", "-o":
         options.output = try cursor.value(for: argument)
       case "--keep-paths":
         options.keepPaths = true
       case "--skip-existing":
         options.skipExisting = true
-      case "-0", "--null":
-        options.nulSeparated = true
-      case "-q", "--quiet":
-        options.quiet = true
-      case "-v", "--verbose":
-        options.verbose = true
       default:
-        if argument.name.hasPrefix("-") && argument.name != "-" {
+        guard try options.takeShared(argument, &cursor) else {
           throw UsageError(message: "unknown option '\(argument.name)'")
         }
-        options.inputs.append(argument.name)
       }
     }
     guard !options.inputs.isEmpty else { throw UsageError(message: "no INPUT given") }
@@ -239,6 +226,44 @@ enum ThumbnailCommand {
       throw UsageError(message: error.message)
     }
     return options
+  }
+}
+
+/// The options every batch command (`thumbnail`, `warm`, `desktop`) shares: inputs, `--jobs`,
+/// `--null`, `--quiet`, `--verbose`, parsed in one place.
+protocol BatchOptions {
+  var inputs: [String] { get set }
+  var jobs: Int { get set }
+  var nulSeparated: Bool { get set }
+  var quiet: Bool { get set }
+  var verbose: Bool { get set }
+}
+
+extension BatchOptions {
+  /// Takes `argument` if it is one of the shared options, or an input (anything not starting
+  /// with `-`, and `-` itself); false for any other option, which the command handles.
+  mutating func takeShared(
+    _ argument: ArgumentCursor.Argument, _ cursor: inout ArgumentCursor
+  ) throws(ThumbnailCommand.UsageError) -> Bool {
+    switch argument.name {
+    case "--jobs", "-j": jobs = try cursor.integer(for: argument, in: 1...1024)
+    case "-0", "--null": nulSeparated = true
+    case "-q", "--quiet": quiet = true
+    case "-v", "--verbose": verbose = true
+    default:
+      guard !argument.name.hasPrefix("-") || argument.name == "-" else { return false }
+      inputs.append(argument.name)
+    }
+    return true
+  }
+
+  /// The run's report for `command`: `jobs` pieces of work, and `inputs`' files set aside
+  /// (already counted).
+  func report(_ command: String, jobs: Int, inputs: InputList) -> RunReport {
+    let report = RunReport(
+      command: command, total: jobs + inputs.setAside, progress: !quiet, verbose: verbose)
+    report.account(for: inputs)
+    return report
   }
 }
 

@@ -58,7 +58,7 @@ enum WarmCommand {
     let accept: String?
   }
 
-  private struct Options {
+  private struct Options: BatchOptions {
     var inputs: [String] = []
     var spec = ThumbnailSpec(width: 0, height: 0)
     var given: Set<String> = []
@@ -121,10 +121,8 @@ enum WarmCommand {
     let urls = inputs.files.map { file in
       "file://" + PercentEncoding.encode(SystemFiles.absolutePath(file.path), keeping: "/")
     }
-    let report = RunReport(
-      command: "thumbd warm", total: urls.count * variants.count + inputs.setAside,
-      progress: !options.quiet, verbose: options.verbose)
-    report.account(for: inputs)
+    let report = options.report(
+      "thumbd warm", jobs: urls.count * variants.count, inputs: inputs)
     let query = self.query(options)
     let priority = running ? "prefetch" : "visible"
     let next = Atomic<Int>(0)
@@ -315,19 +313,8 @@ enum WarmCommand {
         options.formats = try cursor.value(for: argument).split(separator: ",").map {
           String($0.trimmingWhitespace()).lowercased()
         }
-      case "--jobs", "-j":
-        options.jobs = try cursor.integer(for: argument, in: 1...1024)
-      case "-0", "--null":
-        options.nulSeparated = true
-      case "-v", "--verbose":
-        options.verbose = true
-      case "-q", "--quiet":
-        options.quiet = true
       default:
-        guard argument.name.hasPrefix("-") && argument.name != "-" else {
-          options.inputs.append(argument.name)
-          continue
-        }
+        if try options.takeShared(argument, &cursor) { continue }
         // A serve option: passed on whole, with its value when it takes one.
         if let inline = argument.inlineValue {
           options.serveArguments.append(argument.name + "=" + inline)
