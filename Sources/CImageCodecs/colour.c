@@ -1,6 +1,8 @@
 /*
  * Colour: a source's profile (or its PNG/nclx description) into a transform to sRGB, and the
- * cache that keeps transforms by profile.
+ * cache that keeps transforms by profile. Three files help, each with one job:
+ * colour_memory.c (lcms2's allocator, its memory counted and capped), colour_tables.c
+ * (curve-and-matrix transforms as tables) and colour_profiles.c (descriptions as profiles).
  *
  * Transforms run on the small result after resampling (thumbnail.c), so their cost does not
  * grow with the source. The exception is CMYK, converted on the decoder's rows: ink mixes are
@@ -16,21 +18,14 @@
  * transforms are built with cmsFLAGS_NOCACHE, which lcms2 requires for use from several
  * threads at once.
  */
-#include "internal.h"
+#include "colour_internal.h"
 
-#include <lcms2.h>
-#include <lcms2_plugin.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* lcms2 memory for one transform while it is built: a CMYK press profile's link is about
- * 1 MiB (measured on the corpus' 940 KiB profile); an 8-bit 4-D table is at most 17^4 x 3. */
-#define IC_COLOUR_BUILD_MAX (32u << 20)
-/* Everything lcms2 may hold at once, cache included. */
-#define IC_COLOUR_TOTAL_MAX (128u << 20)
 /* Transforms the cache keeps, and the lcms2 bytes they may hold (least recently used go). */
 #define IC_COLOUR_CACHE_ENTRIES 32
 #define IC_COLOUR_CACHE_BYTES (48u << 20)
@@ -40,93 +35,6 @@
  * a scanner profile 17; a test profile with steps and an XYB profile jump by 169 and 216
  * levels between neighbours 16 apart. */
 #define IC_COLOUR_MAX_BEND 24
-
-/* Rendering intent: relative colorimetric, what browsers use for tagged images. Black-point
- * compensation stays off: measured in docs/BENCHMARKS.md, "Colour". */
-#define IC_COLOUR_INTENT INTENT_RELATIVE_COLORIMETRIC
-#define IC_COLOUR_FLAGS (cmsFLAGS_NOCACHE)
-
-/* sRGB's white point and primaries, as CIE xy. */
-static const double srgb_primaries[8] = {0.3127, 0.3290, 0.64, 0.33, 0.30, 0.60, 0.15, 0.06};
-
-/* ---- lcms2's allocator: every block carries its size, so the totals stay exact. ---- */
-
-static _Atomic uint64_t lcms_bytes;
-/* Bytes the transform this thread is building has taken, or NULL outside a build. */
-static __thread uint64_t *build_bytes;
-
-typedef union block_header {
-  size_t size;
-  max_align_t align;
-} block_header;
-
-static void *counted_malloc(cmsContext context, cmsUInt32Number size) {
-  (void)context;
-  if (build_bytes && *build_bytes + size > IC_COLOUR_BUILD_MAX) return NULL;
-  /* Reserved before allocating: builds run on several threads at once. */
-  uint64_t held = atomic_load(&lcms_bytes);
-  do {
-    if (held + size > IC_COLOUR_TOTAL_MAX) return NULL;
-  } while (!atomic_compare_exchange_weak(&lcms_bytes, &held, held + size));
-  block_header *block = malloc(sizeof(block_header) + size);
-  if (!block) {
-    atomic_fetch_sub(&lcms_bytes, size);
-    return NULL;
-  }
-  block->size = size;
-  if (build_bytes) *build_bytes += size;
-  return block + 1;
-}
-
-static void counted_free(cmsContext context, void *pointer) {
-  (void)context;
-  if (!pointer) return;
-  block_header *block = (block_header *)pointer - 1;
-  atomic_fetch_sub(&lcms_bytes, block->size);
-  if (build_bytes) *build_bytes -= block->size < *build_bytes ? block->size : *build_bytes;
-  free(block);
-}
-
-static void *counted_realloc(cmsContext context, void *pointer, cmsUInt32Number size) {
-  void *grown = counted_malloc(context, size);
-  if (!grown || !pointer) return grown;
-  block_header *block = (block_header *)pointer - 1;
-  memcpy(grown, pointer, block->size < size ? block->size : size);
-  counted_free(context, pointer);
-  return grown;
-}
-
-static void silent_errors(cmsContext context, cmsUInt32Number code, const char *text) {
-  (void)context;
-  (void)code;
-  (void)text;
-}
-
-static cmsPluginMemHandler memory_plugin = {
-    .base = {.Magic = cmsPluginMagicNumber,
-             .ExpectedVersion = 2000,
-             .Type = cmsPluginMemHandlerSig,
-             .Next = NULL},
-    .MallocPtr = counted_malloc,
-    .FreePtr = counted_free,
-    .ReallocPtr = counted_realloc,
-};
-
-static pthread_once_t lcms_once = PTHREAD_ONCE_INIT;
-
-static void lcms_setup(void) {
-  cmsPlugin(&memory_plugin);
-  cmsSetLogErrorHandler(silent_errors);
-}
-
-/* ---- the cache ---- */
-
-typedef enum layout {
-  LAYOUT_RGB = 3,
-  LAYOUT_RGBA = 4,
-  LAYOUT_CMYK = 5,
-  LAYOUT_CMYK_INVERTED = 6
-} layout;
 
 struct ic_colour_transform {
   uint64_t hash;
@@ -141,7 +49,7 @@ struct ic_colour_transform {
   /* Whether the transform bends too much to run after averaging (convert before resampling:
    * see ic_colour_step_begin). */
   int early;
-  /* RGB sources whose transform is curves and a matrix: its tables (see separable_build), or
+  /* RGB sources whose transform is curves and a matrix: its tables (see ic_separable_build), or
    * NULL to run lcms2's transform. */
   struct separable *tables;
   uint64_t bytes;
@@ -149,141 +57,6 @@ struct ic_colour_transform {
   uint64_t last_use;
   ic_colour_transform *next;
 };
-
-/* ---- matrix-and-curve transforms as tables ----
- *
- * Most embedded profiles (Display P3, Adobe RGB, ProPhoto, every camera's) are three curves
- * and a 3x3 matrix. Into linear sRGB such a transform is additive: each channel contributes
- * a vector of its own, T(r, g, b) = R[r] + G[g] + B[b]. The tables are sampled from lcms2
- * itself (the source to a linear-light sRGB profile, in floats, unclipped), then the sum is
- * clipped and encoded with the sRGB curve through one table. Nothing of the profile is
- * parsed here, and the tables are only used when they reproduce lcms2's own 8-bit transform
- * to within one level on a grid of 4913 colours and 4096 more scattered ones (a profile
- * with lookup tables, or one lcms2 clips inside, fails that and keeps lcms2's transform).
- * Measured on a 12 MP JPEG set at 256 px (docs/BENCHMARKS.md, "Colour"): 4.5-7% of
- * thumbnail time with lcms2's transform, 2.3-2.6% with the tables. */
-
-/* Fixed point of the linear sums: 1.0 is 1 << 16; the encode table has 1 << 14 entries. */
-#define SEPARABLE_ONE 65536
-#define SEPARABLE_SHIFT 2
-
-typedef struct separable {
-  int32_t channel[3][256][3]; /* [input channel][level][output channel], the first with T(0) */
-  uint8_t encode[SEPARABLE_ONE >> SEPARABLE_SHIFT];
-} separable;
-
-/* Cleared by ic_colour_set_tables on this thread only. */
-static __thread int tables_disabled;
-
-static void separable_apply(const separable *t, uint8_t *row, uint32_t width, int channels) {
-  for (uint32_t x = 0; x < width; x++) {
-    uint8_t *pixel = row + (size_t)x * channels;
-    const int32_t *r = t->channel[0][pixel[0]], *g = t->channel[1][pixel[1]],
-                  *b = t->channel[2][pixel[2]];
-    for (int c = 0; c < 3; c++) {
-      int32_t v = r[c] + g[c] + b[c];
-      v = v < 0 ? 0 : v > SEPARABLE_ONE - 1 ? SEPARABLE_ONE - 1 : v;
-      pixel[c] = t->encode[v >> SEPARABLE_SHIFT];
-    }
-  }
-}
-
-/* The sRGB curve, encoded value (0...1) to linear light. */
-static double srgb_decode(double encoded) {
-  if (encoded <= 0.04045) return encoded / 12.92;
-  return pow((encoded + 0.055) / 1.055, 2.4);
-}
-
-/* Tables for source's RGB transform when they match `reference` (its 8-bit transform with
- * `layout`'s pixels), else NULL. Called with the build counter set, like build(). */
-static separable *separable_build(cmsHPROFILE source, cmsHTRANSFORM reference, layout layout) {
-  cmsToneCurve *linear_curve = cmsBuildGamma(NULL, 1.0);
-  cmsCIExyY white = {srgb_primaries[0], srgb_primaries[1], 1.0};
-  const double *p = srgb_primaries;
-  cmsCIExyYTRIPLE primaries = {{p[2], p[3], 1.0}, {p[4], p[5], 1.0}, {p[6], p[7], 1.0}};
-  cmsToneCurve *curves[3] = {linear_curve, linear_curve, linear_curve};
-  cmsHPROFILE linear = linear_curve ? cmsCreateRGBProfile(&white, &primaries, curves) : NULL;
-  if (linear_curve) cmsFreeToneCurve(linear_curve);
-  cmsHTRANSFORM to_linear =
-      linear ? cmsCreateTransform(source, TYPE_RGB_FLT, linear, TYPE_RGB_FLT, IC_COLOUR_INTENT,
-                                  IC_COLOUR_FLAGS)
-             : NULL;
-  if (linear) cmsCloseProfile(linear);
-  separable *t = to_linear ? malloc(sizeof(*t)) : NULL;
-  /* Three ramps, one channel each, and black. */
-  enum { SAMPLES = 3 * 256 + 1 };
-  float *in = t ? calloc(SAMPLES * 3, sizeof(float)) : NULL;
-  float *out = in ? malloc(SAMPLES * 3 * sizeof(float)) : NULL;
-  int ok = out != NULL;
-  if (ok) {
-    for (int c = 0; c < 3; c++)
-      for (int level = 0; level < 256; level++) in[(c * 256 + level) * 3 + c] = level / 255.0f;
-    cmsDoTransform(to_linear, in, out, SAMPLES);
-    const float *black = out + (size_t)(SAMPLES - 1) * 3;
-    for (int c = 0; c < 3 && ok; c++)
-      for (int level = 0; level < 256 && ok; level++)
-        for (int o = 0; o < 3; o++) {
-          /* Each channel's vector without black, black added once (to the first). */
-          double v = out[(c * 256 + level) * 3 + o] - black[o] + (c == 0 ? black[o] : 0.0);
-          if (!isfinite(v) || fabs(v) > 64.0) {
-            ok = 0;
-            break;
-          }
-          t->channel[c][level][o] = (int32_t)lrint(v * SEPARABLE_ONE);
-        }
-    /* The encode table from the 255 linear values where the rounded level steps up (255
-     * powers, not one per entry: building is on the first request's path). */
-    int level = 0;
-    double next = srgb_decode(0.5 / 255.0);
-    for (int i = 0; i < SEPARABLE_ONE >> SEPARABLE_SHIFT; i++) {
-      double linear_value = (i + 0.5) / (SEPARABLE_ONE >> SEPARABLE_SHIFT);
-      while (level < 255 && linear_value >= next)
-        next = ++level < 255 ? srgb_decode((level + 0.5) / 255.0) : 2.0;
-      t->encode[i] = (uint8_t)level;
-    }
-  }
-  free(in);
-  free(out);
-  if (to_linear) cmsDeleteTransform(to_linear);
-  if (ok) {
-    /* The check: a 17-level grid and scattered colours through both. */
-    enum { GRID = 17, CHECKS = GRID * GRID * GRID + 4096 };
-    int channels = layout == LAYOUT_RGBA ? 4 : 3;
-    uint8_t *mine = malloc((size_t)CHECKS * channels);
-    uint8_t *theirs = mine ? malloc((size_t)CHECKS * channels) : NULL;
-    ok = theirs != NULL;
-    if (ok) {
-      uint32_t seed = 2463534242u;
-      for (int i = 0; i < CHECKS; i++) {
-        uint8_t *pixel = mine + (size_t)i * channels;
-        for (int c = 0; c < 3; c++) {
-          if (i < GRID * GRID * GRID) {
-            int step = c == 0 ? i % GRID : c == 1 ? i / GRID % GRID : i / (GRID * GRID);
-            pixel[c] = (uint8_t)(step * 16 > 255 ? 255 : step * 16);
-          } else {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            pixel[c] = (uint8_t)(seed >> 24);
-          }
-        }
-        if (channels == 4) pixel[3] = 255;
-      }
-      memcpy(theirs, mine, (size_t)CHECKS * channels);
-      cmsDoTransform(reference, theirs, theirs, CHECKS);
-      separable_apply(t, mine, CHECKS, channels);
-      for (size_t i = 0; i < (size_t)CHECKS * channels && ok; i++)
-        if (abs(mine[i] - theirs[i]) > 1) ok = 0;
-    }
-    free(mine);
-    free(theirs);
-  }
-  if (!ok) {
-    free(t);
-    return NULL;
-  }
-  return t;
-}
 
 /* Whether this thread's last acquire was served from the cache (for ic_result). */
 static __thread int entry_was_cached;
@@ -302,10 +75,9 @@ static uint64_t fnv1a(const uint8_t *bytes, size_t size) {
 }
 
 static void entry_free(ic_colour_transform *entry) {
-  uint64_t *saved = build_bytes;
-  build_bytes = NULL;
+  uint64_t *saved = ic_lcms_count_into(NULL);
   if (entry->transform) cmsDeleteTransform(entry->transform);
-  build_bytes = saved;
+  ic_lcms_count_into(saved);
   free(entry->tables);
   free(entry->key);
   free(entry);
@@ -327,61 +99,6 @@ static void evict_locked(void) {
   }
 }
 
-/* ---- source descriptions to profiles ---- */
-
-static cmsToneCurve *transfer_curve(const ic_colour_info *info) {
-  if (info->gamma > 0) return cmsBuildGamma(NULL, info->gamma);
-  double srgb[5] = {2.4, 1 / 1.055, 0.055 / 1.055, 1 / 12.92, 0.04045};
-  double bt709[5] = {1 / 0.45, 1 / 1.099, 0.099 / 1.099, 1 / 4.5, 0.081};
-  switch (info->transfer) {
-    case 8: return cmsBuildGamma(NULL, 1.0);
-    case 1:
-    case 6:
-    case 14:
-    case 15: return cmsBuildParametricToneCurve(NULL, 4, bt709);
-    default: return cmsBuildParametricToneCurve(NULL, 4, srgb);
-  }
-}
-
-/* A profile for a gamma/primaries description (PNG gAMA + cHRM, HEIF nclx). */
-static cmsHPROFILE synthetic_profile(const ic_colour_info *info) {
-  const double *p = info->has_primaries ? info->primaries : srgb_primaries;
-  cmsToneCurve *curve = transfer_curve(info);
-  if (!curve) return NULL;
-  cmsCIExyY white = {p[0], p[1], 1.0};
-  cmsHPROFILE profile = NULL;
-  if (info->space == IC_SPACE_GREY) {
-    profile = cmsCreateGrayProfile(&white, curve);
-  } else {
-    cmsCIExyYTRIPLE primaries = {{p[2], p[3], 1.0}, {p[4], p[5], 1.0}, {p[6], p[7], 1.0}};
-    cmsToneCurve *curves[3] = {curve, curve, curve};
-    profile = cmsCreateRGBProfile(&white, &primaries, curves);
-  }
-  cmsFreeToneCurve(curve);
-  return profile;
-}
-
-/* Whether a description without ICC is sRGB as it stands: no chunks at all, the sRGB
- * chunk, or gamma 1/2.2 on sRGB primaries (what most PNG writers stamp, meaning sRGB). */
-static int synthetic_is_srgb(const ic_colour_info *info) {
-  if (info->srgb) return 1;
-  int srgb_curve = info->gamma > 0 ? fabs(info->gamma - 2.2) <= 0.05
-                                   : info->transfer == 0 || info->transfer == 13;
-  if (!srgb_curve) return 0;
-  if (!info->has_primaries) return 1;
-  for (int i = 0; i < 8; i++)
-    if (fabs(info->primaries[i] - srgb_primaries[i]) > 0.01) return 0;
-  return 1;
-}
-
-static cmsColorSpaceSignature space_signature(ic_colour_space space) {
-  switch (space) {
-    case IC_SPACE_GREY: return cmsSigGrayData;
-    case IC_SPACE_CMYK: return cmsSigCmykData;
-    default: return cmsSigRgbData;
-  }
-}
-
 /* Called at the start of every build, for tests (ic_colour_set_build_gate). */
 static void (*_Atomic build_gate)(void);
 
@@ -397,7 +114,7 @@ static ic_profile_outcome build(const uint8_t *icc, size_t size, ic_colour_space
   if (!ic_icc_bounded(icc, size)) return IC_PROFILE_UNLINKABLE;
   cmsHPROFILE source = cmsOpenProfileFromMem(icc, (cmsUInt32Number)size);
   if (!source) return IC_PROFILE_BROKEN;
-  if (cmsGetColorSpace(source) != space_signature(space)) {
+  if (cmsGetColorSpace(source) != ic_space_signature(space)) {
     cmsCloseProfile(source);
     return IC_PROFILE_UNLINKABLE;
   }
@@ -421,7 +138,7 @@ static ic_profile_outcome build(const uint8_t *icc, size_t size, ic_colour_space
       cmsCreateTransform(source, in_format, srgb, out_format, IC_COLOUR_INTENT, flags);
   cmsCloseProfile(srgb);
   if (transform && space == IC_SPACE_RGB && (layout == LAYOUT_RGB || layout == LAYOUT_RGBA))
-    entry->tables = separable_build(source, transform, layout);
+    entry->tables = ic_separable_build(source, transform, layout);
   cmsCloseProfile(source);
   if (!transform) return IC_PROFILE_UNLINKABLE;
   if (space == IC_SPACE_GREY) {
@@ -503,22 +220,6 @@ static int nonlinearity(const ic_colour_transform *entry) {
   return worst;
 }
 
-/* ICC bytes for a synthetic description (malloc'd), or NULL. */
-static uint8_t *synthetic_icc(const ic_colour_info *info, size_t *size) {
-  cmsHPROFILE profile = synthetic_profile(info);
-  if (!profile) return NULL;
-  cmsUInt32Number length = 0;
-  uint8_t *bytes = NULL;
-  if (cmsSaveProfileToMem(profile, NULL, &length) && length > 0 &&
-      (bytes = malloc(length)) && !cmsSaveProfileToMem(profile, bytes, &length)) {
-    free(bytes);
-    bytes = NULL;
-  }
-  cmsCloseProfile(profile);
-  *size = length;
-  return bytes;
-}
-
 /* A cached entry for the key, referenced and marked used; NULL when there is none. */
 static ic_colour_transform *find_locked(uint64_t hash, const uint8_t *key, size_t key_size,
                                         layout layout, ic_colour_space space) {
@@ -541,7 +242,7 @@ static ic_colour_transform *find_locked(uint64_t hash, const uint8_t *key, size_
 static ic_colour_transform *acquire(const uint8_t *icc, size_t icc_size,
                                     const ic_colour_info *info, layout layout,
                                     ic_profile_outcome *outcome) {
-  pthread_once(&lcms_once, lcms_setup);
+  ic_lcms_setup();
   entry_was_cached = 0;
   /* The key: 'I' and the ICC bytes, or 'S' and the synthetic fields in a fixed form. */
   uint8_t synthetic[2 + 10 * sizeof(double)];
@@ -575,17 +276,17 @@ static ic_colour_transform *acquire(const uint8_t *icc, size_t icc_size,
   if (copy) {
     memcpy(copy, key, key_size);
     uint64_t bytes = 0;
-    build_bytes = &bytes;
+    ic_lcms_count_into(&bytes);
     if (icc) {
       built = build(icc, icc_size, info->space, layout, entry);
     } else {
       size_t size = 0;
-      uint8_t *made = synthetic_icc(info, &size);
+      uint8_t *made = ic_synthetic_icc(info, &size);
       if (made) built = build(made, size, info->space, layout, entry);
       free(made);
     }
-    build_bytes = NULL;
-    entry->bytes = bytes + (entry->tables ? sizeof(separable) : 0);
+    ic_lcms_count_into(NULL);
+    entry->bytes = bytes + (entry->tables ? ic_separable_bytes() : 0);
   }
   if (built != IC_PROFILE_CONVERTED) {
     if (entry) free(entry->tables);
@@ -638,7 +339,7 @@ ic_colour_transform *ic_colour_acquire(const ic_colour_info *info, int channels,
                                        ic_profile_outcome *outcome) {
   *outcome = info->damage;
   if (info->space == IC_SPACE_CMYK) return NULL;
-  if (!info->icc && synthetic_is_srgb(info)) return NULL;
+  if (!info->icc && ic_synthetic_is_srgb(info)) return NULL;
   ic_profile_outcome built;
   ic_colour_transform *transform = acquire(info->icc, info->icc_size, info,
                                            channels == 4 ? LAYOUT_RGBA : LAYOUT_RGB, &built);
@@ -649,8 +350,8 @@ ic_colour_transform *ic_colour_acquire(const ic_colour_info *info, int channels,
 }
 
 void ic_colour_apply(const ic_colour_transform *transform, uint8_t *row, uint32_t width) {
-  if (transform->tables && !tables_disabled) {
-    separable_apply(transform->tables, row, width, transform->layout == LAYOUT_RGBA ? 4 : 3);
+  if (transform->tables && ic_separable_enabled()) {
+    ic_separable_apply(transform->tables, row, width, transform->layout == LAYOUT_RGBA ? 4 : 3);
     return;
   }
   if (!transform->grey) {
@@ -777,7 +478,7 @@ void ic_colour_cmyk_row(const ic_colour_transform *transform, const uint8_t *cmy
 }
 
 int ic_colour_set_cmyk_profile(const uint8_t *icc, size_t size) {
-  pthread_once(&lcms_once, lcms_setup);
+  ic_lcms_setup();
   int usable = 0;
   if (icc && size > 0 && size <= (64u << 20)) {
     cmsHPROFILE profile = cmsOpenProfileFromMem(icc, (cmsUInt32Number)size);
@@ -804,4 +505,3 @@ void ic_colour_stats_get(ic_colour_stats *stats) {
   pthread_mutex_unlock(&cache_lock);
 }
 
-void ic_colour_set_tables(int enabled) { tables_disabled = !enabled; }
