@@ -211,12 +211,7 @@ static ic_status read_to_first_frame(gif_decoder *d, ic_result *result) {
   }
 }
 
-static const ic_decoder_ops gif_ops = {
-    .choose_size = gif_choose_size,
-    .run = gif_run,
-    .destroy = gif_destroy,
-    .working_memory = gif_working_memory,
-};
+static const ic_decoder_ops gif_ops = {gif_choose_size, gif_run, gif_destroy, gif_working_memory};
 
 ic_status ic_gif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                       ic_result *result, ic_decoder **out) {

@@ -357,12 +357,8 @@ static void read_colour(heif_decoder *d, const ic_limits *limits) {
   heif_nclx_color_profile_free(nclx);
 }
 
-static const ic_decoder_ops heif_ops = {
-    .choose_size = heif_choose_size,
-    .run = heif_run,
-    .destroy = heif_destroy,
-    .working_memory = heif_working_memory,
-};
+static const ic_decoder_ops heif_ops = {heif_choose_size, heif_run, heif_destroy,
+                                        heif_working_memory};
 
 ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                        ic_result *result, ic_decoder **out) {

@@ -565,12 +565,8 @@ int ic_jpeg_sniff(const uint8_t *bytes, size_t size) {
   return size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8;
 }
 
-static const ic_decoder_ops jpeg_ops = {
-    .choose_size = jpeg_choose_size,
-    .run = jpeg_run,
-    .destroy = jpeg_destroy_decoder,
-    .working_memory = jpeg_working_memory,
-};
+static const ic_decoder_ops jpeg_ops = {jpeg_choose_size, jpeg_run, jpeg_destroy_decoder,
+                                        jpeg_working_memory};
 
 ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
                        const ic_control *control, ic_result *result,
@@ -687,12 +683,8 @@ static void exif_preview_destroy(ic_decoder *base) {
 
 /* The EXIF thumbnail of `d` as a preview decoder, or NULL when it has none of the image's
  * shape or it does not open. */
-static const ic_decoder_ops exif_preview_ops = {
-    .choose_size = exif_preview_choose_size,
-    .run = exif_preview_run,
-    .destroy = exif_preview_destroy,
-    .working_memory = exif_preview_memory,
-};
+static const ic_decoder_ops exif_preview_ops = {exif_preview_choose_size, exif_preview_run,
+                                                exif_preview_destroy, exif_preview_memory};
 
 static ic_decoder *open_exif_preview(jpeg_decoder *d, const ic_limits *limits,
                                      const ic_control *control) {

@@ -431,12 +431,8 @@ int ic_png_sniff(const uint8_t *bytes, size_t size) {
   return size >= 8 && memcmp(bytes, signature, 8) == 0;
 }
 
-static const ic_decoder_ops png_ops = {
-    .choose_size = png_choose_size,
-    .run = png_run,
-    .destroy = png_destroy_decoder,
-    .working_memory = png_working_memory,
-};
+static const ic_decoder_ops png_ops = {png_choose_size, png_run, png_destroy_decoder,
+                                       png_working_memory};
 
 ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
                       const ic_control *control, ic_result *result,
