@@ -51,7 +51,7 @@ public struct Thumbnailer: Sendable {
   public func thumbnail(
     of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail {
-    try measuredThumbnail(of: bytes, spec: spec, cancellation: cancellation).thumbnail
+    try measuredThumbnail(of: bytes, spec: ValidSpec(spec), cancellation: cancellation).thumbnail
   }
 
   /// Time spent in the codec, for the pipeline's per-stage histograms.
@@ -64,9 +64,9 @@ public struct Thumbnailer: Sendable {
 
   /// Like `thumbnail(of:spec:cancellation:)`, with the codec's own timings.
   func measuredThumbnail(
-    of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
+    of bytes: [UInt8], spec: ValidSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> (thumbnail: Thumbnail, timings: Timings) {
-    try spec.validate()
+    let spec = spec.spec
     var result = ic_result()
     bytes.withUnsafeBufferPointer { buffer in
       var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
@@ -85,7 +85,14 @@ public struct Thumbnailer: Sendable {
   public func preview(
     of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail? {
-    try spec.validate()
+    try preview(of: bytes, spec: ValidSpec(spec), cancellation: cancellation)
+  }
+
+  /// `preview(of:spec:cancellation:)` for a spec already checked.
+  public func preview(
+    of bytes: [UInt8], spec valid: ValidSpec, cancellation: CancellationFlag? = nil
+  ) throws(ThumbnailError) -> Thumbnail? {
+    let spec = valid.spec
     var result = ic_result()
     bytes.withUnsafeBufferPointer { buffer in
       var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
@@ -129,6 +136,13 @@ public struct Thumbnailer: Sendable {
   public func estimate(of bytes: [UInt8], spec: ThumbnailSpec) throws(ThumbnailError)
     -> MemoryEstimate
   {
+    try estimate(of: bytes, spec: ValidSpec(spec))
+  }
+
+  /// `estimate(of:spec:)` for a spec already checked.
+  public func estimate(of bytes: [UInt8], spec: ValidSpec) throws(ThumbnailError)
+    -> MemoryEstimate
+  {
     try bytes.withUnsafeBufferPointer { buffer in
       estimate(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1), spec)
     }.get()
@@ -139,21 +153,17 @@ public struct Thumbnailer: Sendable {
   public func estimate(contentsOf path: String, spec: ThumbnailSpec) throws(ThumbnailError)
     -> MemoryEstimate
   {
-    try path.withCString { cPath in
-      estimate(ic_source(data: nil, size: 0, path: cPath, fd: -1), spec)
+    let valid = try ValidSpec(spec)
+    return try path.withCString { cPath in
+      estimate(ic_source(data: nil, size: 0, path: cPath, fd: -1), valid)
     }.get()
   }
 
-  private func estimate(_ source: ic_source, _ spec: ThumbnailSpec) -> Result<
+  private func estimate(_ source: ic_source, _ valid: ValidSpec) -> Result<
     MemoryEstimate, ThumbnailError
   > {
-    do throws(ThumbnailError) {
-      try spec.validate()
-    } catch {
-      return .failure(error)
-    }
     var source = source
-    var request = cRequest(spec)
+    var request = cRequest(valid.spec)
     var limits = cLimits
     var estimate = ic_estimate()
     var result = ic_result()

@@ -43,16 +43,20 @@ public struct SourceRequest: Sendable, Hashable {
   /// Shown the body as it grows (http sources), so a preview can be made from its first
   /// bytes before the rest arrives.
   public var watcher: (any BodyWatching)?
+  /// `url` parsed, when the caller has it already: a loader then parses nothing again. Must
+  /// be `url`'s own parse (`SourceURL(url)`).
+  public var parsed: SourceURL?
 
   /// Creates a request.
   public init(
     url: String, cached: SourceValidator? = nil, meter: ByteMeter? = nil,
-    watcher: (any BodyWatching)? = nil
+    watcher: (any BodyWatching)? = nil, parsed: SourceURL? = nil
   ) {
     self.url = url
     self.cached = cached
     self.meter = meter
     self.watcher = watcher
+    self.parsed = parsed
   }
 
   /// Same URL and validator (the meter and watcher are not part of what is asked).

@@ -56,7 +56,7 @@ public final class SourceLoader: DataLoading {
   /// cancelled); a file whose stamp still equals `request.cached`, or an origin answering
   /// 304, gives `.notModified`.
   public func load(_ request: SourceRequest) async throws -> SourceResponse {
-    let source = try SourceURL(request.url)
+    let source = try request.parsed ?? SourceURL(request.url)
     try policy.check(source)
     switch source.scheme {
     case "file":

@@ -49,7 +49,9 @@ extension ThumbnailPipeline {
       budget.reconsider()
       fetchLimiter.reconsider()
     }
-    let origin = (try? SourceURL(key.url)).map { "\($0.host):\($0.port)" } ?? ""
+    // Parsed once per fetch: for the per-origin cap here, and handed to the loader.
+    let parsed = try? SourceURL(key.url)
+    let origin = parsed.map { "\($0.host):\($0.port)" } ?? ""
     let slot = try await fetchLimiter.acquire(
       priority: context.priority, client: context.client, origin: origin)
     let response: SourceResponse
@@ -81,7 +83,7 @@ extension ThumbnailPipeline {
       response = try await configuration.dataLoader.load(
         SourceRequest(
           url: key.url, cached: conditional, meter: ByteMeter { [memory] in memory.count($0) },
-          watcher: watcher))
+          watcher: watcher, parsed: parsed))
       metrics.observe("fetch", started.duration(to: .now).seconds)
       fetchLimiter.release(slot)
     } catch let error as FetchError {

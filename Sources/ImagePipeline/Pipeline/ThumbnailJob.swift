@@ -4,7 +4,9 @@ extension ThumbnailPipeline {
   /// (a 304 keeps the copy, with no download and no decode); changed, every copy of the
   /// source goes. Otherwise the source is fetched (shared per URL) and decoded on a worker;
   /// prefetch jobs first wait for a place (see `PrefetchAdmission`).
-  func produce(_ request: ImageRequest, _ context: JobContext) async throws -> Produced {
+  func produce(
+    _ request: ImageRequest, _ spec: ValidSpec, _ context: JobContext
+  ) async throws -> Produced {
     // No preview once the job has returned: the stage hands its result on after this.
     defer {
       context.previews.close()
@@ -52,7 +54,8 @@ extension ThumbnailPipeline {
       isWanted: { [weak context] in context?.isWanted ?? false })
     do {
       let produced = try await revalidateOrRender(
-        request, candidate: candidate, known: known, diskKey: diskKey, group: group, context)
+        request, spec, candidate: candidate, known: known, diskKey: diskKey, group: group,
+        context)
       if hasPlace { admission.leave(client: context.client) }
       return produced
     } catch {
@@ -64,8 +67,8 @@ extension ThumbnailPipeline {
   /// Asks the source about a stale `candidate` (made from `known`), or fetches it anew, and
   /// renders what changed.
   private func revalidateOrRender(
-    _ request: ImageRequest, candidate: Thumbnail?, known: SourceVersion?, diskKey: String,
-    group: String, _ context: JobContext
+    _ request: ImageRequest, _ spec: ValidSpec, candidate: Thumbnail?, known: SourceVersion?,
+    diskKey: String, group: String, _ context: JobContext
   ) async throws -> Produced {
     let fetched: FetchedSource
     do {
@@ -104,7 +107,7 @@ extension ThumbnailPipeline {
       }
       sources.record(version, for: request.url)
       // The source's bytes stay counted in the budget until the last decode of them ends.
-      var thumbnail = try await decode(bytes, request, context)
+      var thumbnail = try await decode(bytes, request, spec, context)
       withExtendedLifetime(fetched) {}
       thumbnail.source = version
       recordPlaceholder(of: thumbnail, for: request)
@@ -174,15 +177,15 @@ extension ThumbnailPipeline {
     }.value
   }
 
-  private func decode(_ bytes: [UInt8], _ request: ImageRequest, _ context: JobContext)
-    async throws -> Thumbnail
-  {
+  private func decode(
+    _ bytes: [UInt8], _ request: ImageRequest, _ spec: ValidSpec, _ context: JobContext
+  ) async throws -> Thumbnail {
     let thumbnailer = configuration.thumbnailer
     // The header says what the decode will hold; it waits for that much of the budget
     // (a header the decoder rejects is reported by the decode itself, with its own error).
     // The header is parsed here, on the pool: bounded work (libjpeg stops at the first scan,
     // libpng at the first image data, both under the chunk limits).
-    let estimate = (try? thumbnailer.estimate(of: bytes, spec: request.spec))?.bytes ?? 0
+    let estimate = (try? thumbnailer.estimate(of: bytes, spec: spec))?.bytes ?? 0
     context.onPriorityChange { [budget] in budget.reconsider() }
     let memory = try await budget.reserve(estimate, priority: context.priority, unblocks: true)
     defer { memory.release() }
@@ -197,7 +200,7 @@ extension ThumbnailPipeline {
       metrics.countDecode()
       do throws(ThumbnailError) {
         let (thumbnail, timings) = try thumbnailer.measuredThumbnail(
-          of: bytes, spec: request.spec, cancellation: cancellation)
+          of: bytes, spec: spec, cancellation: cancellation)
         metrics.observe("decode", timings.decode)
         metrics.observe("encode", timings.encode)
         metrics.countProfile(thumbnail.profile)

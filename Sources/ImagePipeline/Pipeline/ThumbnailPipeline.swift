@@ -173,8 +173,9 @@ public final class ThumbnailPipeline: Sendable {
     metrics.countRequest()
     defer { metrics.observe("total", started.duration(to: .now).seconds) }
     if priority.value == .visible { visibleActivity.note(client) }
+    let spec: ValidSpec
     do {
-      try request.spec.validate()
+      spec = try request.validSpec()
     } catch {
       metrics.countError(error.kind)
       throw PipelineError.thumbnail(error)
@@ -202,7 +203,7 @@ public final class ThumbnailPipeline: Sendable {
         try await thumbnails.value(
           for: request, subscriber: id, priority: priority, client: client
         ) { request, context in
-          try await self.produce(request, context)
+          try await self.produce(request, spec, context)
         }
       }
       var delivery = try await deliver()

@@ -70,7 +70,7 @@ import ThumbProtocol
       switch ThumbnailParameters().spec(request.options) {
       case .failure: return (path.signature, path.signed, .failure(HTTPStatusCode(400)))
       case .success(let spec):
-        return (path.signature, path.signed, .success((spec, request.source)))
+        return (path.signature, path.signed, .success((spec.spec, request.source)))
       }
     }
   }

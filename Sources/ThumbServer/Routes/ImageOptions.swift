@@ -23,7 +23,7 @@ struct ImageOptions: Sendable, Hashable {
 
 extension ThumbnailParameters {
   /// The spec `options` asks for, checked, with these defaults.
-  func spec(_ options: ImageOptions) -> Result<ThumbnailSpec, ParameterError> {
+  func spec(_ options: ImageOptions) -> Result<ValidSpec, ParameterError> {
     spec(
       width: options.width, height: options.height, scale: options.scale, fit: options.fit,
       format: options.format, quality: options.quality, colour: options.colour)
@@ -36,7 +36,7 @@ extension ThumbnailParameters {
   /// answer varies on (`Vary`), consulted or not.
   func spec(
     _ options: ImageOptions, of request: HTTPRequest
-  ) -> Result<(spec: ThumbnailSpec, varies: [String]), ParameterError> {
+  ) -> Result<(spec: ValidSpec, varies: [String]), ParameterError> {
     var options = options
     var parameters = self
     var varies: [String] = []

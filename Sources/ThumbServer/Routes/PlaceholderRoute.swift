@@ -49,7 +49,7 @@ public struct PlaceholderRoute: Sendable {
       options.scale = request.queryValue("scale").flatMap { Double($0) }
       options.fit = request.queryValue("fit")
       switch thumbnails.parameters.spec(options) {
-      case .success(let spec): box = spec
+      case .success(let spec): box = spec.spec
       case .failure(let error):
         return .now(.error(400, kind: "bad_request", message: error.message), nil)
       }

@@ -42,17 +42,18 @@ public struct ThumbnailParameters: Sendable, Hashable {
   }
 
   /// The spec a protocol box asks for, checked.
-  func spec(_ box: ClientMessage.Box) -> Result<ThumbnailSpec, ParameterError> {
+  func spec(_ box: ClientMessage.Box) -> Result<ValidSpec, ParameterError> {
     spec(
       width: box.width, height: box.height, scale: box.scale, fit: box.fit, format: box.format,
       quality: box.quality, colour: box.colour)
   }
 
-  /// A validated spec, or the message explaining what is wrong.
+  /// A checked spec, or the message explaining what is wrong: with the session decoder and
+  /// the CLI, the one place a request's spec is checked (`ValidSpec`).
   func spec(
     width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?,
     colour: String? = nil
-  ) -> Result<ThumbnailSpec, ParameterError> {
+  ) -> Result<ValidSpec, ParameterError> {
     var colourMode = defaultColour
     if let colour {
       guard let value = ColourMode(rawValue: colour) else {
@@ -80,11 +81,10 @@ public struct ThumbnailParameters: Sendable, Hashable {
       width: width, height: height, scale: scale ?? 1, fit: fitMode, format: outputFormat,
       quality: quality ?? defaultQuality, colour: colourMode)
     do {
-      try spec.validate()
+      return .success(try ValidSpec(spec))
     } catch {
       return .failure(ParameterError(error.message))
     }
-    return .success(spec)
   }
 }
 

@@ -274,7 +274,7 @@ public struct ThumbnailRoute: Sendable {
     options.fit = value(.fit) ?? options.fit
     options.format = value(.format) ?? options.format
     options.colour = value(.colour) ?? options.colour
-    let spec: ThumbnailSpec
+    let spec: ValidSpec
     let varies: [String]
     switch parameters.spec(options, of: request) {
     case .success(let checked): (spec, varies) = checked

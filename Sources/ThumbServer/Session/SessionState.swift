@@ -267,7 +267,7 @@ struct SessionState {
     guard rounds.count < Wire.maxOpenRounds else {
       throw SessionFrameError("more than \(Wire.maxOpenRounds) prefetch rounds open")
     }
-    let spec: ThumbnailSpec
+    let spec: ValidSpec
     switch parameters.spec(prefetch.box) {
     case .success(let checked): spec = checked
     case .failure:
