@@ -151,7 +151,7 @@ struct WaitQueueTests {
     let release = try await subject.occupy()
     // A child of a cancelled group starts cancelled: its handler runs before it queues.
     for _ in 0..<10 {
-      let outcome = await ResolverTests.within(30) {
+      let outcome = await within(30) {
         try await withThrowingTaskGroup(of: Void.self) { group in
           group.cancelAll()
           group.addTask { _ = try await subject.wait() }
@@ -164,7 +164,7 @@ struct WaitQueueTests {
     let waiter = Task { try await subject.wait() }
     await eventually("\(subject.testDescription): queued") { subject.waiting() == 1 }
     waiter.cancel()
-    let cancelled = await ResolverTests.within(30) { try await waiter.value }
+    let cancelled = await within(30) { try await waiter.value }
     #expect(cancelled != nil, "\(subject.testDescription): answered at once")
     #expect(throws: CancellationError.self) { _ = try cancelled?.get() }
     #expect(subject.waiting() == 0)
@@ -175,12 +175,12 @@ struct WaitQueueTests {
       let racer = Task { try await subject.wait() }
       if round % 2 == 0 { await Task.yield() }
       racer.cancel()
-      if case .success(let giveBack)? = await ResolverTests.within(30, { try await racer.value }) {
+      if case .success(let giveBack)? = await within(30, { try await racer.value }) {
         giveBack()
       }
     }
     // The place is still there: nobody leaked it.
-    let last = await ResolverTests.within(30) { try await subject.wait() }
+    let last = await within(30) { try await subject.wait() }
     #expect(last != nil, "\(subject.testDescription): the place was lost to a cancelled waiter")
     try last?.get()()
     #expect(subject.waiting() == 0)

@@ -121,8 +121,7 @@ struct DaemonOperationsTests {
     #expect(warm.status == 200)
     #expect(String(decoding: warm.response, as: UTF8.self).contains("X-Thumbd-Cache: disk"))
     #expect(origin.requests == ["/c.jpg"])
-    let body = { (text: [UInt8]) in text[(text.firstRange(of: [13, 10, 13, 10])!.upperBound)...] }
-    #expect(body(warm.response) == body(cold))
+    #expect(SocketClient.body(of: warm.response) == SocketClient.body(of: cold))
   }
 
   @Test(

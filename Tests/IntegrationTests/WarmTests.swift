@@ -37,14 +37,11 @@ struct WarmTests {
   private func cacheHeader(_ daemon: TestDaemon, _ path: String, accept: String) -> String? {
     let response = SocketClient.request(
       daemon.socket, "GET", Self.target(path), headers: ["Accept: " + accept])
-    let text = String(decoding: response, as: UTF8.self)
     let status = SocketClient.status(of: response)
-    guard status == 200,
-      let line = text.split(separator: "\r\n").first(where: {
-        $0.hasPrefix("X-Thumbd-Cache: ")
-      })
-    else { return "status \(status): \(text.prefix(300))" }
-    return String(line.dropFirst("X-Thumbd-Cache: ".count))
+    guard status == 200, let cache = SocketClient.header("X-Thumbd-Cache", in: response) else {
+      return "status \(status): \(String(decoding: response.prefix(300), as: UTF8.self))"
+    }
+    return cache
   }
 
   @Test("with the daemon running during the warm, browser and plain requests are disk hits")

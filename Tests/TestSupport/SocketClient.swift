@@ -1,4 +1,5 @@
 import Foundation
+import ImagePipeline
 
 #if canImport(Glibc)
   import Glibc
@@ -88,9 +89,33 @@ enum SocketClient {
     return Array(response[end.upperBound...])
   }
 
-  static func status(of response: [UInt8]) -> Int {
-    let line = String(decoding: response.prefix(12), as: UTF8.self)
-    return Int(line.dropFirst(9).prefix(3)) ?? 0
+  /// The head of a raw response, read by the product's own parser (`ResponseHead`, the one
+  /// the fetcher reads origins with), so a malformed head fails the test that reads it; nil
+  /// when there is no complete head or it does not parse.
+  static func head(of response: some Collection<UInt8>) -> ResponseHead? {
+    let bytes = Array(response)
+    guard let end = bytes.firstRange(of: [13, 10, 13, 10]) else { return nil }
+    return try? ResponseHead(parsing: bytes[..<end.lowerBound])
+  }
+
+  /// The status of a raw response; 0 when it has no head that parses.
+  static func status(of response: [UInt8]) -> Int { head(of: response)?.status ?? 0 }
+
+  /// Pipelined responses one after another in `bytes`, split by their `Content-Length`: each
+  /// head and body. Stops at the first that is incomplete or does not parse.
+  static func responses(in bytes: [UInt8]) -> [(head: ResponseHead, body: [UInt8])] {
+    var all: [(head: ResponseHead, body: [UInt8])] = []
+    var rest = bytes[...]
+    while let end = rest.firstRange(of: [13, 10, 13, 10]),
+      let head = try? ResponseHead(parsing: rest[..<end.lowerBound])
+    {
+      let length = head.value("content-length").flatMap { Int($0) } ?? 0
+      guard rest.distance(from: end.upperBound, to: rest.endIndex) >= length else { break }
+      let bodyEnd = rest.index(end.upperBound, offsetBy: length)
+      all.append((head, Array(rest[end.upperBound..<bodyEnd])))
+      rest = rest[bodyEnd...]
+    }
+    return all
   }
 }
 
@@ -133,16 +158,9 @@ extension SocketClient {
     return readToEnd(fd)
   }
 
-  /// A response header's value (case-insensitive name), from the raw response.
+  /// A response header's value (case-insensitive name), from the raw response's head.
   static func header(_ name: String, in response: [UInt8]) -> String? {
-    let end = response.firstRange(of: [13, 10, 13, 10])?.lowerBound ?? response.endIndex
-    for line in String(decoding: response[..<end], as: UTF8.self).components(separatedBy: "\r\n") {
-      guard let colon = line.firstIndex(of: ":") else { continue }
-      if line[..<colon].lowercased() == name.lowercased() {
-        return line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-      }
-    }
-    return nil
+    head(of: response)?.value(name.lowercased())
   }
 
   /// A connect interrupted by a signal goes on in the background: wait for it to finish.

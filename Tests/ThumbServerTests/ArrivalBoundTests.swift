@@ -28,12 +28,8 @@ struct ArrivalBoundTests {
       guard n > 0 else { break }
       bytes += buffer[0..<n]
     }
-    let text = String(decoding: bytes, as: UTF8.self)
-    return text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { response in
-      let cache = response.components(separatedBy: "\r\n").first {
-        $0.hasPrefix("X-Thumbd-Cache: ")
-      }
-      return String(response.prefix(3)) + " " + (cache?.dropFirst(16) ?? "-")
+    return SocketClient.responses(in: bytes).map { response in
+      "\(response.head.status) " + (response.head.value("x-thumbd-cache") ?? "-")
     }
   }
 
