@@ -54,6 +54,25 @@ struct PrefetchAdmissionTests {
     #expect(order.values == ["list", "flood-3", "flood-4", "flood-5"])
   }
 
+  @Test(
+    "a client held back only by visible activity gets its place when the activity stops, with nobody leaving"
+  )
+  func heldBackWaiterLooksAgain() async throws {
+    // Busy for half a second from now; nothing else will free a place.
+    let activity = VisibleActivity(window: 0.5)
+    let admission = PrefetchAdmission(limit: 3, busyLimit: 1, visibleActivity: activity)
+    activity.note(ClientID(2))
+    #expect(try await admission.enter(id: 1, client: ClientID(1), priority: PriorityBox(.prefetch)))
+    let waiter = Task {
+      try await admission.enter(id: 2, client: ClientID(1), priority: PriorityBox(.prefetch))
+    }
+    // No leave comes: only the queue looking again once the window has passed lets it in.
+    let outcome = await within(30) { try await waiter.value }
+    #expect(outcome != nil, "the held-back waiter was never looked at again")
+    #expect(try outcome?.get() == true)
+    #expect(admission.inProgress == 2)
+  }
+
   @Test("while visible requests arrive, clients showing nothing share only the busy places")
   func backgroundPrefetchYields() async throws {
     // A window far longer than the test: "recent" holds throughout, no timing involved.

@@ -14,9 +14,8 @@ import Synchronization
 struct WaiterList<Entry> {
   /// One queued waiter.
   struct Waiter {
+    /// Numbered in arrival order: lower came first.
     let id: UInt64
-    /// Arrival order: lower came first.
-    let sequence: UInt64
     let entry: Entry
   }
 
@@ -30,7 +29,7 @@ struct WaiterList<Entry> {
   var isEmpty: Bool { byID.isEmpty }
   /// Leaves kept for waiters that have not queued yet.
   var pendingLeaves: Int { left.count }
-  /// The queued waiters, in no particular order (rank by `sequence`).
+  /// The queued waiters, in no particular order (rank by `id`).
   var waiters: Dictionary<UInt64, Waiter>.Values { byID.values }
 
   /// Numbers a waiter about to queue.
@@ -45,7 +44,7 @@ struct WaiterList<Entry> {
   mutating func queue(_ id: UInt64, _ entry: Entry) -> (any Error)? {
     arriving.remove(id)
     if let error = left.removeValue(forKey: id) { return error }
-    byID[id] = Waiter(id: id, sequence: id, entry: entry)
+    byID[id] = Waiter(id: id, entry: entry)
     return nil
   }
 
@@ -71,7 +70,7 @@ struct WaiterList<Entry> {
       guard let candidate = rank(waiter) else { continue }
       if let current = best,
         candidate < current.rank
-          || (candidate == current.rank && waiter.sequence > current.waiter.sequence)
+          || (candidate == current.rank && waiter.id > current.waiter.id)
       {
         continue
       }
@@ -149,6 +148,13 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
     CheckedContinuation<Policy.Grant, any Error>, Result<Policy.Grant, any Error>
   )
 
+  /// What one pass under the lock leaves to do once it is released.
+  private struct Outcome {
+    var answers: [Answer] = []
+    /// When to look again, if the policy holds waiters back by time alone.
+    var lookAgain: Duration?
+  }
+
   private let state: Mutex<State>
   private let afterGrants: (@Sendable () -> Void)?
 
@@ -171,11 +177,11 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
   /// (unless `admitting` is false: a change that frees nothing, such as more bytes counted).
   @discardableResult
   func update<R>(admitting: Bool = true, _ body: (inout Policy) -> R) -> R {
-    let (result, answers) = state.withLock { state in
+    let (result, outcome) = state.withLock { state in
       let result = body(&state.policy)
-      return (result, admitting ? Self.admit(&state) : [])
+      return (result, admitting ? Self.settle(&state, Self.admit(&state)) : Outcome())
     }
-    finish(answers)
+    finish(outcome)
     return result
   }
 
@@ -185,17 +191,17 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
     let id = state.withLock { $0.list.arrive() }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
-        let answers = state.withLock { state -> [Answer] in
+        let outcome = state.withLock { state -> Outcome in
           if let error = state.list.queue(id, request) {
-            return [(continuation, .failure(error))]
+            return Outcome(answers: [(continuation, .failure(error))])
           }
           state.continuations[id] = continuation
           state.policy.queued(state.list.byID[id]!)
           let answers = state.policy.mayGoAtOnce(request) ? Self.admit(&state) : []
           if state.continuations[id] != nil { state.waits += 1 }
-          return answers
+          return Self.settle(&state, answers)
         }
-        finish(answers)
+        finish(outcome)
       }
     } onCancel: {
       leave(id, with: CancellationError())
@@ -204,17 +210,17 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
 
   /// Answers the waiter `id` with `error` (cancellation, a deadline), queued or about to be.
   func leave(_ id: UInt64, with error: any Error) {
-    let answers = state.withLock { state -> [Answer] in
-      guard let waiter = state.list.byID[id] else {
+    let outcome = state.withLock { state -> Outcome in
+      guard let waiter = state.list.remove(id) else {
+        // Not queued: about to queue (the error waits for it there), or answered already.
         _ = state.list.leave(id, with: error)
-        return []
+        return Outcome()
       }
-      _ = state.list.leave(id, with: error)
       state.policy.removed(waiter)
       let continuation = state.continuations.removeValue(forKey: id)!
-      return [(continuation, .failure(error))] + Self.admit(&state)
+      return Self.settle(&state, [(continuation, .failure(error))] + Self.admit(&state))
     }
-    finish(answers)
+    finish(outcome)
   }
 
   /// Answers every queued waiter `matching` with `answer` (a waiter the policy no longer
@@ -222,7 +228,7 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
   func answer(
     where matching: (Policy.Request) -> Bool, with answer: Result<Policy.Grant, any Error>
   ) {
-    let answers = state.withLock { state -> [Answer] in
+    let outcome = state.withLock { state -> Outcome in
       var answers: [Answer] = []
       var ids: [UInt64] = []
       for waiter in state.list.waiters where matching(waiter.entry) { ids.append(waiter.id) }
@@ -231,9 +237,9 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
         state.policy.removed(waiter)
         answers.append((state.continuations.removeValue(forKey: waiter.id)!, answer))
       }
-      return answers + Self.admit(&state)
+      return Self.settle(&state, answers + Self.admit(&state))
     }
-    finish(answers)
+    finish(outcome)
   }
 
   private static func admit(_ state: inout State) -> [Answer] {
@@ -246,24 +252,29 @@ final class PriorityWaiters<Policy: WaitPolicy>: Sendable {
     return answers
   }
 
-  private func finish(_ answers: [Answer]) {
-    scheduleLookAgain()
-    if answers.contains(where: { if case .success = $0.1 { true } else { false } }) {
-      afterGrants?()
+  /// Ends a pass under the lock that may have changed who waits and why: asks the policy, in
+  /// the same pass, whether waiters are held back by time alone.
+  private static func settle(_ state: inout State, _ answers: [Answer]) -> Outcome {
+    var outcome = Outcome(answers: answers)
+    if !state.lookAgainScheduled, !state.list.isEmpty,
+      let delay = state.policy.lookAgain(state.list)
+    {
+      state.lookAgainScheduled = true
+      outcome.lookAgain = delay
     }
-    for (continuation, answer) in answers { continuation.resume(with: answer) }
+    return outcome
   }
 
-  /// Asks the policy whether waiters are held back by time alone, and if so looks again then.
-  private func scheduleLookAgain() {
-    let delay = state.withLock { state -> Duration? in
-      guard !state.lookAgainScheduled, !state.list.isEmpty,
-        let delay = state.policy.lookAgain(state.list)
-      else { return nil }
-      state.lookAgainScheduled = true
-      return delay
+  private func finish(_ outcome: Outcome) {
+    if let delay = outcome.lookAgain { lookAgain(after: delay) }
+    if outcome.answers.contains(where: { if case .success = $0.1 { true } else { false } }) {
+      afterGrants?()
     }
-    guard let delay else { return }
+    for (continuation, answer) in outcome.answers { continuation.resume(with: answer) }
+  }
+
+  /// Looks again once `delay` has passed.
+  private func lookAgain(after delay: Duration) {
     Task { [weak self] in
       try? await Task.sleep(for: delay)
       guard let self else { return }
