@@ -170,17 +170,7 @@ final class DecodeWorkers: @unchecked Sendable {
   /// The queued job to shed first: the least urgent, and among those the newest (it has
   /// waited least). Called with the lock held.
   private func leastUrgent() -> UInt64? {
-    var worst: (id: UInt64, priority: ImagePriority)?
-    for waiter in queue.waiters {
-      let candidate = waiter.entry.context.priority.value
-      if let current = worst,
-        candidate > current.priority || (candidate == current.priority && waiter.id < current.id)
-      {
-        continue
-      }
-      worst = (waiter.id, candidate)
-    }
-    return worst?.id
+    queue.bestOfPairs { (-$0.entry.context.priority.value.rawValue, $0.id) }?.id
   }
 
   private func cancel(id: UInt64) {
