@@ -159,4 +159,23 @@ struct MemoryBudgetTests {
     #expect(!cache.contains(0) && cache.contains(7))
     hold.release()
   }
+
+  @Test("the listener hears work start and stop, once each way, however the bytes come and go")
+  func activityReported() async throws {
+    let heard = Mutex<[Bool]>([])
+    let budget = MemoryBudget(
+      limit: 100, onActivity: { idle in heard.withLock { $0.append(idle) } })
+    let reserved = try await budget.reserve(10, priority: PriorityBox(.visible))
+    reserved.count(30)
+    reserved.count(-30)
+    let held = budget.hold(5)
+    #expect(
+      heard.withLock { $0 } == [false], "started once; counting and a second hold are no change")
+    reserved.release()
+    #expect(heard.withLock { $0 } == [false], "the hold still counts")
+    held.release()
+    #expect(heard.withLock { $0 } == [false, true])
+    budget.hold(1).release()
+    #expect(heard.withLock { $0 } == [false, true, false, true])
+  }
 }

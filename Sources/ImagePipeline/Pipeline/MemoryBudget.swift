@@ -63,6 +63,13 @@ final class MemoryBudget: Sendable {
       charged + request.bytes <= limit || (request.unblocks && runningUnblockers == 0)
     }
 
+    /// Whether work is idle now, if that changed since last asked; nil when it did not.
+    mutating func takeActivityChange() -> Bool? {
+      guard activityChanged else { return nil }
+      activityChanged = false
+      return charged == 0
+    }
+
     mutating func charge(_ delta: Int) {
       let before = charged
       charged += delta
@@ -128,8 +135,12 @@ final class MemoryBudget: Sendable {
   /// Holds `bytes` at once, without waiting and whatever the budget says: for bytes that are
   /// already in memory (a source read from the disk cache).
   func hold(_ bytes: Int) -> MemoryHold {
-    waiters.update(admitting: false) { $0.charge(max(0, bytes)) }
-    afterChange()
+    report(
+      waiters.update(admitting: false) { policy in
+        policy.charge(max(0, bytes))
+        return policy.takeActivityChange()
+      })
+    trimCacheIfNeeded()
     return MemoryHold(budget: self, floor: max(0, bytes))
   }
 
@@ -142,12 +153,15 @@ final class MemoryBudget: Sendable {
   /// a decode's hold is released).
   fileprivate func adjust(by delta: Int, endingUnblocker: Bool = false) {
     guard delta != 0 || endingUnblocker else { return }
-    // More bytes counted free nothing; fewer, or a decode ending, may let waiters in.
-    waiters.update(admitting: delta < 0 || endingUnblocker) { policy in
-      policy.charge(delta)
-      if endingUnblocker { policy.runningUnblockers -= 1 }
-    }
-    if delta > 0 { afterChange() } else { reportActivity() }
+    // More bytes counted free nothing; fewer, or a decode ending, may let waiters in. The
+    // change of activity is read in the same pass: once per chunk of a download.
+    report(
+      waiters.update(admitting: delta < 0 || endingUnblocker) { policy in
+        policy.charge(delta)
+        if endingUnblocker { policy.runningUnblockers -= 1 }
+        return policy.takeActivityChange()
+      })
+    if delta > 0 { trimCacheIfNeeded() }
   }
 
   /// Work grew into the cache's share: the cache gives way.
@@ -164,13 +178,12 @@ final class MemoryBudget: Sendable {
 
   /// Tells the listener if work went from nothing to something or back, outside the lock.
   private func reportActivity() {
-    guard let onActivity else { return }
-    let idle = waiters.update(admitting: false) { policy -> Bool? in
-      guard policy.activityChanged else { return nil }
-      policy.activityChanged = false
-      return policy.charged == 0
-    }
-    if let idle { onActivity(idle) }
+    report(waiters.update(admitting: false) { $0.takeActivityChange() })
+  }
+
+  /// Tells the listener a change `takeActivityChange` found (nil: none).
+  private func report(_ idle: Bool?) {
+    if let idle { onActivity?(idle) }
   }
 
   /// Whether no work holds any memory now.
