@@ -72,10 +72,16 @@ let package = Package(
       name: "thumbd",
       dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem"]
     ),
+    // The loopback origin and the blocking client that the tests and thumbload share.
+    .target(
+      name: "Loopback",
+      dependencies: ["CSystem", "ThumbSystem"]
+    ),
     .target(
       name: "LoadHarness",
       dependencies: [
         "ImagePipeline", "ThumbProtocol", "ThumbServer", "ThumbClient", "CSystem", "ThumbSystem",
+        "Loopback",
       ]
     ),
     .executableTarget(
@@ -97,7 +103,7 @@ let package = Package(
     ),
     .target(
       name: "TestSupport",
-      dependencies: ["ImagePipeline", "CSystem", "ThumbSystem"],
+      dependencies: ["ImagePipeline", "CSystem", "ThumbSystem", "Loopback"],
       path: "Tests/TestSupport"
     ),
     .testTarget(

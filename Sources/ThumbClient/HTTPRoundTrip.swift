@@ -68,17 +68,18 @@ public enum HTTPRoundTrip {
         continue
       }
       headEnd = end.upperBound
-      let lines = String(decoding: received[..<end.lowerBound], as: UTF8.self)
-        .split(separator: "\r\n")
-      let statusParts = lines.first?.split(separator: " ") ?? []
-      status = statusParts.count > 1 ? Int(statusParts[1]) ?? 0 : 0
-      for line in lines.dropFirst() {
-        guard let colon = line.firstIndex(of: ":") else { continue }
-        fields[line[..<colon].lowercased()] = String(
-          line[line.index(after: colon)...].trimmingWhitespace())
-      }
-      guard let length = Int(fields["content-length"] ?? "0"), length >= 0, length <= maxBody
-      else { return .failed }
+      // The same parser the fetcher reads origins with: a malformed head, or conflicting
+      // lengths, fail the exchange instead of being guessed at.
+      let head: ResponseHead
+      let declared: Int?
+      do {
+        head = try ResponseHead(parsing: received[..<end.lowerBound])
+        declared = try head.declaredLength()
+      } catch { return .failed }
+      status = head.status
+      for field in head.fields { fields[field.name] = field.value }
+      let length = declared ?? 0
+      guard length <= maxBody else { return .failed }
       expected = length
     }
     let body = Array(received[headEnd!..<(headEnd! + expected)])

@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Synchronization
 import Testing
 
@@ -12,8 +13,8 @@ import Testing
 struct FetcherTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 
-  static func origin() throws -> TestOrigin {
-    try TestOrigin { path in
+  static func origin() throws -> LoopbackOrigin {
+    try LoopbackOrigin { path in
       switch path {
       case "/photo.jpg": return .init(body: photo)
       case "/missing": return .init(status: 404, body: Array("no".utf8))
@@ -174,7 +175,7 @@ struct FetcherTests {
   func gzipBombs() async throws {
     let small = try await HostileInputs.gzipBomb(members: 16)  // 1 GiB of zeros in 1 MB
     let large = try await HostileInputs.gzipBomb(members: 160)  // 10 GiB in 10 MB
-    let origin = try TestOrigin { path in
+    let origin = try LoopbackOrigin { path in
       .init(headers: ["Content-Encoding": "gzip"], body: path == "/small.gz" ? small : large)
     }.start()
     defer { origin.stop() }
@@ -291,7 +292,7 @@ struct FetcherTests {
   @Test("a name whose answers change is resolved once per attempt: the checked addresses are used")
   func rebindingAtLibraryLevel() async throws {
     // A listener that counts connections: the rebound answer points at it.
-    let trap = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let trap = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { trap.stop() }
     let resolver = RecordingResolver { count in
       // First a "public" answer, then loopback: what a rebinding name does.
@@ -316,7 +317,7 @@ struct FetcherTests {
       "fd00:ec2::254",
     ])
   func refusedAtConnect(address text: String) async throws {
-    let trap = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let trap = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { trap.stop() }
     let address = try #require(IPAddress(text))
     let policy = SourcePolicy()
@@ -339,7 +340,7 @@ struct FetcherTests {
 
   @Test("an origin failing twice with 503 answers after backoff; Retry-After is honoured")
   func retries() async throws {
-    let origin = try TestOrigin.answering { request in
+    let origin = try LoopbackOrigin.answering { request in
       switch request.path {
       case "/flaky.jpg":
         return request.index < 2 ? .init(status: 503) : .init(body: Self.photo)

@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import Loopback
 import Testing
 
 @testable import TestSupport
@@ -42,7 +43,7 @@ struct ClusterTests {
   }
 
   static func pass(
-    port: UInt16, origin: TestOrigin, width: Int, progress: Recorder<Int>? = nil
+    port: UInt16, origin: LoopbackOrigin, width: Int, progress: Recorder<Int>? = nil
   ) async -> [Outcome] {
     let results = Recorder<(Int, Outcome)>()
     await withTaskGroup(of: Void.self) { group in
@@ -87,7 +88,7 @@ struct ClusterTests {
   )
   func consistentHashing() async throws {
     let images = (0..<60).map(SessionTests.itemImage)
-    let origin = try TestOrigin { path in
+    let origin = try LoopbackOrigin { path in
       guard path.hasPrefix("/src/"), let n = Int(path.dropFirst(5).dropLast(4)) else {
         return .init(status: 404)
       }

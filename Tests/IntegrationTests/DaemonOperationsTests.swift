@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import Loopback
 import Testing
 
 @testable import TestSupport
@@ -30,7 +31,8 @@ struct DaemonOperationsTests {
 
   @Test("a full decode queue answers 503 with Retry-After; the admitted requests succeed")
   func fullQueueSheds() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
+      .start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
       "--allow-private", "--cache-dir", "", "--decode-threads", "1", "--max-queued-decodes", "1",
@@ -63,7 +65,8 @@ struct DaemonOperationsTests {
 
   @Test("SIGTERM stops accepting, finishes the request in flight, then exits 0")
   func sigtermDrains() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
+      .start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
     let request = Self.background(
@@ -90,7 +93,8 @@ struct DaemonOperationsTests {
 
   @Test("the drain deadline ends a shutdown that in-flight work would hold up")
   func drainDeadline() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
+      .start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
       "--allow-private", "--cache-dir", "", "--drain-timeout", "0.2",
@@ -107,7 +111,7 @@ struct DaemonOperationsTests {
 
   @Test("after a restart, thumbnails come from the disk cache without a new download")
   func restartServesFromDisk() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { origin.stop() }
     let directory = TestDaemon.makeDirectory()
     let target = "/v1/thumbnail?url=\(Self.encoded(origin.url("/c.jpg")))&w=64&h=64"
@@ -128,7 +132,7 @@ struct DaemonOperationsTests {
     "logs: one JSON line per request with its format or error kind, source reduced to scheme, host and hash; SIGHUP reopens"
   )
   func logs() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { origin.stop() }
     let directory = TestDaemon.makeDirectory()
     let logFile = directory + "/access.log"

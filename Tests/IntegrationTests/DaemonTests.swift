@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Testing
 
 @testable import TestSupport
@@ -25,7 +26,7 @@ struct DaemonTests {
 
   @Test("200 concurrent identical requests reach the origin once and all get the image")
   func coalescesAcrossClients() async throws {
-    let origin = try TestOrigin { path in
+    let origin = try LoopbackOrigin { path in
       path == "/photo.jpg" ? .init(body: Self.photo) : .init(status: 404)
     }.start()
     defer { origin.stop() }
@@ -86,7 +87,7 @@ struct DaemonTests {
 
   @Test("a client that hangs up mid-request does not disturb another waiting for the same image")
   func disconnectLeavesOthers() async throws {
-    let origin = try TestOrigin { path in
+    let origin = try LoopbackOrigin { path in
       path == "/slow.jpg" ? .init(body: Self.photo, holdUntilReleased: true) : .init(status: 404)
     }.start()
     defer { origin.stop() }

@@ -1,5 +1,6 @@
 import Foundation
 import ImagePipeline
+import Loopback
 import Testing
 import ThumbSystem
 

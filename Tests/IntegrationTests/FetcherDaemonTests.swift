@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Synchronization
 import Testing
 import ThumbClient
@@ -38,7 +39,7 @@ struct FetcherDaemonTests {
   )
   func hostileOrigins() async throws {
     let bomb = try await HostileInputs.gzipBomb(members: 160)  // 10 MB of gzip, 10 GiB inflated
-    let hostile = try TestOrigin { target in
+    let hostile = try LoopbackOrigin { target in
       switch target.split(separator: "?").first.map(String.init) {
       case "/endless": return .init(endless: true, omitLength: true)
       case "/chunks": return .init(endless: true, chunkSize: 1)
@@ -52,7 +53,7 @@ struct FetcherDaemonTests {
       }
     }.start()
     defer { hostile.stop() }
-    let healthy = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let healthy = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { healthy.stop() }
     let cap = 8 << 20
     let daemon = try await TestDaemon.start([
@@ -103,9 +104,9 @@ struct FetcherDaemonTests {
     "a session with 2000 loads to an origin that never answers leaves another client served within 1 s"
   )
   func oneClientCannotTakeEverySlot() async throws {
-    let silent = try TestOrigin { _ in .init(holdUntilStopped: true) }.start()
+    let silent = try LoopbackOrigin { _ in .init(holdUntilStopped: true) }.start()
     defer { silent.stop() }
-    let healthy = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let healthy = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { healthy.stop() }
     let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
     defer { daemon.stop() }
@@ -132,7 +133,7 @@ struct FetcherDaemonTests {
   func hangUpStopsTheDownload() async throws {
     // 16 KiB chunks go out at most one a millisecond (16 MiB/s): the bound leaves the daemon a
     // quarter second to notice on a loaded machine, where the 1 GiB cap would take a minute.
-    let origin = try TestOrigin { _ in .init(endless: true, chunkSize: 16384) }.start()
+    let origin = try LoopbackOrigin { _ in .init(endless: true, chunkSize: 16384) }.start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
       "--allow-private", "--cache-dir", "", "--max-source-bytes", "1GiB",
@@ -153,7 +154,7 @@ struct FetcherDaemonTests {
 
   @Test("200 sequential misses from one origin use at most origin_connections connections")
   func keepAlive() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
       "--allow-private", "--cache-dir", "", "--origin-connections", "4",
@@ -189,7 +190,7 @@ struct FetcherDaemonTests {
       }
     }.start()
     defer { dns.stop() }
-    let trap = try namespace.inside { try TestOrigin { _ in .init(body: Self.photo) } }.start()
+    let trap = try namespace.inside { try LoopbackOrigin { _ in .init(body: Self.photo) } }.start()
     defer { trap.stop() }
     // Private addresses refused (the default); every attempt looks the name up again.
     let daemon = try await TestDaemon.start(
@@ -214,7 +215,8 @@ struct FetcherDaemonTests {
     defer { namespace.remove() }
     let dns = try namespace.inside { try TestDNSServer { _, _, _ in nil } }.start()
     defer { dns.stop() }
-    let healthy = try namespace.inside { try TestOrigin { _ in .init(body: Self.photo) } }.start()
+    let healthy = try namespace.inside { try LoopbackOrigin { _ in .init(body: Self.photo) } }
+      .start()
     defer { healthy.stop() }
     let daemon = try await TestDaemon.start(
       [

@@ -1,5 +1,6 @@
 import Foundation
 import ImagePipeline
+import Loopback
 import Synchronization
 import Testing
 import ThumbProtocol
@@ -36,17 +37,17 @@ struct FreshnessTests {
       let state = Mutex(State())
     }
     let shared = Shared()
-    let origin: TestOrigin
+    let origin: LoopbackOrigin
 
     init() throws {
       let shared = self.shared
-      origin = try TestOrigin.answering { request in
+      origin = try LoopbackOrigin.answering { request in
         shared.state.withLock { state in
           let etag = "\"rev-\(state.revision)\""
           if let asked = request.headers["if-none-match"] {
             state.conditional += 1
             if asked == etag {
-              return TestOrigin.Response(
+              return LoopbackOrigin.Response(
                 status: 304,
                 headers: ["ETag": etag, "Cache-Control": state.renewal ?? state.cacheControl])
             }
@@ -58,7 +59,7 @@ struct FreshnessTests {
             "ETag": etag, "Cache-Control": state.cacheControl, "Content-Type": "image/png",
           ]
           if let age = state.age { headers["Age"] = String(age) }
-          return TestOrigin.Response(headers: headers, body: Pictures.solid(state.colour))
+          return LoopbackOrigin.Response(headers: headers, body: Pictures.solid(state.colour))
         }
       }.start()
     }

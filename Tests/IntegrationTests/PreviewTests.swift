@@ -1,5 +1,6 @@
 import Foundation
 import ImagePipeline
+import Loopback
 import Testing
 import ThumbClient
 import ThumbProtocol
@@ -48,7 +49,7 @@ struct PreviewTests {
     }
     let half = body.count / 2
     #expect(ready < half, "DC scans end at \(ready) of \(body.count)")
-    let origin = try TestOrigin { _ in .init(body: body, pauseAfterBytes: half) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: body, pauseAfterBytes: half) }.start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(["--allow-private"])
     defer { daemon.stop() }
@@ -81,7 +82,7 @@ struct PreviewTests {
   @Test("a HEIC phone photo's embedded thumbnail arrives as the preview, then its full decode")
   func heicThumbnailFirst() async throws {
     let body = try Corpus.bytes("heif-valid/metadata-extractor/IMG_1034.heic")
-    let origin = try TestOrigin { _ in .init(body: body) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: body) }.start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(["--allow-private"])
     defer { daemon.stop() }
@@ -120,7 +121,7 @@ struct PreviewTests {
   func randomisedSlotReuse() async throws {
     let count = 24
     let bodies = try (0..<count).map { try Self.progressive($0, width: 480, height: 360) }
-    let origin = try TestOrigin { path in
+    let origin = try LoopbackOrigin { path in
       let name = path.split(separator: "/").last.map(String.init) ?? ""
       guard let n = Int(name.prefix { $0.isNumber }), n < count else { return .init(status: 404) }
       // Out of order, and some halted half way a moment: previews race their images.

@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Synchronization
 import Testing
 import ThumbClient
@@ -38,11 +39,11 @@ struct RevisionStressTests {
       let pictures = Mutex([String: [UInt8]]())
     }
     let state = State()
-    let origin: TestOrigin
+    let origin: LoopbackOrigin
 
     init() throws {
       let state = self.state
-      origin = try TestOrigin.answering { request in
+      origin = try LoopbackOrigin.answering { request in
         let parts = request.path.split(separator: "/")
         guard parts.count == 2, let item = Int(parts[1].dropLast(4)),
           item < RevisionStressTests.items

@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import Loopback
 import Testing
 import ThumbClient
 
@@ -131,7 +132,7 @@ struct ServerBoundsTests {
     "2000 slow-loris connections and a byte-a-moment trickler are closed by header_timeout; an idle keep-alive one by idle_timeout; a slow answer is not cut"
   )
   func slowLoris() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
       .start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
@@ -191,7 +192,7 @@ struct ServerBoundsTests {
     "a full connection table closes the longest-idle connection for a new client, and refuses one only when none is idle"
   )
   func fullTable() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
       .start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
@@ -287,7 +288,7 @@ struct ServerBoundsTests {
   /// invalid size, whose answer comes after every answer to the rounds (frames are applied in
   /// order). Returns the cost of the items accepted and the number answered `busy`.
   static func announce(
-    _ client: ThumbClient, _ log: SessionTests.EventLog, origin: TestOrigin, prefix: String,
+    _ client: ThumbClient, _ log: SessionTests.EventLog, origin: LoopbackOrigin, prefix: String,
     rounds: Range<Int>, perRound: Int = 200
   ) async throws -> (accepted: Int, busy: Int) {
     var costs: [String: Int] = [:]
@@ -323,7 +324,7 @@ struct ServerBoundsTests {
     "announced prefetch items are bounded per session (2 MiB) and over all sessions (session_memory); releasing gives the room back"
   )
   func sessionMemory() async throws {
-    let origin = try TestOrigin { _ in .init(status: 404, holdUntilReleased: true) }.start()
+    let origin = try LoopbackOrigin { _ in .init(status: 404, holdUntilReleased: true) }.start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start([
       "--cache-dir", "", "--allow-private", "--session-memory", "4MiB",
@@ -381,7 +382,7 @@ struct ServerBoundsTests {
   func hostileBesideVisible() async throws {
     let inputs = HostileInputs.all
     let photo = Self.photo
-    let origin = try TestOrigin { path in
+    let origin = try LoopbackOrigin { path in
       if path == "/photo.jpg" { return .init(body: photo) }
       let index = Int(path.split(separator: "/")[1]) ?? 0
       return .init(body: inputs[index % inputs.count].bytes)

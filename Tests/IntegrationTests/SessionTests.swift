@@ -1,6 +1,7 @@
 import CSystem
 import Foundation
 import ImagePipeline
+import Loopback
 import Synchronization
 import Testing
 import ThumbClient
@@ -44,9 +45,9 @@ struct SessionTests {
 
   /// An origin serving `/item/N.png`, each answer delayed by a pseudo-random 0-3 ms so results
   /// finish out of order; `/held/N.png` waits for `release()`.
-  static func makeOrigin() throws -> TestOrigin {
+  static func makeOrigin() throws -> LoopbackOrigin {
     let images = (0..<itemCount).map(itemImage)
-    return try TestOrigin { path in
+    return try LoopbackOrigin { path in
       let parts = path.split(separator: "/")
       guard parts.count == 2, let n = Int(parts[1].dropLast(4)), n < itemCount else {
         return .init(status: 404)

@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Testing
 import ThumbProtocol
 import ThumbServer
@@ -15,12 +16,12 @@ struct SignedPathTests {
   static let signing = try! URLSignature(keys: ["736563726574"], salts: ["68656c6c6f"])
 
   final class Setup: Sendable {
-    let origin: TestOrigin
+    let origin: LoopbackOrigin
     let daemon: TestDaemon
     let port: UInt16
 
     init(_ extra: [String] = []) async throws {
-      origin = try TestOrigin { _ in .init(body: SignedPathTests.photo) }.start()
+      origin = try LoopbackOrigin { _ in .init(body: SignedPathTests.photo) }.start()
       daemon = try await TestDaemon.start(
         [
           "--allow-network", "127.0.0.0/8", "--cache-dir", "", "--listen", "127.0.0.1:0",

@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Testing
 
 @testable import TestSupport
@@ -29,7 +30,7 @@ struct StorageFaultTests {
     try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
     try #require(Self.run(["/bin/mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", mountPoint]))
     defer { _ = Self.run(["/bin/umount", "-l", mountPoint]) }
-    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { origin.stop() }
     let directory = TestDaemon.makeDirectory()
     // A budget far above the 512 KiB the file system has.
@@ -64,7 +65,7 @@ struct StorageFaultTests {
     "a second daemon on the same cache directory is refused with a clear message; the first serves on"
   )
   func secondDaemon() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { origin.stop() }
     let first = try await TestDaemon.start(["--allow-private"])
     defer { first.stop() }
@@ -81,7 +82,7 @@ struct StorageFaultTests {
   @Test(
     "a FIFO in place of a cache entry: no hang, a corrupt fault logged and counted, served anew")
   func fifoEntry() async throws {
-    let origin = try TestOrigin { _ in .init(body: Self.photo) }.start()
+    let origin = try LoopbackOrigin { _ in .init(body: Self.photo) }.start()
     defer { origin.stop() }
     let directory = TestDaemon.makeDirectory()
     var daemon = try await TestDaemon.start(["--allow-private"], directory: directory)

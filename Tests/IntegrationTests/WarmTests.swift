@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Testing
 
 @testable import TestSupport

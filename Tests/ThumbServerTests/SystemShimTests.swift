@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import Loopback
 import Testing
 
 @testable import TestSupport

@@ -1,3 +1,5 @@
+import Loopback
+
 /// Where a run's source images come from: thumbload's own synthetic origin, or any server
 /// holding images made by `thumbload generate` (nginx serving a directory, say).
 public protocol ImageOrigin: Sendable {
@@ -18,12 +20,7 @@ public protocol ImageOrigin: Sendable {
 }
 
 /// One body an origin sent: when its first byte went out and when its last did.
-public struct OriginTransfer: Sendable, Hashable {
-  /// The first body byte was written.
-  public var start: ContinuousClock.Instant
-  /// The last body byte was written.
-  public var end: ContinuousClock.Instant
-}
+public typealias OriginTransfer = LoopbackOrigin.Transfer
 
 extension ImageOrigin {
   /// Nothing to prepare.

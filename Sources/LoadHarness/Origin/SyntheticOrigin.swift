@@ -1,4 +1,5 @@
 import Foundation
+import Loopback
 import Synchronization
 import ThumbSystem
 
@@ -33,22 +34,18 @@ public struct OriginBehaviour: Sendable, Hashable {
   public init() {}
 }
 
-/// A real HTTP/1.1 origin on 127.0.0.1 serving `/item/N.jpg` (or `.png`): each image encodes
-/// its item number and revision (`ItemImage`); with `Mutations`, items change as the run goes
-/// on. It counts every request and the body bytes it sent, per path, which is how the harness
-/// knows origin fetches and wasted bytes.
-public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
-  // @unchecked: the listener is only closed in stop(); all other state is behind Mutexes.
+/// The harness's images served by a `LoopbackOrigin` on 127.0.0.1, at `/item/N.jpg` (or
+/// `.png`): each image encodes its item number and revision (`ItemImage`); with `Mutations`,
+/// items change as the run goes on. The origin counts every request and the body bytes it sent
+/// per path, which is how the harness knows origin fetches and wasted bytes.
+public final class SyntheticOrigin: ImageOrigin, Sendable {
   /// The port it listens on.
-  public let port: UInt16
+  public var port: UInt16 { server.port }
   private let behaviour: OriginBehaviour
-  private let listener: Int32
-  private let log = Mutex<[String: (requests: Int, bytes: Int)]>([:])
-  private let timings = Mutex<[String: [OriginTransfer]]>([:])
+  private let server: LoopbackOrigin
   private let images = Mutex<(bytes: [Int: [UInt8]], total: Int, order: [Int])>(([:], 0, []))
-  private let stopped = Atomic<Bool>(false)
   private let filler: [UInt8]?
-  private let randomState = Mutex(SeededRandom(seed: 1))
+  private let randomState: Mutex<SeededRandom>
   /// When items change, if they do.
   public let mutations: Mutations?
   private let conditionalCount = Atomic<Int>(0)
@@ -65,49 +62,41 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
     filler = try? ItemImage.encoded(
       item: ItemImage.maxItem, width: behaviour.width, height: behaviour.height, png: behaviour.png,
       progressive: behaviour.progressive)
-    randomState.withLock { $0 = SeededRandom(seed: seed) }
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    var yes: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    let bound = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    randomState = Mutex(SeededRandom(seed: seed))
+    // The answer is made by a handler that needs `self`, which is only whole after the
+    // server exists: the box is filled right after.
+    let answer = Mutex<(@Sendable (LoopbackOrigin.Request) -> LoopbackOrigin.Response)?>(nil)
+    do {
+      server = try LoopbackOrigin(port: port, sending: .fast, keepsOrder: false) { request in
+        answer.withLock { $0 }?(request) ?? LoopbackOrigin.Response(status: 503, close: true)
+      }
+    } catch {
+      throw HarnessError.setup("origin cannot listen: \(error)")
+    }
+    answer.withLock {
+      $0 = { [weak self] in
+        self?.respond(to: $0) ?? LoopbackOrigin.Response(status: 503, close: true)
       }
     }
-    guard fd >= 0, bound == 0, listen(fd, 512) == 0 else {
-      throw HarnessError.setup("origin cannot listen: \(String(cString: strerror(errno)))")
-    }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    listener = fd
-    self.port = UInt16(bigEndian: address.sin_port)
-    let thread = Thread { [self] in acceptLoop() }
-    thread.name = "origin-accept"
-    thread.start()
+    server.start()
   }
 
   /// The URL of item `n`.
   public func url(item: Int) -> String {
-    "http://127.0.0.1:\(port)/item/\(item).\(behaviour.png ? "png" : "jpg")"
+    server.url("/item/\(item).\(behaviour.png ? "png" : "jpg")")
   }
 
   /// Requests per path so far.
-  public var requests: [String: Int]? { log.withLock { $0.mapValues(\.requests) } }
+  public var requests: [String: Int]? { server.requestCounts }
 
   /// Body bytes sent per path so far.
-  public var bytesSent: [String: Int]? { log.withLock { $0.mapValues(\.bytes) } }
+  public var bytesSent: [String: Int]? { server.liveBytes }
 
   /// The `max-age` sent with every image, if any.
   public var maxAge: Int? { behaviour.maxAge }
 
   /// The last few image bodies sent per path, first byte to last.
-  public var transfers: [String: [OriginTransfer]]? { timings.withLock { $0 } }
+  public var transfers: [String: [OriginTransfer]]? { server.transfers }
 
   /// Conditional requests received, and how many were answered 304.
   public var revalidations: (asked: Int, notModified: Int) {
@@ -115,97 +104,66 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
   }
 
   /// Stops accepting.
-  public func stop() {
-    guard !stopped.exchange(true, ordering: .relaxed) else { return }
-    // Wakes the accept loop, which closes the listener itself, so the number cannot be
-    // reused by another socket while the loop is about to accept on it.
-    shutdown(listener, Int32(SHUT_RDWR))
-  }
-
-  private func acceptLoop() {
-    defer { close(listener) }
-    while !stopped.load(ordering: .relaxed) {
-      let connection = accept(listener, nil, nil)
-      if connection < 0 {
-        if errno == EINTR { continue }
-        return
-      }
-      Thread { [self] in serve(connection) }.start()
-    }
-  }
+  public func stop() { server.stop() }
 
   private func random() -> Double {
     randomState.withLock { $0.unit() }
   }
 
-  private func serve(_ connection: Int32) {
-    defer { close(connection) }
-    var head: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while head.firstRange(of: [13, 10, 13, 10]) == nil && head.count < 65536 {
-      let n = read(connection, &buffer, buffer.count)
-      if n <= 0 { return }
-      head += buffer[0..<n]
-    }
-    let line = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
-    let parts = line.split(separator: " ")
-    guard parts.count >= 2 else { return }
-    let path = String(parts[1])
-    log.withLock { $0[path, default: (0, 0)].requests += 1 }
+  /// What the origin answers `request` with: after the latency, a 404 for anything but an
+  /// item, the configured share of failures (503, reset, body cut short), a 304 for a
+  /// matching `If-None-Match`, else the item's image at its current revision. Every response
+  /// closes its connection, as the origin a run imitates does.
+  private func respond(to request: LoopbackOrigin.Request) -> LoopbackOrigin.Response {
+    let path = request.path
+    var response = LoopbackOrigin.Response(
+      headers: ["Content-Type": behaviour.png ? "image/png" : "image/jpeg"], close: true)
     let delay = behaviour.latencyMs + random() * behaviour.jitterMs
-    usleep(UInt32(max(0, delay) * 1000))
+    response.delayMicroseconds = UInt32(max(0, delay) * 1000)
     guard path.hasPrefix("/item/"), let dot = path.lastIndex(of: "."),
       let item = Int(path[path.index(path.startIndex, offsetBy: 6)..<dot]),
       item >= 0, item <= ItemImage.maxItem
     else {
-      respond(connection, status: 404, body: Array("no such item\n".utf8), path: path)
-      return
+      response.status = 404
+      response.body = Array("no such item\n".utf8)
+      return response
     }
     let failure = random()
     if failure < behaviour.errorRate / 3 {
-      respond(connection, status: 503, body: Array("origin overloaded\n".utf8), path: path)
-      return
+      response.status = 503
+      response.body = Array("origin overloaded\n".utf8)
+      return response
     }
     if failure < behaviour.errorRate * 2 / 3 {
-      // A reset: RST instead of an answer.
-      var linger = linger(l_onoff: 1, l_linger: 0)
-      setsockopt(connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
-      return
+      response.reset = true
+      return response
     }
     let revision = mutations.map { $0.revision(of: item, at: $0.elapsed) } ?? 0
-    var headers: [String] = []
     if let maxAge = behaviour.maxAge {
       let etag = "\"\(item).\(revision)\""
-      headers = ["ETag: \(etag)", "Cache-Control: max-age=\(maxAge)"]
-      if let asked = Self.field("if-none-match", in: head) {
+      response.headers["ETag"] = etag
+      response.headers["Cache-Control"] = "max-age=\(maxAge)"
+      if let asked = request.headers["if-none-match"] {
         conditionalCount.add(1, ordering: .relaxed)
         if asked == etag {
           notModifiedCount.add(1, ordering: .relaxed)
-          respond(connection, status: 304, body: [], path: path, headers: headers)
-          return
+          response.status = 304
+          return response
         }
       }
     }
     guard let body = image(item, revision: revision) else {
-      respond(connection, status: 500, body: [], path: path)
-      return
+      response.status = 500
+      return response
     }
-    let truncate = failure < behaviour.errorRate
-    respond(
-      connection, status: 200, body: body, path: path, cutAt: truncate ? body.count / 2 : nil,
-      headers: headers)
-  }
-
-  /// A request header's value, by lower-cased name.
-  private static func field(_ name: String, in head: [UInt8]) -> String? {
-    let text = String(decoding: head, as: UTF8.self)
-    for line in text.split(separator: "\r\n").dropFirst() {
-      guard let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == name else {
-        continue
-      }
-      return String(line[line.index(after: colon)...].trimmingWhitespace())
+    response.body = body
+    if failure < behaviour.errorRate {
+      // Cut short: the whole length declared, half the body sent, then the close.
+      response.declaredLength = body.count
+      response.body = Array(body.prefix(body.count / 2))
     }
-    return nil
+    if behaviour.bandwidth > 0 { response.bytesPerSecond = behaviour.bandwidth }
+    return response
   }
 
   /// Items from here on are filler (the prefetch flood): distinct URLs the server must fetch
@@ -241,50 +199,6 @@ public final class SyntheticOrigin: ImageOrigin, @unchecked Sendable {
       }
     }
     return bytes
-  }
-
-  private func respond(
-    _ connection: Int32, status: Int, body: [UInt8], path: String, cutAt: Int? = nil,
-    headers: [String] = []
-  ) {
-    let head =
-      "HTTP/1.1 \(status) X\r\nContent-Length: \(body.count)\r\nConnection: close\r\n"
-      + "Content-Type: \(behaviour.png ? "image/png" : "image/jpeg")\r\n"
-      + headers.map { $0 + "\r\n" }.joined() + "\r\n"
-    guard writeAll(connection, Array(head.utf8)[...]) else { return }
-    let limit = cutAt ?? body.count
-    let started = ContinuousClock.now
-    defer {
-      if status == 200 && limit > 0 {
-        let transfer = OriginTransfer(start: started, end: .now)
-        // The last four per path: a run fetches an item again only after a cancel.
-        timings.withLock { $0[path, default: []] = ($0[path, default: []] + [transfer]).suffix(4) }
-      }
-    }
-    var sent = 0
-    let chunk = behaviour.bandwidth > 0 ? max(1024, behaviour.bandwidth / 50) : limit
-    while sent < limit {
-      let end = min(limit, sent + chunk)
-      guard writeAll(connection, body[sent..<end]) else { break }
-      log.withLock { $0[path, default: (0, 0)].bytes += end - sent }
-      sent = end
-      if behaviour.bandwidth > 0 && sent < limit {
-        usleep(UInt32(Double(chunk) / Double(behaviour.bandwidth) * 1_000_000))
-      }
-    }
-  }
-
-  private func writeAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
-    var offset = bytes.startIndex
-    while offset < bytes.endIndex {
-      let n = bytes[offset...].withUnsafeBytes {
-        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-      }
-      if n < 0 && errno == EINTR { continue }
-      if n <= 0 { return false }
-      offset += n
-    }
-    return true
   }
 }
 

@@ -1,5 +1,5 @@
-import CSystem
 import Foundation
+import Loopback
 import Synchronization
 import ThumbClient
 import ThumbSystem
@@ -255,7 +255,7 @@ final class HTTPLoadClient: LoadClient {
   private func perform(_ target: String, _ exchange: HTTPExchange) -> HTTPReply? {
     for attempt in 0..<2 {
       let reused = attempt == 0 ? state.withLock { $0.idle.popLast() } : nil
-      let fd = reused ?? ts_connect_unix(socket)
+      let fd = reused ?? SocketClient.connect(socket)
       guard fd >= 0 else { return nil }
       guard exchange.attach(fd) else {
         Glibc.close(fd)
