@@ -35,7 +35,7 @@ struct DesktopBusTests {
       let socket = directory + "/bus"
       address = "unix:path=" + socket
       busPID = try DesktopBusTests.startBus(address, in: directory)
-      await eventually("the bus listens") { FileManager.default.fileExists(atPath: socket) }
+      await eventually("the bus listens") { DesktopBusTests.listens(socket) }
       daemon =
         withDaemon
         ? try await Self.thumbd(address, directory, cacheHome: directory + "/cache home", extra)
@@ -137,6 +137,15 @@ struct DesktopBusTests {
       }
       self.requests = requests
     }
+  }
+
+  /// Whether the bus accepts connections on `socket`: its file exists from `bind`, a moment
+  /// before it listens, and a client connecting in that moment is refused.
+  static func listens(_ socket: String) -> Bool {
+    let fd = SocketClient.connect(socket)
+    guard fd >= 0 else { return false }
+    close(fd)
+    return true
   }
 
   /// A session bus of its own at `address`: a config naming no service folder but `services`,
@@ -464,9 +473,7 @@ struct DesktopBusTests {
       kill(bus, SIGKILL)
       _ = ChildProcess.wait(bus)
     }
-    await eventually("the bus listens") {
-      FileManager.default.fileExists(atPath: directory + "/bus")
-    }
+    await eventually("the bus listens") { Self.listens(directory + "/bus") }
     // A Cache1 call starts it; a Queue through Thumbnailer1 then reaches the same process.
     let image = directory + "/photo.jpg"
     try FileManager.default.copyItem(atPath: Corpus.path("photo/coil/normal.jpg"), toPath: image)
