@@ -4,10 +4,14 @@
  * sniff, open and encode functions, plus one row here. Dispatch through the tables lives
  * here too: opening a decoder, a preview, a prefix scan, and encoding.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "internal.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct ic_decoder_entry {
   ic_format format;
@@ -111,6 +115,41 @@ void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result) 
   }
   decoder->ops = ops;
   return decoder;
+}
+
+/* Decodes running and the extra threads they run, in this process. */
+static _Atomic int busy_cores;
+
+ic_status ic_decoder_run(ic_decoder *decoder, ic_sink *sink, ic_result *result) {
+  atomic_fetch_add_explicit(&busy_cores, 1, memory_order_relaxed);
+  ic_status status = decoder->ops->run(decoder, sink, result);
+  atomic_fetch_sub_explicit(&busy_cores, 1, memory_order_relaxed);
+  return status;
+}
+
+unsigned ic_cores(void) {
+  /* Read once per process: the affinity mask (taskset, a cgroup's cpuset) or else the
+   * online count. 0 means not read yet. */
+  static _Atomic unsigned cores;
+  unsigned known = atomic_load_explicit(&cores, memory_order_relaxed);
+  if (known) return known;
+  cpu_set_t set;
+  long count = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                           : sysconf(_SC_NPROCESSORS_ONLN);
+  known = count < 1 ? 1 : count > 1024 ? 1024 : (unsigned)count;
+  atomic_store_explicit(&cores, known, memory_order_relaxed);
+  return known;
+}
+
+unsigned ic_idle_cores(void) {
+  int busy = atomic_load_explicit(&busy_cores, memory_order_relaxed);
+  if (busy < 1) busy = 1;
+  unsigned cores = ic_cores();
+  return (unsigned)busy >= cores ? 0 : cores - (unsigned)busy;
+}
+
+void ic_busy_cores_add(int delta) {
+  atomic_fetch_add_explicit(&busy_cores, delta, memory_order_relaxed);
 }
 
 ic_status ic_decoder_open(ic_stream *stream, const ic_limits *limits,

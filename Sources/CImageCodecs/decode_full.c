@@ -59,7 +59,7 @@ static ic_status decode_into(const ic_source *source, const ic_limits *limits,
       need_h = decoder->header.height;
     }
     decoder->ops->choose_size(decoder, need_w, need_h, allow_scaling, &w, &h);
-    status = decoder->ops->run(decoder, &sink.base, info);
+    status = ic_decoder_run(decoder, &sink.base, info);
     /* The reference converts every source pixel, before any averaging. */
     if (status == IC_OK && sink.pixels)
       ic_colour_convert(&decoder->header.colour, sink.pixels, sink.width, sink.next_row,

@@ -126,6 +126,19 @@ struct ic_decoder {
  * NULL, with the result failed, when there is no memory. */
 void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result);
 
+/* Runs a decoder (ops->run), counted as one busy core while it runs. */
+ic_status ic_decoder_run(ic_decoder *decoder, ic_sink *sink, ic_result *result);
+
+/* Cores this process may run on (its CPU affinity), counted once. */
+unsigned ic_cores(void);
+
+/* Cores not busy with a decode or a decode's extra threads: what a decode may add threads
+ * on. The decode asking counts itself as busy. */
+unsigned ic_idle_cores(void);
+
+/* Counts extra threads a decode runs (negative when they end). */
+void ic_busy_cores_add(int delta);
+
 /* Memory every decode holds whatever its size: the decoder's structs and tables, stream
  * and stdio buffers (measured: see docs/BENCHMARKS.md, "Memory estimates"). */
 #define IC_DECODE_BASE_BYTES (256u << 10)

@@ -7,6 +7,7 @@
  * picture is damaged abort the decode unless the caller accepts damage.
  */
 #include "internal.h"
+#include "jpeg_bands.h"
 #include "jpeg_dc.h"
 
 #include <jerror.h>
@@ -52,6 +53,10 @@ typedef struct stream_source {
 typedef struct jpeg_decoder {
   ic_decoder base;
   stream_source source;
+  /* The source, which the bands of a file with restart markers read again in place. */
+  ic_stream *stream;
+  /* ic_limits.max_decode_threads. */
+  unsigned threads;
   /* The first EXIF APP1 segment (after "Exif\0\0"), the only APP1 kept: every other APP1
    * is skipped unread, so a chain of thousands of them costs no memory. */
   uint8_t *exif;
@@ -422,6 +427,10 @@ static uint64_t jpeg_working_memory(ic_decoder *base) {
            width * (uint64_t)(components + 3) * JPEG_ROWS_PER_READ;
   /* A multi-scan file: libjpeg keeps every block's 64 coefficients. */
   if (multi_scan(cinfo)) bytes += coefficient_bytes(cinfo);
+  /* A file with restart markers may be decoded in bands, each with a decoder of its own,
+   * into the whole image at the scale. */
+  if (!d->preview)
+    bytes += ic_jpeg_bands_memory(cinfo, d->scale_num, d->threads, bytes - IC_DECODE_BASE_BYTES);
   return bytes;
 }
 
@@ -522,6 +531,10 @@ static ic_status jpeg_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
                      cinfo->image_width, cinfo->image_height,
                      (unsigned long long)(coefficient_bytes(cinfo) >> 20),
                      IC_JPEG_ARITH_MAX_COEFFICIENTS >> 20);
+  } else if (!d->preview && d->threads != 1 &&
+             ic_jpeg_bands_run(cinfo, d->stream, d->scale_num, d->threads, d->err.control,
+                               out, result, &status)) {
+    /* Decoded in bands at once, or stopped while they ran (see jpeg_bands.c). */
   } else {
     cinfo->scale_num = d->scale_num;
     cinfo->scale_denom = 8;
@@ -574,6 +587,8 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   jpeg_decoder *d = ic_decoder_new(sizeof(*d), &jpeg_ops, result);
   if (!d) return result->status;
   d->scale_num = 8;
+  d->stream = stream;
+  d->threads = limits->max_decode_threads;
   d->cinfo.err = jpeg_std_error(&d->err.pub);
   d->err.pub.error_exit = on_error_exit;
   d->err.pub.emit_message = on_emit_message;

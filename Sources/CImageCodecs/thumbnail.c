@@ -161,7 +161,7 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
       .colour = &decoder->header.colour,
       .colour_mode = request->colour,
   };
-  status = decoder->ops->run(decoder, &sink.base, result);
+  status = ic_decoder_run(decoder, &sink.base, result);
   if (status == IC_OK) {
     *pixels = ic_resizer_finish(sink.resizer);
     if (!*pixels)

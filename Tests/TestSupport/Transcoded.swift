@@ -14,10 +14,11 @@ enum Transcoded {
   }
 
   /// Writes a `layout` copy of `source` (a path), optionally with a restart marker every
-  /// `restartBlocks` MCUs, with the markers (EXIF, ICC) or without, and returns its path (in
-  /// the temporary folder; the caller removes it).
+  /// `restartBlocks` MCUs or every `restartRows` rows of MCUs, with the markers (EXIF, ICC)
+  /// or without, and returns its path (in the temporary folder; the caller removes it).
   static func copy(
-    of source: String, as layout: Layout, restartBlocks: Int? = nil, metadata: Bool = true
+    of source: String, as layout: Layout, restartBlocks: Int? = nil, restartRows: Int? = nil,
+    metadata: Bool = true
   ) throws -> String {
     let output = FileManager.default.temporaryDirectory
       .appendingPathComponent("thumbd-\(layout.rawValue)-\(UUID().uuidString.prefix(8)).jpg").path
@@ -25,6 +26,7 @@ enum Transcoded {
       "-copy", metadata ? "all" : "none", layout == .progressive ? "-progressive" : "-optimize",
     ]
     if let restartBlocks { arguments += ["-restart", "\(restartBlocks)B"] }
+    if let restartRows { arguments += ["-restart", "\(restartRows)"] }
     arguments += ["-outfile", output, source]
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/jpegtran")

@@ -159,6 +159,10 @@ typedef struct ic_limits {
   uint32_t max_scan_passes;
   /** Largest embedded colour profile read; larger ones are ignored (IC_PROFILE_OVERSIZED). */
   uint32_t max_profile_bytes;
+  /** Threads one decode may use: a sequential JPEG with restart markers is decoded in this
+   * many bands at once (at most 16), each on a thread of its own; 0 for as many as there are
+   * cores no other decode is using; 1 for one piece on the calling thread. */
+  uint32_t max_decode_threads;
 } ic_limits;
 
 /** What thumbnail to make. The box is in output pixels (scale applied). */
@@ -263,6 +267,9 @@ typedef struct ic_result {
   int has_alpha;
   /** 1 when a progressive JPEG was decoded from its DC scans alone. */
   int dc_only;
+  /** Bands a JPEG with restart markers was decoded in at once, on as many threads; 0 when it
+   * was decoded in one piece. */
+  uint32_t jpeg_bands;
   /** What the colour step did with the source's profile. */
   ic_profile_outcome profile;
   /** 1 when the profile's transform came from the cache (not parsed and linked again). */

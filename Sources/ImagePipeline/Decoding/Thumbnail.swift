@@ -27,6 +27,10 @@ public struct Thumbnail: Sendable, Hashable {
   /// Whether a progressive JPEG was decoded from its DC scans alone (at 1/8); not stored in
   /// caches.
   public var decodedFromDCScans = false
+  /// Bands a JPEG with restart markers was decoded in at once, each on a thread of its own
+  /// (`Thumbnailer.decodeThreads`); 0 when it was decoded in one piece. Not stored in caches,
+  /// and not compared: the pixels are the same either way.
+  public var decodeBands = 0
   /// What the colour step did with the source's profile; not stored in caches (`.none` on a
   /// hit).
   public var profile = ProfileOutcome.none

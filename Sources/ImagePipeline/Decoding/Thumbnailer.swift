@@ -26,6 +26,11 @@ public struct Thumbnailer: Sendable {
   /// Whether progressive JPEGs at 1/8 decode from their DC scans alone; off only to compare
   /// with libjpeg's whole-image decode.
   var progressiveDC = true
+  /// Threads one decode may use: a sequential JPEG with restart markers is decoded in this
+  /// many bands at once (at most 16), each on a thread of its own. 0 (the default) is as many
+  /// as there are cores no other decode is using; 1 decodes every image in one piece, on the
+  /// calling thread.
+  public var decodeThreads = 0
   /// Whether HEIC and AVIF rows are interleaved from libheif's planar RGB; off only to compare
   /// with libheif's own interleaved conversion.
   var heifPlanar = true
@@ -246,6 +251,7 @@ public struct Thumbnailer: Sendable {
     limits.max_scans = UInt32(clamping: self.limits.maxScans)
     limits.max_scan_passes = UInt32(clamping: self.limits.maxScanPasses)
     limits.max_profile_bytes = UInt32(clamping: self.limits.maxProfileBytes)
+    limits.max_decode_threads = UInt32(clamping: max(0, decodeThreads))
     return limits
   }
 
@@ -297,6 +303,7 @@ public struct Thumbnailer: Sendable {
       sourceHeight: Int(result.source_height), orientation: Int(result.orientation),
       damageWarnings: Int(result.damage_warnings))
     thumbnail.decodedFromDCScans = result.dc_only != 0
+    thumbnail.decodeBands = Int(result.jpeg_bands)
     thumbnail.profile = ProfileOutcome(result.profile)
     thumbnail.profileTransformCached = result.transform_cached != 0
     if let summary = result.summary {
