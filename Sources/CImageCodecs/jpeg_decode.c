@@ -55,7 +55,7 @@ typedef struct jpeg_decoder {
   stream_source source;
   /* The source, which the bands of a file with restart markers read again in place. */
   ic_stream *stream;
-  /* ic_limits.max_decode_threads. */
+  /* ic_limits.threads_per_decode. */
   unsigned threads;
   /* The first EXIF APP1 segment (after "Exif\0\0"), the only APP1 kept: every other APP1
    * is skipped unread, so a chain of thousands of them costs no memory. */
@@ -588,7 +588,7 @@ ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
   if (!d) return result->status;
   d->scale_num = 8;
   d->stream = stream;
-  d->threads = limits->max_decode_threads;
+  d->threads = limits->threads_per_decode;
   d->cinfo.err = jpeg_std_error(&d->err.pub);
   d->err.pub.error_exit = on_error_exit;
   d->err.pub.emit_message = on_emit_message;

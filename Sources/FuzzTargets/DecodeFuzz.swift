@@ -56,9 +56,9 @@ extension FuzzTarget {
       guard let sniffed = SourceFormat.sniff(bytes), formats.contains(sniffed) else { return }
       var thumbnailer = Thumbnailer()
       thumbnailer.limits.decodeTimeout = 0
-      thumbnailer.decodeThreads = 1
+      thumbnailer.threadsPerDecode = 1
       var banded = thumbnailer
-      banded.decodeThreads = 3
+      banded.threadsPerDecode = 3
       for spec in [
         ThumbnailSpec(width: 48, height: 48),
         ThumbnailSpec(width: 31, height: 17, fit: .cover, format: .png),

@@ -17,12 +17,12 @@ extension DecodeSuites {
     /// One piece, and three bands whatever other decodes run.
     static let onePiece: Thumbnailer = {
       var thumbnailer = Thumbnailer()
-      thumbnailer.decodeThreads = 1
+      thumbnailer.threadsPerDecode = 1
       return thumbnailer
     }()
     static let threeBands: Thumbnailer = {
       var thumbnailer = Thumbnailer()
-      thumbnailer.decodeThreads = 3
+      thumbnailer.threadsPerDecode = 3
       return thumbnailer
     }()
 
@@ -103,14 +103,14 @@ extension DecodeSuites {
       defer { try? FileManager.default.removeItem(atPath: copy) }
       for threads in [2, 3, 5] {
         var thumbnailer = Thumbnailer()
-        thumbnailer.decodeThreads = threads
+        thumbnailer.threadsPerDecode = threads
         let thumbnail = try thumbnailer.thumbnail(
           contentsOf: copy, spec: ThumbnailSpec(width: 128, height: 128))
         #expect(thumbnail.decodeBands == threads)
       }
       // Without restart markers there is nothing to split at.
       var thumbnailer = Thumbnailer()
-      thumbnailer.decodeThreads = 4
+      thumbnailer.threadsPerDecode = 4
       let plain = try thumbnailer.thumbnail(
         contentsOf: Corpus.path("photo/coil/large.jpg"),
         spec: ThumbnailSpec(width: 128, height: 128))

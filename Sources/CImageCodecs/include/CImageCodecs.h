@@ -162,7 +162,7 @@ typedef struct ic_limits {
   /** Threads one decode may use: a sequential JPEG with restart markers is decoded in this
    * many bands at once (at most 16), each on a thread of its own; 0 for as many as there are
    * cores no other decode is using; 1 for one piece on the calling thread. */
-  uint32_t max_decode_threads;
+  uint32_t threads_per_decode;
 } ic_limits;
 
 /** What thumbnail to make. The box is in output pixels (scale applied). */

@@ -28,7 +28,7 @@ public struct Thumbnail: Sendable, Hashable {
   /// caches.
   public var decodedFromDCScans = false
   /// Bands a JPEG with restart markers was decoded in at once, each on a thread of its own
-  /// (`Thumbnailer.decodeThreads`); 0 when it was decoded in one piece. Not stored in caches,
+  /// (`Thumbnailer.threadsPerDecode`); 0 when it was decoded in one piece. Not stored in caches,
   /// and not compared: the pixels are the same either way.
   public var decodeBands = 0
   /// What the colour step did with the source's profile; not stored in caches (`.none` on a

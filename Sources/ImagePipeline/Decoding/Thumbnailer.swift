@@ -30,7 +30,7 @@ public struct Thumbnailer: Sendable {
   /// many bands at once (at most 16), each on a thread of its own. 0 (the default) is as many
   /// as there are cores no other decode is using; 1 decodes every image in one piece, on the
   /// calling thread.
-  public var decodeThreads = 0
+  public var threadsPerDecode = 0
   /// Whether HEIC and AVIF rows are interleaved from libheif's planar RGB; off only to compare
   /// with libheif's own interleaved conversion.
   var heifPlanar = true
@@ -251,7 +251,7 @@ public struct Thumbnailer: Sendable {
     limits.max_scans = UInt32(clamping: self.limits.maxScans)
     limits.max_scan_passes = UInt32(clamping: self.limits.maxScanPasses)
     limits.max_profile_bytes = UInt32(clamping: self.limits.maxProfileBytes)
-    limits.max_decode_threads = UInt32(clamping: max(0, decodeThreads))
+    limits.threads_per_decode = UInt32(clamping: max(0, threadsPerDecode))
     return limits
   }
 
