@@ -81,7 +81,8 @@ extension FuzzTarget {
         } catch {
           require(error.kind != "decode_timeout", "a decode ran into the deadline")
           if case .failure(let banded) = inBands {
-            require(banded.kind == error.kind, "in bands: \(banded.kind), in one piece: \(error.kind)")
+            require(
+              banded.kind == error.kind, "in bands: \(banded.kind), in one piece: \(error.kind)")
           } else {
             require(false, "in bands a thumbnail was made, in one piece: \(error.kind)")
           }
