@@ -21,7 +21,9 @@ enum {
   TS_WRITABLE = 0x004,
   TS_ERROR = 0x008,
   TS_HANGUP = 0x010,
-  TS_READ_HANGUP = 0x2000
+  TS_READ_HANGUP = 0x2000,
+  /** With a listener several pollers watch: a new connection wakes one of them. */
+  TS_EXCLUSIVE = 0x10000000
 };
 
 /** One ready descriptor from ts_poll_wait. */

@@ -122,6 +122,10 @@ extension ConfigOption {
       "8",
       "prefetch jobs in progress at once (downloading, waiting for a decode, decoding); more wait, and a free place goes to the session holding the fewest, so one session's flood of hints cannot starve another's look-ahead. While visible requests arrive, sessions not showing anything themselves share only a quarter of the places"
     ),
+    "event_loops": (
+      "0 (one per core)",
+      "event-loop threads serving client connections (HTTP and sessions); each accepts from every listener and keeps the connections it accepted. The bounds below hold over all of them together"
+    ),
     "max_connections": (
       "10000",
       "client connections at once; when all are taken, the connection idle longest is closed for a new one (with none idle, the new one is refused)"

@@ -91,6 +91,7 @@ public struct ConfigOption: Sendable {
     integer("decode_threads", 0...256) { $0.decodeThreads = $1 },
     integer("max_queued_decodes", 0...1_000_000) { $0.maxQueuedDecodes = $1 },
     integer("prefetch_concurrency", 1...1024) { $0.prefetchConcurrency = $1 },
+    integer("event_loops", 0...256) { $0.eventLoops = $1 },
     integer("max_connections", 1...1_000_000) { $0.maxConnections = $1 },
     seconds("header_timeout") { $0.headerTimeout = $1 },
     seconds("idle_timeout") { $0.idleTimeout = $1 },

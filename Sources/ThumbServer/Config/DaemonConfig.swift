@@ -56,6 +56,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var maxQueuedDecodes = 256
   /// Prefetch jobs in progress at once, shared fairly between sessions.
   public var prefetchConcurrency = 8
+  /// Event-loop threads serving client connections; 0 means one per core.
+  public var eventLoops = 0
   /// Client connections at once.
   public var maxConnections = 10_000
   /// Seconds for a request head to arrive (from the accept, or from its first byte).

@@ -77,7 +77,8 @@ public final class Daemon: Sendable {
     ]
     server = try HTTPServer(
       router: Router(routes: routes, paths: paths, statuses: statuses), upgraders: [sessions],
-      logger: logger, serverLimits: serverLimits)
+      logger: logger, serverLimits: serverLimits,
+      loops: config.eventLoops == 0 ? ThumbnailPipeline.coreCount : config.eventLoops)
   }
 
   /// The file roots as configured, each with its real path where that differs, for the

@@ -43,8 +43,9 @@ public struct ServerLimits: Sendable, Hashable {
   }
 }
 
-/// One epoll thread that owns every connection: accepting, reading, writing, timeouts and the
-/// drain at shutdown. It knows bytes and connections only; what the bytes mean is each
+/// One epoll thread that owns its connections: accepting, reading, writing, timeouts and the
+/// drain at shutdown. A server runs one per core (`LoopGroup`), each accepting from the same
+/// listeners; a connection stays on the loop that accepted it. It knows bytes and connections only; what the bytes mean is each
 /// connection's `ConnectionHandler`'s business. Thousands of idle connections cost a few
 /// kilobytes each, never a thread.
 ///
@@ -60,6 +61,8 @@ final class EventLoop: @unchecked Sendable {
   // `stopping` and `drainSeconds` are the only cross-thread state, behind a Mutex / Atomic.
   private let limits: ServerLimits
   private let logger: Logger?
+  /// The server's other loops' share of the bounds, and the listeners.
+  private let group: LoopGroup
   /// Makes the handler of each new connection.
   private let accept: (ConnectionID) -> any ConnectionHandler
   private let poller: Int32
@@ -69,8 +72,6 @@ final class EventLoop: @unchecked Sendable {
   private var nextNumber: UInt64 = 16
   /// One read buffer for every connection: only the loop thread reads.
   private var readBuffer = [UInt8](repeating: 0, count: 65536)
-  /// Unwritten output of every connection together.
-  private var totalPendingOutput = 0
   /// A descriptor kept open to be given up when accept finds none left.
   private var reserveDescriptor: Int32 = -1
   /// Listeners not watched until the given monotonic time (after descriptor exhaustion).
@@ -98,11 +99,12 @@ final class EventLoop: @unchecked Sendable {
   private(set) var abandonedAtExit = 0
 
   init(
-    limits: ServerLimits, logger: Logger?,
+    limits: ServerLimits, logger: Logger?, group: LoopGroup = LoopGroup(size: 1),
     accept: @escaping (ConnectionID) -> any ConnectionHandler
   ) throws {
     self.limits = limits
     self.logger = logger
+    self.group = group
     self.accept = accept
     reserveDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
     poller = ts_poll_create()
@@ -111,12 +113,17 @@ final class EventLoop: @unchecked Sendable {
     _ = ts_poll_watch(poller, wakeup, UInt32(TS_READABLE), 1, 0)
   }
 
-  /// Adds an already listening socket.
+  /// Adds an already listening socket (`LoopGroup.share` it first when several loops do).
   func listen(on fd: Int32) throws {
     nextNumber += 1
     listeners[nextNumber] = fd
-    let status = ts_poll_watch(poller, fd, UInt32(TS_READABLE), nextNumber, 0)
+    let status = ts_poll_watch(poller, fd, listenerEvents, nextNumber, 0)
     guard status == 0 else { throw ServerError.system("watch listener", -status) }
+  }
+
+  /// A listener wakes one loop of several for a new connection, not all of them.
+  private var listenerEvents: UInt32 {
+    UInt32(TS_READABLE) | (group.size > 1 ? UInt32(TS_EXCLUSIVE) : 0)
   }
 
   /// Runs the loop on a thread of its own.
@@ -175,7 +182,7 @@ final class EventLoop: @unchecked Sendable {
           .now + (seconds.isFinite ? .milliseconds(Int64(seconds * 1000)) : .seconds(1 << 40))
         for (_, fd) in listeners {
           _ = ts_poll_forget(poller, fd)
-          close(fd)
+          group.release(fd)
         }
         listeners.removeAll()
       }
@@ -293,10 +300,13 @@ final class EventLoop: @unchecked Sendable {
         return
       }
       if fd < 0 { return }
-      if connections.count >= limits.maxConnections && !closeLongestIdle() {
+      if group.connections.load(ordering: .relaxed) >= limits.maxConnections
+        && !closeLongestIdle()
+      {
         close(fd)
         continue
       }
+      group.connections.add(1, ordering: .relaxed)
       nextNumber += 1
       let id = ConnectionID(value: nextNumber)
       connections[id] = LoopConnection(
@@ -343,7 +353,7 @@ final class EventLoop: @unchecked Sendable {
   private func wakeRestingListeners(_ now: UInt64) {
     for (token, until) in resting where now >= until {
       resting[token] = nil
-      if let fd = listeners[token] { _ = ts_poll_watch(poller, fd, UInt32(TS_READABLE), token, 0) }
+      if let fd = listeners[token] { _ = ts_poll_watch(poller, fd, listenerEvents, token, 0) }
     }
   }
 
@@ -410,13 +420,14 @@ final class EventLoop: @unchecked Sendable {
   func isOverOutputBound(_ connection: LoopConnection) -> Bool {
     let pendingBytes = connection.pendingOutput
     return pendingBytes > connection.handler.outputLimit
-      || (pendingBytes > 0 && totalPendingOutput > limits.maxTotalPendingOutput)
+      || (pendingBytes > 0
+        && group.pendingOutput.load(ordering: .relaxed) > limits.maxTotalPendingOutput)
   }
 
   /// Queues bytes for writing, counting them in the total.
   func queueOutput(_ bytes: [UInt8], on connection: LoopConnection) {
     connection.output.append(bytes)
-    totalPendingOutput += bytes.count
+    group.pendingOutput.add(bytes.count, ordering: .relaxed)
   }
 
   func flush(_ connection: LoopConnection) {
@@ -433,7 +444,7 @@ final class EventLoop: @unchecked Sendable {
         closeConnection(connection)
         return
       }
-      totalPendingOutput -= n
+      group.pendingOutput.subtract(n, ordering: .relaxed)
       connection.lastActivity = Self.now()
     }
     watchWritable(connection, false)
@@ -479,7 +490,8 @@ final class EventLoop: @unchecked Sendable {
     guard connections.removeValue(forKey: connection.id) != nil else { return }
     connection.isOpen = false
     connection.handler.closed(connection)
-    totalPendingOutput -= connection.pendingOutput
+    group.pendingOutput.subtract(connection.pendingOutput, ordering: .relaxed)
+    group.connections.subtract(1, ordering: .relaxed)
     connection.output.removeAll()
     _ = ts_poll_forget(poller, connection.fd)
     close(connection.fd)
