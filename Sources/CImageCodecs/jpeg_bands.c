@@ -123,7 +123,20 @@ static void band_emit_message(j_common_ptr cinfo, int level) {
 
 static void band_output_message(j_common_ptr cinfo) { (void)cinfo; }
 
-static void band_source_init(j_decompress_ptr cinfo) { (void)cinfo; }
+static void source_nothing(j_decompress_ptr cinfo) { (void)cinfo; }
+
+void ic_jpeg_use_source(j_decompress_ptr cinfo, struct jpeg_source_mgr *src,
+                        boolean (*fill)(j_decompress_ptr),
+                        boolean (*resync)(j_decompress_ptr, int)) {
+  src->init_source = source_nothing;
+  src->fill_input_buffer = fill;
+  src->skip_input_data = ic_jpeg_skip_input;
+  src->resync_to_restart = resync;
+  src->term_source = source_nothing;
+  src->bytes_in_buffer = 0;
+  src->next_input_byte = NULL;
+  cinfo->src = src;
+}
 
 static boolean band_source_fill(j_decompress_ptr cinfo) {
   static const JOCTET eoi[2] = {0xFF, JPEG_EOI};
@@ -165,7 +178,7 @@ static boolean band_source_fill(j_decompress_ptr cinfo) {
   }
 }
 
-static void band_source_skip(j_decompress_ptr cinfo, long count) {
+void ic_jpeg_skip_input(j_decompress_ptr cinfo, long count) {
   struct jpeg_source_mgr *src = cinfo->src;
   if (count <= 0) return;
   while (count > (long)src->bytes_in_buffer) {
@@ -175,8 +188,6 @@ static void band_source_skip(j_decompress_ptr cinfo, long count) {
   src->next_input_byte += count;
   src->bytes_in_buffer -= (size_t)count;
 }
-
-static void band_source_term(j_decompress_ptr cinfo) { (void)cinfo; }
 
 /* The marker libjpeg expects is RST(desired) in the band's own count; the file's is `shift`
  * further on. Any other marker goes to libjpeg's own resync, which warns: the band fails. */
@@ -215,14 +226,7 @@ static void *decode_band(void *argument) {
   src->header[plan->sof_height + 1] = (uint8_t)b->pixel_rows;
   src->band = b;
   src->phase = 0;
-  src->pub.init_source = band_source_init;
-  src->pub.fill_input_buffer = band_source_fill;
-  src->pub.skip_input_data = band_source_skip;
-  src->pub.resync_to_restart = band_resync;
-  src->pub.term_source = band_source_term;
-  src->pub.bytes_in_buffer = 0;
-  src->pub.next_input_byte = NULL;
-  cinfo.src = &src->pub;
+  ic_jpeg_use_source(&cinfo, &src->pub, band_source_fill, band_resync);
   jpeg_read_header(&cinfo, TRUE);
   cinfo.jpeg_color_space = plan->jpeg_color_space;
   cinfo.out_color_space = plan->out_color_space;

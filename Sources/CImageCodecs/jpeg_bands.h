@@ -9,6 +9,16 @@
 
 #include <jpeglib.h>
 
+/* skip_input_data for a source manager whose fill_input_buffer never suspends: skips
+ * `count` bytes, refilling as often as needed (the file's own source and the bands'). */
+void ic_jpeg_skip_input(j_decompress_ptr cinfo, long count);
+
+/* Installs `src` as cinfo's source manager with nothing buffered yet: `fill` refills it (and
+ * never suspends), ic_jpeg_skip_input skips, `resync` meets a restart marker out of order. */
+void ic_jpeg_use_source(j_decompress_ptr cinfo, struct jpeg_source_mgr *src,
+                        boolean (*fill)(j_decompress_ptr),
+                        boolean (*resync)(j_decompress_ptr, int));
+
 /* The most bands (and threads) one image is split into. */
 #define IC_JPEG_MAX_BANDS 16
 

@@ -173,8 +173,6 @@ static void on_progress(j_common_ptr common) {
   }
 }
 
-static void source_init(j_decompress_ptr cinfo) { (void)cinfo; }
-
 static boolean source_fill(j_decompress_ptr cinfo) {
   static const JOCTET fake_eoi[2] = {0xFF, JPEG_EOI};
   stream_source *src = (stream_source *)cinfo->src;
@@ -193,30 +191,9 @@ static boolean source_fill(j_decompress_ptr cinfo) {
   return TRUE;
 }
 
-static void source_skip(j_decompress_ptr cinfo, long count) {
-  struct jpeg_source_mgr *src = cinfo->src;
-  if (count <= 0) return;
-  while (count > (long)src->bytes_in_buffer) {
-    count -= (long)src->bytes_in_buffer;
-    (void)(*src->fill_input_buffer)(cinfo);
-  }
-  src->next_input_byte += count;
-  src->bytes_in_buffer -= (size_t)count;
-}
-
-static void source_term(j_decompress_ptr cinfo) { (void)cinfo; }
-
 static void use_stream_source(jpeg_decoder *d, ic_stream *stream) {
-  stream_source *src = &d->source;
-  src->stream = stream;
-  src->pub.init_source = source_init;
-  src->pub.fill_input_buffer = source_fill;
-  src->pub.skip_input_data = source_skip;
-  src->pub.resync_to_restart = jpeg_resync_to_restart;
-  src->pub.term_source = source_term;
-  src->pub.bytes_in_buffer = 0;
-  src->pub.next_input_byte = NULL;
-  d->cinfo.src = &src->pub;
+  d->source.stream = stream;
+  ic_jpeg_use_source(&d->cinfo, &d->source.pub, source_fill, jpeg_resync_to_restart);
 }
 
 static void free_icc_chunks(jpeg_decoder *d) {

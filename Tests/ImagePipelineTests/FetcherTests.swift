@@ -1,9 +1,9 @@
 import Foundation
-import Loopback
 import Synchronization
 import Testing
 
 @testable import ImagePipeline
+@testable import Loopback
 @testable import TestSupport
 
 /// Real HTTP through libcurl against a real origin on loopback: caps, deadlines, redirects,

@@ -1,10 +1,10 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Testing
 import ThumbClient
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 /// `colour=srgb|keep` against the real daemon: HTTP parameter, config default, session field,

@@ -1,7 +1,7 @@
 import Foundation
-import Loopback
 import Testing
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

@@ -1,9 +1,9 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Testing
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

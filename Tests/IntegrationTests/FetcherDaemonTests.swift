@@ -1,9 +1,9 @@
 import Foundation
-import Loopback
 import Synchronization
 import Testing
 import ThumbClient
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

@@ -1,10 +1,10 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Synchronization
 import Testing
 import ThumbProtocol
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

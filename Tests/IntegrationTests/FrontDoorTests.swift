@@ -1,9 +1,9 @@
 import Foundation
-import Loopback
 import Testing
 import ThumbServer
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 /// The web front door through the real daemon over TCP, with a real origin on loopback:

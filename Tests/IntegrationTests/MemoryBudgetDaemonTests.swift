@@ -1,8 +1,8 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Testing
 
+@testable import Loopback
 @testable import TestSupport
 
 /// `memory_budget` in the daemon: a job that alone needs more than the budget is refused with

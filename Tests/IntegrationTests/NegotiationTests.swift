@@ -1,10 +1,10 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Testing
 import ThumbClient
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 /// `format=auto` negotiated from `Accept` against the real daemon: the chosen format in the

@@ -1,11 +1,11 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Testing
 import ThumbClient
 import ThumbProtocol
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 /// Placeholders through the real daemon: made from the pixels of thumbnails it renders, kept

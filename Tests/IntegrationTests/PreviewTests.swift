@@ -1,11 +1,11 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Testing
 import ThumbClient
 import ThumbProtocol
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 /// Previews through the real daemon: a progressive JPEG's first DC scans shown while the rest

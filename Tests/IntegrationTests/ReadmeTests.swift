@@ -1,8 +1,8 @@
 import Foundation
 import ImagePipeline
-import Loopback
 import Testing
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

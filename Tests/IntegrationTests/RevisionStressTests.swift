@@ -1,10 +1,10 @@
 import Foundation
-import Loopback
 import Synchronization
 import Testing
 import ThumbClient
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 /// Revisions end to end, under concurrency, through the real daemon: a loopback origin whose

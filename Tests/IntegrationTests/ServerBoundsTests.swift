@@ -1,9 +1,9 @@
 import CSystem
 import Foundation
-import Loopback
 import Testing
 import ThumbClient
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

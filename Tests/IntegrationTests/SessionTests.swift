@@ -1,12 +1,12 @@
 import CSystem
 import Foundation
 import ImagePipeline
-import Loopback
 import Synchronization
 import Testing
 import ThumbClient
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

@@ -1,10 +1,10 @@
 import Foundation
-import Loopback
 import Testing
 import ThumbProtocol
 import ThumbServer
 import ThumbSystem
 
+@testable import Loopback
 @testable import TestSupport
 
 /// imgproxy-style signed paths through the real daemon, over TCP, with a real origin on

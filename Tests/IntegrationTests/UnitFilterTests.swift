@@ -1,7 +1,7 @@
 import Foundation
-import Loopback
 import Testing
 
+@testable import Loopback
 @testable import TestSupport
 
 /// The shipped systemd unit's system call filter, as read from Config/thumbd.service and

@@ -1,7 +1,7 @@
 import Foundation
-import Loopback
 import Testing
 
+@testable import Loopback
 @testable import TestSupport
 
 /// `thumbd warm` fills what browsers will ask for: after it, a request with Chromium's

@@ -1,6 +1,7 @@
 import Foundation
-import Loopback
 import Testing
+
+@testable import Loopback
 
 #if canImport(Glibc)
   import Glibc

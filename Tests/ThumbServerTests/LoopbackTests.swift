@@ -1,8 +1,9 @@
 import Foundation
 import LoadHarness
-import Loopback
 import Testing
 import ThumbClient
+
+@testable import Loopback
 
 #if canImport(Glibc)
   import Glibc

@@ -1,8 +1,8 @@
 import CSystem
 import Foundation
-import Loopback
 import Testing
 
+@testable import Loopback
 @testable import TestSupport
 
 #if canImport(Glibc)

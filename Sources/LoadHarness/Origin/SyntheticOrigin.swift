@@ -68,17 +68,24 @@ public final class SyntheticOrigin: ImageOrigin, Sendable {
     let answer = Mutex<(@Sendable (LoopbackOrigin.Request) -> LoopbackOrigin.Response)?>(nil)
     do {
       server = try LoopbackOrigin(port: port, sending: .fast, keepsOrder: false) { request in
-        answer.withLock { $0 }?(request) ?? LoopbackOrigin.Response(status: 503, close: true)
+        answer.withLock { $0 }?(request) ?? Self.unavailable
       }
     } catch {
       throw HarnessError.setup("origin cannot listen: \(error)")
     }
     answer.withLock {
       $0 = { [weak self] in
-        self?.respond(to: $0) ?? LoopbackOrigin.Response(status: 503, close: true)
+        self?.respond(to: $0) ?? Self.unavailable
       }
     }
     server.start()
+  }
+
+  /// The answer while the origin is being set up or torn down.
+  private static var unavailable: LoopbackOrigin.Response {
+    var response = LoopbackOrigin.Response(status: 503)
+    response.close = true
+    return response
   }
 
   /// The URL of item `n`.
@@ -116,8 +123,9 @@ public final class SyntheticOrigin: ImageOrigin, Sendable {
   /// closes its connection, as the origin a run imitates does.
   private func respond(to request: LoopbackOrigin.Request) -> LoopbackOrigin.Response {
     let path = request.path
-    var response = LoopbackOrigin.Response(
-      headers: ["Content-Type": behaviour.png ? "image/png" : "image/jpeg"], close: true)
+    var response = LoopbackOrigin.Response(status: 200)
+    response.headers = ["Content-Type": behaviour.png ? "image/png" : "image/jpeg"]
+    response.close = true
     let delay = behaviour.latencyMs + random() * behaviour.jitterMs
     response.delayMicroseconds = UInt32(max(0, delay) * 1000)
     guard path.hasPrefix("/item/"), let dot = path.lastIndex(of: "."),
