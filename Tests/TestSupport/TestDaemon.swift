@@ -1,7 +1,6 @@
 import Foundation
+import Loopback
 import Testing
-
-@testable import Loopback
 
 #if canImport(Glibc)
   import Glibc
