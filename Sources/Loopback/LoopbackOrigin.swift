@@ -80,7 +80,8 @@ public final class LoopbackOrigin: @unchecked Sendable {
 
   /// The port it listens on.
   public let port: UInt16
-  private let listener: Int32
+  /// The listening socket's number (internal for tests: a number is reused once closed).
+  let listener: Int32
   private let handler: @Sendable (Request) -> Response
   private let sending: Sending
   private let keepsOrder: Bool
@@ -89,6 +90,8 @@ public final class LoopbackOrigin: @unchecked Sendable {
   private let sent = Mutex<[String: Int]>([:])
   private let live = Mutex<[String: Int]>([:])
   private let accepted = Atomic<Int>(0)
+  /// Set by `stop()` in the same critical section that shuts the listener down; the accept
+  /// loop closes the listener under this lock, and only after seeing it set.
   private let stopped = Mutex(false)
   private let holdGate = DispatchSemaphore(value: 0)
   private let releaseGate = DispatchSemaphore(value: 0)
@@ -196,21 +199,36 @@ public final class LoopbackOrigin: @unchecked Sendable {
 
   /// Stops accepting, ends every open connection (a stopped origin is a dead one, not one
   /// that still answers on kept-alive connections) and releases held responses.
+  /// Calling it again does nothing.
   public func stop() {
-    stopped.withLock { $0 = true }
-    open.withLock { open in for fd in open { shutdown(fd, Int32(SHUT_RDWR)) } }
     // Wakes the accept loop, which closes the listener itself: closed here, its number could
     // be reused by the next test's listener while the loop is about to call accept on it, and
-    // this origin would answer that one's connections.
-    shutdown(listener, Int32(SHUT_RDWR))
+    // this origin would answer that one's connections. The shutdown is made under the lock
+    // that sets `stopped`, and only by the first call: the loop may end (an accept
+    // interrupted by a signal, a last connection) as soon as it sees `stopped`, and a shutdown
+    // after its close would end whatever socket of the process holds the number by then.
+    let first = stopped.withLock { stopped -> Bool in
+      guard !stopped else { return false }
+      stopped = true
+      shutdown(listener, Int32(SHUT_RDWR))
+      return true
+    }
+    guard first else { return }
+    open.withLock { open in for fd in open { shutdown(fd, Int32(SHUT_RDWR)) } }
     for _ in 0..<64 { holdGate.signal() }
   }
 
   /// Connections being served.
   private let open = Mutex<Set<Int32>>([])
 
+  /// Signalled once the accept loop has closed the listener (for tests).
+  let acceptEnded = DispatchSemaphore(value: 0)
+
   private func acceptLoop() {
-    defer { close(listener) }
+    defer {
+      _ = stopped.withLock { _ in close(listener) }
+      acceptEnded.signal()
+    }
     while !stopped.withLock({ $0 }) {
       let connection = accept(listener, nil, nil)
       if connection < 0 {

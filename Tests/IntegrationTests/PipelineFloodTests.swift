@@ -130,7 +130,9 @@ struct PipelineFloodTests {
     for (name, target, usual, marker) in kinds {
       let statuses = try await Self.flood(
         daemon, over: listener, Self.requests(target, count: Self.count), count: Self.count)
-      #expect(statuses.count == Self.count, "\(name): \(statuses.count) answers")
+      #expect(
+        statuses.count == Self.count,
+        "\(name): \(statuses.count) answers; the daemon's log ends: \(daemon.log.suffix(1500))")
       let wrong = statuses.indices.filter {
         statuses[$0] != ($0 % 1000 == 999 ? marker : usual)
       }

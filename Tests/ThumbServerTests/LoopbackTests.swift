@@ -4,6 +4,7 @@ import Testing
 import ThumbClient
 
 @testable import Loopback
+@testable import TestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -21,6 +22,40 @@ import ThumbClient
     guard fd >= 0 else { return .failed }
     defer { close(fd) }
     return HTTPRoundTrip.get(fd: fd, target: path, headers: headers)
+  }
+
+  @Test("stopping an origin again leaves alone the socket that took its listener's number")
+  func stopTwice() async throws {
+    // The number is free once the accept loop closed it; a socket of ours takes it, unless
+    // another test's descriptor did first (then the round is tried again).
+    for _ in 0..<50 {
+      let origin = try LoopbackOrigin { _ in .init(status: 404) }.start()
+      origin.stop()
+      let ended = origin.acceptEnded
+      _ = try await offPool { ended.wait() }
+      var pair: [Int32] = [0, 0]
+      #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+      // The lowest free numbers go first: one end of the pair usually has it already.
+      if pair[1] == origin.listener { pair.swapAt(0, 1) }
+      if pair[0] != origin.listener {
+        let moved = fcntl(pair[0], F_DUPFD_CLOEXEC, origin.listener)
+        close(pair[0])
+        pair[0] = moved
+      }
+      let (taken, other) = (pair[0], pair[1])
+      defer {
+        close(taken)
+        close(other)
+      }
+      guard taken == origin.listener else { continue }
+      origin.stop()
+      var byte: UInt8 = 7
+      #expect(send(other, &byte, 1, Int32(MSG_NOSIGNAL)) == 1, "our socket was shut down")
+      byte = 0
+      #expect(read(taken, &byte, 1) == 1 && byte == 7, "our socket was shut down")
+      return
+    }
+    Issue.record("the listener's number was never free for this test to take")
   }
 
   @Test func syntheticItemsCarryValidatorsAndRevalidate() throws {
