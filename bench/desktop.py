@@ -27,7 +27,6 @@ docs/DESKTOP.md installs).
 """
 import argparse
 import hashlib
-import io
 import os
 import shutil
 import signal
@@ -41,29 +40,16 @@ import gi
 
 gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
-from PIL import Image, ImageChops, ImageCms, ImageOps, ImageStat  # noqa: E402
+from PIL import Image  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from picture_reference import (EXTENSIONS, corpus_files, flatten, psnr,  # noqa: E402
+                               reference)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CORPUS = os.environ.get("THUMBD_CORPUS", os.path.join(HERE, "..", "..", "shared", "corpus"))
 TUMBLERD = "/usr/lib/x86_64-linux-gnu/tumbler-1/tumblerd"
 NAME = "org.freedesktop.thumbnails.Thumbnailer1"
 PATH = "/org/freedesktop/thumbnails/Thumbnailer1"
-SRGB = ImageCms.createProfile("sRGB")
-EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif")
-
-
-def corpus_files(kinds):
-    """The corpus's decodable JPEG, PNG and GIF files of these kinds (MANIFEST's column 4)."""
-    files = []
-    for manifest in ("MANIFEST.tsv", "MANIFEST-formats.tsv"):
-        with open(os.path.join(CORPUS, manifest)) as f:
-            next(f)
-            for line in f:
-                fields = line.split("\t")
-                if (fields[4] == "decode-ok" and fields[3] in kinds
-                        and fields[0].lower().endswith(EXTENSIONS)):
-                    files.append(os.path.join(CORPUS, fields[0]))
-    return files
 
 
 def bus_config(directory, address):
@@ -164,34 +150,6 @@ def run(engine, command, files, flavor, thumbd):
     bus.wait()
     return {"seconds": seconds, "rss": rss, "ready": state["ready"], "errors": state["errors"],
             "finished": state["finished"], "work": work}
-
-
-def flatten(image):
-    image = image.convert("RGBA")
-    grey = Image.new("RGBA", image.size, (128, 128, 128, 255))
-    return Image.alpha_composite(grey, image).convert("RGB")
-
-
-def psnr(a, b):
-    difference = ImageChops.difference(a, b)
-    mse = sum(value * value for value in ImageStat.Stat(difference).rms) / 3
-    return 99.0 if mse == 0 else 10 * __import__("math").log10(255 * 255 / mse)
-
-
-def reference(path, size):
-    source = Image.open(path)
-    icc = source.info.get("icc_profile")
-    upright = ImageOps.exif_transpose(source)
-    if upright.mode not in ("RGB", "RGBA"):
-        upright = upright.convert("RGBA")
-    if icc:
-        try:
-            upright = ImageCms.profileToProfile(
-                upright.convert("RGB"), ImageCms.ImageCmsProfile(io.BytesIO(icc)), SRGB,
-                renderingIntent=ImageCms.Intent.RELATIVE_COLORIMETRIC, outputMode="RGB")
-        except (ImageCms.PyCMSError, OSError, ValueError):
-            pass
-    return flatten(upright.resize(size, Image.BOX))
 
 
 def quality(result, flavor, files, uris):
