@@ -324,8 +324,10 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
                               double crop_width, double crop_height,
                               uint32_t out_width, uint32_t out_height,
                               ic_filter filter);
-/* Bytes the resizer allocated. */
-size_t ic_resizer_bytes(const ic_resizer *resizer);
+/* Bytes ic_resizer_create allocates for these arguments, worked out without building it. */
+size_t ic_resizer_memory(uint32_t in_width, uint32_t in_height, int channels,
+                         double crop_width, double crop_height, uint32_t out_width,
+                         uint32_t out_height, ic_filter filter);
 void ic_resizer_push_row(ic_resizer *resizer, const uint8_t *row);
 /* Hands over the out_width x out_height straight-alpha result (malloc'd). */
 uint8_t *ic_resizer_finish(ic_resizer *resizer);

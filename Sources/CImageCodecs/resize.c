@@ -66,14 +66,12 @@ struct ic_resizer {
   float *vertical_sum;
   uint32_t next_out_row;
   uint8_t *out;
-  /* Bytes allocated by ic_resizer_create, for the memory estimate. */
-  size_t bytes;
 };
 
-/* What taps_build allocated for out_n outputs. */
-static size_t taps_bytes(const ic_taps *taps, uint32_t out_n) {
-  return (size_t)out_n * (2 * sizeof(int) + (size_t)taps->max_count * sizeof(float)) +
-         sizeof(double) * (size_t)taps->max_count;
+/* What taps_build allocates for out_n outputs of max_count taps at most (its scratch too). */
+static size_t taps_bytes(int max_count, uint32_t out_n) {
+  return (size_t)out_n * (2 * sizeof(int) + (size_t)max_count * sizeof(float)) +
+         2 * sizeof(double) * (size_t)max_count;
 }
 
 static double sinc(double x) {
@@ -131,6 +129,20 @@ static double coverage(int k, double center, double scale) {
   return r > l ? r - l : 0.0;
 }
 
+/* How far from an output's centre its kernel reaches, in input pixels. */
+static double taps_support(int out_n, double length, ic_filter filter) {
+  double scale = length / out_n;
+  if (filter == IC_FILTER_AREA && scale > 1.0) return scale / 2.0 + 1.0;
+  return filter_support(filter) * (scale > 1.0 ? scale : 1.0);
+}
+
+/* The most input pixels one output takes: the stride of taps_build's weights. */
+static int taps_max_count(int out_n, double length, int in_n, ic_filter filter) {
+  int max_count = (int)ceil(2.0 * taps_support(out_n, length, filter)) + 2;
+  if (max_count > in_n) max_count = in_n;
+  return max_count < 1 ? 1 : max_count;
+}
+
 /*
  * Builds, for each of out_n outputs, the input indices and normalised weights
  * that map the input span [lo, lo + length) onto it.
@@ -141,15 +153,15 @@ static int taps_build(ic_taps *taps, int out_n, double lo, double length,
   double stretch = scale > 1.0 ? scale : 1.0;
   int area = filter == IC_FILTER_AREA && scale > 1.0;
   int blend = filter == IC_FILTER_LANCZOS3_AREA;
-  double support = area ? scale / 2.0 + 1.0 : filter_support(filter) * stretch;
-  int max_count = (int)ceil(2.0 * support) + 2;
-  if (max_count > in_n) max_count = in_n;
-  if (max_count < 1) max_count = 1;
+  double support = taps_support(out_n, length, filter);
+  int max_count = taps_max_count(out_n, length, in_n, filter);
   taps->max_count = max_count;
   taps->start = malloc(sizeof(int) * (size_t)out_n);
   taps->count = malloc(sizeof(int) * (size_t)out_n);
   taps->weights = calloc((size_t)out_n * (size_t)max_count, sizeof(float));
-  double *scratch = malloc(sizeof(double) * (size_t)max_count);
+  /* Each tap's weight, and with blend its Lanczos-3 weight after it (max_count apart). */
+  double *scratch = malloc(sizeof(double) * 2 * (size_t)max_count);
+  double *lanczos = scratch + max_count;
   if (!taps->start || !taps->count || !taps->weights || !scratch) {
     free(scratch);
     return 0;
@@ -179,19 +191,16 @@ static int taps_build(ic_taps *taps, int out_n, double lo, double length,
       }
       scratch[n] = w;
       sum += w;
+      if (blend) lanczos[n] = filter_weight(IC_FILTER_LANCZOS3, (k + 0.5 - center) / stretch);
     }
     if (blend && sum > 0.0) {
       /* Each kernel normalised on its own, then mixed, so the mix sums to one too. */
       double lanczos_sum = 0.0;
-      for (int k = first; k <= last; k++)
-        lanczos_sum += filter_weight(IC_FILTER_LANCZOS3, (k + 0.5 - center) / stretch);
+      for (int j = 0; j < n; j++) lanczos_sum += lanczos[j];
       if (lanczos_sum != 0.0) {
-        n = 0;
-        for (int k = first; k <= last; k++, n++)
-          scratch[n] = IC_LANCZOS3_SHARE *
-                           filter_weight(IC_FILTER_LANCZOS3, (k + 0.5 - center) / stretch) /
-                           lanczos_sum +
-                       (1.0 - IC_LANCZOS3_SHARE) * scratch[n] / sum;
+        for (int j = 0; j < n; j++)
+          scratch[j] = IC_LANCZOS3_SHARE * lanczos[j] / lanczos_sum +
+                       (1.0 - IC_LANCZOS3_SHARE) * scratch[j] / sum;
         sum = 1.0;
       }
     }
@@ -229,6 +238,57 @@ static int block_factor(double crop, uint32_t out) {
   return (int)f;
 }
 
+/* The sizes a resampler's buffers follow from, worked out before anything is allocated. */
+typedef struct resizer_layout {
+  int block_x, block_y;
+  uint32_t mid_width, mid_height;
+  int taps_x, taps_y; /* max_count of each axis */
+  int paired;         /* whether the AVX2 filter's paired weights are built */
+} resizer_layout;
+
+static resizer_layout layout_of(uint32_t in_width, uint32_t in_height, double crop_width,
+                                double crop_height, uint32_t out_width, uint32_t out_height,
+                                ic_filter filter) {
+  resizer_layout l;
+  l.block_x = block_factor(crop_width, out_width);
+  l.block_y = block_factor(crop_height, out_height);
+  l.mid_width = (in_width + l.block_x - 1) / l.block_x;
+  l.mid_height = (in_height + l.block_y - 1) / l.block_y;
+  l.taps_x = taps_max_count((int)out_width, crop_width / l.block_x, (int)l.mid_width, filter);
+  l.taps_y = taps_max_count((int)out_height, crop_height / l.block_y, (int)l.mid_height, filter);
+  l.paired = 0;
+#if defined(__x86_64__)
+  l.paired = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && out_width >= 2;
+#endif
+  return l;
+}
+
+/* Bytes of the paired weights, of the row padded for the vector filters, and of the ring. */
+static size_t pair_bytes(const resizer_layout *l, uint32_t out_width) {
+  return (size_t)(out_width / 2) * (size_t)l->taps_x * 8 * sizeof(float);
+}
+
+static size_t mid_row_floats(const resizer_layout *l, int channels) {
+  /* Padding: the vector filters read a lane past the last RGB pixel, and the paired one up
+   * to max_count pixels past the shorter pixel's taps (with zero weights; the padding stays
+   * zero, so no Inf or NaN is ever multiplied by them). */
+  return ((size_t)l->mid_width + (size_t)l->taps_x) * (size_t)channels + 1;
+}
+
+size_t ic_resizer_memory(uint32_t in_width, uint32_t in_height, int channels,
+                         double crop_width, double crop_height, uint32_t out_width,
+                         uint32_t out_height, ic_filter filter) {
+  if (in_width == 0 || in_height == 0 || out_width == 0 || out_height == 0) return 0;
+  resizer_layout l =
+      layout_of(in_width, in_height, crop_width, crop_height, out_width, out_height, filter);
+  size_t out_row = (size_t)out_width * (size_t)channels;
+  return sizeof(ic_resizer) + taps_bytes(l.taps_x, out_width) + taps_bytes(l.taps_y, out_height) +
+         (l.paired ? pair_bytes(&l, out_width) : 0) +
+         (size_t)in_width * (size_t)channels * sizeof(uint32_t) +
+         mid_row_floats(&l, channels) * sizeof(float) +
+         sizeof(float) * out_row * ((size_t)l.taps_y + 1) + out_row * out_height;
+}
+
 ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
                               int channels, double crop_x, double crop_y,
                               double crop_width, double crop_height,
@@ -239,15 +299,17 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
     return NULL;
   ic_resizer *r = calloc(1, sizeof(*r));
   if (!r) return NULL;
+  resizer_layout l =
+      layout_of(in_width, in_height, crop_width, crop_height, out_width, out_height, filter);
   r->in_width = in_width;
   r->in_height = in_height;
   r->out_width = out_width;
   r->out_height = out_height;
   r->channels = channels;
-  r->block_x = block_factor(crop_width, out_width);
-  r->block_y = block_factor(crop_height, out_height);
-  r->mid_width = (in_width + r->block_x - 1) / r->block_x;
-  r->mid_height = (in_height + r->block_y - 1) / r->block_y;
+  r->block_x = l.block_x;
+  r->block_y = l.block_y;
+  r->mid_width = l.mid_width;
+  r->mid_height = l.mid_height;
   if (!taps_build(&r->taps_x, (int)out_width, crop_x / r->block_x,
                   crop_width / r->block_x, (int)r->mid_width, filter) ||
       !taps_build(&r->taps_y, (int)out_height, crop_y / r->block_y,
@@ -259,10 +321,9 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
   r->column_hi = (uint32_t)r->taps_x.end_needed * r->block_x;
   if (r->column_hi > in_width) r->column_hi = in_width;
   r->ring_capacity = r->taps_y.max_count;
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && out_width >= 2) {
+  if (l.paired) {
     int m = r->taps_x.max_count;
-    r->pair_weights = calloc((size_t)(out_width / 2) * m * 8, sizeof(float));
+    r->pair_weights = calloc(pair_bytes(&l, out_width), 1);
     if (r->pair_weights) {
       for (uint32_t p = 0; p < out_width / 2; p++)
         for (int half = 0; half < 2; half++) {
@@ -273,23 +334,12 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
         }
     }
   }
-#endif
   size_t out_row = (size_t)out_width * channels;
   r->column_sums = calloc((size_t)in_width * channels, sizeof(uint32_t));
-  r->bytes = sizeof(*r) + taps_bytes(&r->taps_x, out_width) + taps_bytes(&r->taps_y, out_height) +
-             (r->pair_weights ? (size_t)(out_width / 2) * r->taps_x.max_count * 8 * sizeof(float)
-                              : 0) +
-             (size_t)in_width * channels * sizeof(uint32_t);
-  /* Padding: the vector filters read a lane past the last RGB pixel, and the paired one up
-   * to max_count pixels past the shorter pixel's taps (with zero weights; the padding stays
-   * zero, so no Inf or NaN is ever multiplied by them). */
-  r->mid_row = calloc(((size_t)r->mid_width + (size_t)r->taps_x.max_count) * channels + 1,
-                      sizeof(float));
+  r->mid_row = calloc(mid_row_floats(&l, channels), sizeof(float));
   r->ring = malloc(sizeof(float) * out_row * (size_t)r->ring_capacity);
   r->vertical_sum = malloc(sizeof(float) * out_row);
   r->out = malloc(out_row * out_height);
-  r->bytes += (((size_t)r->mid_width + (size_t)r->taps_x.max_count) * channels + 1) * sizeof(float) +
-              sizeof(float) * out_row * ((size_t)r->ring_capacity + 1) + out_row * out_height;
   if (!r->column_sums || !r->mid_row || !r->ring || !r->vertical_sum ||
       !r->out) {
     ic_resizer_destroy(r);
@@ -297,8 +347,6 @@ ic_resizer *ic_resizer_create(uint32_t in_width, uint32_t in_height,
   }
   return r;
 }
-
-size_t ic_resizer_bytes(const ic_resizer *r) { return r ? r->bytes : 0; }
 
 void ic_resizer_destroy(ic_resizer *r) {
   if (!r) return;

@@ -349,9 +349,9 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
       double sx, sy;
       decode_scales(decoder->pixel_scale, decode_w, decode_h, h->width, h->height, &sx, &sy);
       /* The resampler as the decode will build it (RGBA: the larger of the two). */
-      ic_resizer *resizer = ic_resizer_create(
-          decode_w, decode_h, 4, plan.crop_x * sx, plan.crop_y * sy, plan.crop_width * sx,
-          plan.crop_height * sy, plan.out_width, plan.out_height, request->filter);
+      size_t resizer = ic_resizer_memory(decode_w, decode_h, 4, plan.crop_width * sx,
+                                         plan.crop_height * sy, plan.out_width,
+                                         plan.out_height, request->filter);
       uint64_t output = (uint64_t)plan.out_width * plan.out_height * 4;
       /* Decoder and resampler run together; then the upright copy and the encoder's
        * buffer beside the result, and the encoder's library (AUTO writes PNG or JPEG, whose
@@ -362,9 +362,8 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
                              : ic_encoder_memory((ic_format)request->format, plan.out_width,
                                                  plan.out_height);
       /* The profile stays until encoding (copied into the output with IC_COLOUR_KEEP). */
-      estimate->bytes = decoder->ops->working_memory(decoder) + ic_resizer_bytes(resizer) +
+      estimate->bytes = decoder->ops->working_memory(decoder) + resizer +
                         2 * output + library + 2 * (uint64_t)h->colour.icc_size;
-      ic_resizer_destroy(resizer);
       estimate->decode_width = decode_w;
       estimate->decode_height = decode_h;
       estimate->source_width = h->width;
