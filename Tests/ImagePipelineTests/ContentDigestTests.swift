@@ -29,7 +29,8 @@ struct ContentDigestTests {
     let zeros = (0...40).map { ContentDigest.of([UInt8](repeating: 0, count: $0)) }
     #expect(Set(zeros).count == zeros.count)
     let first = [UInt8](repeating: 1, count: 8) + [UInt8](repeating: 2, count: 24)
-    let swapped = [UInt8](repeating: 2, count: 8) + [UInt8](repeating: 1, count: 8)
+    let swapped =
+      [UInt8](repeating: 2, count: 8) + [UInt8](repeating: 1, count: 8)
       + [UInt8](repeating: 2, count: 16)
     #expect(ContentDigest.of(first) != ContentDigest.of(swapped))
   }
