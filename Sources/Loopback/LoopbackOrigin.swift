@@ -221,6 +221,18 @@ public final class LoopbackOrigin: @unchecked Sendable {
   /// Connections being served.
   private let open = Mutex<Set<Int32>>([])
 
+  /// Entered for each accepted connection, left once it is closed and everything it sent is
+  /// counted.
+  private let serving = DispatchGroup()
+
+  /// Waits until every accepted connection has ended, so the counts (`liveBytes`,
+  /// `bytesSent`, `transfers`) include every response a client has read: a client holding a
+  /// whole reply can get there before the thread that wrote it has counted it. False when a
+  /// connection is still open after `seconds`.
+  public func waitUntilIdle(seconds: Double = 10) -> Bool {
+    serving.wait(timeout: .now() + seconds) == .success
+  }
+
   /// Signalled once the accept loop has closed the listener (for tests).
   let acceptEnded = DispatchSemaphore(value: 0)
 
@@ -236,7 +248,11 @@ public final class LoopbackOrigin: @unchecked Sendable {
         continue
       }
       accepted.add(1, ordering: .relaxed)
-      Thread { [self] in serve(connection) }.start()
+      serving.enter()
+      Thread { [self] in
+        serve(connection)
+        serving.leave()
+      }.start()
     }
   }
 

@@ -113,6 +113,10 @@ public final class SyntheticOrigin: ImageOrigin, Sendable {
   /// Stops accepting.
   public func stop() { server.stop() }
 
+  /// Waits until every connection has ended and its bytes are counted (see
+  /// `LoopbackOrigin.waitUntilIdle`).
+  public func waitUntilIdle(seconds: Double = 10) -> Bool { server.waitUntilIdle(seconds: seconds) }
+
   private func random() -> Double {
     randomState.withLock { $0.unit() }
   }
