@@ -65,6 +65,12 @@ ic_status ic_encode_png(const uint8_t *pixels, uint32_t width, uint32_t height,
   }
   png_set_write_fn(png, &buffer, write_bytes, flush_bytes);
   png_set_compression_level(png, level < 0 ? 0 : level > 9 ? 9 : level);
+  if (options->png_photographic && level > 0) {
+    /* A photograph's rows rarely repeat: the Paeth prediction leaves small residuals, and
+     * runs of them are what a match search would find anyway. */
+    png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_PAETH);
+    png_set_compression_strategy(png, Z_RLE);
+  }
   png_set_IHDR(png, info, width, height, 8,
                channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB,
                interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,

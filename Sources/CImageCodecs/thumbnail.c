@@ -311,9 +311,13 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   ic_format format = (ic_format)request->format;
   if (request->format == IC_OUTPUT_AUTO)
     format = result->has_alpha ? IC_FORMAT_PNG : IC_FORMAT_JPEG;
+  ic_format from = result->source_format;
   ic_encode_options options = {.quality = request->quality,
                                .png_level = request->png_level,
                                .png_interlaced = 0,
+                               .png_photographic = from == IC_FORMAT_JPEG ||
+                                                   from == IC_FORMAT_HEIC ||
+                                                   from == IC_FORMAT_AVIF,
                                .avif_speed = request->avif_speed,
                                .icc = kept_icc,
                                .icc_size = kept_size};

@@ -380,6 +380,11 @@ typedef struct ic_encode_options {
   /** zlib level 0...9, and Adam7 interlacing (for fixtures), for PNG. */
   int png_level;
   int png_interlaced;
+  /** PNG: the pixels are a photograph (from a lossy source). Rows are Paeth-filtered and
+   * run-length coded (zlib's Z_RLE) instead of the adaptive filters and LZ77 at png_level:
+   * on photo thumbnails about 1.5x faster and no larger; graphics keep the default, which
+   * finds their repeats. Ignored at png_level 0. */
+  int png_photographic;
   /** AVIF encoder speed, 0 (slowest) ... 9. */
   int avif_speed;
   /** WebP: keep the colour under fully transparent pixels as given (libwebp otherwise

@@ -12,7 +12,8 @@ public struct Thumbnailer: Sendable {
   /// Whether decoders deliver a smaller size when they can (JPEG DCT scaling, WebP scaled
   /// decoding, a HEIF's embedded thumbnail). Turning it off is for reference measurements.
   public var shrinkOnLoad: Bool
-  /// zlib level for PNG output (0...9); thumbnails favour speed.
+  /// zlib level for PNG output (0...9); thumbnails favour speed. Photographs (JPEG, HEIC
+  /// and AVIF sources) are Paeth-filtered and run-length coded at any level but 0.
   public var pngCompressionLevel: Int
   /// AVIF encoder speed, 0 (slowest, smallest) ... 9 (fastest).
   public var avifSpeed = Thumbnailer.defaultAVIFSpeed
