@@ -68,7 +68,12 @@ struct DaemonOperationsTests {
     let origin = try LoopbackOrigin { _ in .init(body: Self.photo, holdUntilReleased: true) }
       .start()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    // A drain deadline far past the test's own steps: on a loaded machine this task may wait
+    // seconds for a thread between the SIGTERM and the release (CI saw the default 10 s pass).
+    // The deadline itself is `drainDeadline`'s subject.
+    let daemon = try await TestDaemon.start([
+      "--allow-private", "--cache-dir", "", "--drain-timeout", "300",
+    ])
     let request = Self.background(
       daemon.socket, "/v1/thumbnail?url=\(Self.encoded(origin.url("/a.jpg")))&w=32")
     await eventually("request in flight") { origin.held == 1 }
