@@ -10,23 +10,13 @@ extension DecodeSuites {
   struct PNGOutputTests {
     /// FLEVEL of the first IDAT's zlib header: 0 for Z_RLE (and levels 0-1), 1 for levels 2-5.
     static func zlibLevelFlag(_ png: [UInt8]) throws -> Int {
-      var offset = 8
-      while offset + 12 <= png.count {
-        let length =
-          Int(png[offset]) << 24 | Int(png[offset + 1]) << 16 | Int(png[offset + 2]) << 8
-          | Int(png[offset + 3])
-        if png[(offset + 4)..<(offset + 8)].elementsEqual("IDAT".utf8) {
-          try #require(length >= 2)
-          return Int(png[offset + 9]) >> 6
-        }
-        offset += 12 + length
-      }
-      Issue.record("no IDAT")
-      return -1
+      let stream = try #require(PNGChunks.firstImageData(ofPNG: png))
+      try #require(stream.count >= 2)
+      return Int(stream[stream.startIndex + 1]) >> 6
     }
 
     static let photos = Corpus.entries.filter {
-      $0.kind == "photo" && ($0.path.lowercased().hasSuffix(".jpg"))
+      $0.kind == "photo" && $0.path.lowercased().hasSuffix(".jpg")
     }.map(\.path).prefix(8)
 
     @Test("photos' PNGs are run-length coded, the same pixels, and no larger in all")

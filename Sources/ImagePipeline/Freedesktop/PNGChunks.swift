@@ -35,15 +35,34 @@ package enum PNGChunks {
   /// `png` without the `tEXt` chunks before its first IDAT (to be given new ones with
   /// `inserting`). Nil when it is not a sequence of whole chunks up to an IDAT.
   package static func removingTexts(fromPNG png: [UInt8]) -> [UInt8]? {
-    guard png.starts(with: signature) else { return nil }
     var kept = signature
+    guard
+      let idat = walk(
+        png, { type, chunk in if !type.elementsEqual("tEXt".utf8) { kept += png[chunk] } })
+    else { return nil }
+    return kept + png[idat...]
+  }
+
+  /// The data of `png`'s first IDAT chunk (where its zlib stream starts). Nil when it is not
+  /// a sequence of whole chunks up to an IDAT.
+  package static func firstImageData(ofPNG png: [UInt8]) -> ArraySlice<UInt8>? {
+    guard let idat = walk(png, { _, _ in }) else { return nil }
+    return png[(idat + 8)..<(idat + 8 + Int(readBigEndian(png, at: idat)))]
+  }
+
+  /// Visits `png`'s whole chunks before its first IDAT, with their types, and returns where
+  /// that IDAT starts. Nil for a bad signature, a chunk running past the end, or no IDAT.
+  private static func walk(
+    _ png: [UInt8], _ visit: (_ type: ArraySlice<UInt8>, _ chunk: Range<Int>) -> Void
+  ) -> Int? {
+    guard png.starts(with: signature) else { return nil }
     var offset = signature.count
     while offset + 12 <= png.count {
       let length = Int(readBigEndian(png, at: offset))
       guard length <= png.count - offset - 12 else { return nil }
-      let type = Array(png[(offset + 4)..<(offset + 8)])
-      if type == Array("IDAT".utf8) { return kept + png[offset...] }
-      if type != Array("tEXt".utf8) { kept += png[offset..<(offset + 12 + length)] }
+      let type = png[(offset + 4)..<(offset + 8)]
+      if type.elementsEqual("IDAT".utf8) { return offset }
+      visit(type, offset..<(offset + 12 + length))
       offset += 12 + length
     }
     return nil
