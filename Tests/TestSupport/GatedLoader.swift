@@ -100,3 +100,25 @@ func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thro
     Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
   }
 }
+
+/// Starts blocking work on a thread of its own at once, before the caller's next step, and
+/// returns a task to await its result. `async let x = offPool { ... }` starts the thread only
+/// when the cooperative pool runs the child task, which under load (a pool thread per core,
+/// all busy with other tests) can be many seconds later.
+func startedThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) -> Task<
+  T, any Error
+> {
+  let outcome = Mutex<Result<T, any Error>?>(nil)
+  let done = DispatchSemaphore(value: 0)
+  Thread.detachNewThread {
+    let result = Result { try work() }
+    outcome.withLock { $0 = result }
+    done.signal()
+  }
+  return Task {
+    try await offPool {
+      done.wait()
+      return try outcome.withLock { $0 }!.get()
+    }
+  }
+}
