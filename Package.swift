@@ -12,8 +12,7 @@ func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
 
 /// The image codecs CImageCodecs is written over.
 let codecLibraries: [Target.Dependency] = [
-  "CLibJPEG", "CLibPNG", "CZlib", "CLibWebP", "CLibWebPDemux", "CLibWebPMux", "CGIF", "CLibHeif",
-  "CLCMS2",
+  "CLibJPEG", "CLibPNG", "CZlib", "CLibWebP", "CLibWebPDemux", "CLibWebPMux", "CGIF", "CLCMS2",
 ]
 
 // No target uses unsafe flags, so the library products can be depended on by version.
@@ -37,7 +36,6 @@ let package = Package(
     systemLibrary("CLibWebPDemux", pkgConfig: "libwebpdemux", apt: "libwebp-dev"),
     systemLibrary("CLibWebPMux", pkgConfig: "libwebpmux", apt: "libwebp-dev"),
     systemLibrary("CGIF", pkgConfig: "libgif", apt: "libgif-dev"),
-    systemLibrary("CLibHeif", pkgConfig: "libheif", apt: "libheif-dev"),
     systemLibrary("CLCMS2", pkgConfig: "lcms2", apt: "liblcms2-dev"),
     systemLibrary("CLibSystemd", pkgConfig: "libsystemd", apt: "libsystemd-dev"),
     .target(
@@ -49,7 +47,9 @@ let package = Package(
       name: "ImagePipeline",
       dependencies: ["CImageCodecs", "CCurl", "CSystem", "ThumbSystem"]
     ),
-    // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h.
+    // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h. So are
+    // libheif (CImageCodecs/heif_api.h) and libavcodec: their headers come from the system's
+    // include path.
     .target(name: "CCurl"),
     .target(name: "CBus", dependencies: ["CLibSystemd"]),
     .target(name: "CSystem"),

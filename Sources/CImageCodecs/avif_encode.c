@@ -4,8 +4,8 @@
  * more cores than the pool was sized for), speed from the request.
  */
 #include "internal.h"
+#include "heif_api.h"
 
-#include <libheif/heif.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,47 +36,49 @@ static struct heif_error write_output(struct heif_context *context, const void *
 ic_status ic_encode_avif(const uint8_t *pixels, uint32_t width, uint32_t height,
                          int channels, const ic_encode_options *options, uint8_t **out,
                          size_t *out_size, ic_result *result) {
-  struct heif_context *context = heif_context_alloc();
+  char why[256];
+  if (ic_heif_load(why, sizeof(why)) != 0) return ic_fail(result, IC_ERR_ENCODE, "%s", why);
+  struct heif_context *context = ic_libheif.context_alloc();
   if (!context) return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF context allocation failed");
   struct heif_encoder *encoder = NULL;
   struct heif_image *image = NULL;
   avif_output output = {0};
   ic_status status = IC_OK;
   struct heif_error error =
-      heif_context_get_encoder_for_format(context, heif_compression_AV1, &encoder);
+      ic_libheif.context_get_encoder_for_format(context, heif_compression_AV1, &encoder);
   if (error.code != heif_error_Ok) {
     status = ic_fail(result, IC_ERR_ENCODE, "no AV1 encoder: %s", error.message);
     goto done;
   }
   int quality = options->quality < 1 ? 1 : options->quality > 100 ? 100 : options->quality;
   int speed = options->avif_speed < 0 ? 0 : options->avif_speed > 9 ? 9 : options->avif_speed;
-  heif_encoder_set_lossy_quality(encoder, quality);
-  heif_encoder_set_parameter_integer(encoder, "speed", speed);
-  heif_encoder_set_parameter_integer(encoder, "threads", 1);
+  ic_libheif.encoder_set_lossy_quality(encoder, quality);
+  ic_libheif.encoder_set_parameter_integer(encoder, "speed", speed);
+  ic_libheif.encoder_set_parameter_integer(encoder, "threads", 1);
   int alpha = channels == 4;
-  error = heif_image_create((int)width, (int)height, heif_colorspace_RGB,
+  error = ic_libheif.image_create((int)width, (int)height, heif_colorspace_RGB,
                             alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB,
                             &image);
   if (error.code == heif_error_Ok)
-    error = heif_image_add_plane(image, heif_channel_interleaved, (int)width, (int)height, 8);
+    error = ic_libheif.image_add_plane(image, heif_channel_interleaved, (int)width, (int)height, 8);
   if (error.code != heif_error_Ok) {
     status = ic_fail(result, IC_ERR_NO_MEMORY, "AVIF image allocation failed");
     goto done;
   }
   int stride = 0;
-  uint8_t *plane = heif_image_get_plane(image, heif_channel_interleaved, &stride);
+  uint8_t *plane = ic_libheif.image_get_plane(image, heif_channel_interleaved, &stride);
   size_t row = (size_t)width * channels;
   for (uint32_t y = 0; y < height; y++) memcpy(plane + (size_t)y * stride, pixels + y * row, row);
   if (options->icc && options->icc_size > 0)
-    heif_image_set_raw_color_profile(image, "prof", options->icc, options->icc_size);
-  struct heif_encoding_options *encoding = heif_encoding_options_alloc();
+    ic_libheif.image_set_raw_color_profile(image, "prof", options->icc, options->icc_size);
+  struct heif_encoding_options *encoding = ic_libheif.encoding_options_alloc();
   if (encoding && options->avif_orientation >= 2 && options->avif_orientation <= 8)
     encoding->image_orientation = (enum heif_orientation)options->avif_orientation;
-  error = heif_context_encode_image(context, image, encoder, encoding, NULL);
-  heif_encoding_options_free(encoding);
+  error = ic_libheif.context_encode_image(context, image, encoder, encoding, NULL);
+  ic_libheif.encoding_options_free(encoding);
   if (error.code == heif_error_Ok) {
     struct heif_writer writer = {.writer_api_version = 1, .write = write_output};
-    error = heif_context_write(context, &writer, &output);
+    error = ic_libheif.context_write(context, &writer, &output);
   }
   if (error.code != heif_error_Ok || output.failed || !output.data) {
     status = ic_fail(result, IC_ERR_ENCODE, "AVIF encoding failed: %s",
@@ -87,8 +89,8 @@ ic_status ic_encode_avif(const uint8_t *pixels, uint32_t width, uint32_t height,
   *out = output.data;
   *out_size = output.size;
 done:
-  if (image) heif_image_release(image);
-  if (encoder) heif_encoder_release(encoder);
-  heif_context_free(context);
+  if (image) ic_libheif.image_release(image);
+  if (encoder) ic_libheif.encoder_release(encoder);
+  ic_libheif.context_free(context);
   return status;
 }

@@ -12,9 +12,8 @@
  * checked before and after it and between the rows handed on.
  */
 #include "internal.h"
+#include "heif_api.h"
 
-#include <libheif/heif.h>
-#include <libheif/heif_plugin.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -96,7 +95,7 @@ static int heif_tile_threads(void) {
 /* The primary image's item ID (libheif 1.15 has no handle accessor for it). */
 static uint32_t primary_item_id(heif_decoder *d) {
   heif_item_id id = 0;
-  if (heif_context_get_primary_image_ID(d->context, &id).code != heif_error_Ok) return 0;
+  if (ic_libheif.context_get_primary_image_ID(d->context, &id).code != heif_error_Ok) return 0;
   return id;
 }
 
@@ -119,25 +118,26 @@ static ic_status fail_from_heif(struct heif_error error, const char *what, ic_re
 static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need_height,
                              int allow_scaling, uint32_t *width, uint32_t *height) {
   heif_decoder *d = (heif_decoder *)base;
-  if (d->chosen && d->chosen != d->primary) heif_image_handle_release(d->chosen);
+  if (d->chosen && d->chosen != d->primary) ic_libheif.image_handle_release(d->chosen);
   d->chosen = d->primary;
   d->chosen_id = d->primary_id;
   d->chosen_width = base->header.width;
   d->chosen_height = base->header.height;
   int count = allow_scaling || d->preview
-                  ? heif_image_handle_get_number_of_thumbnails(d->primary)
+                  ? ic_libheif.image_handle_get_number_of_thumbnails(d->primary)
                   : 0;
   if (count > 16) count = 16;
   heif_item_id ids[16];
-  if (count > 0) count = heif_image_handle_get_list_of_thumbnail_IDs(d->primary, ids, count);
+  if (count > 0) count = ic_libheif.image_handle_get_list_of_thumbnail_IDs(d->primary, ids, count);
   /* A preview takes the smallest thumbnail that covers the need, else the largest one; a
    * decode, only a thumbnail that covers it. */
   int covered = 0;
   for (int i = 0; i < count; i++) {
     struct heif_image_handle *thumb = NULL;
-    struct heif_error error = heif_image_handle_get_thumbnail(d->primary, ids[i], &thumb);
+    struct heif_error error = ic_libheif.image_handle_get_thumbnail(d->primary, ids[i], &thumb);
     if (error.code != heif_error_Ok || !thumb) continue;
-    int tw = heif_image_handle_get_width(thumb), th = heif_image_handle_get_height(thumb);
+    int tw = ic_libheif.image_handle_get_width(thumb);
+    int th = ic_libheif.image_handle_get_height(thumb);
     int covers = tw > 0 && th > 0 && (uint32_t)tw >= need_width && (uint32_t)th >= need_height;
     int better = d->chosen == d->primary ||
                  (covers ? !covered || (uint32_t)tw < d->chosen_width
@@ -146,13 +146,13 @@ static void heif_choose_size(ic_decoder *base, uint32_t need_width, uint32_t nee
         (uint32_t)tw < base->header.width &&
         ic_same_shape((uint32_t)tw, (uint32_t)th, base->header.width, base->header.height)) {
       covered = covers;
-      if (d->chosen != d->primary) heif_image_handle_release(d->chosen);
+      if (d->chosen != d->primary) ic_libheif.image_handle_release(d->chosen);
       d->chosen = thumb;
       d->chosen_id = ids[i];
       d->chosen_width = (uint32_t)tw;
       d->chosen_height = (uint32_t)th;
     } else {
-      heif_image_handle_release(thumb);
+      ic_libheif.image_handle_release(thumb);
     }
   }
   *width = d->chosen_width;
@@ -171,15 +171,15 @@ typedef struct heif_plane {
 
 static int get_plane(const struct heif_image *image, enum heif_channel channel, int samples,
                      int width, int height, heif_plane *plane) {
-  plane->data = heif_image_get_plane_readonly(image, channel, &plane->stride);
-  plane->bits = heif_image_get_bits_per_pixel_range(image, channel);
+  plane->data = ic_libheif.image_get_plane_readonly(image, channel, &plane->stride);
+  plane->bits = ic_libheif.image_get_bits_per_pixel_range(image, channel);
   plane->samples = samples;
   int bytes = plane->bits > 8 ? 2 : 1;
   /* Interleaved rows are copied as they are: 8-bit, one sample a channel. */
   return plane->data && plane->bits >= 8 && plane->bits <= 16 &&
          (samples == 1 || plane->bits == 8) &&
-         heif_image_get_width(image, channel) == width &&
-         heif_image_get_height(image, channel) == height &&
+         ic_libheif.image_get_width(image, channel) == width &&
+         ic_libheif.image_get_height(image, channel) == height &&
          plane->stride / bytes / samples >= width;
 }
 
@@ -223,21 +223,21 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   /* Registered here, not at open: a file refused from its header never loads libavcodec. */
   const struct heif_decoder_plugin *hevc =
       d->av1 || d->libde265 ? NULL : ic_hevc_plugin(d->max_pixels);
-  if (hevc) heif_register_decoder(d->context, hevc);
-  struct heif_decoding_options *options = heif_decoding_options_alloc();
+  if (hevc) ic_libheif.register_decoder(d->context, hevc);
+  struct heif_decoding_options *options = ic_libheif.decoding_options_alloc();
   if (!options) return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF options allocation failed");
   options->convert_hdr_to_8bit = 1;
   struct heif_image *image = NULL;
   struct heif_error error =
-      heif_decode_image(d->chosen, &image, heif_colorspace_RGB, chroma, options);
-  heif_decoding_options_free(options);
+      ic_libheif.decode_image(d->chosen, &image, heif_colorspace_RGB, chroma, options);
+  ic_libheif.decoding_options_free(options);
   if (error.code != heif_error_Ok) return fail_from_heif(error, "decode", result);
   ic_status status = ic_check(d->control, result);
   static const enum heif_channel names[4] = {heif_channel_R, heif_channel_G, heif_channel_B,
                                              heif_channel_Alpha};
   int planes = d->interleaved ? 1 : channels;
   enum heif_channel first = d->interleaved ? heif_channel_interleaved : heif_channel_R;
-  int w = heif_image_get_width(image, first), h = heif_image_get_height(image, first);
+  int w = ic_libheif.image_get_width(image, first), h = ic_libheif.image_get_height(image, first);
   heif_plane plane[4];
   int complete = w > 0 && h > 0;
   for (int c = 0; c < planes && complete; c++)
@@ -245,7 +245,7 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
                          d->interleaved ? channels : 1, w, h, &plane[c]);
   if (status == IC_OK && !complete)
     status = ic_fail(result, IC_ERR_CORRUPT, "HEIF decode gave no complete RGB image");
-  int premultiplied = alpha && heif_image_is_premultiplied_alpha(image);
+  int premultiplied = alpha && ic_libheif.image_is_premultiplied_alpha(image);
   uint8_t *row = status == IC_OK ? malloc((size_t)w * channels) : NULL;
   if (status == IC_OK && !row) status = ic_fail(result, IC_ERR_NO_MEMORY, "row allocation failed");
   if (status == IC_OK) status = sink->begin(sink, (uint32_t)w, (uint32_t)h, channels, result);
@@ -259,7 +259,7 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     status = sink->row(sink, row, result);
   }
   free(row);
-  heif_image_release(image);
+  ic_libheif.image_release(image);
   return status;
 }
 
@@ -299,9 +299,9 @@ static uint64_t heif_working_memory(ic_decoder *base) {
 
 static void heif_destroy(ic_decoder *base) {
   heif_decoder *d = (heif_decoder *)base;
-  if (d->chosen && d->chosen != d->primary) heif_image_handle_release(d->chosen);
-  if (d->primary) heif_image_handle_release(d->primary);
-  if (d->context) heif_context_free(d->context);
+  if (d->chosen && d->chosen != d->primary) ic_libheif.image_handle_release(d->chosen);
+  if (d->primary) ic_libheif.image_handle_release(d->primary);
+  if (d->context) ic_libheif.context_free(d->context);
   ic_heif_scan_free(&d->layout);
   ic_colour_info_clear(&base->header.colour);
   free(d);
@@ -311,12 +311,12 @@ static void heif_destroy(ic_decoder *base) {
  * transfer curve. PQ and HLG (HDR) are not converted: they need tone mapping. */
 static void read_colour(heif_decoder *d, const ic_limits *limits) {
   ic_colour_info *colour = &d->base.header.colour;
-  size_t size = heif_image_handle_get_raw_color_profile_size(d->primary);
+  size_t size = ic_libheif.image_handle_get_raw_color_profile_size(d->primary);
   if (size > 0) {
     if (size > limits->max_profile_bytes) {
       colour->damage = IC_PROFILE_OVERSIZED;
     } else if ((colour->icc = malloc(size))) {
-      if (heif_image_handle_get_raw_color_profile(d->primary, colour->icc).code ==
+      if (ic_libheif.image_handle_get_raw_color_profile(d->primary, colour->icc).code ==
           heif_error_Ok) {
         colour->icc_size = size;
         return;
@@ -328,9 +328,9 @@ static void read_colour(heif_decoder *d, const ic_limits *limits) {
   struct heif_color_profile_nclx *nclx = NULL;
   /* libheif 1.15 allocates the description before checking its values and hands it back
    * with the error when one is unknown: it is freed either way (found by decode-heif). */
-  if (heif_image_handle_get_nclx_color_profile(d->primary, &nclx).code != heif_error_Ok ||
+  if (ic_libheif.image_handle_get_nclx_color_profile(d->primary, &nclx).code != heif_error_Ok ||
       !nclx) {
-    if (nclx) heif_nclx_color_profile_free(nclx);
+    if (nclx) ic_libheif.nclx_color_profile_free(nclx);
     return;
   }
   switch ((int)nclx->transfer_characteristics) {
@@ -354,7 +354,7 @@ static void read_colour(heif_decoder *d, const ic_limits *limits) {
     p[7] = nclx->color_primary_blue_y;
     colour->has_primaries = 1;
   }
-  heif_nclx_color_profile_free(nclx);
+  ic_libheif.nclx_color_profile_free(nclx);
 }
 
 static const ic_decoder_ops heif_ops = {heif_choose_size, heif_run, heif_destroy,
@@ -362,6 +362,8 @@ static const ic_decoder_ops heif_ops = {heif_choose_size, heif_run, heif_destroy
 
 ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                        ic_result *result, ic_decoder **out) {
+  char why[256];
+  if (ic_heif_load(why, sizeof(why)) != 0) return ic_fail(result, IC_ERR_UNSUPPORTED, "%s", why);
   const uint8_t *data = NULL;
   size_t size = 0;
   if (ic_stream_contents(stream, limits, control, &data, &size, result) != IC_OK)
@@ -376,7 +378,7 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   size_t magic_length = 0;
   const uint8_t *magic = ic_stream_magic(stream, &magic_length);
   d->av1 = ic_avif_sniff(magic, magic_length);
-  d->context = heif_context_alloc();
+  d->context = ic_libheif.context_alloc();
   if (!d->context) {
     free(d);
     return ic_fail(result, IC_ERR_NO_MEMORY, "HEIF context allocation failed");
@@ -390,12 +392,12 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
    * plane size in 32 bits and writes past what it allocated. */
   uint32_t side = limits->max_width > limits->max_height ? limits->max_width : limits->max_height;
   if (side == 0 || side > IC_HEIF_MAX_SIDE) side = IC_HEIF_MAX_SIDE;
-  heif_context_set_maximum_image_size_limit(d->context, (int)side);
-  heif_context_set_max_decoding_threads(d->context, heif_tile_threads());
+  ic_libheif.context_set_maximum_image_size_limit(d->context, (int)side);
+  ic_libheif.context_set_max_decoding_threads(d->context, heif_tile_threads());
   struct heif_error error =
-      heif_context_read_from_memory_without_copy(d->context, data, size, NULL);
+      ic_libheif.context_read_from_memory_without_copy(d->context, data, size, NULL);
   if (error.code == heif_error_Ok)
-    error = heif_context_get_primary_image_handle(d->context, &d->primary);
+    error = ic_libheif.context_get_primary_image_handle(d->context, &d->primary);
   if (error.code != heif_error_Ok) {
     /* The message lives in the context: record it before freeing. */
     fail_from_heif(error, "header", result);
@@ -403,9 +405,10 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
     return result->status;
   }
   d->primary_id = primary_item_id(d);
-  int w = heif_image_handle_get_width(d->primary), h = heif_image_handle_get_height(d->primary);
-  int iw = heif_image_handle_get_ispe_width(d->primary);
-  int ih = heif_image_handle_get_ispe_height(d->primary);
+  int w = ic_libheif.image_handle_get_width(d->primary);
+  int h = ic_libheif.image_handle_get_height(d->primary);
+  int iw = ic_libheif.image_handle_get_ispe_width(d->primary);
+  int ih = ic_libheif.image_handle_get_ispe_height(d->primary);
   if (w <= 0 || h <= 0) {
     heif_destroy(&d->base);
     return ic_fail(result, IC_ERR_CORRUPT, "HEIF image has no size");
@@ -417,11 +420,11 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
     heif_destroy(&d->base);
     return result->status;
   }
-  d->bits = heif_image_handle_get_luma_bits_per_pixel(d->primary);
+  d->bits = ic_libheif.image_handle_get_luma_bits_per_pixel(d->primary);
   d->base.header.width = (uint32_t)w;
   d->base.header.height = (uint32_t)h;
   d->base.header.orientation = 1;
-  d->base.header.channels = heif_image_handle_has_alpha_channel(d->primary) ? 4 : 3;
+  d->base.header.channels = ic_libheif.image_handle_has_alpha_channel(d->primary) ? 4 : 3;
   read_colour(d, limits);
   d->chosen = d->primary;
   d->chosen_id = d->primary_id;

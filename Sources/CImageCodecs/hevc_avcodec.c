@@ -16,21 +16,17 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "heif_api.h"
 
 #include <dlfcn.h>
 #include <libavcodec/avcodec.h>
 #include <libavutil/log.h>
 #include <libavutil/pixdesc.h>
-#include <libheif/heif.h>
-#include <libheif/heif_plugin.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define IC_TEXT(x) #x
-#define IC_SONAME(library, major) "lib" library ".so." IC_TEXT(major)
 
 /* The libavcodec and libavutil functions the plugin calls, resolved once. */
 typedef struct av_api {
@@ -197,7 +193,7 @@ static struct heif_error to_heif_image(const AVFrame *frame, struct heif_image *
   if (chroma == heif_chroma_undefined || bits < 8 || bits > 16 || frame->width <= 0 ||
       frame->height <= 0)
     return plugin_error(heif_error_Unsupported_feature, "HEVC frame not supported");
-  struct heif_error error = heif_image_create(
+  struct heif_error error = ic_libheif.image_create(
       frame->width, frame->height,
       planes == 1 ? heif_colorspace_monochrome : heif_colorspace_YCbCr, chroma, out);
   if (error.code != heif_error_Ok) return error;
@@ -206,10 +202,10 @@ static struct heif_error to_heif_image(const AVFrame *frame, struct heif_image *
   for (int c = 0; c < planes; c++) {
     int w = c ? AV_CEIL_RSHIFT(frame->width, sw) : frame->width;
     int h = c ? AV_CEIL_RSHIFT(frame->height, sh) : frame->height;
-    error = heif_image_add_plane(*out, channels[c], w, h, bits);
+    error = ic_libheif.image_add_plane(*out, channels[c], w, h, bits);
     if (error.code != heif_error_Ok) break;
     int stride = 0;
-    uint8_t *to = heif_image_get_plane(*out, channels[c], &stride);
+    uint8_t *to = ic_libheif.image_get_plane(*out, channels[c], &stride);
     const uint8_t *from = frame->data[c];
     int pitch = frame->linesize[c];
     size_t row = (size_t)w * (bits > 8 ? 2 : 1);
@@ -221,21 +217,21 @@ static struct heif_error to_heif_image(const AVFrame *frame, struct heif_image *
       memcpy(to + (size_t)y * stride, from + (size_t)y * pitch, row);
   }
   if (error.code != heif_error_Ok) {
-    heif_image_release(*out);
+    ic_libheif.image_release(*out);
     *out = NULL;
     return error;
   }
   /* FFmpeg's enumerations are H.273's code points, as nclx's are. A value nclx does not
    * know is left at its default, as libde265's plugin leaves it. */
-  struct heif_color_profile_nclx *nclx = heif_nclx_color_profile_alloc();
+  struct heif_color_profile_nclx *nclx = ic_libheif.nclx_color_profile_alloc();
   if (nclx) {
-    (void)heif_nclx_color_profile_set_color_primaries(nclx, (uint16_t)frame->color_primaries);
-    (void)heif_nclx_color_profile_set_transfer_characteristics(nclx,
+    (void)ic_libheif.nclx_color_profile_set_color_primaries(nclx, (uint16_t)frame->color_primaries);
+    (void)ic_libheif.nclx_color_profile_set_transfer_characteristics(nclx,
                                                                (uint16_t)frame->color_trc);
-    (void)heif_nclx_color_profile_set_matrix_coefficients(nclx, (uint16_t)frame->colorspace);
+    (void)ic_libheif.nclx_color_profile_set_matrix_coefficients(nclx, (uint16_t)frame->colorspace);
     nclx->full_range_flag = frame->color_range == AVCOL_RANGE_JPEG;
-    (void)heif_image_set_nclx_color_profile(*out, nclx);
-    heif_nclx_color_profile_free(nclx);
+    (void)ic_libheif.image_set_nclx_color_profile(*out, nclx);
+    ic_libheif.nclx_color_profile_free(nclx);
   }
   return plugin_ok;
 }

@@ -11,6 +11,10 @@
 /* Rows between two looks at the cancellation flag. */
 #define IC_CANCEL_CHECK_ROWS 16
 
+/* The soname of a library opened with dlopen, from its major version (a literal number). */
+#define IC_TEXT(x) #x
+#define IC_SONAME(library, major) "lib" library ".so." IC_TEXT(major)
+
 /* Records an error on the result unless one is already recorded. */
 ic_status ic_fail(ic_result *result, ic_status status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,2 +1,0 @@
-/* libheif, for CImageCodecs. */
-#include <libheif/heif.h>
