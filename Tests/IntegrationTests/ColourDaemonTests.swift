@@ -39,6 +39,7 @@ struct ColourDaemonTests {
     #expect(daemon.metric("thumbd_colour_profiles_total{outcome=\"converted\"}") == 1)
     #expect(daemon.metric("thumbd_colour_profiles_total{outcome=\"kept\"}") == 1)
     #expect(daemon.metric("thumbd_colour_transforms") ?? 0 >= 1)
+    #expect(daemon.metric("thumbd_colour_transform_bytes") ?? 0 > 0)
     let named = SocketClient.request(daemon.socket, "GET", target + "&colour=srgb")
     #expect(SocketClient.header("x-thumbd-cache", in: named) == "memory")
     let bad = SocketClient.request(daemon.socket, "GET", target + "&colour=cmyk")

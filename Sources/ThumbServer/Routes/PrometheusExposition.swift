@@ -147,6 +147,10 @@ struct PrometheusExposition {
     let colour = ColourManagement.stats()
     out.family("thumbd_colour_transforms", "gauge", "Colour transforms cached now.")
     out.sample("thumbd_colour_transforms", colour.entries)
+    out.family(
+      "thumbd_colour_transform_bytes", "gauge",
+      "Bytes lcms2 and the tables hold for the cached colour transforms.")
+    out.sample("thumbd_colour_transform_bytes", colour.bytes)
     out.counter(
       "thumbd_colour_transform_builds_total",
       "Colour transforms built (a profile parsed and linked); the rest came from the cache.",
