@@ -37,7 +37,6 @@ let package = Package(
     systemLibrary("CLibWebPMux", pkgConfig: "libwebpmux", apt: "libwebp-dev"),
     systemLibrary("CGIF", pkgConfig: "libgif", apt: "libgif-dev"),
     systemLibrary("CLCMS2", pkgConfig: "lcms2", apt: "liblcms2-dev"),
-    systemLibrary("CLibSystemd", pkgConfig: "libsystemd", apt: "libsystemd-dev"),
     .target(
       name: "CImageCodecs",
       dependencies: codecLibraries,
@@ -48,10 +47,10 @@ let package = Package(
       dependencies: ["CImageCodecs", "CCurl", "CSystem", "ThumbSystem"]
     ),
     // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h. So are
-    // libheif (CImageCodecs/heif_api.h) and libavcodec: their headers come from the system's
-    // include path.
+    // libheif (CImageCodecs/heif_api.h), libavcodec and libsystemd (CBus/bus.c): their
+    // headers come from the system's include path.
     .target(name: "CCurl"),
-    .target(name: "CBus", dependencies: ["CLibSystemd"]),
+    .target(name: "CBus"),
     .target(name: "CSystem"),
     .target(
       name: "ThumbSystem",

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "CBus.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +30,80 @@
 #include <systemd/sd-bus.h>
 #include <time.h>
 #include <unistd.h>
+
+/* libsystemd at run time: opened with dlopen by the first cb_open, never linked, so the
+ * processes that use no bus (the CLI, the `.thumbnailer` entry's one process per file, a
+ * daemon without --dbus) do not map it and its crypto and compression libraries (about
+ * 1 MiB and 1 ms at start). Every function called, without its sd_ prefix, named once;
+ * their types come from sd-bus.h. */
+#define CB_SD_FUNCTIONS(X) \
+  X(bus_add_object_vtable) \
+  X(bus_error_set) \
+  X(bus_error_setf) \
+  X(bus_flush) \
+  X(bus_flush_close_unref) \
+  X(bus_get_events) \
+  X(bus_get_fd) \
+  X(bus_get_timeout) \
+  X(bus_get_unique_name) \
+  X(bus_match_signal) \
+  X(bus_message_append) \
+  X(bus_message_append_strv) \
+  X(bus_message_enter_container) \
+  X(bus_message_exit_container) \
+  X(bus_message_get_sender) \
+  X(bus_message_new_method_return) \
+  X(bus_message_new_signal) \
+  X(bus_message_read) \
+  X(bus_message_read_basic) \
+  X(bus_message_set_destination) \
+  X(bus_message_unref) \
+  X(bus_new) \
+  X(bus_open_user) \
+  X(bus_process) \
+  X(bus_reply_method_return) \
+  X(bus_request_name) \
+  X(bus_send) \
+  X(bus_set_address) \
+  X(bus_set_bus_client) \
+  X(bus_start)
+
+static struct {
+#define CB_SD_FIELD(name) __typeof__(sd_##name) *name;
+  CB_SD_FUNCTIONS(CB_SD_FIELD)
+#undef CB_SD_FIELD
+} libsystemd;
+
+static int libsystemd_loaded;
+static void set_vtable_format(const unsigned *format);
+static char libsystemd_error[256];
+static pthread_once_t libsystemd_once = PTHREAD_ONCE_INIT;
+
+static void load_libsystemd(void) {
+  /* sd-bus's ABI is libsystemd.so.0's. */
+  void *library = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    snprintf(libsystemd_error, sizeof(libsystemd_error), "cannot load libsystemd.so.0: %s",
+             dlerror());
+    return;
+  }
+#define CB_SD_RESOLVE(name)                                                                 \
+  *(void **)(&libsystemd.name) = dlsym(library, "sd_" #name);                              \
+  if (!libsystemd.name) {                                                                  \
+    snprintf(libsystemd_error, sizeof(libsystemd_error), "libsystemd.so.0 lacks sd_" #name); \
+    return;                                                                                 \
+  }
+  CB_SD_FUNCTIONS(CB_SD_RESOLVE)
+#undef CB_SD_RESOLVE
+  const unsigned *format = dlsym(library, "sd_bus_object_vtable_format");
+  if (!format) {
+    snprintf(libsystemd_error, sizeof(libsystemd_error),
+             "libsystemd.so.0 lacks sd_bus_object_vtable_format");
+    return;
+  }
+  set_vtable_format(format);
+  libsystemd_loaded = 1;
+}
 
 #define THUMBNAILER_PATH "/org/freedesktop/thumbnails/Thumbnailer1"
 #define THUMBNAILER_IFACE "org.freedesktop.thumbnails.Thumbnailer1"
@@ -80,15 +155,15 @@ static void string_list_free(string_list *list) { free(list->items); }
 
 static int read_strings(sd_bus_message *m, string_list *out, size_t *bytes,
                         sd_bus_error *error) {
-  int r = sd_bus_message_enter_container(m, 'a', "s");
+  int r = libsystemd.bus_message_enter_container(m, 'a', "s");
   if (r < 0) return r;
   const char *text;
-  while ((r = sd_bus_message_read_basic(m, 's', &text)) > 0) {
+  while ((r = libsystemd.bus_message_read_basic(m, 's', &text)) > 0) {
     *bytes += strlen(text) + 1;
     if (out->count >= CB_MAX_STRINGS || *bytes > CB_MAX_STRING_BYTES) {
-      return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
-                               "more than %d strings or %u bytes in one call",
-                               CB_MAX_STRINGS, CB_MAX_STRING_BYTES);
+      return libsystemd.bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                       "more than %d strings or %u bytes in one call",
+                                       CB_MAX_STRINGS, CB_MAX_STRING_BYTES);
     }
     if (out->count == out->capacity) {
       size_t capacity = out->capacity ? out->capacity * 2 : 16;
@@ -100,7 +175,7 @@ static int read_strings(sd_bus_message *m, string_list *out, size_t *bytes,
     out->items[out->count++] = text;
   }
   if (r < 0) return r;
-  return sd_bus_message_exit_container(m);
+  return libsystemd.bus_message_exit_container(m);
 }
 
 static cb_strings strings_of(const string_list *list) {
@@ -109,7 +184,7 @@ static cb_strings strings_of(const string_list *list) {
 }
 
 static const char *sender_of(sd_bus_message *m) {
-  const char *sender = sd_bus_message_get_sender(m);
+  const char *sender = libsystemd.bus_message_get_sender(m);
   return sender ? sender : "";
 }
 
@@ -121,12 +196,12 @@ static int on_queue(sd_bus_message *m, void *userdata, sd_bus_error *error) {
   uint32_t unqueue = 0;
   int r = read_strings(m, &uris, &bytes, error);
   if (r >= 0) r = read_strings(m, &mimes, &bytes, error);
-  if (r >= 0) r = sd_bus_message_read(m, "ssu", &flavor, &scheduler, &unqueue);
+  if (r >= 0) r = libsystemd.bus_message_read(m, "ssu", &flavor, &scheduler, &unqueue);
   if (r >= 0) {
     uint32_t handle =
         bus->handlers.queue(bus->handlers.context, sender_of(m), strings_of(&uris),
                             strings_of(&mimes), flavor, scheduler, unqueue);
-    r = sd_bus_reply_method_return(m, "u", handle);
+    r = libsystemd.bus_reply_method_return(m, "u", handle);
     bus->handlers.queued(bus->handlers.context, handle);
   }
   string_list_free(&uris);
@@ -138,19 +213,19 @@ static int on_dequeue(sd_bus_message *m, void *userdata, sd_bus_error *error) {
   (void)error;
   cb_bus *bus = userdata;
   uint32_t handle = 0;
-  int r = sd_bus_message_read(m, "u", &handle);
+  int r = libsystemd.bus_message_read(m, "u", &handle);
   if (r < 0) return r;
   bus->handlers.dequeue(bus->handlers.context, sender_of(m), handle);
-  return sd_bus_reply_method_return(m, "");
+  return libsystemd.bus_reply_method_return(m, "");
 }
 
 static int reply_strings(sd_bus_message *call, char **first, char **second) {
   sd_bus_message *reply = NULL;
-  int r = sd_bus_message_new_method_return(call, &reply);
-  if (r >= 0) r = sd_bus_message_append_strv(reply, first);
-  if (r >= 0 && second) r = sd_bus_message_append_strv(reply, second);
-  if (r >= 0) r = sd_bus_send(NULL, reply, NULL);
-  sd_bus_message_unref(reply);
+  int r = libsystemd.bus_message_new_method_return(call, &reply);
+  if (r >= 0) r = libsystemd.bus_message_append_strv(reply, first);
+  if (r >= 0 && second) r = libsystemd.bus_message_append_strv(reply, second);
+  if (r >= 0) r = libsystemd.bus_send(NULL, reply, NULL);
+  libsystemd.bus_message_unref(reply);
   return r;
 }
 
@@ -180,14 +255,14 @@ static int on_cache_call(sd_bus_message *m, cb_bus *bus, cb_cache_op op, sd_bus_
   int r = read_strings(m, &first, &bytes, error);
   if (r >= 0 && (op == CB_CACHE_MOVE || op == CB_CACHE_COPY))
     r = read_strings(m, &second, &bytes, error);
-  if (r >= 0 && op == CB_CACHE_CLEANUP) r = sd_bus_message_read(m, "u", &since);
+  if (r >= 0 && op == CB_CACHE_CLEANUP) r = libsystemd.bus_message_read(m, "u", &since);
   if (r >= 0 && (op == CB_CACHE_MOVE || op == CB_CACHE_COPY) && first.count != second.count)
-    r = sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
-                         "from_uris and to_uris differ in length");
+    r = libsystemd.bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS,
+                                 "from_uris and to_uris differ in length");
   if (r >= 0) {
     bus->handlers.cache(bus->handlers.context, op, strings_of(&first), strings_of(&second),
                         since);
-    r = sd_bus_reply_method_return(m, "");
+    r = libsystemd.bus_reply_method_return(m, "");
   }
   string_list_free(&first);
   string_list_free(&second);
@@ -211,12 +286,19 @@ static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error
   (void)error;
   cb_bus *bus = userdata;
   const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
-  if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0) return 0;
+  if (libsystemd.bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0) return 0;
   if (name[0] == ':' && new_owner[0] == '\0') bus->handlers.peer_gone(bus->handlers.context, name);
   return 0;
 }
 
-static const sd_bus_vtable thumbnailer_vtable[] = {
+/* SD_BUS_VTABLE_START stores the address of libsystemd's sd_bus_object_vtable_format, by which
+ * sd-bus knows the table's layout. That address exists only once libsystemd is loaded: the
+ * tables hold a stand-in and set_vtable_format puts the real one in, before the first
+ * cb_open uses them. */
+static const unsigned vtable_format_stand_in;
+#define sd_bus_object_vtable_format vtable_format_stand_in
+
+static sd_bus_vtable thumbnailer_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_METHOD_WITH_ARGS("Queue",
                             SD_BUS_ARGS("as", uris, "as", mime_types, "s", flavor, "s",
@@ -240,7 +322,7 @@ static const sd_bus_vtable thumbnailer_vtable[] = {
                             0),
     SD_BUS_VTABLE_END};
 
-static const sd_bus_vtable cache_vtable[] = {
+static sd_bus_vtable cache_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_METHOD_WITH_ARGS("Move", SD_BUS_ARGS("as", from_uris, "as", to_uris), SD_BUS_NO_RESULT,
                             on_move, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -251,6 +333,13 @@ static const sd_bus_vtable cache_vtable[] = {
     SD_BUS_METHOD_WITH_ARGS("Cleanup", SD_BUS_ARGS("as", base_uris, "u", since), SD_BUS_NO_RESULT,
                             on_cleanup, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_VTABLE_END};
+
+#undef sd_bus_object_vtable_format
+
+static void set_vtable_format(const unsigned *format) {
+  thumbnailer_vtable[0].x.start.vtable_format_reference = format;
+  cache_vtable[0].x.start.vtable_format_reference = format;
+}
 
 static char **copy_strv(cb_strings strings) {
   char **copy = calloc(strings.count + 1, sizeof *copy);
@@ -274,7 +363,7 @@ static void free_strv(char **strv) {
 
 void cb_close(cb_bus *bus) {
   if (!bus) return;
-  if (bus->bus) sd_bus_flush_close_unref(bus->bus);
+  if (bus->bus) libsystemd.bus_flush_close_unref(bus->bus);
   pending_signal *signal = bus->head;
   while (signal) {
     pending_signal *next = signal->next;
@@ -301,6 +390,11 @@ static cb_bus *fail(cb_bus *bus, char *error, size_t size, const char *what, int
 
 cb_bus *cb_open(const cb_options *options, const cb_handlers *handlers, char *error,
                 size_t error_size) {
+  pthread_once(&libsystemd_once, load_libsystemd);
+  if (!libsystemd_loaded) {
+    snprintf(error, error_size, "%s", libsystemd_error);
+    return NULL;
+  }
   cb_bus *bus = calloc(1, sizeof *bus);
   if (!bus) {
     snprintf(error, error_size, "out of memory");
@@ -321,28 +415,29 @@ cb_bus *cb_open(const cb_options *options, const cb_handlers *handlers, char *er
 
   int r;
   if (options->address && options->address[0]) {
-    r = sd_bus_new(&bus->bus);
-    if (r >= 0) r = sd_bus_set_address(bus->bus, options->address);
-    if (r >= 0) r = sd_bus_set_bus_client(bus->bus, 1);
-    if (r >= 0) r = sd_bus_start(bus->bus);
+    r = libsystemd.bus_new(&bus->bus);
+    if (r >= 0) r = libsystemd.bus_set_address(bus->bus, options->address);
+    if (r >= 0) r = libsystemd.bus_set_bus_client(bus->bus, 1);
+    if (r >= 0) r = libsystemd.bus_start(bus->bus);
   } else {
-    r = sd_bus_open_user(&bus->bus);
+    r = libsystemd.bus_open_user(&bus->bus);
   }
   if (r < 0) return fail(bus, error, error_size, "cannot connect to the session bus", r);
 
-  r = sd_bus_add_object_vtable(bus->bus, NULL, THUMBNAILER_PATH, THUMBNAILER_IFACE,
-                               thumbnailer_vtable, bus);
+  r = libsystemd.bus_add_object_vtable(bus->bus, NULL, THUMBNAILER_PATH, THUMBNAILER_IFACE,
+                                       thumbnailer_vtable, bus);
   if (r >= 0)
-    r = sd_bus_add_object_vtable(bus->bus, NULL, CACHE_PATH, CACHE_IFACE, cache_vtable, bus);
+    r = libsystemd.bus_add_object_vtable(bus->bus, NULL, CACHE_PATH, CACHE_IFACE, cache_vtable,
+                                         bus);
   if (r < 0) return fail(bus, error, error_size, "cannot export the thumbnail objects", r);
-  r = sd_bus_match_signal(bus->bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                          "org.freedesktop.DBus", "NameOwnerChanged", on_name_owner_changed,
-                          bus);
+  r = libsystemd.bus_match_signal(bus->bus, NULL, "org.freedesktop.DBus",
+                                  "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                  "NameOwnerChanged", on_name_owner_changed, bus);
   if (r < 0) return fail(bus, error, error_size, "cannot watch callers leaving the bus", r);
   if (options->request_names) {
     static const char *const names[] = {THUMBNAILER_IFACE, CACHE_IFACE};
     for (size_t i = 0; i < 2; i++) {
-      r = sd_bus_request_name(bus->bus, names[i], 0);
+      r = libsystemd.bus_request_name(bus->bus, names[i], 0);
       if (r == -EEXIST) {
         snprintf(error, error_size,
                  "%s is owned by another program (tumblerd?): stop it first, see "
@@ -359,7 +454,7 @@ cb_bus *cb_open(const cb_options *options, const cb_handlers *handlers, char *er
 
 const char *cb_unique_name(cb_bus *bus) {
   const char *name = NULL;
-  if (sd_bus_get_unique_name(bus->bus, &name) < 0) return "";
+  if (libsystemd.bus_get_unique_name(bus->bus, &name) < 0) return "";
   return name;
 }
 
@@ -439,19 +534,20 @@ int cb_emit_error(cb_bus *bus, const char *destination, uint32_t handle, cb_stri
 static void send_signal(cb_bus *bus, const pending_signal *signal) {
   static const char *const members[] = {"Started", "Finished", "Ready", "Error"};
   sd_bus_message *m = NULL;
-  int r = sd_bus_message_new_signal(bus->bus, &m, THUMBNAILER_PATH, THUMBNAILER_IFACE,
-                                    members[signal->kind]);
-  if (r >= 0 && signal->destination[0]) r = sd_bus_message_set_destination(m, signal->destination);
-  if (r >= 0) r = sd_bus_message_append(m, "u", signal->handle);
+  int r = libsystemd.bus_message_new_signal(bus->bus, &m, THUMBNAILER_PATH, THUMBNAILER_IFACE,
+                                            members[signal->kind]);
+  if (r >= 0 && signal->destination[0])
+    r = libsystemd.bus_message_set_destination(m, signal->destination);
+  if (r >= 0) r = libsystemd.bus_message_append(m, "u", signal->handle);
   if (r >= 0 && (signal->kind == SIG_READY || signal->kind == SIG_ERROR)) {
     char *empty[] = {NULL};
-    r = sd_bus_message_append_strv(m, signal->uris ? signal->uris : empty);
+    r = libsystemd.bus_message_append_strv(m, signal->uris ? signal->uris : empty);
   }
   if (r >= 0 && signal->kind == SIG_ERROR)
-    r = sd_bus_message_append(m, "is", signal->code, signal->message);
-  if (r >= 0) r = sd_bus_send(bus->bus, m, NULL);
+    r = libsystemd.bus_message_append(m, "is", signal->code, signal->message);
+  if (r >= 0) r = libsystemd.bus_send(bus->bus, m, NULL);
   if (r < 0) atomic_fetch_add(&bus->dropped, 1);
-  sd_bus_message_unref(m);
+  libsystemd.bus_message_unref(m);
 }
 
 /* Sends every queued signal, in order; called on the bus thread only. */
@@ -477,21 +573,21 @@ int cb_run(cb_bus *bus) {
   for (;;) {
     if (atomic_load(&bus->stopping)) {
       drain(bus);
-      sd_bus_flush(bus->bus);
+      libsystemd.bus_flush(bus->bus);
       return 0;
     }
-    int r = sd_bus_process(bus->bus, NULL);
+    int r = libsystemd.bus_process(bus->bus, NULL);
     if (r < 0) return r;
     drain(bus);
     if (r > 0) continue;
-    struct pollfd fds[2] = {{.fd = sd_bus_get_fd(bus->bus), .events = 0},
+    struct pollfd fds[2] = {{.fd = libsystemd.bus_get_fd(bus->bus), .events = 0},
                             {.fd = bus->wake_fd, .events = POLLIN}};
-    r = sd_bus_get_events(bus->bus);
+    r = libsystemd.bus_get_events(bus->bus);
     if (r < 0) return r;
     fds[0].events = (short)r;
     uint64_t until = 0;
     int timeout_ms = -1;
-    if (sd_bus_get_timeout(bus->bus, &until) >= 0 && until != UINT64_MAX) {
+    if (libsystemd.bus_get_timeout(bus->bus, &until) >= 0 && until != UINT64_MAX) {
       struct timespec now;
       clock_gettime(CLOCK_MONOTONIC, &now);
       uint64_t now_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;

@@ -56,9 +56,8 @@ ic_status ic_encode_avif(const uint8_t *pixels, uint32_t width, uint32_t height,
   ic_libheif.encoder_set_parameter_integer(encoder, "speed", speed);
   ic_libheif.encoder_set_parameter_integer(encoder, "threads", 1);
   int alpha = channels == 4;
-  error = ic_libheif.image_create((int)width, (int)height, heif_colorspace_RGB,
-                            alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB,
-                            &image);
+  enum heif_chroma chroma = alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB;
+  error = ic_libheif.image_create((int)width, (int)height, heif_colorspace_RGB, chroma, &image);
   if (error.code == heif_error_Ok)
     error = ic_libheif.image_add_plane(image, heif_channel_interleaved, (int)width, (int)height, 8);
   if (error.code != heif_error_Ok) {

@@ -227,7 +227,7 @@ static struct heif_error to_heif_image(const AVFrame *frame, struct heif_image *
   if (nclx) {
     (void)ic_libheif.nclx_color_profile_set_color_primaries(nclx, (uint16_t)frame->color_primaries);
     (void)ic_libheif.nclx_color_profile_set_transfer_characteristics(nclx,
-                                                               (uint16_t)frame->color_trc);
+                                                                     (uint16_t)frame->color_trc);
     (void)ic_libheif.nclx_color_profile_set_matrix_coefficients(nclx, (uint16_t)frame->colorspace);
     nclx->full_range_flag = frame->color_range == AVCOL_RANGE_JPEG;
     (void)ic_libheif.image_set_nclx_color_profile(*out, nclx);

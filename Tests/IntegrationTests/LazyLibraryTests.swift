@@ -4,9 +4,10 @@ import Testing
 
 @testable import TestSupport
 
-/// libheif (with its codecs) is opened on the first HEIC or AVIF, never linked; libcurl is
-/// opened only where http(s) sources are allowed. A daemon serving files, as the desktop's
-/// does, maps neither while it sees JPEGs, and the first HEIC brings libheif.
+/// libheif (with its codecs) is opened on the first HEIC or AVIF, never linked; libcurl only
+/// where http(s) sources are allowed; libsystemd only for `--dbus` (DesktopBusTests runs
+/// that). A daemon serving files maps none of them while it sees JPEGs, and the first HEIC
+/// brings libheif.
 @Suite("Libraries loaded on first use")
 struct LazyLibraryTests {
   /// Whether a file whose path contains `part` is mapped in the process.
@@ -23,7 +24,7 @@ struct LazyLibraryTests {
   }
 
   @Test(
-    "a daemon serving files maps neither libheif nor libcurl until a HEIC arrives, which brings libheif alone"
+    "a daemon serving files maps no libheif, libcurl or libsystemd until a HEIC arrives, which brings libheif alone"
   )
   func loadedOnFirstUse() async throws {
     let root = TestDaemon.makeDirectory() + "/pictures"
@@ -41,11 +42,12 @@ struct LazyLibraryTests {
     #expect(SocketClient.get(daemon.socket, Self.target("file://\(root)/photo.jpg")).status == 200)
     // Nor the codec libraries libheif brought with it when it was linked.
     let codecs = ["libheif", "libx265", "libde265", "libaom", "libdav1d"]
-    for library in codecs + ["libcurl"] {
+    for library in codecs + ["libcurl", "libsystemd", "libgcrypt"] {
       #expect(!Self.mapped(daemon.pid, library), "\(library) is mapped before it was needed")
     }
     #expect(SocketClient.get(daemon.socket, Self.target("file://\(root)/photo.heic")).status == 200)
     #expect(Self.mapped(daemon.pid, "libheif.so"))
     #expect(!Self.mapped(daemon.pid, "libcurl"))
+    #expect(!Self.mapped(daemon.pid, "libsystemd"))
   }
 }

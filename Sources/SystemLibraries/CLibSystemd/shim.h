@@ -1,2 +1,0 @@
-/* libsystemd (sd-bus), for CBus. */
-#include <systemd/sd-bus.h>
