@@ -259,19 +259,19 @@ extension DecodeSuites {
       defer { BuildGate.remove() }
       let thumbnailer = thumbnailer
       let toBuild = building
-      async let held = offPool {
+      let held = StartedThread {
         BuildGate.mark()
         return try thumbnailer.thumbnail(of: toBuild, spec: spec)
       }
       #expect(await BuildGate.entered(within: .seconds(30)), "the build never reached the gate")
       // The build is held: a decode needing the cached transform goes on, off the pool so a
       // lock it waits on cannot stall the test's own threads.
-      let other = try await offPoolWithin(.seconds(20)) {
+      let other = try await StartedThread {
         try thumbnailer.thumbnail(of: cached, spec: spec)
-      }
+      }.value(within: .seconds(20))
       #expect(other?.profileTransformCached == true, "the cached decode waited for the build")
       BuildGate.release()
-      #expect(try await held.profile == .converted)
+      #expect(try await held.value.profile == .converted)
     }
 
     @Test("the transform cache stays bounded however many profiles pass through")
@@ -318,21 +318,4 @@ enum BuildGate {
   static func release() { releaseSignal.signal() }
 
   static func remove() { ic_colour_set_build_gate(nil) }
-}
-
-/// `work` on a thread of its own; nil when it has not finished within `limit` (it goes on).
-func offPoolWithin<T: Sendable>(_ limit: Duration, _ work: @escaping @Sendable () throws -> T)
-  async throws -> T?
-{
-  let seconds = Double(limit.components.seconds)
-  let outcome = Mutex<Result<T, any Error>?>(nil)
-  let done = DispatchSemaphore(value: 0)
-  Thread.detachNewThread {
-    let result = Result { try work() }
-    outcome.withLock { $0 = result }
-    done.signal()
-  }
-  let finished = try await offPool { done.wait(timeout: .now() + seconds) == .success }
-  guard finished, let result = outcome.withLock({ $0 }) else { return nil }
-  return try result.get()
 }

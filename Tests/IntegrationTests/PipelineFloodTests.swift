@@ -88,7 +88,7 @@ struct PipelineFloodTests {
     defer { close(fd) }
     // Both threads start now: a sender left to the cooperative pool once started more than
     // header_timeout late under CI's load, and the daemon rightly closed the silent connection.
-    let sent = startedThread { SocketClient.sendAll(fd, requests) }
+    let sent = StartedThread { SocketClient.sendAll(fd, requests) }
     let statuses = try await offPool { Self.statuses(reading: fd, expected: count) }
     #expect(try await sent.value)
     return statuses

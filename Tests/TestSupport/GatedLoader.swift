@@ -101,24 +101,37 @@ func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thro
   }
 }
 
-/// Starts blocking work on a thread of its own at once, before the caller's next step, and
-/// returns a task to await its result. `async let x = offPool { ... }` starts the thread only
-/// when the cooperative pool runs the child task, which under load (a pool thread per core,
-/// all busy with other tests) can be many seconds later.
-func startedThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) -> Task<
-  T, any Error
-> {
-  let outcome = Mutex<Result<T, any Error>?>(nil)
-  let done = DispatchSemaphore(value: 0)
-  Thread.detachNewThread {
-    let result = Result { try work() }
-    outcome.withLock { $0 = result }
-    done.signal()
-  }
-  return Task {
-    try await offPool {
-      done.wait()
-      return try outcome.withLock { $0 }!.get()
+/// Blocking work started on a thread of its own at once, before the caller's next step.
+/// `async let x = offPool { ... }` starts the thread only when the cooperative pool runs the
+/// child task, which under load (a pool thread per core, all busy with other tests) can be
+/// many seconds later.
+final class StartedThread<T: Sendable>: Sendable {
+  private let outcome = Mutex<Result<T, any Error>?>(nil)
+  private let done = DispatchSemaphore(value: 0)
+
+  init(_ work: @escaping @Sendable () throws -> T) {
+    Thread.detachNewThread { [self] in
+      let result = Result { try work() }
+      outcome.withLock { $0 = result }
+      done.signal()
     }
+  }
+
+  /// The work's result, waited for off the cooperative pool.
+  var value: T {
+    get async throws {
+      try await offPool { [self] in
+        done.wait()
+        return try outcome.withLock { $0 }!.get()
+      }
+    }
+  }
+
+  /// The work's result, or nil when it has not finished within `limit` (the thread goes on).
+  func value(within limit: Duration) async throws -> T? {
+    let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+    let finished = try await offPool { [done] in done.wait(timeout: .now() + seconds) == .success }
+    guard finished, let result = outcome.withLock({ $0 }) else { return nil }
+    return try result.get()
   }
 }
