@@ -77,6 +77,29 @@ struct DesktopJobsTests {
     #expect(metrics.desktopJobs == 1 && metrics.cancelledWork == 0)
   }
 
+  @Test(
+    "a job's decode counts its colour profile with the pipeline's; an answer from the cache does not"
+  )
+  func profileCounted() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let photo = directory + "/p3.jpg"
+    try FileManager.default.copyItem(
+      atPath: Corpus.path("icc/danbooru/countergirl-p3.jpg"), toPath: photo)
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(dataLoader: GatedLoader { _ in [] }, decodeThreads: 1))
+    let jobs = DesktopJobs(
+      pipeline: pipeline,
+      thumbnailer: DesktopThumbnailer(
+        cache: FreedesktopCache(directory: directory + "/thumbnails", software: "test"),
+        thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20))
+    for expected in [DesktopThumbnailer.Outcome.made([:]), .cached] {
+      let outcome = try await jobs.thumbnail(path: photo, flavor: .normal, priority: .visible)
+      #expect((outcome == .cached) == (expected == .cached), "\(outcome)")
+      #expect(pipeline.metrics.snapshot().profiles == ["converted": 1])
+    }
+  }
+
   @Test("when every caller leaves, the queued job never runs and nothing is written")
   func abandoned() async throws {
     let held = try await Held()

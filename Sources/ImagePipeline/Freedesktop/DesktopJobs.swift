@@ -36,8 +36,10 @@ package final class DesktopJobs: Sendable {
     ) { [pipeline, thumbnailer] key, context in
       try await pipeline.decoders.run(context: context) { cancellation in
         pipeline.metrics.countDesktopJob()
+        // Counted with the pipeline's other decodes (thumbd_colour_profiles_total).
         let outcome = thumbnailer.thumbnail(
-          path: key.path, flavors: [key.flavor], cancellation: cancellation)
+          path: key.path, flavors: [key.flavor], cancellation: cancellation,
+          decoded: { pipeline.metrics.countProfile($0) })
         if case .refused(let kind, _) = outcome, kind == ThumbnailError.cancelled.kind {
           throw CancellationError()
         }

@@ -39,9 +39,12 @@ package struct DesktopThumbnailer: Sendable {
     self.maxSourceBytes = maxSourceBytes
   }
 
-  /// Thumbnails the file at `path` (absolute) in each of `flavors`.
+  /// Thumbnails the file at `path` (absolute) in each of `flavors`. `decoded` hears what
+  /// became of the source's colour profile when the file was decoded (not for an answer from
+  /// the cache).
   package func thumbnail(
-    path: String, flavors: Set<FreedesktopCache.Flavor>, cancellation: CancellationFlag? = nil
+    path: String, flavors: Set<FreedesktopCache.Flavor>, cancellation: CancellationFlag? = nil,
+    decoded: (ProfileOutcome) -> Void = { _ in }
   ) -> Outcome {
     guard path.hasPrefix("/") else {
       return .refused(kind: "invalid_spec", message: "the path is not absolute")
@@ -79,6 +82,7 @@ package struct DesktopThumbnailer: Sendable {
     do throws(ThumbnailError) {
       let spec = ThumbnailSpec(width: largest.size, height: largest.size, format: .png)
       let first = try thumbnailer.thumbnail(ofFile: fd, spec: spec, cancellation: cancellation)
+      decoded(first.profile)
       let size = (first.sourceWidth, first.sourceHeight)
       let upright = first.orientation >= 5 ? (size.1, size.0) : size
       made[largest] = try store(first.data, source, largest, format, upright)
