@@ -100,6 +100,54 @@ struct DesktopJobsTests {
     }
   }
 
+  @Test(
+    "a job waits for its decode's estimate in memory_budget before it takes a decode thread; one larger than the whole budget waits for all of it"
+  )
+  func budgeted() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let photo = directory + "/photo.jpg"
+    try FileManager.default.copyItem(atPath: Corpus.path("photo/coil/normal.jpg"), toPath: photo)
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: GatedLoader { _ in [] }, decodeThreads: 1, memoryBudget: 16 << 20))
+    let thumbnailer = DesktopThumbnailer(
+      cache: FreedesktopCache(directory: directory + "/thumbnails", software: "test"),
+      thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20)
+    let jobs = DesktopJobs(pipeline: pipeline, thumbnailer: thumbnailer)
+    let estimate = thumbnailer.estimate(path: photo, flavor: .large)
+    #expect(estimate > 0)
+    // Another decode holds the whole budget.
+    let held = try await pipeline.budget.reserve(
+      16 << 20, priority: PriorityBox(.visible), unblocks: true)
+    let job = Task { try await jobs.thumbnail(path: photo, flavor: .large, priority: .visible) }
+    await eventually("the job waits for the budget") { pipeline.memoryBudget.waiting == 1 }
+    #expect(pipeline.decoders.load.running == 0 && pipeline.decoders.load.queued == 0)
+    held.release()
+    guard case .made = try await job.value else {
+      Issue.record("not made")
+      return
+    }
+    #expect(pipeline.memoryBudget.waits == 1 && pipeline.memoryBudget.work == 0)
+
+    // A budget smaller than this decode alone: it is not refused (the pixel and byte limits
+    // decide that), but takes the whole budget, so it waits while any of it is held.
+    let small = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: GatedLoader { _ in [] }, decodeThreads: 1, memoryBudget: estimate - 1))
+    let alone = DesktopJobs(pipeline: small, thumbnailer: thumbnailer)
+    try FileManager.default.removeItem(atPath: directory + "/thumbnails")
+    let little = try await small.budget.reserve(1, priority: PriorityBox(.visible), unblocks: true)
+    let large = Task { try await alone.thumbnail(path: photo, flavor: .large, priority: .visible) }
+    await eventually("the large job waits") { small.memoryBudget.waiting == 1 }
+    little.release()
+    guard case .made = try await large.value else {
+      Issue.record("not made")
+      return
+    }
+    #expect(small.memoryBudget.peakWork == estimate - 1 && small.memoryBudget.refusals == 0)
+  }
+
   @Test("when every caller leaves, the queued job never runs and nothing is written")
   func abandoned() async throws {
     let held = try await Held()

@@ -154,6 +154,14 @@ public struct Thumbnailer: Sendable {
     }.get()
   }
 
+  /// `estimate(of:spec:)` for an open file, read from its start (`thumbnail(ofFile:)`'s way:
+  /// check what the descriptor is first). The descriptor is not closed.
+  public func estimate(ofFile descriptor: Int32, spec: ThumbnailSpec) throws(ThumbnailError)
+    -> MemoryEstimate
+  {
+    try estimate(ic_source(data: nil, size: 0, path: nil, fd: descriptor), ValidSpec(spec)).get()
+  }
+
   /// The working memory a thumbnail of a file will need, from its header alone (which is
   /// read: for a pipe or FIFO, those bytes are gone).
   public func estimate(contentsOf path: String, spec: ThumbnailSpec) throws(ThumbnailError)

@@ -1,9 +1,13 @@
+import ThumbSystem
+
 /// The desktop's thumbnail work inside a pipeline: one job per file and flavor however many
 /// callers want it (the pipeline's coalescing stage and its reference counts), run by a
 /// `DesktopThumbnailer` on the pipeline's decode threads at the most urgent caller's priority.
 ///
 /// A caller that stops waiting (its task cancelled) leaves at once; the job goes on while
 /// another caller wants it, and is stopped (its decoder's flag raised) when the last one leaves.
+/// A job waits for its decode's estimate in `memory_budget` (at most the whole budget) before
+/// it takes a decode thread.
 package final class DesktopJobs: Sendable {
   struct Key: Hashable, Sendable {
     let path: String
@@ -34,7 +38,23 @@ package final class DesktopJobs: Sendable {
     let delivery = try await stage.value(
       for: key, subscriber: pipeline.nextID(), priority: PriorityBox(priority)
     ) { [pipeline, thumbnailer] key, context in
-      try await pipeline.decoders.run(context: context) { cancellation in
+      // What the decode will hold, from the file's header, waits for its share of
+      // memory_budget as the pipeline's own decodes do (ThumbnailJob). The header is read on
+      // a thread of its own: a slow disk must not hold one of the few pool threads. A file
+      // within the pixel and byte limits is never refused for its size here (the desktop
+      // refuses by those limits): one whose estimate exceeds the whole budget waits for all
+      // of it and runs alone. A 3840x2160 AVIF with alpha estimates 258.6 MiB.
+      let estimate = await withCheckedContinuation { continuation in
+        SystemThread.detach(name: "thumbd-estimate") {
+          continuation.resume(returning: thumbnailer.estimate(path: key.path, flavor: key.flavor))
+        }
+      }
+      let budget = pipeline.budget
+      context.onPriorityChange { budget.reconsider() }
+      let memory = try await budget.reserve(
+        min(estimate, budget.limit), priority: context.priority, unblocks: true)
+      defer { memory.release() }
+      return try await pipeline.decoders.run(context: context) { cancellation in
         pipeline.metrics.countDesktopJob()
         // Counted with the pipeline's other decodes (thumbd_colour_profiles_total).
         let outcome = thumbnailer.thumbnail(

@@ -39,6 +39,21 @@ package struct DesktopThumbnailer: Sendable {
     self.maxSourceBytes = maxSourceBytes
   }
 
+  /// The working memory thumbnailing the file at `path` in `flavor` will need, from its
+  /// header (`Thumbnailer.estimate`), opened and checked as `thumbnail` does: 0 when the file
+  /// will be refused or its header does not parse (the decode then says why). The file may
+  /// change before the decode opens it again; the decoder's own limits still hold then.
+  /// Blocking file I/O: call it off the cooperative pool.
+  package func estimate(path: String, flavor: FreedesktopCache.Flavor) -> Int {
+    guard path.hasPrefix("/"), !cache.holds(path) else { return 0 }
+    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    guard fd >= 0 else { return 0 }
+    defer { close(fd) }
+    guard case .success = Self.check(fd, maxBytes: maxSourceBytes) else { return 0 }
+    let spec = ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png)
+    return (try? thumbnailer.estimate(ofFile: fd, spec: spec))?.bytes ?? 0
+  }
+
   /// Thumbnails the file at `path` (absolute) in each of `flavors`. `decoded` hears what
   /// became of the source's colour profile when the file was decoded (not for an answer from
   /// the cache).
