@@ -275,15 +275,21 @@ static uint64_t heif_working_memory(ic_decoder *base) {
    * grid boxes; then the tiles in flight (one a tile thread, or one) and the alpha plane. */
   uint32_t width = d->chosen_width, height = d->chosen_height;
   const ic_heif_image *scanned = ic_heif_layout_image(&d->layout, d->chosen_id);
-  uint64_t pixels = block_pixels(width, height);
+  uint64_t pixels = block_pixels(width, height), alpha = 0;
   if (scanned) {
     uint64_t found = block_pixels(scanned->width, scanned->height);
     if (found > pixels) pixels = found;
     int threads = heif_tile_threads();
-    pixels += scanned->tile_pixels * (uint64_t)(threads > 1 ? threads : 1) +
-              scanned->alpha_pixels;
+    pixels += scanned->tile_pixels * (uint64_t)(threads > 1 ? threads : 1);
+    alpha = scanned->alpha_pixels;
   }
   uint64_t sample = d->bits > 8 ? 2 : 1, channels = (uint64_t)base->header.channels;
+  /* Alpha is an image of its own, one plane: counted once at the larger of its real size
+   * (the scan's; a hostile file can make it larger than the primary) and the primary's, not
+   * as a fourth channel of every pixel on top of its own size (which put a 3840x2160 AVIF
+   * with alpha at 259 MiB, over the default budget, for a measured 65 MiB). */
+  uint64_t planes = pixels * channels;
+  if (scanned && channels == 4) planes = pixels * 3 + (alpha > pixels ? alpha : pixels);
   /* The codec's planes and libheif's planar RGB copy of them, counted as full-resolution
    * 4:4:4 (chroma is often a quarter of that, which covers the codec's own state and the
    * tiles in flight on other threads): 6 bytes a pixel for 8-bit RGB, against 3.5 measured
@@ -293,8 +299,7 @@ static uint64_t heif_working_memory(ic_decoder *base) {
    * four. Rows are interleaved one at a time (heif_run). MemoryEstimateTests checks every
    * corpus file. */
   uint64_t copies = d->av1 ? 4 : 2;
-  return pixels * copies * channels * sample + d->buffered + (4u << 20) +
-         IC_DECODE_BASE_BYTES;
+  return planes * copies * sample + d->buffered + (4u << 20) + IC_DECODE_BASE_BYTES;
 }
 
 static void heif_destroy(ic_decoder *base) {
