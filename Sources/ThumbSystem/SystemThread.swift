@@ -32,6 +32,17 @@ public final class SystemThread: @unchecked Sendable {
     pthread_detach(thread.handle)
   }
 
+  /// Runs blocking `body` (file I/O, a wait) on a new thread and waits for it without holding
+  /// one of the cooperative pool's few threads; its result or error comes back to the caller.
+  public static func run<T: Sendable, E: Error>(
+    name: String, _ body: @escaping @Sendable () throws(E) -> T
+  ) async throws(E) -> T {
+    let result: Result<T, E> = await withCheckedContinuation { continuation in
+      detach(name: name) { continuation.resume(returning: Result { () throws(E) in try body() }) }
+    }
+    return try result.get()
+  }
+
   /// Starts `body` on a new thread; `join()` waits for it. Nil if the system refused.
   public static func start(
     name: String, stackSize: Int = 0, _ body: @escaping @Sendable () -> Void

@@ -127,12 +127,7 @@ enum ServeCommand {
         "version": Usage.version,
       ])
     daemon.start()
-    await withCheckedContinuation { continuation in
-      SystemThread.detach(name: "thumbd-wait") {
-        daemon.server.wait()
-        continuation.resume()
-      }
-    }
+    await SystemThread.run(name: "thumbd-wait") { daemon.server.wait() }
     if let ownedSocket { unlink(ownedSocket) }
     // Thumbnails are written to disk after they are delivered: let the last ones land.
     await daemon.flushDiskWrites()

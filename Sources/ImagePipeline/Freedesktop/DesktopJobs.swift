@@ -44,10 +44,8 @@ package final class DesktopJobs: Sendable {
       // within the pixel and byte limits is never refused for its size here (the desktop
       // refuses by those limits): one whose estimate exceeds the whole budget waits for all
       // of it and runs alone. A 3840x2160 AVIF with alpha estimates 258.6 MiB.
-      let estimate = await withCheckedContinuation { continuation in
-        SystemThread.detach(name: "thumbd-estimate") {
-          continuation.resume(returning: thumbnailer.estimate(path: key.path, flavor: key.flavor))
-        }
+      let estimate = await SystemThread.run(name: "thumbd-estimate") {
+        thumbnailer.estimate(path: key.path, flavor: key.flavor)
       }
       let budget = pipeline.budget
       context.onPriorityChange { budget.reconsider() }

@@ -63,7 +63,8 @@ public final class SourceLoader: DataLoading {
       let path = try Self.filePath(of: source)
       let files = self.files
       let freshness = self.freshness.fileFreshness
-      let response = try await Self.offPool { () throws(FetchError) in
+      let response = try await SystemThread.run(name: "thumbd-file") {
+        () throws(FetchError) in
         try files.load(path: path, unlessStamped: request.cached, freshness: freshness)
       }
       if case .modified(let bytes, _) = response { request.meter?.count(bytes.count) }
@@ -127,17 +128,5 @@ public final class SourceLoader: DataLoading {
       transport = made
       return made
     }
-  }
-
-  /// Runs blocking file I/O on a thread of its own.
-  private static func offPool(
-    _ body: @escaping @Sendable () throws(FetchError) -> SourceResponse
-  ) async throws(FetchError) -> SourceResponse {
-    let result: Result<SourceResponse, FetchError> = await withCheckedContinuation { continuation in
-      SystemThread.detach(name: "thumbd-file") {
-        continuation.resume(returning: Result { () throws(FetchError) in try body() })
-      }
-    }
-    return try result.get()
   }
 }
