@@ -9,6 +9,20 @@ import ThumbSystem
 /// coalescing stage: a caller leaving drops only its own interest.
 @Suite("Desktop jobs")
 struct DesktopJobsTests {
+  /// A pipeline with one foreground decode thread and this memory budget.
+  static func pipeline(memoryBudget: Int = 256 << 20) -> ThumbnailPipeline {
+    ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: GatedLoader { _ in [] }, decodeThreads: 1, memoryBudget: memoryBudget))
+  }
+
+  /// A desktop thumbnailer writing under `directory`/thumbnails.
+  static func thumbnailer(in directory: String) -> DesktopThumbnailer {
+    DesktopThumbnailer(
+      cache: FreedesktopCache(directory: directory + "/thumbnails", software: "test"),
+      thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20)
+  }
+
   /// A pipeline with one foreground decode thread, held busy by a gated job until `open()`.
   struct Held {
     let pipeline: ThumbnailPipeline
@@ -22,13 +36,9 @@ struct DesktopJobsTests {
       directory = TestDaemon.makeDirectory()
       photo = directory + "/photo.jpg"
       try FileManager.default.copyItem(atPath: Corpus.path("photo/coil/normal.jpg"), toPath: photo)
-      pipeline = ThumbnailPipeline(
-        configuration: .init(dataLoader: GatedLoader { _ in [] }, decodeThreads: 1))
-      let cache = FreedesktopCache(directory: directory + "/thumbnails", software: "test")
+      pipeline = DesktopJobsTests.pipeline()
       jobs = DesktopJobs(
-        pipeline: pipeline,
-        thumbnailer: DesktopThumbnailer(
-          cache: cache, thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20))
+        pipeline: pipeline, thumbnailer: DesktopJobsTests.thumbnailer(in: directory))
       let (pipeline, gate) = (pipeline, gate)
       blocker = Task {
         try await pipeline.decoders.run(context: JobContext(priority: .visible)) { _ in
@@ -86,16 +96,11 @@ struct DesktopJobsTests {
     let photo = directory + "/p3.jpg"
     try FileManager.default.copyItem(
       atPath: Corpus.path("icc/danbooru/countergirl-p3.jpg"), toPath: photo)
-    let pipeline = ThumbnailPipeline(
-      configuration: .init(dataLoader: GatedLoader { _ in [] }, decodeThreads: 1))
-    let jobs = DesktopJobs(
-      pipeline: pipeline,
-      thumbnailer: DesktopThumbnailer(
-        cache: FreedesktopCache(directory: directory + "/thumbnails", software: "test"),
-        thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20))
-    for expected in [DesktopThumbnailer.Outcome.made([:]), .cached] {
+    let pipeline = Self.pipeline()
+    let jobs = DesktopJobs(pipeline: pipeline, thumbnailer: Self.thumbnailer(in: directory))
+    for cached in [false, true] {
       let outcome = try await jobs.thumbnail(path: photo, flavor: .normal, priority: .visible)
-      #expect((outcome == .cached) == (expected == .cached), "\(outcome)")
+      #expect((outcome == .cached) == cached, "\(outcome)")
       #expect(pipeline.metrics.snapshot().profiles == ["converted": 1])
     }
   }
@@ -108,12 +113,8 @@ struct DesktopJobsTests {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let photo = directory + "/photo.jpg"
     try FileManager.default.copyItem(atPath: Corpus.path("photo/coil/normal.jpg"), toPath: photo)
-    let pipeline = ThumbnailPipeline(
-      configuration: .init(
-        dataLoader: GatedLoader { _ in [] }, decodeThreads: 1, memoryBudget: 16 << 20))
-    let thumbnailer = DesktopThumbnailer(
-      cache: FreedesktopCache(directory: directory + "/thumbnails", software: "test"),
-      thumbnailer: Thumbnailer(), maxSourceBytes: 64 << 20)
+    let pipeline = Self.pipeline(memoryBudget: 16 << 20)
+    let thumbnailer = Self.thumbnailer(in: directory)
     let jobs = DesktopJobs(pipeline: pipeline, thumbnailer: thumbnailer)
     let estimate = thumbnailer.estimate(path: photo, flavor: .large)
     #expect(estimate > 0)
@@ -132,9 +133,7 @@ struct DesktopJobsTests {
 
     // A budget smaller than this decode alone: it is not refused (the pixel and byte limits
     // decide that), but takes the whole budget, so it waits while any of it is held.
-    let small = ThumbnailPipeline(
-      configuration: .init(
-        dataLoader: GatedLoader { _ in [] }, decodeThreads: 1, memoryBudget: estimate - 1))
+    let small = Self.pipeline(memoryBudget: estimate - 1)
     let alone = DesktopJobs(pipeline: small, thumbnailer: thumbnailer)
     try FileManager.default.removeItem(atPath: directory + "/thumbnails")
     let little = try await small.budget.reserve(1, priority: PriorityBox(.visible), unblocks: true)
