@@ -25,6 +25,17 @@ struct LoopGroupTests {
     var outputLimit: Int { 1 << 20 }
   }
 
+  /// Idle from the start: what a full table may close for a new connection.
+  final class Idle: ConnectionHandler {
+    func received(_ bytes: ArraySlice<UInt8>, on connection: LoopConnection) -> Bool { false }
+    func drained(_ connection: LoopConnection) {}
+    func closed(_ connection: LoopConnection) {}
+    var hasPartialInput: Bool { false }
+    var isIdle: Bool { true }
+    var pendingWork: Int { 0 }
+    var outputLimit: Int { 1 << 20 }
+  }
+
   /// Whether the server closed `fd` (EOF) within two seconds; false when it stays open.
   private static func closedByServer(_ fd: Int32) -> Bool {
     var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -68,6 +79,56 @@ struct LoopGroupTests {
     #expect(Self.closedByServer(refused), "a fifth connection was kept")
     #expect(group.connections.load(ordering: .relaxed) == 4)
     #expect(!Self.closedByServer(clients[0]))
+  }
+
+  @Test(
+    "a full table: a new connection on a loop with no idle connection closes another loop's idle one and is kept; with none idle anywhere it is refused"
+  )
+  func idleClosedOnAnotherLoop() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let group = LoopGroup(size: 2)
+    let limits = ServerLimits(maxConnections: 4)
+    // The first loop's connections are idle, the second's busy.
+    let loops = try [
+      EventLoop(limits: limits, logger: nil, group: group) { _ in Idle() },
+      EventLoop(limits: limits, logger: nil, group: group) { _ in Holding() },
+    ]
+    let paths = [directory + "/idle.sock", directory + "/busy.sock"]
+    for (loop, path) in zip(loops, paths) {
+      let fd = ts_listen_unix(path, 0o600, 16)
+      #expect(fd >= 0)
+      try loop.listen(on: fd)
+      loop.start()
+    }
+    defer {
+      for loop in loops { loop.stop(drainTimeout: 0) }
+      for loop in loops { loop.wait() }
+    }
+    var clients: [Int32] = []
+    defer { for fd in clients { close(fd) } }
+    for (count, path) in [paths[0], paths[1], paths[1], paths[1]].enumerated() {
+      clients.append(SocketClient.connect(path))
+      await eventually("accepted \(count + 1)") {
+        group.connections.load(ordering: .relaxed) == count + 1
+      }
+    }
+    // The table is full and the busy loop has nothing to close: the idle loop closes its own.
+    let kept = SocketClient.connect(paths[1])
+    clients.append(kept)
+    #expect(Self.closedByServer(clients[0]), "the other loop's idle connection stayed")
+    #expect(!Self.closedByServer(kept), "the new connection was refused")
+    #expect(group.connections.load(ordering: .relaxed) == 4)
+    // The idle loop adopted it. Once its client closes it, that loop is empty; with a fourth
+    // busy connection, nothing on either loop can be closed for the next: it is refused.
+    close(kept)
+    clients.removeLast()
+    await eventually("the kept one closed") { group.connections.load(ordering: .relaxed) == 3 }
+    clients.append(SocketClient.connect(paths[1]))
+    await eventually("four busy") { group.connections.load(ordering: .relaxed) == 4 }
+    let refused = SocketClient.connect(paths[1])
+    clients.append(refused)
+    #expect(Self.closedByServer(refused), "a connection past a busy table was kept")
+    #expect(group.connections.load(ordering: .relaxed) == 4)
   }
 
   @Test("a listener every loop watches is closed by the last loop to let go, not before")

@@ -53,9 +53,9 @@ public struct ServerLimits: Sendable, Hashable {
 /// over the handler's limit (and every connection with output waiting does while all of it is
 /// over `maxTotalPendingOutput`); partial input must complete within `headerTimeout`; idle
 /// connections go after `idleTimeout`, and so do ones whose client reads nothing for as long;
-/// a full table closes its longest-idle connection for a new one; running out of descriptors
-/// sheds the new connection with a reserved descriptor and rests the listener 100 ms instead
-/// of spinning.
+/// a full table closes its longest-idle connection for a new one (on another loop if this one
+/// has none: `adopt`); running out of descriptors sheds the new connection with a reserved
+/// descriptor and rests the listener 100 ms instead of spinning.
 final class EventLoop: @unchecked Sendable {
   // @unchecked: loop state is touched only on the loop thread (`assertInLoop`); `pending`,
   // `stopping` and `drainSeconds` are the only cross-thread state, behind a Mutex / Atomic.
@@ -111,6 +111,7 @@ final class EventLoop: @unchecked Sendable {
     wakeup = ts_wakeup_create()
     guard poller >= 0, wakeup >= 0 else { throw ServerError.system("epoll", -poller) }
     _ = ts_poll_watch(poller, wakeup, UInt32(TS_READABLE), 1, 0)
+    group.join(self)
   }
 
   /// Adds an already listening socket (`LoopGroup.share` it first when several loops do).
@@ -296,22 +297,66 @@ final class EventLoop: @unchecked Sendable {
           noteExhaustion("the longest idle connection closed")
           continue
         }
-        shedWithoutDescriptors(token, listener)
+        // The idle connections may all be on other loops: they are asked in turn, and this
+        // loop leaves the listener to them for 100 ms. The last one sheds the connection.
+        if group.size > 1, let next = group.loop(after: self) {
+          rest(token, listener)
+          next.giveWay(on: listener, hops: group.size - 1)
+        } else {
+          shedWithoutDescriptors(token, listener)
+        }
         return
       }
       if fd < 0 { return }
       if group.connections.load(ordering: .relaxed) >= limits.maxConnections
         && !closeLongestIdle()
       {
-        close(fd)
+        // The idle connections may all be on other loops: they are asked in turn.
+        if group.size > 1 && group.beginHandoff() {
+          handOff(fd, hops: group.size - 1)
+        } else {
+          close(fd)
+        }
         continue
       }
-      group.connections.add(1, ordering: .relaxed)
-      nextNumber += 1
-      let id = ConnectionID(value: nextNumber)
-      connections[id] = LoopConnection(
-        id: id, fd: fd, loop: self, handler: accept(id), now: Self.now())
-      _ = ts_poll_watch(poller, fd, UInt32(TS_READABLE | TS_READ_HANGUP), id.value, 0)
+      register(fd)
+    }
+  }
+
+  private func register(_ fd: Int32) {
+    group.connections.add(1, ordering: .relaxed)
+    nextNumber += 1
+    let id = ConnectionID(value: nextNumber)
+    connections[id] = LoopConnection(
+      id: id, fd: fd, loop: self, handler: accept(id), now: Self.now())
+    _ = ts_poll_watch(poller, fd, UInt32(TS_READABLE | TS_READ_HANGUP), id.value, 0)
+  }
+
+  /// A new connection (in transit, `LoopGroup.beginHandoff`) for which this loop found the
+  /// table full and no idle connection of its own: the next loop is asked, `hops` loops in
+  /// all; when none has room or an idle connection to close for it, it is closed.
+  private func handOff(_ fd: Int32, hops: Int) {
+    guard hops > 0, let next = group.loop(after: self) else {
+      group.endHandoff()
+      close(fd)
+      return
+    }
+    next.adopt(fd, hops: hops)
+  }
+
+  /// From any thread: takes a connection another loop could not (`handOff`) if there is room
+  /// by now or this loop closes its longest-idle connection for it; else passes it on.
+  func adopt(_ fd: Int32, hops: Int) {
+    execute { [self] in
+      if !stopping.load(ordering: .relaxed)
+        && (group.connections.load(ordering: .relaxed) < limits.maxConnections
+          || closeLongestIdle())
+      {
+        group.endHandoff()
+        register(fd)
+      } else {
+        handOff(fd, hops: hops - 1)
+      }
     }
   }
 
@@ -322,6 +367,23 @@ final class EventLoop: @unchecked Sendable {
     guard let victim = idle.min(by: { $0.lastActivity < $1.lastActivity }) else { return false }
     closeConnection(victim)
     return true
+  }
+
+  /// From any thread: another loop found no descriptor for a connection waiting on `listener`
+  /// and no idle connection of its own. This loop closes its longest-idle one and accepts,
+  /// or asks the next, `hops` loops in all; the last sheds the connection.
+  func giveWay(on listener: Int32, hops: Int) {
+    execute { [self] in
+      guard let token = listeners.first(where: { $0.value == listener })?.key else { return }
+      if closeLongestIdle() {
+        noteExhaustion("the longest idle connection closed")
+        acceptAll(token, listener)
+      } else if hops > 1, let next = group.loop(after: self) {
+        next.giveWay(on: listener, hops: hops - 1)
+      } else {
+        shedWithoutDescriptors(token, listener)
+      }
+    }
   }
 
   /// accept found no descriptor left (EMFILE/ENFILE). The pending connection would keep the
@@ -335,9 +397,14 @@ final class EventLoop: @unchecked Sendable {
       if shed >= 0 { close(shed) }
       reserveDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
+    rest(token, listener)
+    noteExhaustion("new connections shed for 100 ms")
+  }
+
+  /// Stops watching `listener` for 100 ms (`wakeRestingListeners`).
+  private func rest(_ token: UInt64, _ listener: Int32) {
     _ = ts_poll_forget(poller, listener)
     resting[token] = Self.now() + 100_000_000
-    noteExhaustion("new connections shed for 100 ms")
   }
 
   /// Logs running out of descriptors, at most once every ten seconds.

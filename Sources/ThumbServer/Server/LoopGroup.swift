@@ -18,9 +18,47 @@ final class LoopGroup: Sendable {
   let pendingOutput = Atomic<Int>(0)
   /// Each listener, and how many loops still watch it.
   private let watchers = Mutex<[Int32: Int]>([:])
+  /// The loops, in the order they joined (weakly: the loops hold the group).
+  private let members = Mutex<[WeakLoop]>([])
+  /// New connections being handed from loop to loop (`EventLoop.adopt`), held open and
+  /// counted nowhere else meanwhile.
+  private let handoffs = Atomic<Int>(0)
+  /// At most this many are in transit; a new connection past it is closed at once.
+  static let maxHandoffs = 64
+
+  private struct WeakLoop: @unchecked Sendable {
+    // @unchecked: EventLoop is Sendable; the weak box only stops a retain cycle.
+    weak var loop: EventLoop?
+  }
 
   /// A group of `size` loops (at least 1).
   init(size: Int) { self.size = max(1, size) }
+
+  /// `loop` is one of the group's loops (each joins as it is made).
+  func join(_ loop: EventLoop) {
+    members.withLock { $0.append(WeakLoop(loop: loop)) }
+  }
+
+  /// The loop after `loop` in the group, round the end; nil when it is alone.
+  func loop(after loop: EventLoop) -> EventLoop? {
+    members.withLock { members -> EventLoop? in
+      guard let index = members.firstIndex(where: { $0.loop === loop }) else { return nil }
+      for step in 1..<max(members.count, 1) {
+        if let next = members[(index + step) % members.count].loop { return next }
+      }
+      return nil
+    }
+  }
+
+  /// Whether one more connection may go in transit (counted until `endHandoff`).
+  func beginHandoff() -> Bool {
+    if handoffs.add(1, ordering: .relaxed).newValue <= Self.maxHandoffs { return true }
+    handoffs.subtract(1, ordering: .relaxed)
+    return false
+  }
+
+  /// A connection in transit was kept by a loop or closed.
+  func endHandoff() { handoffs.subtract(1, ordering: .relaxed) }
 
   /// Every loop is about to watch `fd`.
   func share(_ fd: Int32) {
