@@ -6,7 +6,8 @@
  * rows from there down are a JPEG of their own: the same tables and frame with a smaller
  * height, then the entropy-coded bytes from that marker on. Each band is such a JPEG, given
  * to libjpeg on a thread of its own at the scale chosen; the rows are then pushed into the
- * sink in order. The bands' headers are built here (the tables, the frame with its height
+ * sink in order. The bands are cut to about equal work (entropy-coded bytes and blocks), not
+ * equal height. The bands' headers are built here (the tables, the frame with its height
  * changed, the restart interval, the scan header); their entropy-coded bytes are read in
  * place (from memory, or with pread from a regular file), and a band's restart markers,
  * which count on from the file's, are taken in its own count by its resync hook.
@@ -323,7 +324,9 @@ uint64_t ic_jpeg_bands_memory(j_decompress_ptr cinfo, unsigned scale_num, unsign
   uint64_t width = ((uint64_t)cinfo->image_width * scale_num + 7) / 8;
   uint64_t height = ((uint64_t)cinfo->image_height * scale_num + 7) / 8;
   uint64_t image = width * height * (cinfo->num_components == 4 ? 4 : 3);
-  return image + (n - 1) * (one_decode + sizeof(band_source)) + sizeof(band_plan);
+  /* Where a band may start: two offsets per row of MCUs at most. */
+  uint64_t places = 2 * sizeof(uint64_t) * ((cinfo->image_height + 7) / 8 + 1);
+  return image + (n - 1) * (one_decode + sizeof(band_source)) + sizeof(band_plan) + places;
 }
 
 /* Reads the header from SOI to the end of the scan header at `scan_start`, keeping the
@@ -385,20 +388,21 @@ static int keep_header(band_plan *plan, uint64_t scan_start) {
 }
 
 /*
- * Steps over the entropy-coded bytes from `scan_start`, counting restart markers. For each
- * wanted interval (ascending indexes), notes where its bytes start and where the marker
- * before it starts. The restart markers must come in order, as many as the MCUs need, and the
- * first other marker must be EOI, whose offset is *eoi. Returns 1 if so, 0 if not, -1 if
- * stopped (*stop says why).
+ * Steps over the entropy-coded bytes from `scan_start`, counting restart markers. Every
+ * `per_step` intervals an interval starts a row of MCUs where a band may start: for the k-th
+ * such place (k from 1 while k < `places`), notes where its bytes start (starts[k]) and where
+ * the marker before it starts (ends[k]). The restart markers must come in order, as many as
+ * the MCUs need, and the first other marker must be EOI, whose offset is *eoi. Returns 1 if
+ * so, 0 if not, -1 if stopped (*stop says why).
  */
 static int find_intervals(const band_plan *plan, uint64_t scan_start, uint64_t expected,
-                          const uint64_t *wanted, int count, uint64_t *starts, uint64_t *ends,
-                          uint64_t *eoi, ic_status *stop) {
+                          uint64_t per_step, uint64_t places, uint64_t *starts,
+                          uint64_t *ends, uint64_t *eoi, ic_status *stop) {
   const band_bytes *bytes = &plan->bytes;
   uint8_t *buffer = bytes->data ? NULL : malloc(SCAN_CHUNK);
   if (!bytes->data && !buffer) return 0;
   uint64_t markers = 0, ff_at = 0;
-  int after_ff = 0, found = 0, outcome = 0;
+  int after_ff = 0, outcome = 0;
   for (uint64_t offset = scan_start; offset < bytes->size;) {
     *stop = ic_stop_reason(plan->control);
     if (*stop != IC_OK) {
@@ -425,14 +429,13 @@ static int find_intervals(const band_plan *plan, uint64_t scan_start, uint64_t e
       if (code >= JPEG_RST0 && code <= JPEG_RST0 + 7) {
         if (code != JPEG_RST0 + (markers & 7)) goto done;
         markers++;
-        if (found < count && wanted[found] == markers) {
-          starts[found] = offset + i + 1;
-          ends[found] = ff_at;
-          found++;
+        if (markers % per_step == 0 && markers / per_step < places) {
+          starts[markers / per_step] = offset + i + 1;
+          ends[markers / per_step] = ff_at;
         }
         continue;
       }
-      if (code == JPEG_EOI && markers == expected && found == count) {
+      if (code == JPEG_EOI && markers == expected && markers / per_step >= places - 1) {
         *eoi = ff_at;
         outcome = 1;
       }
@@ -494,30 +497,27 @@ int ic_jpeg_bands_run(j_decompress_ptr cinfo, ic_stream *stream, unsigned scale_
   if (n > rows / MIN_BAND_MCU_ROWS) n = rows / MIN_BAND_MCU_ROWS;
   if (n < 2) return 0;
 
-  /* A band starts where an interval starts a row of MCUs: every `step` intervals, which
-   * are `rows_per_step` rows. */
+  /* A band starts where an interval starts a row of MCUs: every `per_step` intervals,
+   * which are `rows_per_step` rows; `places` such steps, the first at row 0. */
   uint64_t interval = cinfo->restart_interval;
   uint64_t rows_per_step = interval / gcd(interval, per_row);
-  uint64_t boundary[IC_JPEG_MAX_BANDS], wanted[IC_JPEG_MAX_BANDS];
-  int count = 0;
-  uint64_t last = 0;
-  for (unsigned b = 1; b < n; b++) {
-    uint64_t target = (uint64_t)rows * b / n;
-    uint64_t row = (target + rows_per_step / 2) / rows_per_step * rows_per_step;
-    if (row <= last || row >= rows) continue;
-    boundary[count] = row;
-    wanted[count] = row * per_row / interval;
-    count++;
-    last = row;
-  }
-  if (count == 0) return 0;
+  uint64_t per_step = rows_per_step * per_row / interval;
+  uint64_t places = (rows + rows_per_step - 1) / rows_per_step;
+  if (places < 2) return 0;
 
   band_plan *plan = malloc(sizeof(*plan));
-  if (!plan) return 0;
-  uint64_t scan_start, starts[IC_JPEG_MAX_BANDS], ends[IC_JPEG_MAX_BANDS], eoi = 0;
+  uint64_t *starts = malloc(2 * places * sizeof(uint64_t));
+  if (!plan || !starts) {
+    free(plan);
+    free(starts);
+    return 0;
+  }
+  uint64_t *ends = starts + places;
+  uint64_t scan_start, eoi = 0;
   if (!source_bytes(cinfo, stream, &plan->bytes, &scan_start) ||
       !keep_header(plan, scan_start)) {
     free(plan);
+    free(starts);
     return 0;
   }
   plan->scale_num = scale_num;
@@ -529,13 +529,63 @@ int ic_jpeg_bands_run(j_decompress_ptr cinfo, ic_stream *stream, unsigned scale_
   plan->control = control;
   uint64_t mcus = (uint64_t)rows * per_row;
   ic_status stop = IC_OK;
-  int found = find_intervals(plan, scan_start, (mcus - 1) / interval, wanted, count, starts,
+  int found = find_intervals(plan, scan_start, (mcus - 1) / interval, per_step, places, starts,
                              ends, &eoi, &stop);
   if (found <= 0) {
     free(plan);
+    free(starts);
     if (found < 0) *status = ic_check(control, result);
     return found < 0;
   }
+
+  /* Bands of about equal work, not of equal height: a detailed half of a picture holds far
+   * more entropy-coded bytes than a sky. Work up to a place is its bytes from the scan's
+   * start, and each row of MCUs above it: decoding a block costs about as much as 1.5 bytes
+   * of Huffman codes (djpeg -scale 1/8 on a flat and a detailed 48 MP picture). */
+  uint64_t blocks_per_mcu = 0;
+  for (int i = 0; i < cinfo->num_components; i++)
+    blocks_per_mcu += (uint64_t)cinfo->comp_info[i].h_samp_factor *
+                      (uint64_t)cinfo->comp_info[i].v_samp_factor;
+  uint64_t row_work = per_row * blocks_per_mcu * 3 / 2;
+  uint64_t total_work = (eoi - scan_start) + rows * row_work;
+  uint64_t boundary[IC_JPEG_MAX_BANDS], wanted[IC_JPEG_MAX_BANDS];
+  uint64_t chosen[IC_JPEG_MAX_BANDS];
+  int count = 0;
+  uint64_t place = 0;
+#define WORK_BEFORE(k) ((starts[k] - scan_start) + (k) * rows_per_step * row_work)
+  for (unsigned b = 1; b < n; b++) {
+    uint64_t target = total_work / n * b;
+    uint64_t k = place + 1;
+    while (k + 1 < places && WORK_BEFORE(k + 1) <= target) k++;
+    if (k + 1 < places && WORK_BEFORE(k) < target &&
+        WORK_BEFORE(k + 1) - target < target - WORK_BEFORE(k))
+      k++;
+    if (k >= places) break;
+    chosen[count] = k;
+    boundary[count] = k * rows_per_step;
+    wanted[count] = k * per_step;
+    count++;
+    place = k;
+  }
+  if (count == 0) {
+    free(plan);
+    free(starts);
+    return 0;
+  }
+  /* The largest band's share of the work, for the result. */
+  uint64_t largest = 0;
+  for (int i = 0; i <= count; i++) {
+    uint64_t from = i == 0 ? 0 : WORK_BEFORE(chosen[i - 1]);
+    uint64_t to = i == count ? total_work : WORK_BEFORE(chosen[i]);
+    if (to - from > largest) largest = to - from;
+  }
+#undef WORK_BEFORE
+  uint64_t band_starts[IC_JPEG_MAX_BANDS], band_ends[IC_JPEG_MAX_BANDS];
+  for (int i = 0; i < count; i++) {
+    band_starts[i] = starts[chosen[i]];
+    band_ends[i] = ends[chosen[i]];
+  }
+  free(starts);
 
   /* The bands: the first from the scan header, each next one from its marker on. */
   unsigned bands_count = (unsigned)count + 1;
@@ -553,8 +603,8 @@ int ic_jpeg_bands_run(j_decompress_ptr cinfo, ic_stream *stream, unsigned scale_
     b->pixel_rows = i < (unsigned)count ? (end_row - b->mcu_row_start) * row_pixels
                                         : cinfo->image_height - first_pixel;
     b->out_rows = i < (unsigned)count ? b->pixel_rows / DCTSIZE * scale_num : out_rows_left;
-    b->start = i == 0 ? scan_start : starts[i - 1];
-    b->end = i < (unsigned)count ? ends[i] : eoi;
+    b->start = i == 0 ? scan_start : band_starts[i - 1];
+    b->end = i < (unsigned)count ? band_ends[i] : eoi;
     b->shift = i == 0 ? 0 : (int)(wanted[i - 1] & 7);
     if (b->out_rows == 0 || b->out_rows > out_rows_left || b->end < b->start) ok = 0;
     out_rows_left -= ok ? b->out_rows : 0;
@@ -603,6 +653,7 @@ int ic_jpeg_bands_run(j_decompress_ptr cinfo, ic_stream *stream, unsigned scale_
     }
   }
   result->jpeg_bands = bands_count;
+  result->jpeg_band_share = (uint32_t)(largest * 1000 / total_work);
   free_bands(bands, bands_count);
   free(plan);
   *status = pushed;

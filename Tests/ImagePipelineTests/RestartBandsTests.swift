@@ -117,6 +117,31 @@ extension DecodeSuites {
       #expect(plain.decodeBands == 0)
     }
 
+    @Test("bands are cut to equal work, not equal height: a picture flat above, detailed below")
+    func bandsOfEqualWork() throws {
+      let source = FileManager.default.temporaryDirectory
+        .appendingPathComponent("thumbd-halves-\(UUID().uuidString.prefix(8)).jpg").path
+      try LargeJPEG.flatAboveNoise(source, size: 1024)
+      defer { try? FileManager.default.removeItem(atPath: source) }
+      let copy = try Transcoded.copy(of: source, as: .baseline, restartRows: 1)
+      defer { try? FileManager.default.removeItem(atPath: copy) }
+      for threads in [2, 3] {
+        var thumbnailer = Thumbnailer()
+        thumbnailer.threadsPerDecode = threads
+        let thumbnail = try thumbnailer.thumbnail(
+          contentsOf: copy, spec: ThumbnailSpec(width: 128, height: 128))
+        #expect(thumbnail.decodeBands == threads)
+        // Cut at the middle row, the lower band would hold nearly all the work; cut by work,
+        // each band holds its share to within a row of MCUs (64 rows here).
+        let fair = 1 / Double(threads)
+        #expect(
+          thumbnail.decodeBandShare > fair - 0.01 && thumbnail.decodeBandShare < fair + 0.05,
+          "largest band's share \(thumbnail.decodeBandShare) with \(threads) bands")
+      }
+      // And the pixels are the one-piece decode's.
+      _ = try Self.compare(copy, ThumbnailSpec(width: 128, height: 128))
+    }
+
     /// Damage the bands meet: the one-piece decode decides what it means, strict or accepting.
     @Test("damage inside a band, a restart marker out of order and a cut file end as in one piece")
     func damageAsInOnePiece() throws {

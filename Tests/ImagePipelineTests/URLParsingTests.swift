@@ -20,6 +20,16 @@ struct URLParsingTests {
       ("http://example.com/%2e%2e/x", "http://example.com/%2e%2e/x"),
       ("http://192.168.0.1/", "http://192.168.0.1/"),
       ("HTTP://img_1.example.com/", "http://img_1.example.com/"),
+      // Dot segments at the ends, names that only start with dots, empty segments, a query
+      // left alone, and escapes beside removed segments.
+      ("http://e.com/a/.", "http://e.com/a/"),
+      ("http://e.com/a/..", "http://e.com/"),
+      ("http://e.com/..", "http://e.com/"),
+      ("http://e.com/.a/..b/...", "http://e.com/.a/..b/..."),
+      ("http://e.com//a//b", "http://e.com//a//b"),
+      ("http://e.com/a?x=/../y", "http://e.com/a?x=/../y"),
+      ("http://e.com/a b/../c d?q r", "http://e.com/c%20d?q%20r"),
+      ("http://e.com?q", "http://e.com/?q"),
     ])
   func valid(text: String, normal: String) throws {
     #expect(try SourceURL(text).description == normal)

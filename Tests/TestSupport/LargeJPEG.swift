@@ -43,6 +43,26 @@ enum LargeJPEG {
       ])
   }
 
+  /// A `size` x `size` colour JPEG by PIL, flat grey above and noise below: nearly all its
+  /// entropy-coded bytes are in the lower half.
+  static func flatAboveNoise(_ path: String, size: Int) throws {
+    try run(
+      "/usr/bin/python3",
+      [
+        "-c",
+        """
+        import sys
+        from PIL import Image
+        size = int(sys.argv[2])
+        noise = [Image.effect_noise((size, size // 2), 60 + 10 * i) for i in range(3)]
+        picture = Image.new("RGB", (size, size), (128, 128, 128))
+        picture.paste(Image.merge("RGB", noise), (0, size // 2))
+        picture.save(sys.argv[1], "JPEG", quality=90)
+        """,
+        path, String(size),
+      ])
+  }
+
   private static func run(_ executable: String, _ arguments: [String]) throws {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)

@@ -270,6 +270,9 @@ typedef struct ic_result {
   /** Bands a JPEG with restart markers was decoded in at once, on as many threads; 0 when it
    * was decoded in one piece. */
   uint32_t jpeg_bands;
+  /** With bands: the largest band's share of the decode's estimated work, in thousandths
+   * (the bands are cut to about equal work, 1000 / jpeg_bands each). */
+  uint32_t jpeg_band_share;
   /** What the colour step did with the source's profile. */
   ic_profile_outcome profile;
   /** 1 when the profile's transform came from the cache (not parsed and linked again). */

@@ -31,6 +31,10 @@ public struct Thumbnail: Sendable, Hashable {
   /// (`Thumbnailer.threadsPerDecode`); 0 when it was decoded in one piece. Not stored in caches,
   /// and not compared: the pixels are the same either way.
   public var decodeBands = 0
+  /// With bands: the largest band's share of the decode's estimated work (entropy-coded bytes
+  /// and blocks), from 0 to 1; the bands are cut to about `1 / decodeBands` each. Not stored
+  /// in caches, and not compared.
+  public var decodeBandShare = 0.0
   /// What the colour step did with the source's profile; not stored in caches (`.none` on a
   /// hit).
   public var profile = ProfileOutcome.none

@@ -313,6 +313,7 @@ public struct Thumbnailer: Sendable {
       damageWarnings: Int(result.damage_warnings))
     thumbnail.decodedFromDCScans = result.dc_only != 0
     thumbnail.decodeBands = Int(result.jpeg_bands)
+    thumbnail.decodeBandShare = Double(result.jpeg_band_share) / 1000
     thumbnail.profile = ProfileOutcome(result.profile)
     thumbnail.profileTransformCached = result.transform_cached != 0
     if let summary = result.summary {

@@ -195,23 +195,64 @@ public struct SourceURL: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// Percent-encodes what may not stand in a path or query, and removes dot segments from
-  /// the path.
+  /// the path. Every memory hit parses its source URL, so this works on bytes, in one pass
+  /// when nothing needs escaping and the path has no dot segment.
   private static func normalizedTarget(_ bytes: [UInt8]) -> String {
     let query = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
-    let path = removingDotSegments(Array(bytes[..<query]))
-    var out = ""
-    out.reserveCapacity(bytes.count + 8)
-    for byte in path + bytes[query...] {
+    let path = bytes[..<query]
+    let dotted = hasDotSegment(path)
+    let kept = dotted ? removingDotSegments(Array(path))[...] : path
+    let tail = bytes[query...]
+    var escapes = 0
+    for byte in kept where !isAllowedInTarget(byte) { escapes += 1 }
+    for byte in tail where !isAllowedInTarget(byte) { escapes += 1 }
+    // Every byte kept as it is: the target is the bytes.
+    if escapes == 0 && !dotted { return String(decoding: bytes, as: UTF8.self) }
+    return String(unsafeUninitializedCapacity: kept.count + tail.count + 2 * escapes) { out in
+      var count = 0
+      escape(kept, into: out, at: &count)
+      escape(tail, into: out, at: &count)
+      return count
+    }
+  }
+
+  /// Writes `part` into `out` from `count` on, percent-encoding what may not stand in a target.
+  private static func escape(
+    _ part: ArraySlice<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>, at count: inout Int
+  ) {
+    let digits: StaticString = "0123456789ABCDEF"
+    for byte in part {
       if isAllowedInTarget(byte) {
-        out.unicodeScalars.append(Unicode.Scalar(byte))
+        out[count] = byte
+        count += 1
       } else {
-        let digits = Array("0123456789ABCDEF".utf8)
-        out += "%"
-        out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte >> 4)]))
-        out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte & 15)]))
+        out[count] = UInt8(ascii: "%")
+        out[count + 1] = digits.utf8Start[Int(byte >> 4)]
+        out[count + 2] = digits.utf8Start[Int(byte & 15)]
+        count += 3
       }
     }
-    return out
+  }
+
+  /// Whether a path starting with `/` has a `.` or `..` segment (what `removingDotSegments`
+  /// changes); true for any other path, which that function then reads.
+  private static func hasDotSegment(_ path: ArraySlice<UInt8>) -> Bool {
+    guard path.first == UInt8(ascii: "/") else { return true }
+    var segmentStart = path.startIndex + 1
+    var index = segmentStart
+    while true {
+      if index == path.endIndex || path[index] == UInt8(ascii: "/") {
+        let length = index - segmentStart
+        if length == 1 || length == 2, path[segmentStart] == UInt8(ascii: "."),
+          length == 1 || path[segmentStart + 1] == UInt8(ascii: ".")
+        {
+          return true
+        }
+        if index == path.endIndex { return false }
+        segmentStart = index + 1
+      }
+      index += 1
+    }
   }
 
   /// RFC 3986, section 5.2.4, on a path starting with `/`.
@@ -254,9 +295,20 @@ public struct SourceURL: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// RFC 3986 unreserved, sub-delims, `:@/?%` (escapes kept as given).
+  @inline(__always)
   private static func isAllowedInTarget(_ byte: UInt8) -> Bool {
-    if isLetterOrDigit(byte) { return true }
-    return "-._~!$&'()*+,;=:@/?%".utf8.contains(byte)
+    switch byte {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+      UInt8(ascii: "0")...UInt8(ascii: "9"):
+      true
+    case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"),
+      UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+      UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+      UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"),
+      UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "%"):
+      true
+    default: false
+    }
   }
 }
 
