@@ -9,6 +9,7 @@
 # Usage: bench/restart_bands.sh [-n RUNS] [WORKDIR]
 #   RUNS     timed runs of each tool on each file (default 7), after one warm-up
 #   WORKDIR  where the 48 MP pictures are made (default /tmp/restart-bands)
+#   THUMBD=/path/to/thumbd bench/restart_bands.sh   # another build
 # Needs: .build/release/thumbd (swift build -c release), vipsthumbnail (libvips-tools),
 # cjpeg (libjpeg-turbo-progs), /usr/bin/python3 with PIL (python3-pil), GNU time.
 #
@@ -16,6 +17,7 @@
 #   largest  the corpus's largest photo (4000x6000) enlarged to 5656x8484 with Lanczos
 #   mosaic   four 12 MP camera and phone photos side by side at about their own resolution,
 #            8000x6000: real detail in every tile
+#   sky      the mosaic with its upper 40% a smooth gradient: most bytes in the lower part
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=7
@@ -25,7 +27,7 @@ if [ "${1:-}" = "-n" ]; then
 fi
 work=${1:-/tmp/restart-bands}
 corpus=${THUMBD_CORPUS:-../shared/corpus}
-thumbd=$PWD/.build/release/thumbd
+thumbd=${THUMBD:-$PWD/.build/release/thumbd}
 [ -x "$thumbd" ] || { echo "restart_bands: build first: swift build -c release" >&2; exit 1; }
 command -v vipsthumbnail > /dev/null || { echo "restart_bands: needs vipsthumbnail" >&2; exit 1; }
 mkdir -p "$work/out"
@@ -63,8 +65,18 @@ if not os.path.exists(os.path.join(work, "mosaic.ppm")):
         canvas.paste(image.crop((left, top, left + 4000, top + 3000)),
                      (index % 2 * 4000, index // 2 * 3000))
     canvas.save(os.path.join(work, "mosaic.ppm"))
+if not os.path.exists(os.path.join(work, "sky.ppm")):
+    # The mosaic under a sky: its upper 40% a smooth gradient, which holds few bytes, so
+    # bands of equal height would not be of equal work.
+    canvas = Image.open(os.path.join(work, "mosaic.ppm"))
+    ramp = Image.linear_gradient("L").resize((8000, 2400))
+    sky = Image.merge("RGB", (ramp.point(lambda v: 90 + v // 4),
+                              ramp.point(lambda v: 140 + v // 5),
+                              ramp.point(lambda v: 200 + v // 8)))
+    canvas.paste(sky, (0, 0))
+    canvas.save(os.path.join(work, "sky.ppm"))
 EOF
-  for name in largest mosaic; do
+  for name in largest mosaic sky; do
     [ -s "$work/$name-restart.jpg" ] ||
       cjpeg -quality 90 -restart 1 -outfile "$work/$name-restart.jpg" "$work/$name.ppm"
     [ -s "$work/$name-plain.jpg" ] ||
@@ -86,7 +98,7 @@ median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] 
 make_pictures
 echo "| picture | thumbd ms | vipsthumbnail ms | thumbd / vips | thumbd peak RSS MiB | vips peak RSS MiB |"
 echo "|---|---:|---:|---:|---:|---:|"
-for name in largest mosaic; do
+for name in largest mosaic sky; do
   for kind in restart plain; do
     file=$work/$name-$kind.jpg
     ours=$work/out/ours.tsv
