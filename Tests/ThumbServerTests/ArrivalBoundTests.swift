@@ -54,6 +54,7 @@ struct ArrivalBoundTests {
     defer { close(fds[1]) }
     let handler = HTTPConnectionHandler(
       router: router, upgraders: [], logger: nil, loop: loop, passTargets: PassTargets(),
+      ready: ReadyResponses(),
       limits: HTTPLimits(),
       outputLimit: 1 << 20)
     let connection = LoopConnection(

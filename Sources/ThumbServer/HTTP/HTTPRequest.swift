@@ -56,6 +56,17 @@ public struct HTTPRequest: Sendable, Hashable {
     return headers.first { $0.name == lowered }?.value
   }
 
+  /// Whether two field names are the same, compared ASCII-case-insensitively (RFC 9110,
+  /// section 5.1), with no new string made.
+  static func sameFieldName(_ a: String, _ b: String) -> Bool {
+    guard a.utf8.count == b.utf8.count else { return false }
+    return zip(a.utf8, b.utf8).allSatisfy { x, y in
+      x == y
+        || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a")
+          && (x | 0x20) <= UInt8(ascii: "z"))
+    }
+  }
+
   /// The first value of a query parameter.
   public func queryValue(_ name: String) -> String? {
     query.first { $0.name == name }?.value

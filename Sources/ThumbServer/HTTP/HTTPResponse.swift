@@ -10,6 +10,9 @@ public struct HTTPResponse: Sendable, Hashable {
   public var body: [UInt8]
   /// The error kind of an error response (`error(_:kind:message:)`), for the access log.
   public var errorKind: String?
+  /// How this response may answer a later request for the same target with the same headers
+  /// (`ReadyResponses`); nil when it may not (it is made afresh every time).
+  public var reuse: ResponseReuse?
 
   /// Creates a response.
   public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
@@ -27,7 +30,7 @@ public struct HTTPResponse: Sendable, Hashable {
 
   /// The first value of a header, by case-insensitive name.
   public func header(_ name: String) -> String? {
-    headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    headers.first { HTTPRequest.sameFieldName($0.name, name) }?.value
   }
 
   /// A JSON error body `{"error": KIND, "message": ...}`.

@@ -10,7 +10,7 @@ enum ResponseDate {
   /// Appends `Date: <now as an IMF-fixdate>\r\n` to `bytes`, copied under the lock (no
   /// reference to the shared line leaves it).
   static func appendHeaderLine(to bytes: inout [UInt8]) {
-    let second = Int(WallClock.now())
+    let second = Self.second()
     cache.withLock { cache in
       if cache.second != second {
         cache = (second, Array("Date: \(HTTPDate.format(Double(second)))\r\n".utf8))
@@ -18,4 +18,7 @@ enum ResponseDate {
       bytes.append(contentsOf: cache.line)
     }
   }
+
+  /// The wall-clock second a `Date` made now would name.
+  static func second() -> Int { Int(WallClock.now()) }
 }

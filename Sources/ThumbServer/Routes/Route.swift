@@ -32,3 +32,16 @@ public enum RouteAnswer: Sendable {
   /// Work whose response comes when it is done; cancelled when the client goes away.
   case later(@Sendable () async -> (HTTPResponse, ResponseSource?))
 }
+
+/// How a response a route made may be given again, byte for byte but its `Date`, to a later
+/// request with the same target and the same headers (those `ReadyResponses` does not
+/// ignore), without the route reading that request again. The route keeps what it read;
+/// `again` makes every check and count the route would make for the later request.
+public struct ResponseReuse: Sendable {
+  /// For a later request with the same key: nil when the kept response still answers it (its
+  /// checks made and counted), else the answer to give instead.
+  public let again: @Sendable (HTTPRequest) -> RouteAnswer?
+
+  /// A reuse whose checks `again` makes.
+  public init(again: @escaping @Sendable (HTTPRequest) -> RouteAnswer?) { self.again = again }
+}

@@ -25,8 +25,12 @@ public final class Router: Sendable {
 
   /// Reads the request once and answers it: at once when no waiting is needed, else with the
   /// work to wait for. Counted by status when the response is known.
-  public func answer(_ request: HTTPRequest) -> RouteAnswer {
-    switch route(request) {
+  public func answer(_ request: HTTPRequest) -> RouteAnswer { counted(route(request)) }
+
+  /// `answer`, counted by status when the response is known (also for an answer a kept
+  /// response's reuse gave).
+  func counted(_ answer: RouteAnswer) -> RouteAnswer {
+    switch answer {
     case .now(let response, let source):
       statuses.count(response)
       return .now(response, source)
@@ -49,6 +53,9 @@ public final class Router: Sendable {
 
   /// Counts a response the router did not make (a 400 for an unparsable request).
   public func count(_ status: Int) { statuses.count(status) }
+
+  /// Counts a kept response given again (`ReadyResponses`).
+  func count(_ response: HTTPResponse) { statuses.count(response) }
 
   private func route(_ request: HTTPRequest) -> RouteAnswer {
     guard let route = routes[request.path] else {

@@ -107,8 +107,17 @@ public struct ThumbnailRoute: Sendable {
     if let hit = pipeline.cachedResponse(
       for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
     {
-      return .now(answer(request, imageRequest, with: hit, varies: varies), hit.source)
+      return .now(hitResponse(request, imageRequest, priority, hit, varies), hit.source)
     }
+    return miss(request, imageRequest, priority, client, address, varies)
+  }
+
+  /// The answer when memory has nothing to give at once: the client's 429 when its misses are
+  /// over their rate, else work whose subscription lasts as long as the task waiting for it.
+  private func miss(
+    _ request: HTTPRequest, _ imageRequest: ImageRequest, _ priority: ImagePriority,
+    _ client: ClientID, _ address: IPAddress?, _ varies: [String]
+  ) -> RouteAnswer {
     if let refusal = missRefusal(from: address) { return .now(refusal, nil) }
     return .later { [self] in
       do {
@@ -121,6 +130,51 @@ public struct ThumbnailRoute: Sendable {
         return (.error(499, kind: "cancelled", message: "client went away"), nil)
       }
     }
+  }
+
+  /// The response to a memory hit; one whose every header follows from the thumbnail alone
+  /// (a 200 from memory, no placeholder asked for) says how a connection may give it again
+  /// (`reuse`).
+  private func hitResponse(
+    _ request: HTTPRequest, _ imageRequest: ImageRequest, _ priority: ImagePriority,
+    _ hit: ImageResponse, _ varies: [String]
+  ) -> HTTPResponse {
+    var response = answer(request, imageRequest, with: hit, varies: varies)
+    guard response.status == 200, hit.source == .memory,
+      request.queryValue(ThumbnailQuery.placeholder.rawValue) == nil
+    else { return response }
+    let control = cacheControl(hit.thumbnail.source)
+    response.reuse = ResponseReuse { [self] later in
+      again(later, imageRequest, priority, varies, kept: hit.thumbnail, cacheControl: control)
+    }
+    return response
+  }
+
+  /// A later request with the same target and headers as one answered by `kept`: the same
+  /// checks and counts as any memory hit (the cache still holds it, its source is unchanged
+  /// and fresh, the client's activity noted), then nil when the response made from `kept` is
+  /// still the answer byte for byte but its `Date`, else the answer as `answer` gives it.
+  private func again(
+    _ request: HTTPRequest, _ imageRequest: ImageRequest, _ priority: ImagePriority,
+    _ varies: [String], kept: Thumbnail, cacheControl control: String
+  ) -> RouteAnswer? {
+    let address = address(of: request)
+    let client = client(of: request, priority: priority, address: address)
+    guard
+      let hit = pipeline.cachedResponse(
+        for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
+    else {
+      return miss(request, imageRequest, priority, client, address, varies)
+    }
+    let thumbnail = hit.thumbnail
+    if hit.source == .memory && thumbnail.digest == kept.digest && thumbnail.format == kept.format
+      && thumbnail.data.count == kept.data.count
+      && thumbnail.source.lastModified == kept.source.lastModified
+      && cacheControl(thumbnail.source) == control
+    {
+      return nil
+    }
+    return .now(hitResponse(request, imageRequest, priority, hit, varies), hit.source)
   }
 
   private func answer(

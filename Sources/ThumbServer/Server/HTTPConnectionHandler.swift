@@ -20,6 +20,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
   private let loop: EventLoop
   /// The targets this read pass has answered at once, shared by the server's connections.
   private let passTargets: PassTargets
+  /// The loop's responses kept ready to be given again, shared by its connections.
+  private let ready: ReadyResponses
   private let maxPipelined = 16
   let outputLimit: Int
   private var parser: HTTPRequestParser
@@ -43,10 +45,11 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
 
   init(
     router: Router, upgraders: [any ProtocolUpgrader], logger: Logger?, loop: EventLoop,
-    passTargets: PassTargets, limits: HTTPLimits, outputLimit: Int
+    passTargets: PassTargets, ready: ReadyResponses, limits: HTTPLimits, outputLimit: Int
   ) {
     self.router = router
     self.passTargets = passTargets
+    self.ready = ready
     self.upgraders = upgraders
     self.logger = logger
     self.loop = loop
@@ -195,10 +198,27 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     nextSequence += 1
     let keepAlive = request.keepAlive
     if !keepAlive { connection.stopReading() }
-    switch router.answer(request) {
+    let answer: RouteAnswer
+    if let kept = ready.entry(for: request) {
+      guard let other = kept.reuse.again(request) else {
+        // The kept response still answers: its bytes again, with this second's Date.
+        router.count(kept.response)
+        if let logger { Self.logAccess(logger, request, kept.response, kept.source, since: .now) }
+        deliver(
+          ready.wire(kept, for: request, keepAlive: keepAlive), close: !keepAlive,
+          sequence: sequence, on: connection)
+        return
+      }
+      ready.remove(request.target)
+      answer = router.counted(other)
+    } else {
+      answer = router.answer(request)
+    }
+    switch answer {
     case .now(let response, let source):
       // Memory hits and health checks: no task, no hand-off between threads.
       if let logger { Self.logAccess(logger, request, response, source, since: .now) }
+      ready.keep(response, source, for: request)
       deliver(
         response.wire(keepAlive: keepAlive, headOnly: headOnly), close: !keepAlive,
         sequence: sequence,

@@ -22,11 +22,12 @@ public final class HTTPServer: Sendable {
     for _ in 0..<group.size {
       // Each loop's handlers answer repeated requests of its own read passes.
       let passTargets = PassTargets()
+      let ready = ReadyResponses()
       var loop: EventLoop!
       loop = try EventLoop(limits: serverLimits, logger: logger, group: group) { _ in
         HTTPConnectionHandler(
           router: router, upgraders: upgraders, logger: logger, loop: loop,
-          passTargets: passTargets, limits: limits, outputLimit: outputLimit)
+          passTargets: passTargets, ready: ready, limits: limits, outputLimit: outputLimit)
       }
       loops.append(loop)
     }

@@ -1,0 +1,138 @@
+import ImagePipeline
+
+/// Responses kept ready to be written again, one table per event loop (touched on its thread
+/// alone): a memory hit's head and body as they went out, keyed by the request target and the
+/// request headers that may choose an answer. A later GET or HEAD with the same key skips the
+/// router and the route's reading of the request: the response's `ResponseReuse` makes the
+/// checks and counts of a memory hit (the cache still holds the thumbnail, its source is
+/// unchanged and fresh), and the bytes go out again with only `Date` renewed. When the checks
+/// give another answer, that answer is given and replaces the entry.
+///
+/// Every header is part of the key but those no route reads (`ignores`), so a header a route
+/// starts reading later is keyed without a change here. One entry per target (the latest
+/// variant); at most `maxEntries` entries and `maxBytes` of heads and bodies, an arbitrary one
+/// leaving when either would be passed. A body is the memory cache's own storage while the
+/// cache holds it, so the bytes bound only what an entry keeps alive after the cache let go.
+final class ReadyResponses: @unchecked Sendable {
+  // @unchecked: loop-thread state only.
+
+  /// One kept response.
+  struct Entry {
+    /// The headers of the key (all but the ignored ones), in the order the request sent them.
+    var headers: [HTTPRequest.HeaderField]
+    /// Whether the request came over the network: routes answer the Unix socket differently.
+    var overNetwork: Bool
+    /// The response as the route made it, for counts and the access log.
+    var response: HTTPResponse
+    /// Where the image came from.
+    var source: ResponseSource?
+    /// How the route checks it again.
+    var reuse: ResponseReuse
+    /// The bytes of a kept-alive GET's answer, with the `Date` of `second`.
+    var wire: (head: [UInt8], body: [UInt8])
+    /// The wall-clock second of `wire`'s `Date`.
+    var second: Int
+    /// Bytes counted against `maxBytes`.
+    var bytes: Int
+  }
+
+  /// Entries at most.
+  let maxEntries: Int
+  /// Bytes of heads and bodies at most.
+  let maxBytes: Int
+  /// The wall-clock second a `Date` made now names (a test's own clock in tests).
+  private let second: () -> Int
+  private var entries: [String: Entry] = [:]
+  /// Bytes kept now.
+  private(set) var bytes = 0
+  /// Requests answered with a kept response so far.
+  private(set) var reused = 0
+
+  /// A table of at most `maxEntries` entries and `maxBytes` bytes.
+  init(
+    maxEntries: Int = 1024, maxBytes: Int = 4 << 20,
+    second: @escaping () -> Int = ResponseDate.second
+  ) {
+    self.maxEntries = maxEntries
+    self.maxBytes = maxBytes
+    self.second = second
+  }
+
+  /// Entries kept now.
+  var count: Int { entries.count }
+
+  /// Request headers no route reads, left out of the key: they never choose an answer.
+  /// (`Connection` chooses only whether the connection stays open, which is read per
+  /// request.) A route that starts reading one must take it out of this list.
+  static func ignores(_ name: String) -> Bool {
+    switch name {
+    case "host", "user-agent", "accept-encoding", "accept-language", "connection", "referer",
+      "cookie", "cache-control", "pragma", "priority", "dnt", "upgrade-insecure-requests",
+      "sec-fetch-dest", "sec-fetch-mode", "sec-fetch-site", "sec-fetch-user", "sec-ch-ua",
+      "sec-ch-ua-mobile", "sec-ch-ua-platform":
+      true
+    default: false
+    }
+  }
+
+  /// The entry for `request` when one is kept under its key.
+  func entry(for request: HTTPRequest) -> Entry? {
+    guard request.method == "GET" || request.method == "HEAD",
+      let entry = entries[request.target], entry.overNetwork == request.overNetwork
+    else { return nil }
+    var kept = entry.headers.makeIterator()
+    for field in request.headers where !Self.ignores(field.name) {
+      guard let other = kept.next(), other == field else { return nil }
+    }
+    return kept.next() == nil ? entry : nil
+  }
+
+  /// The bytes that answer `request` with the kept `entry`: the kept-alive GET's own bytes
+  /// while their `Date` is this second's (renewed in the table otherwise), else made afresh.
+  func wire(_ entry: Entry, for request: HTTPRequest, keepAlive: Bool) -> (
+    head: [UInt8], body: [UInt8]
+  ) {
+    let headOnly = request.method == "HEAD"
+    reused += 1
+    guard keepAlive && !headOnly else {
+      return entry.response.wire(keepAlive: keepAlive, headOnly: headOnly)
+    }
+    let second = self.second()
+    if second == entry.second { return entry.wire }
+    let wire = entry.response.wire(keepAlive: true)
+    entries[request.target]?.wire = wire
+    entries[request.target]?.second = second
+    return wire
+  }
+
+  /// Keeps `response` for `request`'s key when it says how it may be given again.
+  func keep(_ response: HTTPResponse, _ source: ResponseSource?, for request: HTTPRequest) {
+    guard let reuse = response.reuse, request.method == "GET" || request.method == "HEAD" else {
+      return
+    }
+    // Read before the bytes are made: a second that turns meanwhile costs one more renewal.
+    let second = self.second()
+    let bytes = response.wire(keepAlive: true)
+    let size = request.target.utf8.count + bytes.head.count + bytes.body.count
+    guard size <= maxBytes / 8 else { return }
+    remove(request.target)
+    while entries.count >= maxEntries || self.bytes + size > maxBytes,
+      let any = entries.keys.first
+    {
+      remove(any)
+    }
+    entries[request.target] = Entry(
+      headers: request.headers.filter { !Self.ignores($0.name) },
+      overNetwork: request.overNetwork, response: response, source: source, reuse: reuse,
+      wire: bytes, second: second, bytes: size)
+    self.bytes += size
+  }
+
+  /// The entry kept for `target`, whatever the headers (for tests).
+  func entry(target: String) -> Entry? { entries[target] }
+
+  /// Forgets the entry for `target`, if any.
+  func remove(_ target: String) {
+    if let gone = entries.removeValue(forKey: target) { bytes -= gone.bytes }
+  }
+}

@@ -1,0 +1,330 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+@testable import Loopback
+@testable import TestSupport
+@testable import ThumbServer
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Memory hits given again from the loop's table of ready responses: the same bytes as the
+/// route makes (but `Date`), and never when the route would answer otherwise: a changed or
+/// purged source, another `Accept`, a conditional request, another listener. Driven by hand
+/// on a loop that is not running, over real sockets, a real file and a real pipeline, as
+/// `ArrivalBoundTests` does.
+@Suite("Ready responses")
+struct ReadyResponsesTests {
+  /// A handler on one end of a socket pair (Unix, or TCP on loopback), the test on the other.
+  final class Harness {
+    let directory: String
+    let photo: String
+    let pipeline: ThumbnailPipeline
+    let ready: ReadyResponses
+    let loop: EventLoop
+    let handler: HTTPConnectionHandler
+    let connection: LoopConnection
+    let peer: Int32
+    let encodedURL: String
+    let router: Router
+    /// Whether the directory is this harness's to remove.
+    let owner: Bool
+
+    /// A harness of its own, or another connection of `sharing`'s (its file, pipeline, router
+    /// and table).
+    init(
+      tcp: Bool = false,
+      route: (ThumbnailPipeline) -> ThumbnailRoute = {
+        ThumbnailRoute(pipeline: $0)
+      }, ready: ReadyResponses = ReadyResponses(), sharing: Harness? = nil
+    ) throws {
+      if let sharing {
+        (directory, photo, pipeline, router) = (
+          sharing.directory, sharing.photo, sharing.pipeline, sharing.router
+        )
+        self.ready = sharing.ready
+      } else {
+        directory =
+          URL(fileURLWithPath: TestDaemon.makeDirectory()).resolvingSymlinksInPath().path
+        photo = directory + "/photo.jpg"
+        try Data(try Corpus.bytes("photo/coil/normal.jpg")).write(to: URL(fileURLWithPath: photo))
+        let loader = SourceLoader(
+          policy: SourcePolicy(allowedSchemes: ["file"], fileRoots: [directory]))
+        pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
+        router = Router(routes: [route(pipeline).route])
+        self.ready = ready
+      }
+      owner = sharing == nil
+      encodedURL = ("file://" + photo).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+      loop = try EventLoop(limits: ServerLimits(), logger: nil) { _ in fatalError("no accepts") }
+      handler = HTTPConnectionHandler(
+        router: router, upgraders: [], logger: nil, loop: loop, passTargets: PassTargets(),
+        ready: self.ready, limits: HTTPLimits(), outputLimit: 1 << 20)
+      let (mine, theirs) = tcp ? try Self.tcpPair() : Self.unixPair()
+      peer = theirs
+      connection = LoopConnection(
+        id: ConnectionID(value: 1), fd: mine, loop: loop, handler: handler, now: 0)
+    }
+
+    deinit {
+      loop.closeConnection(connection)
+      close(peer)
+      if owner { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    static func unixPair() -> (Int32, Int32) {
+      var fds: [Int32] = [0, 0]
+      _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds)
+      return (fds[0], fds[1])
+    }
+
+    /// Two ends of a TCP connection on loopback: the accepted one, and the client's.
+    static func tcpPair() throws -> (Int32, Int32) {
+      let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+      defer { close(listener) }
+      var address = sockaddr_in()
+      address.sin_family = sa_family_t(AF_INET)
+      address.sin_addr.s_addr = inet_addr("127.0.0.1")
+      var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+      try withUnsafeMutablePointer(to: &address) { pointer in
+        try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+          guard bind(listener, raw, length) == 0, listen(listener, 1) == 0,
+            getsockname(listener, raw, &length) == 0
+          else { throw POSIXError(.EADDRNOTAVAIL) }
+        }
+      }
+      let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+      let connected = withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) }
+      }
+      guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+      let accepted = accept(listener, nil, nil)
+      guard accepted >= 0 else { throw POSIXError(.ECONNREFUSED) }
+      _ = fcntl(accepted, F_SETFL, fcntl(accepted, F_GETFL) | O_NONBLOCK)
+      return (accepted, client)
+    }
+
+    /// The request line's target for the photo at `size`, and `more` query.
+    func target(size: Int = 64, _ more: String = "") -> String {
+      "/v1/thumbnail?url=\(encodedURL)&w=\(size)&h=\(size)\(more)"
+    }
+
+    /// Feeds one request as a read the poll saw arriving (answered at once when it can be).
+    func send(_ target: String, method: String = "GET", headers: [String] = []) {
+      let text =
+        "\(method) \(target) HTTP/1.1\r\nHost: t\r\n"
+        + headers.map { $0 + "\r\n" }.joined() + "\r\n"
+      connection.arrivalBound = .now
+      _ = handler.received(Array(text.utf8)[...], on: connection)
+    }
+
+    /// Every whole response written so far and not read before.
+    func responses() -> [(head: ResponseHead, body: [UInt8])] {
+      SocketClient.responses(in: bytes())
+    }
+
+    /// The bytes written so far and not read before.
+    func bytes() -> [UInt8] {
+      var bytes: [UInt8] = []
+      var buffer = [UInt8](repeating: 0, count: 1 << 16)
+      while true {
+        let n = buffer.withUnsafeMutableBytes {
+          recv(peer, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+        }
+        guard n > 0 else { break }
+        bytes += buffer[0..<n]
+      }
+      return bytes
+    }
+
+    /// Makes the thumbnail at `target` a memory hit, through the router.
+    func warm(_ target: String, headers: [String] = []) async throws {
+      var parser = HTTPRequestParser()
+      let text =
+        "GET \(target) HTTP/1.1\r\nHost: t\r\n" + headers.map { $0 + "\r\n" }.joined() + "\r\n"
+      let request = try parser.feed(Array(text.utf8))[0]
+      #expect(await router.respond(to: request).0.status == 200)
+    }
+  }
+
+  /// A head's fields without `Date`, which is renewed every second.
+  private static func fields(_ head: ResponseHead) -> [String] {
+    head.fields.filter { $0.name.lowercased() != "date" }.map { "\($0.name): \($0.value)" }
+  }
+
+  @Test("a repeated memory hit is written from the table: the route's bytes, checks and counts")
+  func repeatedHit() async throws {
+    let harness = try Harness()
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    let first = harness.responses()
+    #expect(first.count == 1 && first[0].head.status == 200)
+    #expect(harness.ready.count == 1 && harness.ready.reused == 0)
+    let hitsBefore = harness.pipeline.metrics.snapshot().memoryHits
+    harness.send(target)
+    harness.send(target, headers: ["User-Agent: another", "Accept-Encoding: gzip"])
+    let again = harness.responses()
+    #expect(harness.ready.reused == 2, "the kept response was not given again")
+    #expect(again.count == 2)
+    for response in again {
+      #expect(response.head.status == 200)
+      #expect(Self.fields(response.head) == Self.fields(first[0].head))
+      #expect(response.body == first[0].body)
+      #expect(response.head.value("date") != nil)
+    }
+    // Each was checked against the cache and counted as a hit, as the route does.
+    #expect(harness.pipeline.metrics.snapshot().memoryHits == hitsBefore + 2)
+    #expect(harness.router.statuses.snapshot[200] == 4)
+  }
+
+  @Test("a kept response is not given once its file changed: the change is found and made anew")
+  func changedFile() async throws {
+    let harness = try Harness()
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    #expect(harness.responses().count == 1 && harness.ready.count == 1)
+    try Data(try Corpus.bytes("photo/coil/large.jpg")).write(
+      to: URL(fileURLWithPath: harness.photo))
+    harness.send(target)
+    // Nothing at once: the request went to be made anew (a task; this loop is not running).
+    #expect(harness.responses().isEmpty)
+    #expect(harness.ready.reused == 0 && harness.ready.count == 0)
+    #expect(harness.pipeline.metrics.snapshot().sourceChanges == 1)
+  }
+
+  @Test("a kept response is not given after a purge")
+  func purged() async throws {
+    let harness = try Harness()
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    #expect(harness.responses().count == 1 && harness.ready.count == 1)
+    #expect(await harness.pipeline.purge("file://" + harness.photo) >= 1)
+    harness.send(target)
+    #expect(harness.responses().isEmpty)
+    #expect(harness.ready.reused == 0 && harness.ready.count == 0)
+  }
+
+  @Test("headers that choose the answer are part of the key: Accept, If-None-Match, the client")
+  func keyedHeaders() async throws {
+    let harness = try Harness(route: {
+      ThumbnailRoute(
+        pipeline: $0, parameters: ThumbnailParameters(defaultFormat: .auto, accepted: .basic))
+    })
+    let target = harness.target()
+    try await harness.warm(target, headers: ["Accept: image/webp"])
+    try await harness.warm(target)
+    harness.send(target, headers: ["Accept: image/webp"])
+    #expect(harness.responses().map { $0.head.value("content-type") } == ["image/webp"])
+    // Another Accept: the route answers (JPEG), not the kept WebP.
+    harness.send(target)
+    let jpeg = harness.responses()
+    #expect(jpeg.map { $0.head.value("content-type") } == ["image/jpeg"])
+    #expect(harness.ready.reused == 0)
+    // A conditional request with the kept response's validator: 304 from the route.
+    let etag = try #require(jpeg.first?.head.value("etag"))
+    harness.send(target, headers: ["If-None-Match: \(etag)"])
+    #expect(harness.responses().map(\.head.status) == [304])
+    #expect(harness.ready.reused == 0)
+    // A named client is another key too; then the same again comes from the table.
+    harness.send(target, headers: ["X-Thumbd-Client: list-1"])
+    harness.send(target, headers: ["X-Thumbd-Client: list-1"])
+    #expect(harness.responses().map(\.head.status) == [200, 200])
+    #expect(harness.ready.reused == 1)
+  }
+
+  @Test("HEAD and Connection: close answered from a kept response keep their own framing")
+  func headAndClose() async throws {
+    let harness = try Harness()
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    let full = harness.responses()[0]
+    harness.send(target, method: "HEAD")
+    // A head alone: everything after its blank line would be a body.
+    let bytes = harness.bytes()
+    #expect(harness.ready.reused == 1)
+    let end = try #require(
+      bytes.indices.first { bytes[$0...].starts(with: Array("\r\n\r\n".utf8)) })
+    #expect(end + 4 == bytes.count, "HEAD was answered with a body")
+    let head = try #require(SocketClient.head(of: bytes))
+    #expect(head.status == 200)
+    #expect(head.value("content-length") == String(full.body.count))
+    // A closing request's answer says so (made here: the handler would close the socket).
+    var parser = HTTPRequestParser()
+    let closing = try parser.feed(
+      Array("GET \(target) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8))[0]
+    let entry = try #require(harness.ready.entry(for: closing))
+    let wire = harness.ready.wire(entry, for: closing, keepAlive: closing.keepAlive)
+    let answer = try #require(SocketClient.responses(in: wire.head + wire.body).first)
+    #expect(answer.head.value("connection") == "close")
+    #expect(answer.body == full.body)
+  }
+
+  @Test("a response kept for the Unix socket is not given over TCP, where unsigned is refused")
+  func otherListener() async throws {
+    let local = try Harness(route: {
+      ThumbnailRoute(pipeline: $0, refusesUnsignedOverNetwork: true)
+    })
+    let target = local.target()
+    try await local.warm(target)
+    local.send(target)
+    #expect(local.responses().map(\.head.status) == [200])
+    #expect(local.ready.count == 1)
+    // The same table and target, over TCP: refused, as the route refuses it.
+    let remote = try Harness(tcp: true, sharing: local)
+    remote.send(target)
+    #expect(remote.responses().map(\.head.status) == [403])
+    local.send(target)
+    #expect(local.responses().map(\.head.status) == [200])
+    #expect(local.ready.reused == 1)
+  }
+
+  @Test("a Date from another second is renewed in the table")
+  func dateRenewed() async throws {
+    let clock = Clock()
+    let harness = try Harness(ready: ReadyResponses(second: { clock.now }))
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    #expect(harness.ready.entry(target: target)?.second == 0)
+    clock.now = 1
+    harness.send(target)
+    #expect(harness.responses().count == 2)
+    #expect(harness.ready.reused == 1)
+    #expect(harness.ready.entry(target: target)?.second == 1)
+  }
+
+  final class Clock: @unchecked Sendable {
+    var now = 0
+  }
+
+  @Test("the table holds at most its entries and bytes")
+  func bounded() {
+    let ready = ReadyResponses(maxEntries: 8, maxBytes: 64 << 10)
+    var parser = HTTPRequestParser()
+    for i in 0..<100 {
+      let request = try! parser.feed(Array("GET /t/\(i) HTTP/1.1\r\nHost: t\r\n\r\n".utf8))[0]
+      var response = HTTPResponse(
+        status: 200, headers: [("Content-Type", "image/jpeg")],
+        body: [UInt8](repeating: 7, count: i % 2 == 0 ? 100 : 7_000))
+      response.reuse = ResponseReuse { _ in nil }
+      ready.keep(response, .memory, for: request)
+      #expect(ready.count <= 8 && ready.bytes <= 64 << 10)
+    }
+    // One larger than an eighth of the bytes is never kept.
+    let big = try! parser.feed(Array("GET /big HTTP/1.1\r\nHost: t\r\n\r\n".utf8))[0]
+    var response = HTTPResponse(status: 200, body: [UInt8](repeating: 1, count: 9 << 10))
+    response.reuse = ResponseReuse { _ in nil }
+    ready.keep(response, .memory, for: big)
+    #expect(ready.entry(target: "/big") == nil)
+    // And a response that does not say how it may be reused is never kept.
+    let plain = try! parser.feed(Array("GET /plain HTTP/1.1\r\nHost: t\r\n\r\n".utf8))[0]
+    ready.keep(HTTPResponse(status: 200), nil, for: plain)
+    #expect(ready.entry(target: "/plain") == nil)
+  }
+}
