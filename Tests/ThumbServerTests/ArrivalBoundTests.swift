@@ -20,16 +20,7 @@ struct ArrivalBoundTests {
   /// Every whole response the handler has written so far, by its status line and
   /// `X-Thumbd-Cache`.
   private static func responses(on fd: Int32) -> [String] {
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-      let n = buffer.withUnsafeMutableBytes {
-        recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
-      }
-      guard n > 0 else { break }
-      bytes += buffer[0..<n]
-    }
-    return SocketClient.responses(in: bytes).map { response in
+    SocketClient.responses(in: SocketBytes.unread(on: fd)).map { response in
       "\(response.head.status) " + (response.head.value("x-thumbd-cache") ?? "-")
     }
   }

@@ -126,18 +126,7 @@ struct ReadyResponsesTests {
     }
 
     /// The bytes written so far and not read before.
-    func bytes() -> [UInt8] {
-      var bytes: [UInt8] = []
-      var buffer = [UInt8](repeating: 0, count: 1 << 16)
-      while true {
-        let n = buffer.withUnsafeMutableBytes {
-          recv(peer, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
-        }
-        guard n > 0 else { break }
-        bytes += buffer[0..<n]
-      }
-      return bytes
-    }
+    func bytes() -> [UInt8] { SocketBytes.unread(on: peer) }
 
     /// Makes the thumbnail at `target` a memory hit, through the router.
     func warm(_ target: String, headers: [String] = []) async throws {
