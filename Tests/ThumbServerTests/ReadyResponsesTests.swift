@@ -316,4 +316,35 @@ struct ReadyResponsesTests {
     ready.keep(HTTPResponse(status: 200), nil, for: plain)
     #expect(ready.entry(target: "/plain") == nil)
   }
+
+  /// Header names `Sources/ThumbServer` reads from a request: `header("name")`, and a field
+  /// compared by name (`name == "name"`).
+  static func namesRead() throws -> Set<String> {
+    let root = Repository.root + "/Sources/ThumbServer"
+    let pattern = try Regex(#"(?:header\(|name == )"([a-z0-9-]+)""#)
+    var names: Set<String> = []
+    let files = try #require(FileManager.default.enumerator(atPath: root))
+    for case let file as String in files where file.hasSuffix(".swift") {
+      let text = try String(contentsOfFile: root + "/" + file, encoding: .utf8)
+      for match in text.matches(of: pattern) {
+        if let name = match.output[1].substring { names.insert(String(name)) }
+      }
+    }
+    return names
+  }
+
+  @Test("no header a route reads is left out of the table's key")
+  func ignoresNothingRead() throws {
+    let read = try Self.namesRead()
+    // The scan finds what routes are known to read (else it would prove nothing).
+    for name in ["accept", "if-none-match", "x-forwarded-for", "x-thumbd-client", "sec-ch-dpr"] {
+      #expect(read.contains(name), "\(name) not found by the scan")
+    }
+    // Not routes' reads: the parser's check of the head (one Host), whether the connection
+    // stays open, and a response's own type.
+    let server: Set<String> = ["host", "connection", "content-type"]
+    for name in read.subtracting(server) {
+      #expect(!ReadyResponses.ignores(name), "\(name) is read by a route but not keyed")
+    }
+  }
 }
