@@ -169,6 +169,55 @@ struct ReadyResponsesTests {
     #expect(harness.router.statuses.snapshot[200] == 4)
   }
 
+  @Test(
+    "a head repeated byte for byte is known and not parsed again; known heads are bounded and leave with their entry"
+  )
+  func knownHeads() async throws {
+    let harness = try Harness()
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    let first = harness.responses()
+    #expect(first.count == 1 && harness.ready.knownHeads == 1 && harness.ready.headsFound == 0)
+    harness.send(target)
+    // Another User-Agent: parsed, answered from the entry, and known from then on.
+    harness.send(target, headers: ["User-Agent: another"])
+    harness.send(target, headers: ["User-Agent: another"])
+    let again = harness.responses()
+    #expect(again.count == 3)
+    for response in again {
+      #expect(Self.fields(response.head) == Self.fields(first[0].head))
+      #expect(response.body == first[0].body)
+    }
+    #expect(harness.ready.reused == 3)
+    #expect(harness.ready.headsFound == 2 && harness.ready.knownHeads == 2)
+
+    // Known only byte for byte, and only under the limits it was parsed under.
+    let head = Array("GET \(target) HTTP/1.1\r\nHost: t".utf8)
+    #expect(harness.ready.request(for: head[...], limits: HTTPLimits()) != nil)
+    #expect(harness.ready.request(for: head[...], limits: HTTPLimits(maxHeaders: 1)) == nil)
+    #expect(
+      harness.ready.request(
+        for: Array("GET \(target) HTTP/1.1\r\nHost: T".utf8)[...], limits: HTTPLimits()) == nil)
+    #expect(harness.ready.request(for: head.dropLast(), limits: HTTPLimits()) == nil)
+
+    // At most `headsPerEntry` per entry.
+    for agent in 0..<8 { harness.send(target, headers: ["User-Agent: agent \(agent)"]) }
+    #expect(harness.responses().count == 8)
+    #expect(harness.ready.knownHeads == ReadyResponses.headsPerEntry)
+
+    // After a purge the entry goes, and its heads with it: the same bytes are parsed and go to
+    // the route, which makes the thumbnail anew.
+    #expect(await harness.pipeline.purge("file://" + harness.photo) >= 1)
+    let found = harness.ready.headsFound
+    harness.send(target)
+    #expect(harness.ready.headsFound == found + 1, "the head was known until the entry went")
+    #expect(harness.responses().isEmpty)
+    #expect(harness.ready.count == 0 && harness.ready.knownHeads == 0)
+    harness.send(target)
+    #expect(harness.ready.headsFound == found + 1)
+  }
+
   @Test("a kept response is not given once its file changed: the change is found and made anew")
   func changedFile() async throws {
     let harness = try Harness()

@@ -26,6 +26,9 @@ public struct HTTPRequest: Sendable, Hashable {
   /// or later: its client sent it after any change it knew of, so a check of its source made
   /// after this moment is fresh for it.
   public var received: ContinuousClock.Instant?
+  /// The head's bytes as they came (request line and fields, before the blank line), kept by
+  /// a parser that remembers heads (`KnownHeads`) for a GET or HEAD without a body.
+  var rawHead: [UInt8]?
 
   /// One `name=value` pair of the query.
   public struct QueryItem: Sendable, Hashable {

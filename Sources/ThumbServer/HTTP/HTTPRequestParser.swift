@@ -65,6 +65,15 @@ public struct HTTPLimits: Sendable, Hashable {
   }
 }
 
+/// Request heads seen before, by their bytes: a head identical byte for byte to one parsed
+/// under the same limits parses to the same request, so a parser given these takes the
+/// request it names instead of parsing again. (The event loops' `ReadyResponses` remember the
+/// heads of the memory hits they keep: a client repeating a request is not parsed again.)
+protocol KnownHeads: AnyObject, Sendable {
+  /// The request `head` parses to under `limits`, if it is known.
+  func request(for head: ArraySlice<UInt8>, limits: HTTPLimits) -> HTTPRequest?
+}
+
 /// An incremental, strict HTTP/1.1 request parser: bytes in, complete requests out, so
 /// pipelined requests and requests split across reads both work. It accepts only origin-form
 /// targets, CRLF line ends, token methods and field names, no line folding, no
@@ -79,9 +88,18 @@ public struct HTTPRequestParser: Sendable {
   private var consumed = 0
   private var pendingHead: HTTPRequest?
   private var pendingBody = 0
+  /// Heads known already; with them, the bytes of every GET and HEAD head are kept in its
+  /// request (`rawHead`), so it can become known.
+  private let known: (any KnownHeads)?
 
   /// Creates a parser.
-  public init(limits: HTTPLimits = HTTPLimits()) { self.limits = limits }
+  public init(limits: HTTPLimits = HTTPLimits()) { self.init(limits: limits, known: nil) }
+
+  /// Creates a parser that takes heads `known` knows without parsing them.
+  init(limits: HTTPLimits, known: (any KnownHeads)?) {
+    self.limits = limits
+    self.known = known
+  }
 
   /// Bytes received but not yet part of a complete request.
   public var bufferedBytes: Int { buffer.count - consumed }
@@ -143,7 +161,16 @@ public struct HTTPRequestParser: Sendable {
       try checkIncompleteHead()
       return nil
     }
-    var request = try Self.parseHead(buffer[consumed..<headEnd], limits: limits)
+    let head = buffer[consumed..<headEnd]
+    var request: HTTPRequest
+    if let known, let same = known.request(for: head, limits: limits) {
+      request = same
+    } else {
+      request = try Self.parseHead(head, limits: limits)
+      if known != nil && (request.method == "GET" || request.method == "HEAD") {
+        request.rawHead = Array(head)
+      }
+    }
     consumed = headEnd + 4
     let length = try Self.contentLength(request)
     guard length <= limits.maxBodyBytes else { throw .bodyTooLarge }

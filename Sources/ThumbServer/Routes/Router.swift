@@ -54,8 +54,9 @@ public final class Router: Sendable {
   /// Counts a response the router did not make (a 400 for an unparsable request).
   public func count(_ status: Int) { statuses.count(status) }
 
-  /// Counts a kept response given again (`ReadyResponses`).
-  func count(_ response: HTTPResponse) { statuses.count(response) }
+  /// Counts a kept response given again (`ReadyResponses`): its status, and its thumbnail's
+  /// format.
+  func count(_ status: Int, format: ImageFormat?) { statuses.count(status, format: format) }
 
   private func route(_ request: HTTPRequest) -> RouteAnswer {
     guard let route = routes[request.path] else {
@@ -73,25 +74,66 @@ public final class Router: Sendable {
   }
 }
 
-/// Responses by status, and thumbnails by image format, for `/metrics`.
+/// Responses by status, and thumbnails by image format, for `/metrics`. Every response is
+/// counted, memory hits from every event loop included, so the counts are atomics in fixed
+/// places (one per status 100...599 and per written format), not a dictionary behind a lock.
 public final class StatusCounts: Sendable {
-  private let counts = Mutex<(statuses: [Int: Int], formats: [String: Int])>(([:], [:]))
+  private static let statusRange = 100..<600
+  private let statuses: InlineArray<500, Atomic<Int>>
+  private let written: InlineArray<4, Atomic<Int>>
+  /// Anything else: statuses outside the range, image types thumbd does not write.
+  private let others = Mutex<(statuses: [Int: Int], formats: [String: Int])>(([:], [:]))
 
-  func count(_ status: Int) { counts.withLock { $0.statuses[status, default: 0] += 1 } }
+  /// Counts a response of `status` with no image.
+  func count(_ status: Int) { count(status, format: nil) }
 
   /// Counts a response's status and, for an image, its format (a 304 names none).
   func count(_ response: HTTPResponse) {
-    let format = response.status == 200 ? response.imageFormat : nil
-    counts.withLock {
-      $0.statuses[response.status, default: 0] += 1
-      if let format { $0.formats[format, default: 0] += 1 }
+    guard response.status == 200, let name = response.imageFormat else {
+      return count(response.status, format: nil)
+    }
+    guard let format = ImageFormat(rawValue: name) else {
+      count(response.status, format: nil)
+      return others.withLock { $0.formats[name, default: 0] += 1 }
+    }
+    count(200, format: format)
+  }
+
+  /// Counts a response of `status`, and a thumbnail of `format` when it carried one.
+  func count(_ status: Int, format: ImageFormat?) {
+    if Self.statusRange.contains(status) {
+      statuses[status - Self.statusRange.lowerBound].add(1, ordering: .relaxed)
+    } else {
+      others.withLock { $0.statuses[status, default: 0] += 1 }
+    }
+    if let format, let index = ImageFormat.allCases.firstIndex(of: format), index < written.count {
+      written[index].add(1, ordering: .relaxed)
     }
   }
 
   /// Counts for the router alone.
-  public init() {}
+  public init() {
+    statuses = InlineArray { _ in Atomic(0) }
+    written = InlineArray { _ in Atomic(0) }
+  }
 
-  var snapshot: [Int: Int] { counts.withLock { $0.statuses } }
+  /// Responses so far by status, those never given left out.
+  var snapshot: [Int: Int] {
+    var counts = others.withLock { $0.statuses }
+    for index in statuses.indices {
+      let count = statuses[index].load(ordering: .relaxed)
+      if count > 0 { counts[Self.statusRange.lowerBound + index] = count }
+    }
+    return counts
+  }
 
-  var formats: [String: Int] { counts.withLock { $0.formats } }
+  /// Thumbnails sent so far by format name, those never sent left out.
+  var formats: [String: Int] {
+    var counts = others.withLock { $0.formats }
+    for (index, format) in ImageFormat.allCases.enumerated() {
+      let count = written[index].load(ordering: .relaxed)
+      if count > 0 { counts[format.rawValue] = count }
+    }
+    return counts
+  }
 }

@@ -39,7 +39,7 @@ public struct ThumbnailRoute: Sendable {
       return ClientID(name: name)
     }
     if priority == .prefetch { return Self.prefetchClient }
-    return address.map { ClientID(name: "address " + $0.description) } ?? .shared
+    return address.map(ClientID.init(address:)) ?? .shared
   }
 
   /// The address `request` counts as, for limits and fair turns: the limiter's reading (peer,

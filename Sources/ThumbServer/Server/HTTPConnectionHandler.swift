@@ -54,7 +54,7 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     self.logger = logger
     self.loop = loop
     self.outputLimit = outputLimit
-    parser = HTTPRequestParser(limits: limits)
+    parser = HTTPRequestParser(limits: limits, known: ready)
   }
 
   var hasPartialInput: Bool { awaitingFirstRequest || parser.bufferedBytes > 0 }
@@ -202,7 +202,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     if let kept = ready.entry(for: request) {
       guard let other = kept.reuse.again(request) else {
         // The kept response still answers: its bytes again, with this second's Date.
-        router.count(kept.response)
+        router.count(kept.response.status, format: kept.format)
+        if request.rawHead != nil { ready.know(request, limits: parser.limits) }
         if let logger { Self.logAccess(logger, request, kept.response, kept.source, since: .now) }
         deliver(
           ready.wire(kept, for: request, keepAlive: keepAlive), close: !keepAlive,
@@ -218,7 +219,7 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     case .now(let response, let source):
       // Memory hits and health checks: no task, no hand-off between threads.
       if let logger { Self.logAccess(logger, request, response, source, since: .now) }
-      ready.keep(response, source, for: request)
+      ready.keep(response, source, for: request, limits: parser.limits)
       deliver(
         response.wire(keepAlive: keepAlive, headOnly: headOnly), close: !keepAlive,
         sequence: sequence,

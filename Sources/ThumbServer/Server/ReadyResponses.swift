@@ -1,5 +1,9 @@
 import ImagePipeline
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Responses kept ready to be written again, one table per event loop (touched on its thread
 /// alone): a memory hit's head and body as they went out, keyed by the request target and the
 /// request headers that may choose an answer. A later GET or HEAD with the same key skips the
@@ -13,7 +17,12 @@ import ImagePipeline
 /// variant); at most `maxEntries` entries and `maxBytes` of heads and bodies, an arbitrary one
 /// leaving when either would be passed. A body is the memory cache's own storage while the
 /// cache holds it, so the bytes bound only what an entry keeps alive after the cache let go.
-final class ReadyResponses: @unchecked Sendable {
+///
+/// The table also knows the request heads that found its entries, byte for byte
+/// (`KnownHeads`, at most `headsPerEntry` per entry, counted in its bytes): the connections'
+/// parsers take a repeated head's request from here instead of parsing it again. A head
+/// leaves with its entry.
+final class ReadyResponses: KnownHeads, @unchecked Sendable {
   // @unchecked: loop-thread state only.
 
   /// One kept response.
@@ -22,8 +31,10 @@ final class ReadyResponses: @unchecked Sendable {
     var headers: [HTTPRequest.HeaderField]
     /// Whether the request came over the network: routes answer the Unix socket differently.
     var overNetwork: Bool
-    /// The response as the route made it, for counts and the access log.
+    /// The response as the route made it, for the access log.
     var response: HTTPResponse
+    /// The thumbnail's format, for the counts.
+    var format: ImageFormat?
     /// Where the image came from.
     var source: ResponseSource?
     /// How the route checks it again.
@@ -34,8 +45,22 @@ final class ReadyResponses: @unchecked Sendable {
     var second: Int
     /// Bytes counted against `maxBytes`.
     var bytes: Int
+    /// The keys in `heads` of the heads known to find this entry.
+    var heads: [Int] = []
   }
 
+  /// A request head known byte for byte, and what it parsed to.
+  struct KnownHead {
+    var bytes: [UInt8]
+    var limits: HTTPLimits
+    /// The request as parsed, without what its connection added.
+    var request: HTTPRequest
+  }
+
+  /// Heads known to find an entry, by the hash of their bytes.
+  private var heads: [Int: KnownHead] = [:]
+  /// Heads one entry may have known at most (each client's own `User-Agent`, say).
+  static let headsPerEntry = 4
   /// Entries at most.
   let maxEntries: Int
   /// Bytes of heads and bodies at most.
@@ -47,6 +72,8 @@ final class ReadyResponses: @unchecked Sendable {
   private(set) var bytes = 0
   /// Requests answered with a kept response so far.
   private(set) var reused = 0
+  /// Heads found known so far (not parsed again).
+  private(set) var headsFound = 0
 
   /// A table of at most `maxEntries` entries and `maxBytes` bytes.
   init(
@@ -105,8 +132,51 @@ final class ReadyResponses: @unchecked Sendable {
     return wire
   }
 
-  /// Keeps `response` for `request`'s key when it says how it may be given again.
-  func keep(_ response: HTTPResponse, _ source: ResponseSource?, for request: HTTPRequest) {
+  /// The request a head known byte for byte parsed to under the same limits.
+  func request(for head: ArraySlice<UInt8>, limits: HTTPLimits) -> HTTPRequest? {
+    guard let index = heads.index(forKey: Self.key(of: head)) else { return nil }
+    let known = heads.values[index]
+    guard known.limits == limits, Self.same(known.bytes, head) else { return nil }
+    headsFound += 1
+    return known.request
+  }
+
+  /// Whether `a` and `b` hold the same bytes.
+  private static func same(_ a: [UInt8], _ b: ArraySlice<UInt8>) -> Bool {
+    a.count == b.count
+      && a.withUnsafeBytes { a in
+        b.withUnsafeBytes { memcmp(a.baseAddress!, $0.baseAddress!, a.count) == 0 }
+      }
+  }
+
+  /// The key of a head's bytes in `heads`: FNV-1a over 8-byte words. Not seeded, and it need
+  /// not be: a head that collides with a known one is told apart by its bytes (and is only
+  /// parsed), and the dictionary hashes the key again with its own seed.
+  private static func key(of head: ArraySlice<UInt8>) -> Int {
+    head.withUnsafeBytes { bytes in
+      var hash: UInt64 = 0xcbf2_9ce4_8422_2325 ^ UInt64(bytes.count)
+      var offset = 0
+      while offset + 8 <= bytes.count {
+        hash =
+          (hash ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+          &* 0x100_0000_01b3
+        hash ^= hash >> 29
+        offset += 8
+      }
+      while offset < bytes.count {
+        hash = (hash ^ UInt64(bytes[offset])) &* 0x100_0000_01b3
+        offset += 1
+      }
+      return Int(truncatingIfNeeded: hash)
+    }
+  }
+
+  /// Keeps `response` for `request`'s key when it says how it may be given again, and the
+  /// request's head as known (`rawHead`, parsed under `limits`).
+  func keep(
+    _ response: HTTPResponse, _ source: ResponseSource?, for request: HTTPRequest,
+    limits: HTTPLimits = HTTPLimits()
+  ) {
     guard let reuse = response.reuse, request.method == "GET" || request.method == "HEAD" else {
       return
     }
@@ -123,16 +193,41 @@ final class ReadyResponses: @unchecked Sendable {
     }
     entries[request.target] = Entry(
       headers: request.headers.filter { !Self.ignores($0.name) },
-      overNetwork: request.overNetwork, response: response, source: source, reuse: reuse,
-      wire: bytes, second: second, bytes: size)
+      overNetwork: request.overNetwork, response: response,
+      format: response.imageFormat.flatMap(ImageFormat.init(rawValue:)), source: source,
+      reuse: reuse, wire: bytes, second: second, bytes: size)
     self.bytes += size
+    know(request, limits: limits)
+  }
+
+  /// Notes `request`'s head as known, when it was parsed (not known already), carries no
+  /// body, and found an entry that has room for another head.
+  func know(_ request: HTTPRequest, limits: HTTPLimits) {
+    guard let head = request.rawHead, request.body.isEmpty,
+      var entry = entries[request.target], entry.heads.count < Self.headsPerEntry,
+      bytes + head.count <= maxBytes
+    else { return }
+    let key = Self.key(of: head[...])
+    guard heads[key] == nil else { return }
+    var parsed = request
+    (parsed.rawHead, parsed.received, parsed.overNetwork, parsed.peer) = (nil, nil, false, nil)
+    heads[key] = KnownHead(bytes: head, limits: limits, request: parsed)
+    entry.heads.append(key)
+    entry.bytes += head.count
+    bytes += head.count
+    entries[request.target] = entry
   }
 
   /// The entry kept for `target`, whatever the headers (for tests).
   func entry(target: String) -> Entry? { entries[target] }
 
-  /// Forgets the entry for `target`, if any.
+  /// Forgets the entry for `target`, if any, and the heads known to find it.
   func remove(_ target: String) {
-    if let gone = entries.removeValue(forKey: target) { bytes -= gone.bytes }
+    guard let gone = entries.removeValue(forKey: target) else { return }
+    bytes -= gone.bytes
+    for key in gone.heads { heads[key] = nil }
   }
+
+  /// Heads known now (for tests).
+  var knownHeads: Int { heads.count }
 }
