@@ -27,8 +27,8 @@ public struct HTTPRequest: Sendable, Hashable {
   /// after this moment is fresh for it.
   public var received: ContinuousClock.Instant?
   /// The head's bytes as they came (request line and fields, before the blank line), kept by
-  /// a parser that remembers heads (`KnownHeads`) for a GET or HEAD without a body.
-  var rawHead: [UInt8]?
+  /// a parser given `KnownHeads` for a GET or HEAD it parsed (nil for one it knew).
+  public var rawHead: [UInt8]?
 
   /// One `name=value` pair of the query.
   public struct QueryItem: Sendable, Hashable {

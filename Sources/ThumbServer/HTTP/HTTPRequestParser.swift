@@ -69,8 +69,9 @@ public struct HTTPLimits: Sendable, Hashable {
 /// under the same limits parses to the same request, so a parser given these takes the
 /// request it names instead of parsing again. (The event loops' `ReadyResponses` remember the
 /// heads of the memory hits they keep: a client repeating a request is not parsed again.)
-protocol KnownHeads: AnyObject, Sendable {
-  /// The request `head` parses to under `limits`, if it is known.
+public protocol KnownHeads: AnyObject, Sendable {
+  /// The request `head` parses to under `limits`, if it is known: exactly what `parse` would
+  /// make of those bytes (without `rawHead`), or nil.
   func request(for head: ArraySlice<UInt8>, limits: HTTPLimits) -> HTTPRequest?
 }
 
@@ -95,8 +96,9 @@ public struct HTTPRequestParser: Sendable {
   /// Creates a parser.
   public init(limits: HTTPLimits = HTTPLimits()) { self.init(limits: limits, known: nil) }
 
-  /// Creates a parser that takes heads `known` knows without parsing them.
-  init(limits: HTTPLimits, known: (any KnownHeads)?) {
+  /// Creates a parser that takes heads `known` knows without parsing them, and keeps the
+  /// bytes of every GET and HEAD head it parses in the request's `rawHead`.
+  public init(limits: HTTPLimits, known: (any KnownHeads)?) {
     self.limits = limits
     self.known = known
   }
