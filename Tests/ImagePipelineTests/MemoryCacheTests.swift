@@ -20,6 +20,35 @@ struct MemoryCacheTests {
     #expect(cache.statistics.evictions == 1)
   }
 
+  @Test("removals count every entry that left, for any reason, and nothing else")
+  func removals() {
+    let cache = MemoryCache<String, Int>(costLimit: 100, countLimit: 3, maxEntryFraction: 1)
+    cache.setValue(1, forKey: "a", cost: 1)
+    cache.setValue(2, forKey: "b", cost: 1)
+    _ = cache.value(forKey: "a")
+    _ = cache.peek("b")
+    #expect(cache.removals == 0, "inserts and reads remove nothing")
+    cache.setValue(3, forKey: "a", cost: 1)
+    #expect(cache.removals == 1, "a replaced value left")
+    cache.setValue(4, forKey: "c", cost: 1)
+    cache.setValue(5, forKey: "d", cost: 1)
+    #expect(cache.removals == 2, "an eviction")
+    cache.removeValue(forKey: "c")
+    #expect(cache.removals == 3)
+    cache.removeValue(forKey: "nothing")
+    cache.trim(toCost: 100)
+    #expect(cache.removals == 3, "removing nothing removes nothing")
+    cache.trim(toCost: 1)
+    #expect(cache.removals == 4)
+    cache.setValue(6, forKey: "e", cost: 1)
+    #expect(cache.removeAll { $0 == "e" } == 1 && cache.removals == 5)
+    cache.removeAll()
+    #expect(cache.removals == 6)
+    cache.setValue(7, forKey: "f", cost: 1)
+    #expect(!cache.setValue(8, forKey: "f", cost: 1000))
+    #expect(cache.removals == 7, "a refused value still sends the old one out")
+  }
+
   @Test("the cost limit evicts as many old entries as needed")
   func costLimit() {
     let cache = MemoryCache<Int, String>(costLimit: 100, countLimit: 100, maxEntryFraction: 0.5)

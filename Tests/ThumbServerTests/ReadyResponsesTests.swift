@@ -111,12 +111,16 @@ struct ReadyResponsesTests {
       "/v1/thumbnail?url=\(encodedURL)&w=\(size)&h=\(size)\(more)"
     }
 
-    /// Feeds one request as a read the poll saw arriving (answered at once when it can be).
-    func send(_ target: String, method: String = "GET", headers: [String] = []) {
+    /// Feeds one request as a read the poll saw arriving (answered at once when it can be),
+    /// by `arrived`.
+    func send(
+      _ target: String, method: String = "GET", headers: [String] = [],
+      arrived: ContinuousClock.Instant = .now
+    ) {
       let text =
         "\(method) \(target) HTTP/1.1\r\nHost: t\r\n"
         + headers.map { $0 + "\r\n" }.joined() + "\r\n"
-      connection.arrivalBound = .now
+      connection.arrivalBound = arrived
       _ = handler.received(Array(text.utf8)[...], on: connection)
     }
 
@@ -216,6 +220,83 @@ struct ReadyResponsesTests {
     #expect(harness.ready.count == 0 && harness.ready.knownHeads == 0)
     harness.send(target)
     #expect(harness.ready.headsFound == found + 1)
+  }
+
+  @Test(
+    "a request that arrived no later than one whose check found the kept response shares that check; never after a removal from the cache or for one that arrived later"
+  )
+  func sharedChecks() async throws {
+    // One wall-clock second throughout: a check is shared only within its second.
+    let harness = try Harness(ready: ReadyResponses(second: { 1 }))
+    let target = harness.target()
+    try await harness.warm(target)
+    let early = ContinuousClock.now
+    harness.send(target, arrived: early)
+    let first = harness.responses()
+    #expect(first.count == 1 && harness.ready.count == 1)
+    // Checked by the route for this one, then shared by two that arrived no later.
+    let pass = ContinuousClock.now
+    harness.send(target, arrived: pass)
+    #expect(harness.ready.sharedChecks == 0)
+    let hits = harness.pipeline.metrics.snapshot().memoryHits
+    harness.send(target, arrived: pass)
+    harness.send(target, arrived: early)
+    #expect(harness.ready.sharedChecks == 2)
+    let answers = harness.responses()
+    #expect(answers.count == 3)
+    for answer in answers {
+      #expect(Self.fields(answer.head) == Self.fields(first[0].head))
+      #expect(answer.body == first[0].body)
+    }
+    // Counted as the hits they are.
+    #expect(harness.pipeline.metrics.snapshot().memoryHits == hits + 2)
+    #expect(harness.router.statuses.snapshot[200] == 5)
+
+    // One that arrived later checks for itself, and finds the file changed.
+    try Data(try Corpus.bytes("photo/coil/large.jpg")).write(
+      to: URL(fileURLWithPath: harness.photo))
+    harness.send(target, arrived: pass)
+    #expect(harness.ready.sharedChecks == 3, "one that arrived before the change shares")
+    #expect(harness.responses().count == 1)
+    harness.send(target)
+    #expect(harness.ready.sharedChecks == 3)
+    #expect(harness.responses().isEmpty, "a later request was given the kept picture")
+    #expect(harness.ready.count == 0)
+  }
+
+  @Test("a check is shared only within the wall-clock second it was made in")
+  func sharedWithinItsSecond() async throws {
+    let clock = Clock()
+    let harness = try Harness(ready: ReadyResponses(second: { clock.now }))
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    let pass = ContinuousClock.now
+    harness.send(target, arrived: pass)
+    clock.now += 1
+    harness.send(target, arrived: pass)
+    #expect(harness.ready.sharedChecks == 0)
+    harness.send(target, arrived: pass)
+    #expect(harness.ready.sharedChecks == 1)
+    #expect(harness.responses().count == 4)
+  }
+
+  @Test("no check is shared once the thumbnail may have left the cache")
+  func noSharingAfterRemoval() async throws {
+    // One wall-clock second throughout: a check is shared only within its second.
+    let harness = try Harness(ready: ReadyResponses(second: { 1 }))
+    let target = harness.target()
+    try await harness.warm(target)
+    harness.send(target)
+    let pass = ContinuousClock.now
+    harness.send(target, arrived: pass)
+    #expect(harness.responses().count == 2)
+    // Another thumbnail leaving the cache is a removal too: nothing is shared after it.
+    try await harness.warm(harness.target(size: 32))
+    #expect(await harness.pipeline.purge("file://" + harness.photo) >= 1)
+    harness.send(target, arrived: pass)
+    #expect(harness.ready.sharedChecks == 0)
+    #expect(harness.responses().isEmpty, "a purged thumbnail was given")
   }
 
   @Test("a kept response is not given once its file changed: the change is found and made anew")

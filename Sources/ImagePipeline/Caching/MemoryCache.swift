@@ -49,6 +49,8 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     var tail = -1
     var totalCost = 0
     var evictions = 0
+    /// Entries gone so far, for any reason.
+    var removals: UInt64 = 0
     /// Each group's keys, oldest first (only with a grouping).
     var groups: [String: [Key]] = [:]
     let grouping: Grouping?
@@ -61,6 +63,8 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// Largest single entry, as a fraction of `costLimit`.
   public let maxEntryFraction: Double
   private let state: Mutex<State>
+  /// `State.removals` as of the last change, readable without the lock.
+  private let published = Atomic<UInt64>(0)
 
   /// Creates a cache. `maxEntryFraction` defaults to a tenth of the cost limit; `grouping`
   /// bounds the entries of each group.
@@ -72,6 +76,20 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     self.countLimit = countLimit
     self.maxEntryFraction = maxEntryFraction
     state = Mutex(State(grouping: grouping))
+  }
+
+  /// Entries that have left the cache so far, evicted, replaced or removed: when two reads
+  /// give the same number, every entry present before the first was present throughout. One
+  /// atomic read, no lock.
+  public var removals: UInt64 { published.load(ordering: .acquiring) }
+
+  /// Runs `body` under the lock, then publishes the removals it made.
+  private func changing<R>(_ body: (inout State) -> R) -> R {
+    state.withLock { state in
+      let result = body(&state)
+      published.store(state.removals, ordering: .releasing)
+      return result
+    }
   }
 
   /// The value for `key`, marking it most recently used.
@@ -104,7 +122,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// for owners that keep something outside the cache per key (the disk cache's files).
   func insert(_ value: Value, forKey key: Key, cost: Int) -> (stored: Bool, evicted: [Key]) {
     let fits = cost >= 0 && Double(cost) <= Double(costLimit) * maxEntryFraction && countLimit > 0
-    return state.withLock { state in
+    return changing { state in
       if let slot = state.index[key] { Self.remove(slot, in: &state) }
       guard fits else { return (false, []) }
       var evicted: [Key] = []
@@ -141,7 +159,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
 
   /// Removes the value for `key`, if any.
   public func removeValue(forKey key: Key) {
-    state.withLock { state in
+    changing { state in
       if let slot = state.index[key] { Self.remove(slot, in: &state) }
     }
   }
@@ -150,14 +168,14 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// returns their keys.
   @discardableResult
   public func trim(toCost cost: Int, count: Int? = nil) -> [Key] {
-    state.withLock { Self.trim(&$0, cost: cost, count: count ?? countLimit) }
+    changing { Self.trim(&$0, cost: cost, count: count ?? countLimit) }
   }
 
   /// Removes every entry whose key satisfies `predicate` and returns how many went. O(n),
   /// under the lock: for rare events (a source changed or purged), not for every request.
   @discardableResult
   public func removeAll(where predicate: (Key) -> Bool) -> Int {
-    state.withLock { state in
+    changing { state in
       let slots = state.index.filter { predicate($0.key) }.map(\.value)
       for slot in slots { Self.remove(slot, in: &state) }
       return slots.count
@@ -166,10 +184,10 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
 
   /// Removes everything.
   public func removeAll() {
-    state.withLock { state in
-      let evictions = state.evictions
+    changing { state in
+      let (evictions, removals) = (state.evictions, state.removals)
       state = State(grouping: state.grouping)
-      state.evictions = evictions
+      (state.evictions, state.removals) = (evictions, removals + 1)
     }
   }
 
@@ -240,5 +258,6 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     state.totalCost -= node.cost
     state.nodes[slot] = nil
     state.free.append(slot)
+    state.removals += 1
   }
 }

@@ -160,6 +160,21 @@ public final class ThumbnailPipeline: Sendable {
     return response
   }
 
+  /// Thumbnails that have left the memory cache so far (`MemoryCache.removals`): when it is
+  /// the same as before a memory hit was found, that thumbnail is in the cache still.
+  public var memoryRemovals: UInt64 { memoryCache.removals }
+
+  /// Counts a memory hit that shares an earlier hit's check instead of making its own: the
+  /// same thumbnail, nothing removed from the cache since, its source checked after this
+  /// request arrived (a server answering a burst of requests for one thumbnail). Notes the
+  /// client's activity and counts it as `cachedResponse` does a hit, as taking no time.
+  public func countSharedMemoryHit(priority: ImagePriority, client: ClientID) {
+    if priority == .visible { visibleActivity.note(client) }
+    metrics.countRequest()
+    metrics.countMemoryHit()
+    metrics.observe("total", 0)
+  }
+
   func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
 
   /// Whether some consumer now waits with a preview listener.

@@ -41,7 +41,33 @@ public struct ResponseReuse: Sendable {
   /// For a later request with the same key: nil when the kept response still answers it (its
   /// checks made and counted), else the answer to give instead.
   public let again: @Sendable (HTTPRequest) -> RouteAnswer?
+  /// Set when one `again` that answered nil also answers every later request that arrived
+  /// no later than the request it checked, while `epoch` reads the same as before that check
+  /// and the wall-clock second is the same (`ReadyResponses` keeps when it checked).
+  public let shared: Shared?
 
-  /// A reuse whose checks `again` makes.
-  public init(again: @escaping @Sendable (HTTPRequest) -> RouteAnswer?) { self.again = again }
+  /// What lets requests share a check.
+  public struct Shared: Sendable {
+    /// A number that changes whenever what the check found may have stopped holding (for a
+    /// thumbnail: the memory cache's removals).
+    public let epoch: @Sendable () -> UInt64
+    /// Makes the counts and notes of a request that shares a check.
+    public let count: @Sendable (HTTPRequest) -> Void
+
+    /// Sharing whose validity `epoch` tells, counted by `count`.
+    public init(
+      epoch: @escaping @Sendable () -> UInt64, count: @escaping @Sendable (HTTPRequest) -> Void
+    ) {
+      self.epoch = epoch
+      self.count = count
+    }
+  }
+
+  /// A reuse whose checks `again` makes, shared by requests when `shared` is set.
+  public init(
+    again: @escaping @Sendable (HTTPRequest) -> RouteAnswer?, shared: Shared? = nil
+  ) {
+    self.again = again
+    self.shared = shared
+  }
 }

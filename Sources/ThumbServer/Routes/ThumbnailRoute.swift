@@ -144,9 +144,23 @@ public struct ThumbnailRoute: Sendable {
       request.queryValue(ThumbnailQuery.placeholder.rawValue) == nil
     else { return response }
     let control = cacheControl(hit.thumbnail.source)
-    response.reuse = ResponseReuse { [self] later in
-      again(later, imageRequest, priority, varies, kept: hit.thumbnail, cacheControl: control)
+    // A file's check holds for every request that arrived before it was made, while the
+    // thumbnail stays in the cache: requests may share it. (An origin's freshness is a
+    // matter of time, so each of its hits checks.)
+    var shared: ResponseReuse.Shared?
+    if case .file = hit.thumbnail.source.validator {
+      shared = ResponseReuse.Shared(
+        epoch: { [pipeline] in pipeline.memoryRemovals },
+        count: { [self] later in
+          pipeline.countSharedMemoryHit(
+            priority: priority,
+            client: client(of: later, priority: priority, address: address(of: later)))
+        })
     }
+    response.reuse = ResponseReuse(
+      again: { [self] later in
+        again(later, imageRequest, priority, varies, kept: hit.thumbnail, cacheControl: control)
+      }, shared: shared)
     return response
   }
 

@@ -200,7 +200,17 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     if !keepAlive { connection.stopReading() }
     let answer: RouteAnswer
     if let kept = ready.entry(for: request) {
-      guard let other = kept.reuse.again(request) else {
+      // A check made for a request that arrived no earlier answers this one too, while the
+      // thumbnail has stayed in the cache; otherwise the route checks it again.
+      var other: RouteAnswer?
+      if ready.shares(kept, request) {
+        kept.reuse.shared?.count(request)
+      } else {
+        let check = ready.beginCheck(of: kept, for: request)
+        other = kept.reuse.again(request)
+        if other == nil { ready.checked(request, check) }
+      }
+      guard let other else {
         // The kept response still answers: its bytes again, with this second's Date.
         router.count(kept.response.status, format: kept.format)
         if request.rawHead != nil { ready.know(request, limits: parser.limits) }

@@ -47,6 +47,19 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
     var bytes: Int
     /// The keys in `heads` of the heads known to find this entry.
     var heads: [Int] = []
+    /// The last check that found the kept response still the answer, when its reuse lets
+    /// requests share checks.
+    var checked: Check?
+  }
+
+  /// A check of a kept response that found it still the answer.
+  struct Check {
+    /// When the request it was made for had arrived by (its `received`).
+    var received: ContinuousClock.Instant
+    /// The wall-clock second it was made in.
+    var second: Int
+    /// The reuse's epoch, read before it was made.
+    var epoch: UInt64
   }
 
   /// A request head known byte for byte, and what it parsed to.
@@ -74,6 +87,8 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   private(set) var reused = 0
   /// Heads found known so far (not parsed again).
   private(set) var headsFound = 0
+  /// Requests that shared an earlier request's check so far.
+  private(set) var sharedChecks = 0
 
   /// A table of at most `maxEntries` entries and `maxBytes` bytes.
   init(
@@ -112,6 +127,32 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
       guard let other = kept.next(), other == field else { return nil }
     }
     return kept.next() == nil ? entry : nil
+  }
+
+  /// Whether `request` may take `entry`'s last check as its own (`ResponseReuse.shared`): it
+  /// arrived no later than the request that check was made for, so the source was checked
+  /// after it arrived; the reuse's epoch is what it was before that check, so the thumbnail
+  /// has stayed in the cache; and it is the same wall-clock second.
+  func shares(_ entry: Entry, _ request: HTTPRequest) -> Bool {
+    guard let shared = entry.reuse.shared, let check = entry.checked,
+      let received = request.received, received <= check.received,
+      check.second == second(), shared.epoch() == check.epoch
+    else { return false }
+    sharedChecks += 1
+    return true
+  }
+
+  /// What a check of `entry` for `request` about to be made may be shared as, read before it
+  /// is made: nil when its reuse shares no checks.
+  func beginCheck(of entry: Entry, for request: HTTPRequest) -> Check? {
+    guard let shared = entry.reuse.shared, let received = request.received else { return nil }
+    return Check(received: received, second: second(), epoch: shared.epoch())
+  }
+
+  /// Notes that `check` (from `beginCheck`) found the entry for `request` still the answer.
+  func checked(_ request: HTTPRequest, _ check: Check?) {
+    guard let check, entries[request.target] != nil else { return }
+    entries[request.target]!.checked = check
   }
 
   /// The bytes that answer `request` with the kept `entry`: the kept-alive GET's own bytes
