@@ -42,10 +42,7 @@ public struct ClientID: Hashable, Sendable, CustomStringConvertible {
     _ bytes: some Sequence<UInt8>, from hash: UInt64 = 0xcbf2_9ce4_8422_2325
   ) -> UInt64 {
     var hash = hash
-    for byte in bytes {
-      hash ^= UInt64(byte)
-      hash &*= 0x100_0000_01b3
-    }
+    for byte in bytes { fnv(byte: byte, into: &hash) }
     return hash
   }
 

@@ -106,8 +106,12 @@ public final class StatusCounts: Sendable {
     } else {
       others.withLock { $0.statuses[status, default: 0] += 1 }
     }
-    if let format, let index = ImageFormat.allCases.firstIndex(of: format), index < written.count {
+    guard let format else { return }
+    if let index = ImageFormat.allCases.firstIndex(of: format), index < written.count {
       written[index].add(1, ordering: .relaxed)
+    } else {
+      // A format added without a place here is counted all the same.
+      others.withLock { $0.formats[format.rawValue, default: 0] += 1 }
     }
   }
 
@@ -130,7 +134,7 @@ public final class StatusCounts: Sendable {
   /// Thumbnails sent so far by format name, those never sent left out.
   var formats: [String: Int] {
     var counts = others.withLock { $0.formats }
-    for (index, format) in ImageFormat.allCases.enumerated() {
+    for (index, format) in ImageFormat.allCases.enumerated() where index < written.count {
       let count = written[index].load(ordering: .relaxed)
       if count > 0 { counts[format.rawValue] = count }
     }

@@ -213,7 +213,7 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
       guard let other else {
         // The kept response still answers: its bytes again, with this second's Date.
         router.count(kept.response.status, format: kept.format)
-        if request.rawHead != nil { ready.know(request, limits: parser.limits) }
+        ready.know(request, limits: parser.limits)
         if let logger { Self.logAccess(logger, request, kept.response, kept.source, since: .now) }
         deliver(
           ready.wire(kept, for: request, keepAlive: keepAlive), close: !keepAlive,
@@ -229,11 +229,13 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     case .now(let response, let source):
       // Memory hits and health checks: no task, no hand-off between threads.
       if let logger { Self.logAccess(logger, request, response, source, since: .now) }
-      ready.keep(response, source, for: request, limits: parser.limits)
-      deliver(
-        response.wire(keepAlive: keepAlive, headOnly: headOnly), close: !keepAlive,
-        sequence: sequence,
-        on: connection)
+      // The table makes a kept-alive GET's bytes: they are made once, for it and the wire.
+      let made = ready.keep(response, source, for: request, limits: parser.limits)
+      let bytes =
+        if let made, keepAlive && !headOnly { made } else {
+          response.wire(keepAlive: keepAlive, headOnly: headOnly)
+        }
+      deliver(bytes, close: !keepAlive, sequence: sequence, on: connection)
     case .later(let work):
       let (loop, logger, id) = (loop, logger, connection.id)
       inFlight[sequence] = Task {

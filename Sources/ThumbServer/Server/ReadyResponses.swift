@@ -151,8 +151,8 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
 
   /// Notes that `check` (from `beginCheck`) found the entry for `request` still the answer.
   func checked(_ request: HTTPRequest, _ check: Check?) {
-    guard let check, entries[request.target] != nil else { return }
-    entries[request.target]!.checked = check
+    guard let check else { return }
+    entries[request.target]?.checked = check
   }
 
   /// The bytes that answer `request` with the kept `entry`: the kept-alive GET's own bytes
@@ -213,19 +213,21 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   }
 
   /// Keeps `response` for `request`'s key when it says how it may be given again, and the
-  /// request's head as known (`rawHead`, parsed under `limits`).
+  /// request's head as known (`rawHead`, parsed under `limits`). Returns the bytes it made
+  /// (a kept-alive GET's answer), for the caller to write instead of making them again.
+  @discardableResult
   func keep(
     _ response: HTTPResponse, _ source: ResponseSource?, for request: HTTPRequest,
     limits: HTTPLimits = HTTPLimits()
-  ) {
+  ) -> (head: [UInt8], body: [UInt8])? {
     guard let reuse = response.reuse, request.method == "GET" || request.method == "HEAD" else {
-      return
+      return nil
     }
     // Read before the bytes are made: a second that turns meanwhile costs one more renewal.
     let second = self.second()
     let bytes = response.wire(keepAlive: true)
     let size = request.target.utf8.count + bytes.head.count + bytes.body.count
-    guard size <= maxBytes / 8 else { return }
+    guard size <= maxBytes / 8 else { return bytes }
     remove(request.target)
     while entries.count >= maxEntries || self.bytes + size > maxBytes,
       let any = entries.keys.first
@@ -239,6 +241,7 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
       reuse: reuse, wire: bytes, second: second, bytes: size)
     self.bytes += size
     know(request, limits: limits)
+    return bytes
   }
 
   /// Notes `request`'s head as known, when it was parsed (not known already), carries no
