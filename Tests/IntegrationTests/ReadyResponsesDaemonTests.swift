@@ -79,13 +79,25 @@ struct ReadyResponsesDaemonTests {
             // The ETag this client last got for each kind of request, sent back as a
             // browser revalidating would.
             var own: [String: String] = [:]
-            for round in 0..<30 {
+            for round in 0..<40 {
               let fd = SocketClient.connect(socket)
               var sent: [Sent] = []
-              let batch = 1 + Int(random.next() % 3)
+              // A burst repeats one request, as a page showing a picture twice does: the
+              // repeats read in one pass share one check, and a change between sends must
+              // still be seen by every request sent after it.
+              let burst = random.next() % 3 == 0
+              let batch = burst ? 3 + Int(random.next() % 3) : 1 + Int(random.next() % 3)
+              var previous: (Sent, String)?
+              var received: [UInt8] = []
               for index in 0..<batch {
+                // Half the repeats wait for the answers before them, so the source may
+                // change after the check that answered them: a request sent after the change
+                // must not share that check.
+                if burst && index > 0 && random.next() % 2 == 0 {
+                  received += Self.read(fd, until: sent.count, after: received)
+                }
                 var known = versions.newest
-                switch random.next() % 16 {
+                switch random.next() % (burst ? 3 : 16) {
                 case 0: known = versions.change()
                 case 1:
                   let purged = SocketClient.request(
@@ -93,9 +105,14 @@ struct ReadyResponsesDaemonTests {
                   if SocketClient.status(of: purged) != 200 { failures.append("purge failed") }
                 default: break
                 }
-                let request = Self.request(
-                  &random, client: client, known: known, own: own,
-                  etags: shared.seen.withLock { Array($0.etags.keys).sorted() })
+                var request =
+                  burst && previous != nil
+                  ? previous!
+                  : Self.request(
+                    &random, client: client, known: known, own: own,
+                    etags: shared.seen.withLock { Array($0.etags.keys).sorted() })
+                request.0.known = known
+                previous = request
                 var text =
                   "GET /v1/thumbnail?url=\(encoded)&w=\(request.0.size)&h=\(request.0.size)"
                 if let format = request.0.format { text += "&format=\(format)" }
@@ -104,7 +121,7 @@ struct ReadyResponsesDaemonTests {
                 _ = SocketClient.sendAll(fd, Array((text + "\r\n").utf8))
                 sent.append(request.0)
               }
-              let answers = SocketClient.responses(in: SocketClient.readToEnd(fd))
+              let answers = SocketClient.responses(in: received + SocketClient.readToEnd(fd))
               close(fd)
               if answers.count != sent.count {
                 failures.append("round \(round): \(answers.count) answers to \(sent.count)")
@@ -130,6 +147,19 @@ struct ReadyResponsesDaemonTests {
     // Repeats of a key with nothing changed between them come from the loops' tables.
     #expect(totals.memoryHits > 40, "\(totals.memoryHits) memory hits")
     #expect(versions.newest > 5)
+  }
+
+  /// Bytes read from `fd` until, with `before`, they hold `count` whole responses.
+  static func read(_ fd: Int32, until count: Int, after before: [UInt8]) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while SocketClient.responses(in: before + bytes).count < count {
+      let n = Glibc.read(fd, &buffer, buffer.count)
+      if n < 0 && errno == EINTR { continue }
+      if n <= 0 { break }
+      bytes += buffer[0..<n]
+    }
+    return bytes
   }
 
   /// A random request of `client`'s: its parameters and the header lines that go with them.
