@@ -245,6 +245,16 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
                          d->interleaved ? channels : 1, w, h, &plane[c]);
   if (status == IC_OK && !complete)
     status = ic_fail(result, IC_ERR_CORRUPT, "HEIF decode gave no complete RGB image");
+  /* A coded frame may be larger than the size the file declares (an AV1 sequence header's
+   * maximum, an encoder that wrote a display size in ispe): the scan bounded it and the
+   * estimate counted it, and it is resampled into the plan made from the declared size, as
+   * browsers and libvips show such files. Only a frame of another shape is no picture of the
+   * declared image. */
+  if (status == IC_OK && ((uint32_t)w != d->chosen_width || (uint32_t)h != d->chosen_height) &&
+      !ic_same_shape((uint32_t)w, (uint32_t)h, d->chosen_width, d->chosen_height))
+    status = ic_fail(result, IC_ERR_CORRUPT,
+                     "HEIF decode gave a %dx%d frame for an image declared %ux%u", w, h,
+                     d->chosen_width, d->chosen_height);
   int premultiplied = alpha && ic_libheif.image_is_premultiplied_alpha(image);
   uint8_t *row = status == IC_OK ? malloc((size_t)w * channels) : NULL;
   if (status == IC_OK && !row) status = ic_fail(result, IC_ERR_NO_MEMORY, "row allocation failed");

@@ -12,8 +12,10 @@
  *    IC_HEIF_SMALL_TILES tiles under 512x512 each (each tile costs a decoder's setup);
  *  - reads each coded image's frame size from its bitstream (the HEVC SPS in hvcC and in the
  *    item's data, the AV1 sequence header's maximum frame size in av1C and in the item's
- *    data), each grid's and overlay's output size from its own box, and refuses an image
- *    whose coded frame is larger than its `ispe` says (beyond coding-block padding);
+ *    data), each grid's and overlay's output size from its own box, and takes the larger of
+ *    the coded and declared sizes as the image's: a coded frame larger than its `ispe` is no
+ *    error (an AV1 sequence header gives a maximum, and real encoders write frames larger than
+ *    the ispe they declare), but what a decode of it allocates is what is checked and counted;
  *  - applies the pixel limits to every image a decode of the primary image or of one of its
  *    thumbnails can touch (tiles, alpha planes, thumbnails), and records what each of those
  *    decodes allocates, for the memory estimate.
@@ -664,12 +666,6 @@ static ic_status check_size(heif_scan *s, const scan_item *item, const char *wha
   return IC_OK;
 }
 
-/* Whether a coded frame is larger than the declared size allows (coding blocks of up to
- * 128 pixels pad it). */
-static int larger_than_declared(uint32_t coded, uint32_t declared) {
-  return declared > 0 && coded > (declared + 127) / 128 * 128 + 128;
-}
-
 /* Visits item and what libheif reaches from it; works out its size. depth counts the chain. */
 static ic_status visit(heif_scan *s, scan_item *item, int depth, int from_derived) {
   if (item->state == 2) {
@@ -696,11 +692,6 @@ static ic_status visit(heif_scan *s, scan_item *item, int depth, int from_derive
     if (cw > w) w = cw;
     if (ch > h) h = ch;
     status = check_size(s, item, "coded frame", w, h);
-    if (status == IC_OK &&
-        (larger_than_declared(cw, item->ispe_width) || larger_than_declared(ch, item->ispe_height)))
-      return ic_fail(s->result, IC_ERR_CORRUPT,
-                     "HEIF item %u: its coded frame is %ux%u but it declares %ux%u", item->id, cw,
-                     ch, item->ispe_width, item->ispe_height);
   } else if (item->kind == KIND_GRID || item->kind == KIND_OVERLAY) {
     uint32_t ow = 0, oh = 0, tiles = 0;
     if (!derived_size(s, item, &ow, &oh, &tiles))
