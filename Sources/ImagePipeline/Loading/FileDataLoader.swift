@@ -97,26 +97,43 @@ struct FileDataLoader: Sendable {
       }
     }
     defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-      throw .notAllowed("not a regular file")
+    // A file rewritten in place while it is read gives bytes of neither version: when its
+    // stamp changed during the read, it is read once more (a torn read was refused as corrupt).
+    // Bytes read while it kept changing carry the stamp from before them, which the next
+    // request's `stat` finds changed.
+    for attempt in 0..<Self.readAttempts {
+      var info = stat()
+      guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+        throw .notAllowed("not a regular file")
+      }
+      let stamp = Self.stamp(of: info)
+      let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+      if cached == .file(stamp) {
+        return .notModified(
+          SourceVersion(
+            validator: .file(stamp), digest: 0, freshness: freshness, lastModified: modified))
+      }
+      guard Int(info.st_size) <= maxSourceBytes else { throw .tooLarge(limit: maxSourceBytes) }
+      guard attempt == 0 || lseek(fd, 0, SEEK_SET) == 0,
+        let bytes = FileIO.readAll(fd, expected: Int(info.st_size))
+      else {
+        throw .io("cannot read: \(String(cString: strerror(errno)))")
+      }
+      var after = stat()
+      let unchanged = fstat(fd, &after) == 0 && Self.stamp(of: after) == stamp
+      if unchanged || attempt == Self.readAttempts - 1 {
+        let version = SourceVersion(
+          validator: .file(stamp), digest: ContentDigest.of(bytes), freshness: freshness,
+          lastModified: modified)
+        return .modified(bytes, version)
+      }
     }
-    let stamp = Self.stamp(of: info)
-    let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-    if cached == .file(stamp) {
-      return .notModified(
-        SourceVersion(
-          validator: .file(stamp), digest: 0, freshness: freshness, lastModified: modified))
-    }
-    guard Int(info.st_size) <= maxSourceBytes else { throw .tooLarge(limit: maxSourceBytes) }
-    guard let bytes = FileIO.readAll(fd, expected: Int(info.st_size)) else {
-      throw .io("cannot read: \(String(cString: strerror(errno)))")
-    }
-    let version = SourceVersion(
-      validator: .file(stamp), digest: ContentDigest.of(bytes), freshness: freshness,
-      lastModified: modified)
-    return .modified(bytes, version)
+    throw .io("cannot read: the file kept changing")
   }
+
+  /// Reads of one file whose stamp changed while it was read, before its bytes are taken as
+  /// they are.
+  static let readAttempts = 2
 
   /// The stamp of what `path` names now, by one `stat`, or nil. Not opened beneath the root
   /// as loads are: a stamp only decides whether to load again, and a path swapped for a

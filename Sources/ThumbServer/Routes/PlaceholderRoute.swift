@@ -54,7 +54,8 @@ public struct PlaceholderRoute: Sendable {
         return .now(.error(400, kind: "bad_request", message: error.message), nil)
       }
     }
-    if let known = pipeline.placeholder(for: url, rev: rev) {
+    let received = request.received ?? .now
+    if let known = pipeline.placeholder(for: url, rev: rev, received: received) {
       return .now(Self.response(known, box), nil)
     }
     let address = thumbnails.address(of: request)
@@ -62,7 +63,7 @@ public struct PlaceholderRoute: Sendable {
     let client = thumbnails.client(of: request, priority: .visible, address: address)
     let sizedFor = box
     return .later {
-      if let stored = await pipeline.storedPlaceholder(for: url, rev: rev) {
+      if let stored = await pipeline.storedPlaceholder(for: url, rev: rev, received: received) {
         return (Self.response(stored, sizedFor), nil)
       }
       do {
@@ -71,8 +72,7 @@ public struct PlaceholderRoute: Sendable {
           client: client)
         // A preview from a cache carries none: made from its (small) bytes then, and kept.
         guard
-          let placeholder = pipeline.placeholder(for: url, rev: rev)
-            ?? pipeline.keepPlaceholder(decoding: made.thumbnail, url: url, rev: rev)
+          let placeholder = pipeline.keepPlaceholder(decoding: made.thumbnail, url: url, rev: rev)
         else {
           return (.error(415, kind: "corrupt", message: "the preview does not decode"), nil)
         }

@@ -212,8 +212,8 @@ public struct ThumbnailRoute: Sendable {
     if !varies.isEmpty { headers.append(("Vary", varies.joined(separator: ", "))) }
     if parameters.clientHints != nil { headers.append(("Accept-CH", ClientHints.acceptCH)) }
     if request.queryValue(ThumbnailQuery.placeholder.rawValue) == "1",
-      let placeholder = pipeline.placeholder(for: imageRequest.url, rev: imageRequest.rev)
-        ?? thumbnail.placeholder
+      let placeholder = pipeline.placeholder(
+        for: imageRequest.url, rev: imageRequest.rev, of: thumbnail)
     {
       headers.append(("X-Thumbd-Placeholder", Base64.standard(placeholder.thumbHash)))
     }
