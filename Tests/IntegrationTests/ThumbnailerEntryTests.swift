@@ -99,8 +99,9 @@ struct ThumbnailerEntryTests {
   }
 
   /// Whether GNOME's factory can run here: root (to place the binary under /usr, the only
-  /// tree its sandbox shows), its Python bindings, and a release thumbd that carries the
-  /// Swift runtime. CI sets THUMBD_REQUIRE_DESKTOP=1: then a missing piece fails the test.
+  /// tree its sandbox shows) and its Python bindings; the test then needs thumbd's installed
+  /// form (`ChildProcess.installedThumbd`), which scripts/test builds, and names the command
+  /// when it is missing. CI sets THUMBD_REQUIRE_DESKTOP=1: then a missing piece fails the test.
   static var gnomeFactoryAvailable: Bool {
     getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/python3")
       && FileManager.default.fileExists(
@@ -116,15 +117,15 @@ struct ThumbnailerEntryTests {
       if: gnomeFactoryAvailable || desktopRequired,
       "needs root, python3-gi and gir1.2-gnomedesktop-3.0"))
   func gnomeFactory() async throws {
-    let binary = ChildProcess.thumbdFastest
+    // The installed form, chosen by name, never by age: a release build scripts/run left is
+    // the same form (issue 52: a dynamically linked one was picked and failed here).
+    let binary = ChildProcess.installedThumbd
+    if let problem = try await ChildProcess.installedProblem() {
+      Issue.record(Comment(rawValue: problem))
+      return
+    }
     let directory = TestDaemon.makeDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let ldd = directory + "/ldd.txt"
-    _ = try await ChildProcess.runThumbd([binary], standardOutput: ldd, binary: "/usr/bin/ldd")
-    let linked = try String(contentsOfFile: ldd, encoding: .utf8)
-    try #require(
-      !linked.contains("libswiftCore"),
-      "\(binary) links the Swift runtime from outside /usr: build it with --static-swift-stdlib")
     // Installed where the sandbox sees it, for this test only.
     let installed = "/usr/local/lib/thumbd-test-\(getpid())-\(UUID().uuidString.prefix(6))"
     try FileManager.default.createDirectory(atPath: installed, withIntermediateDirectories: true)

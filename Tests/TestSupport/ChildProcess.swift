@@ -50,6 +50,31 @@ enum ChildProcess {
     return release
   }()
 
+  /// `thumbd` as it is installed (release, the Swift runtime inside), as `scripts/test`,
+  /// `scripts/run` and CI build it (`thumbd_build_installed` in scripts/flags): what GNOME's
+  /// sandbox, which shows `/usr` alone, can run. Never chosen by age: a release build of
+  /// another kind in its place is refused by `installedProblem`, not run.
+  static let installedThumbd: String = URL(fileURLWithPath: thumbd).deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("release/thumbd").path
+
+  /// Why `installedThumbd` cannot stand in for an installed thumbd (missing, or linking the
+  /// Swift runtime from outside `/usr`), naming the command that builds it; nil when it can.
+  static func installedProblem() async throws -> String? {
+    let build = "scripts/test builds it (or: . scripts/flags && thumbd_build_installed)"
+    guard FileManager.default.isExecutableFile(atPath: installedThumbd) else {
+      return "\(installedThumbd) is missing: \(build)"
+    }
+    let listing = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-ldd-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: listing) }
+    _ = try await runThumbd([installedThumbd], standardOutput: listing, binary: "/usr/bin/ldd")
+    let linked = (try? String(contentsOfFile: listing, encoding: .utf8)) ?? ""
+    guard !linked.contains("libswiftCore") else {
+      return "\(installedThumbd) links the Swift runtime from outside /usr: \(build)"
+    }
+    return nil
+  }
+
   static let timeMarker = "THUMBD_TEST_MAXRSS_KIB="
 
   /// Spawns `thumbd` with the arguments and waits for it. With `measuringMemory`, it runs under
