@@ -113,10 +113,21 @@ public enum ClientMessage: Sendable, Hashable {
     }
   }
 
-  /// Reads a client frame; throws the `bad_frame` message for one that breaks a rule.
+  /// Reads a client frame. A header without a string `op` breaks the framing; any other rule
+  /// broken throws an error whose `refused` names the message as far as it reads (its op,
+  /// slot, item, token, round), for an answer where it points.
   public init(frame: SessionFrame) throws(SessionFrameError) {
+    guard let op = frame.op else { throw SessionFrameError("the header needs a string op") }
     let fields = FrameFields(frame.header)
-    switch frame.op.flatMap(Wire.Op.init(rawValue:)) {
+    do {
+      self = try Self(op: op, fields)
+    } catch {
+      throw SessionFrameError(error.message, refused: RefusedMessage(op: op, fields.values))
+    }
+  }
+
+  private init(op: String, _ fields: FrameFields) throws(SessionFrameError) {
+    switch Wire.Op(rawValue: op) {
     case .load:
       self = .load(
         Load(
@@ -140,7 +151,6 @@ public enum ClientMessage: Sendable, Hashable {
     case .release:
       self = .release(round: try fields.integer("round", in: Wire.identifiers))
     case .image, .error, .prefetched, .prefetchError, .placeholder, .preview, nil:
-      guard let op = frame.op else { throw SessionFrameError("the header needs a string op") }
       throw SessionFrameError("unknown op \(JSONValue.string(op).encoded())")
     }
   }
@@ -192,6 +202,54 @@ public enum ClientMessage: Sendable, Hashable {
     case .prefetch: .prefetch
     case .release: .release
     }
+  }
+}
+
+/// A client message that broke a rule, as far as it reads: where its answer goes. A `load`,
+/// `cancel` or `priority` with a readable `slot` is answered with an `error` for that slot (and
+/// its `item` and `token`, when they read); anything else with an `error` that names no slot.
+public struct RefusedMessage: Sendable, Hashable {
+  /// The message's `op`, as sent.
+  public var op: String
+  /// Its `slot`, when it is an integer in bounds and the op addresses slots.
+  public var slot: Int?
+  /// Its `item`, when it is a string in bounds.
+  public var item: String?
+  /// Its `token`, when it is an integer in bounds.
+  public var token: Int?
+  /// Its `round`, when it is an integer in bounds and the op addresses rounds.
+  public var round: Int?
+
+  /// A refusal with these parts.
+  public init(
+    op: String, slot: Int? = nil, item: String? = nil, token: Int? = nil, round: Int? = nil
+  ) {
+    (self.op, self.slot, self.item, self.token, self.round) = (op, slot, item, token, round)
+  }
+
+  /// What can be read of a message's header `values`, each field only when valid.
+  init(op: String, _ values: [String: JSONValue]) {
+    func integer(_ name: String, in range: ClosedRange<Int>) -> Int? {
+      values[name]?.integer.flatMap { range.contains($0) ? $0 : nil }
+    }
+    let kind = Wire.Op(rawValue: op)
+    let addressesSlot = kind == .load || kind == .cancel || kind == .priority
+    let addressesRound = kind == .prefetch || kind == .release
+    self.init(
+      op: op, slot: addressesSlot ? integer("slot", in: 0...Wire.maxSlot) : nil,
+      item: addressesSlot
+        ? values["item"]?.string.flatMap {
+          $0.isEmpty || $0.utf8.count > Wire.maxItemLength ? nil : $0
+        } : nil,
+      token: addressesSlot ? integer("token", in: Wire.identifiers) : nil,
+      round: addressesRound ? integer("round", in: Wire.identifiers) : nil)
+  }
+
+  /// The error frame that answers it, with `message`: for its slot when it names one.
+  public func reply(_ message: String) -> ServerMessage {
+    var text = message
+    if slot == nil, let round { text = "\(op) round \(round): " + message }
+    return .error(slot: slot, item: item, token: token, code: Wire.Code.badMessage, message: text)
   }
 }
 

@@ -25,13 +25,25 @@ public struct SessionFrame: Sendable, Hashable {
   }
 }
 
-/// Why bytes are not a valid frame. The receiver answers `bad_frame` and closes.
+/// Why bytes are not a valid frame, or a frame not a valid message. A frame that is no message
+/// at all (not a JSON object, no string `op`, a bad `bytes`, ...) breaks the framing: the
+/// receiver answers `bad_frame` and closes. A message whose fields break a rule is `refused`:
+/// the server answers it `bad_message` where it points (its slot, its round) and the session
+/// goes on.
 public struct SessionFrameError: Error, Sendable, Hashable, CustomStringConvertible {
-  /// What is wrong, for the `message` of the `bad_frame` error.
+  /// What is wrong, for the `message` of the error frame.
   public var message: String
+  /// The message it was, as far as it could be read; nil for a framing error.
+  public var refused: RefusedMessage?
 
-  /// Creates an error.
-  public init(_ message: String) { self.message = message }
+  /// Creates an error; `refused` names the message it was, nil for a framing error.
+  public init(_ message: String, refused: RefusedMessage? = nil) {
+    self.message = message
+    self.refused = refused
+  }
+
+  /// Whether the connection must close: the bytes are no message (docs/PROTOCOL.md, rule 8).
+  public var breaksFraming: Bool { refused == nil }
 
   /// The message.
   public var description: String { message }

@@ -36,6 +36,9 @@ public enum Wire {
   public enum Code {
     /// A malformed frame: the server answers once and closes.
     public static let badFrame = "bad_frame"
+    /// A message with a field missing, mistyped or out of its bounds, or an unknown op:
+    /// answered for its slot (or with no slot), and the session goes on.
+    public static let badMessage = "bad_message"
     /// A well-formed `load` or `prefetch` whose values are out of range.
     public static let invalidSpec = "invalid_spec"
     /// A prefetch item over the session memory bound.

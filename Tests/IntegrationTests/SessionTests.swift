@@ -287,7 +287,7 @@ struct SessionTests {
     client.close()
   }
 
-  @Test("malformed frames get bad_frame and a closed connection; other sessions go on")
+  @Test("bytes that are no message get bad_frame and a closed connection; other sessions go on")
   func malformedFrames() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
@@ -295,38 +295,96 @@ struct SessionTests {
     defer { daemon.stop() }
     let bystander = try ThumbClient(endpoint: .unix(daemon.socket))
     let bystanderLog = EventLog(bystander)
-    // Every malformed frame is refused by ThumbProtocol's own reader and decoder
-    // (MalformedFrameTests); here a sample of each kind shows the daemon closes the session.
-    for bytes in MalformedFrames.sample {
+    for input in MalformedFrames.framing {
       let client = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
       let log = EventLog(client)
-      try? client.sendRaw(bytes)
+      try? client.sendRaw(input.bytes)
       await eventually("connection closed") { log.isFinished }
-      let shown = String(decoding: bytes.prefix(60), as: UTF8.self)
-      guard case .error(nil, nil, nil, "bad_frame", let message)? = log.events.last else {
-        Issue.record("no bad_frame for \(shown.debugDescription): \(log.events)")
+      guard case .error(nil, nil, nil, Wire.Code.badFrame, let message)? = log.events.last else {
+        Issue.record("no bad_frame for \(input.testDescription): \(log.events)")
         continue
       }
-      #expect(!message.isEmpty)
+      #expect(message.contains(input.blames), "\(input.testDescription): \(message)")
     }
-    // A second open round with the same id is a client bug too.
-    let twice = try ThumbClient(endpoint: .unix(daemon.socket))
-    let twiceLog = EventLog(twice)
-    let heldItem = [(item: "h", url: origin.url("/held/1.png"))]
-    try twice.prefetch(round: 4, items: heldItem, width: 8, height: 8)
-    try twice.prefetch(round: 4, items: heldItem, width: 8, height: 8)
-    await eventually("connection closed") { twiceLog.isFinished }
-    #expect(
-      twiceLog.events.last.map {
-        if case .error(_, _, _, "bad_frame", _) = $0 { true } else { false }
-      } == true)
     // The daemon is healthy and the bystander's session still works.
     #expect(SocketClient.get(daemon.socket, "/healthz").status == 200)
     try bystander.load(
       slot: 0, item: "item-5", token: 1, url: origin.url("/item/5.png"), width: 16, height: 16)
     await eventually("bystander served") { bystanderLog.images.count == 1 }
     bystander.close()
-    origin.release()
+  }
+
+  /// Issue 52: one typo (an invalid priority, `rev:""`, `scale:"2"`, `w:64.0`, a 257th open
+  /// round) closed the session and lost every pending load of every slot.
+  @Test(
+    "every message with a bad field gets bad_message where it points; the session goes on serving its other slots"
+  )
+  func refusedMessages() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    defer { daemon.stop() }
+    let client = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
+    let log = EventLog(client)
+    // Pending work the refusals must not touch: a load on slot 0 and a prefetch round, both
+    // held at the origin.
+    try client.load(
+      slot: 0, item: "held", token: 1, url: origin.url("/held/1.png"), width: 16, height: 16)
+    try client.prefetch(
+      round: 4, items: [(item: "h", url: origin.url("/held/2.png"))], width: 8, height: 8)
+    func refusals() -> [ServerMessage] {
+      log.events.filter {
+        if case .error(_, _, _, Wire.Code.badMessage, _) = $0 { true } else { false }
+      }
+    }
+    for (index, input) in MalformedFrames.refused.enumerated() {
+      try client.sendRaw(input.bytes)
+      await eventually("the answer to \(input.testDescription)") { refusals().count == index + 1 }
+      guard case .error(let slot, let item, let token, _, let message) = refusals()[index] else {
+        continue
+      }
+      #expect(
+        slot == input.slot && item == input.item && token == input.token,
+        "\(input.testDescription): \(refusals()[index])")
+      #expect(message.contains(input.blames), "\(input.testDescription): \(message)")
+    }
+    // A round number still open: answered alone; round 4's item stays pending.
+    try client.prefetch(
+      round: 4, items: [(item: "again", url: origin.url("/item/3.png"))], width: 8, height: 8)
+    await eventually("the reused round's answer") {
+      refusals().count == MalformedFrames.refused.count + 1
+    }
+    guard case .error(nil, nil, nil, _, let reused)? = refusals().last else {
+      Issue.record("no connection-level answer: \(refusals().last.map { "\($0)" } ?? "none")")
+      return
+    }
+    #expect(reused.contains("round 4") && reused.contains("still open"), "\(reused)")
+    // Every refusal left the session serving: another slot gets its image.
+    try client.load(
+      slot: 2, item: "item-7", token: 1, url: origin.url("/item/7.png"), width: 16, height: 16)
+    await eventually("another slot is served") { log.images.contains { $0.slot == 2 } }
+    // 255 more rounds open (256 in all), then one past the bound: its items are busy.
+    for round in 100..<355 {
+      try client.prefetch(
+        round: round, items: [(item: "r\(round)", url: origin.url("/held/\(round % 50).png"))],
+        width: 8, height: 8)
+    }
+    try client.prefetch(
+      round: 999, items: [(item: "over", url: origin.url("/item/4.png"))], width: 8, height: 8)
+    await eventually("the round past the bound is answered busy") {
+      log.events.contains {
+        if case .prefetchError(999, "over", Wire.Code.busy) = $0 { true } else { false }
+      }
+    }
+    #expect(!log.isFinished, "the session is still open")
+    // Every refusal left the held work alone: released, it is delivered.
+    await eventually("the held load and round finish") {
+      for _ in 0..<origin.held { origin.release() }
+      return log.images.contains { $0.slot == 0 && $0.item == "held" }
+        && log.events.contains { if case .prefetched(4, "h") = $0 { true } else { false } }
+    }
+    client.close()
+    await log.finished()
   }
 
   @Test("a session upgrade without the headers gets 426; the upgrade works over TCP too")

@@ -68,12 +68,12 @@ struct SessionFastPathTests {
       pipeline: pipeline, client: ClientID(1), parameters: ThumbnailParameters(),
       memory: SessionMemory(), report: { reports.add($0) })
     // A miss: nothing at once, then one report, which becomes the image.
-    #expect(try driver.apply(Self.load(0, token: 1)).isEmpty)
+    #expect(driver.apply(Self.load(0, token: 1)).isEmpty)
     let first = await reports.next()
     #expect(Self.images(driver.finished(first)).map(\.slot) == [0])
     // The same thumbnail for another slot is in memory now: its image is among the messages
     // of the load itself, and no work was started for it.
-    let hit = try driver.apply(Self.load(1, token: 2))
+    let hit = driver.apply(Self.load(1, token: 2))
     #expect(Self.images(hit).map(\.slot) == [1])
     #expect(Self.images(hit).map(\.token) == [2])
     #expect(driver.pendingWork == 0)

@@ -62,7 +62,7 @@ import ThumbSystem
   @Test("a load starts visible work for its slot, and its result goes out with item and token")
   func loadAndDeliver() throws {
     var state = makeState()
-    let effects = try state.apply(Self.load(3, "a", 7))
+    let effects = state.apply(Self.load(3, "a", 7))
     let (work, purpose) = try #require(started(effects).first)
     #expect(purpose == .load(slot: 3))
     guard case .start(_, let request, let priority, _, _) = effects[0] else {
@@ -88,7 +88,7 @@ import ThumbSystem
   )
   func placeholderRule() throws {
     var state = makeState()
-    let effects = try state.apply(Self.load(0, "a", 1))
+    let effects = state.apply(Self.load(0, "a", 1))
     let (first, purpose) = try #require(started(effects).first)
     let lookups = effects.compactMap { effect -> SessionState.WorkID? in
       if case .findPlaceholder(let work, _, _) = effect { return work }
@@ -105,7 +105,7 @@ import ThumbSystem
     #expect(frame.slot == 0 && frame.item == "a" && frame.token == 1 && frame.width == 40)
     #expect(state.pendingWork == 1, "the load is still waiting for its image")
     // The slot moves on: the old load's placeholder (a disk lookup finishing late) is dropped.
-    let second = try #require(started(try state.apply(Self.load(0, "b", 2))).first).0
+    let second = try #require(started(state.apply(Self.load(0, "b", 2))).first).0
     #expect(sent(state.finished(first, purpose, look)).isEmpty)
     // The image comes first: a placeholder after it is never sent.
     #expect(sent(state.finished(second, purpose, Self.image(for: "b"))).count == 1)
@@ -120,7 +120,7 @@ import ThumbSystem
     var state = makeState()
     let asking = ClientMessage.load(
       .init(slot: 0, item: "a", token: 1, url: "http://o/a", box: Self.box, preview: true))
-    let effects = try state.apply(asking)
+    let effects = state.apply(asking)
     let previews = effects.compactMap { effect -> Bool? in
       if case .start(_, _, _, _, let preview) = effect { return preview }
       return nil
@@ -140,7 +140,7 @@ import ThumbSystem
     #expect(state.pendingWork == 1, "the load still waits for its image")
     #expect(sent(state.finished(first, purpose, .preview(thumbnail))).isEmpty, "only one")
     // The slot moves on: a late preview of the old load is dropped.
-    let second = try #require(started(try state.apply(Self.load(0, "b", 2))).first).0
+    let second = try #require(started(state.apply(Self.load(0, "b", 2))).first).0
     #expect(sent(state.finished(first, purpose, .preview(thumbnail))).isEmpty)
     // A load that did not ask is not asked for one; after the image none is sent anyway.
     #expect(sent(state.finished(second, purpose, Self.image(for: "b"))).count == 1)
@@ -151,8 +151,8 @@ import ThumbSystem
   @Test("reusing a slot cancels the old load, and the old load's late result is dropped")
   func reuseDropsOld() throws {
     var state = makeState()
-    let (first, purpose) = try #require(started(try state.apply(Self.load(0, "a", 1))).first)
-    let effects = try state.apply(Self.load(0, "b", 2))
+    let (first, purpose) = try #require(started(state.apply(Self.load(0, "a", 1))).first)
+    let effects = state.apply(Self.load(0, "b", 2))
     #expect(cancelled(effects) == [first])
     let (second, _) = try #require(started(effects).first)
     #expect(second != first)
@@ -160,7 +160,7 @@ import ThumbSystem
     let late = state.finished(first, purpose, Self.image(for: "a"))
     #expect(sent(late).isEmpty && drops(late) == 1)
     // Even the same item and token again is a new binding: the older work never passes.
-    let third = try #require(started(try state.apply(Self.load(0, "b", 2))).first).0
+    let third = try #require(started(state.apply(Self.load(0, "b", 2))).first).0
     #expect(drops(state.finished(second, purpose, Self.image(for: "b"))) == 1)
     #expect(sent(state.finished(third, purpose, Self.image(for: "b"))).count == 1)
   }
@@ -168,10 +168,10 @@ import ThumbSystem
   @Test("cancel and priority act only with the slot's token; a failure goes out as an error")
   func tokens() throws {
     var state = makeState()
-    let (work, purpose) = try #require(started(try state.apply(Self.load(1, "a", 5))).first)
-    #expect(try state.apply(.cancel(slot: 1, token: 4)).isEmpty)
-    #expect(try state.apply(.priority(slot: 1, token: 4, priority: .prefetch)).isEmpty)
-    let raised = try state.apply(.priority(slot: 1, token: 5, priority: .normal))
+    let (work, purpose) = try #require(started(state.apply(Self.load(1, "a", 5))).first)
+    #expect(state.apply(.cancel(slot: 1, token: 4)).isEmpty)
+    #expect(state.apply(.priority(slot: 1, token: 4, priority: .prefetch)).isEmpty)
+    let raised = state.apply(.priority(slot: 1, token: 5, priority: .normal))
     guard case .setPriority(work, .normal) = try #require(raised.first) else {
       Issue.record("no priority change: \(raised)")
       return
@@ -184,8 +184,8 @@ import ThumbSystem
           message: PipelineError.queueFull.message)
       ])
     // Cancelled with its token: nothing is sent afterwards.
-    let (next, _) = try #require(started(try state.apply(Self.load(1, "b", 6))).first)
-    #expect(cancelled(try state.apply(.cancel(slot: 1, token: 6))) == [next])
+    let (next, _) = try #require(started(state.apply(Self.load(1, "b", 6))).first)
+    #expect(cancelled(state.apply(.cancel(slot: 1, token: 6))) == [next])
     #expect(sent(state.finished(next, purpose, Self.image(for: "b"))).isEmpty)
   }
 
@@ -196,7 +196,7 @@ import ThumbSystem
       .init(
         slot: 2, item: "x", token: 1, url: "http://o/x",
         box: .init(width: -1, height: 10, scale: nil, fit: nil, format: nil, quality: nil)))
-    let effects = try state.apply(load)
+    let effects = state.apply(load)
     #expect(started(effects).isEmpty)
     guard case .error(2, "x", 1, let code, _) = try #require(sent(effects).first) else {
       Issue.record("no error: \(effects)")
@@ -210,7 +210,7 @@ import ThumbSystem
   func prefetchQueue() throws {
     var state = makeState()
     let items = (0..<40).map { ClientMessage.PrefetchItem(item: "p\($0)", url: "http://o/p\($0)") }
-    let effects = try state.apply(.prefetch(.init(round: 9, items: items, box: Self.box)))
+    let effects = state.apply(.prefetch(.init(round: 9, items: items, box: Self.box)))
     let first = started(effects)
     #expect(first.count == SessionState.maxStartedPrefetches)
     #expect(first.map(\.1) == (0..<32).map { .prefetch(round: 9, item: "p\($0)") })
@@ -218,12 +218,18 @@ import ThumbSystem
     let done = state.finished(first[0].0, first[0].1, Self.image(for: "p0"))
     #expect(started(done).map(\.1) == [.prefetch(round: 9, item: "p32")])
     #expect(sent(done) == [.prefetched(round: 9, item: "p0")])
-    // The same round number cannot open twice.
-    #expect(throws: SessionFrameError.self) {
-      try state.apply(.prefetch(.init(round: 9, items: items, box: Self.box)))
+    // The same round number cannot open twice: that message alone is answered, with no
+    // slot, and the open round goes on.
+    let again = state.apply(.prefetch(.init(round: 9, items: items, box: Self.box)))
+    guard case .error(nil, nil, nil, Wire.Code.badMessage, let message)? = sent(again).first,
+      again.count == 1
+    else {
+      Issue.record("not one bad_message: \(again)")
+      return
     }
+    #expect(message.contains("round 9"))
     // Release: the 32 running are cancelled, newest first; the 7 queued never start.
-    let released = try state.apply(.release(round: 9))
+    let released = state.apply(.release(round: 9))
     #expect(cancelled(released).count == 32)
     #expect(cancelled(released) == cancelled(released).sorted(by: >))
     #expect(started(released).isEmpty && state.pendingWork == 0)
@@ -236,7 +242,7 @@ import ThumbSystem
     let memory = SessionMemory(limit: 4096, perSession: 4096)
     var state = makeState(memory: memory)
     let items = (0..<40).map { ClientMessage.PrefetchItem(item: "p\($0)", url: "http://o/p\($0)") }
-    let effects = try state.apply(.prefetch(.init(round: 1, items: items, box: Self.box)))
+    let effects = state.apply(.prefetch(.init(round: 1, items: items, box: Self.box)))
     let busy = sent(effects).filter {
       if case .prefetchError(1, _, Wire.Code.busy) = $0 { return true }
       return false
@@ -247,16 +253,45 @@ import ThumbSystem
     #expect(memory.used == 0)
   }
 
-  @Test("more open rounds than the protocol allows is a bad frame")
+  @Test("a round past the open-round bound has its items answered busy; the others go on")
   func roundBound() throws {
     var state = makeState()
     let one = [ClientMessage.PrefetchItem(item: "p", url: "http://o/p")]
     for round in 0..<Wire.maxOpenRounds {
-      _ = try state.apply(.prefetch(.init(round: round, items: one, box: Self.box)))
+      _ = state.apply(.prefetch(.init(round: round, items: one, box: Self.box)))
     }
-    #expect(throws: SessionFrameError.self) {
-      try state.apply(.prefetch(.init(round: Wire.maxOpenRounds, items: one, box: Self.box)))
-    }
+    let pending = state.pendingWork
+    let two = one + [ClientMessage.PrefetchItem(item: "q", url: "http://o/q")]
+    let over = state.apply(.prefetch(.init(round: Wire.maxOpenRounds, items: two, box: Self.box)))
+    #expect(
+      sent(over) == [
+        .prefetchError(round: Wire.maxOpenRounds, item: "p", code: Wire.Code.busy),
+        .prefetchError(round: Wire.maxOpenRounds, item: "q", code: Wire.Code.busy),
+      ])
+    #expect(started(over).isEmpty && state.pendingWork == pending)
+  }
+
+  @Test("a refused load moves its slot on: the old load is cancelled and only the error is sent")
+  func refusedLoad() throws {
+    var state = makeState()
+    let first = try #require(started(state.apply(Self.load(0, "a", 1))).first)
+    let refused = state.refuse(
+      RefusedMessage(op: "load", slot: 0, item: "b", token: 2), because: "rev must be a string")
+    #expect(cancelled(refused) == [first.0])
+    #expect(
+      sent(refused) == [
+        .error(
+          slot: 0, item: "b", token: 2, code: Wire.Code.badMessage,
+          message: "rev must be a string")
+      ])
+    // The old load's late image is a stale drop, not a delivery.
+    #expect(sent(state.finished(first.0, first.1, Self.image(for: "a"))).isEmpty)
+    // A refused priority or cancel changes nothing.
+    let second = try #require(started(state.apply(Self.load(1, "c", 1))).first)
+    let priority = state.refuse(
+      RefusedMessage(op: "priority", slot: 1, token: 1), because: "priority must be visible")
+    #expect(cancelled(priority).isEmpty && state.pendingWork == 1)
+    #expect(sent(state.finished(second.0, second.1, Self.image(for: "c"))).count == 1)
   }
 
   /// Random loads, cancels and outcomes over a few reused slots, outcomes arriving in any
@@ -285,14 +320,14 @@ import ThumbSystem
       case 0..<4:
         nextToken += 1
         let item = "i\(random.next() % 12)"
-        let effects = try state.apply(Self.load(slot, item, nextToken))
+        let effects = state.apply(Self.load(slot, item, nextToken))
         if let old = model[slot], !old.answered { #expect(cancelled(effects) == [old.work]) }
         let (work, purpose) = try #require(started(effects).first)
         model[slot] = Bound(item: item, token: nextToken, work: work)
         outstanding.append((work, purpose, item))
       case 4:
         let token = model[slot].map { random.next() % 2 == 0 ? $0.token : $0.token + 1 } ?? 0
-        _ = try state.apply(.cancel(slot: slot, token: token))
+        _ = state.apply(.cancel(slot: slot, token: token))
         if model[slot]?.token == token { model[slot] = nil }
       default:
         guard !outstanding.isEmpty else { continue }
@@ -340,7 +375,7 @@ extension SessionStateTests {
         let rev = "r\(revision)"
         let token = random.next() % 2 == 0 ? (tokens[slot] ?? 0) : revision
         if newest[slot] != nil { reuses += 1 }
-        let effects = try state.apply(
+        let effects = state.apply(
           .load(
             .init(
               slot: slot, item: "item-\(slot)", token: token, url: "http://o/\(slot)",

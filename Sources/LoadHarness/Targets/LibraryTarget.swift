@@ -99,7 +99,7 @@ final class LibraryClient: LoadClient {
     slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
   ) throws {
     shown.withLock { $0[slot] = ShownItem(item: item, token: token) }
-    try apply(
+    apply(
       .load(
         .init(
           slot: slot, item: item, token: token, url: url,
@@ -109,18 +109,18 @@ final class LibraryClient: LoadClient {
 
   func cancel(slot: Int, token: Int) throws {
     shown.withLock { if $0[slot]?.token == token { $0[slot] = nil } }
-    try apply(.cancel(slot: slot, token: token))
+    apply(.cancel(slot: slot, token: token))
   }
 
   func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
-    try apply(
+    apply(
       .prefetch(
         .init(
           round: round, items: items.map { .init(item: $0.item, url: $0.url) },
           box: .init(width: size, height: size))))
   }
 
-  func release(round: Int) throws { try apply(.release(round: round)) }
+  func release(round: Int) throws { apply(.release(round: round)) }
 
   func isCurrent(slot: Int, item: String, token: Int) -> Bool {
     let current = shown.withLock { $0[slot] == ShownItem(item: item, token: token) }
@@ -138,9 +138,9 @@ final class LibraryClient: LoadClient {
     continuation.finish()
   }
 
-  private func apply(_ message: ClientMessage) throws {
-    try session.withLock { driver throws(SessionFrameError) in
-      for message in try driver?.apply(message) ?? [] {
+  private func apply(_ message: ClientMessage) {
+    session.withLock { driver in
+      for message in driver?.apply(message) ?? [] {
         continuation.yield(TargetEvent(message))
       }
     }

@@ -18,8 +18,8 @@ public enum TargetEvent: Sendable, Hashable {
 }
 
 extension TargetEvent {
-  /// The event a session message gives a client (a `bad_frame` error is an `.error` with no
-  /// slot).
+  /// The event a session message gives a client (a `bad_frame` error, and a `bad_message` for a
+  /// message that named no valid slot, are an `.error` with no slot).
   public init(_ message: ServerMessage, roundDivisor: Int = 1) {
     switch message {
     case .image(let image):

@@ -28,10 +28,13 @@ public final class SessionDriver {
   /// Loads and prefetch items not answered yet.
   public var pendingWork: Int { state.pendingWork }
 
-  /// Applies a client message; returns the messages to send at once. Throws the `bad_frame`
-  /// message for a message that breaks a session bound.
-  public func apply(_ message: ClientMessage) throws(SessionFrameError) -> [ServerMessage] {
-    run(try state.apply(message))
+  /// Applies a client message; returns the messages to send at once.
+  public func apply(_ message: ClientMessage) -> [ServerMessage] { run(state.apply(message)) }
+
+  /// Answers a message that broke a rule (`refused`, for `why`) where it points; returns the
+  /// messages to send at once. The session goes on.
+  public func refuse(_ refused: RefusedMessage, because why: String) -> [ServerMessage] {
+    run(state.refuse(refused, because: why))
   }
 
   /// A piece of work came back: the message to send, if its binding still wants it.

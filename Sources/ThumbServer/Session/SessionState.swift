@@ -110,9 +110,9 @@ struct SessionState {
     slots.values.count(where: \.pending) + rounds.values.reduce(0) { $0 + $1.count }
   }
 
-  /// Applies one client message. Throws for a `prefetch` that breaks a session bound (a round
-  /// still open, too many rounds): the caller answers `bad_frame` and closes.
-  mutating func apply(_ message: ClientMessage) throws(SessionFrameError) -> [Effect] {
+  /// Applies one client message. One that breaks a session bound (a round still open, too many
+  /// rounds) is answered, and the session goes on.
+  mutating func apply(_ message: ClientMessage) -> [Effect] {
     switch message {
     case .load(let load):
       return start(load)
@@ -124,10 +124,25 @@ struct SessionState {
       guard let binding = slots[slot], binding.token == token, binding.pending else { return [] }
       return [.setPriority(work: binding.work, priority: ImagePriority(priority))]
     case .prefetch(let prefetch):
-      return try start(prefetch)
+      return start(prefetch)
     case .release(let round):
       return release(round)
     }
+  }
+
+  /// A message that broke a rule (`refused`, for `why`): answered where it points. A `load`
+  /// whose slot reads moves the slot on as any load does (the old load's interest ends, and
+  /// nothing of it is delivered), so the slot's answer is this error; other messages change
+  /// nothing.
+  mutating func refuse(_ refused: RefusedMessage, because why: String) -> [Effect] {
+    var effects: [Effect] = []
+    if refused.op == Wire.Op.load.rawValue, let slot = refused.slot,
+      let old = slots.removeValue(forKey: slot), old.pending
+    {
+      effects.append(.cancel(work: old.work))
+    }
+    effects.append(.send(refused.reply(why)))
+    return effects
   }
 
   /// A piece of work ended: the message to send, or a drop when its binding has moved on.
@@ -258,14 +273,18 @@ struct SessionState {
     return effects
   }
 
-  private mutating func start(
-    _ prefetch: ClientMessage.Prefetch
-  ) throws(SessionFrameError) -> [Effect] {
+  private mutating func start(_ prefetch: ClientMessage.Prefetch) -> [Effect] {
     guard rounds[prefetch.round] == nil else {
-      throw SessionFrameError("prefetch round \(prefetch.round) is still open")
+      // The open round's items go on; this message is answered alone.
+      return refuse(
+        RefusedMessage(op: Wire.Op.prefetch.rawValue, round: prefetch.round),
+        because: "still open: release it or use another number")
     }
     guard rounds.count < Wire.maxOpenRounds else {
-      throw SessionFrameError("more than \(Wire.maxOpenRounds) prefetch rounds open")
+      // Over a session bound, as an item over the memory bound is: told, not queued.
+      return Set(prefetch.items.map(\.item)).sorted().map {
+        .send(.prefetchError(round: prefetch.round, item: $0, code: Wire.Code.busy))
+      }
     }
     let spec: ValidSpec
     switch parameters.spec(prefetch.box) {

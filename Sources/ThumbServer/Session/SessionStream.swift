@@ -8,7 +8,7 @@ struct SessionStream {
   enum Received {
     /// Complete frames were read (`count`, maybe 0); `output` is the replies to write.
     case frames(count: Int, output: [UInt8])
-    /// A frame broke the protocol: `output` is the `bad_frame` frame to write before closing.
+    /// A frame broke the framing: `output` is the `bad_frame` frame to write before closing.
     /// Replies to earlier frames of the same batch are not sent.
     case failed(SessionFrameError, output: [UInt8])
   }
@@ -23,16 +23,22 @@ struct SessionStream {
   /// Bytes of an incomplete frame held.
   var bufferedBytes: Int { reader.bufferedBytes }
 
-  /// Reads what `bytes` completes and applies each message. After `.failed` the session is
-  /// closed: its work has been given up.
+  /// Reads what `bytes` completes and applies each message; a message that breaks a rule is
+  /// answered where it points (`bad_message`) and the next one is read. After `.failed` (bytes
+  /// that are no message) the session is closed: its work has been given up.
   mutating func receive(_ bytes: ArraySlice<UInt8>) -> Received {
-    do {
+    var output: [UInt8] = []
+    do throws(SessionFrameError) {
       let frames = try reader.feed(bytes)
-      var output: [UInt8] = []
       for frame in frames {
-        for message in try driver.apply(ClientMessage(frame: frame)) {
-          output += message.frame.serialized()
+        let replies: [ServerMessage]
+        do throws(SessionFrameError) {
+          replies = driver.apply(try ClientMessage(frame: frame))
+        } catch {
+          guard let refused = error.refused else { throw error }
+          replies = driver.refuse(refused, because: error.message)
         }
+        for message in replies { output += message.frame.serialized() }
       }
       return .frames(count: frames.count, output: output)
     } catch {
