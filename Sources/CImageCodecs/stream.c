@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Larger stdio buffer: fewer read syscalls while streaming rows. */
@@ -36,8 +37,29 @@ ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
     stream->size = source->size;
     return IC_OK;
   }
-  FILE *f = fopen(source->path, "rb");
-  if (!f) return ic_fail(result, IC_ERR_IO, "cannot open: %s", strerror(errno));
+  /* Opened without blocking: a FIFO nobody writes to would hold open() for ever. Read as
+   * usual afterwards, where such a FIFO reads as empty (and one a writer holds streams, as
+   * /dev/stdin after a pipe does). Devices and directories are no source. */
+  int fd = open(source->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ic_fail(result, IC_ERR_IO, "cannot open: %s", strerror(errno));
+  struct stat info;
+  int flags = fcntl(fd, F_GETFL);
+  if (fstat(fd, &info) != 0 || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int code = errno;
+    close(fd);
+    return ic_fail(result, IC_ERR_IO, "cannot read: %s", strerror(code));
+  }
+  if (!S_ISREG(info.st_mode) && !S_ISFIFO(info.st_mode) && !S_ISSOCK(info.st_mode)) {
+    close(fd);
+    return ic_fail(result, IC_ERR_IO, S_ISDIR(info.st_mode) ? "is a directory"
+                                                             : "not a regular file");
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    int code = errno;
+    close(fd);
+    return ic_fail(result, IC_ERR_IO, "cannot read: %s", strerror(code));
+  }
   setvbuf(f, NULL, _IOFBF, IC_FILE_BUFFER);
   stream->file = f;
   return IC_OK;

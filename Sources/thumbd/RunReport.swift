@@ -115,6 +115,17 @@ final class RunReport: Sendable {
   /// Whether any input failed.
   var anyFailed: Bool { state.withLock { !$0.failed.isEmpty } }
 
+  /// How many files the run skipped as not images, when that is all it did: nothing made,
+  /// failed or skipped for another reason. nil otherwise.
+  var onlyNotImages: Int? {
+    state.withLock { state in
+      guard state.made == 0, state.failed.isEmpty, let count = state.skipped[.notImage],
+        state.skipped.count == 1
+      else { return nil }
+      return count
+    }
+  }
+
   /// The last line: made, failed by kind, skipped by reason, seconds.
   private func summary() -> String {
     state.withLock { state in

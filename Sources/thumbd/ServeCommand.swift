@@ -75,13 +75,16 @@ enum ServeCommand {
         path: config.logFile.isEmpty ? nil : config.logFile)
     } catch {
       printError("thumbd serve: \(error)")
-      return 1
+      return 2
     }
+    // Whatever stops start-up (a socket that cannot be bound, a cache that cannot be made, a
+    // root that cannot be opened) exits 2, as an invalid setting does (docs/CONFIG.md): the
+    // configuration must change before a restart can help.
     do {
       return try await serve(config, logger: logger, environment: environment)
     } catch {
       logger.log(.error, "startup_failed", ["reason": "\(error)"])
-      return 1
+      return 2
     }
   }
 

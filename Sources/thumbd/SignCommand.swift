@@ -152,7 +152,7 @@ enum SignCommand {
   }
 
   private static func fail(_ message: String) -> Int32 {
-    printError("thumbd sign: \(message)\n\n\(usage)")
+    printError("thumbd sign: \(message)\nRun 'thumbd sign --help' for usage.")
     return 2
   }
 }

@@ -61,6 +61,14 @@ enum ThumbnailCommand {
     }
     WorkerThreads.run(count: max(1, min(options.jobs, plan.files.count)), work)
     report.finish(quiet: options.quiet)
+    // Folders holding no images are the usage error an empty folder is, not a success.
+    if let skipped = report.onlyNotImages {
+      printError(
+        "thumbd thumbnail: the inputs hold no images (\(skipped) "
+          + (skipped == 1 ? "file" : "files")
+          + " skipped: not images)\nRun 'thumbd thumbnail --help' for usage.")
+      return 2
+    }
     return report.anyFailed ? 1 : 0
   }
 

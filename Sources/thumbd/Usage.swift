@@ -4,7 +4,7 @@
 
 /// Help texts for every command.
 enum Usage {
-  static let version = "0.1.0"
+  static let version = "0.9.0"
 
   static let main = """
     thumbd: a thumbnail pipeline and daemon.
@@ -101,7 +101,8 @@ enum Usage {
     Kinds: unsupported_format, corrupt, truncated, too_large, too_complex,
     decode_timeout, out_of_memory, io, invalid_spec, encoding_failed.
 
-    Exit status: 0 all succeeded, 1 some input failed, 2 usage error.
+    Exit status: 0 all succeeded, 1 some input failed, 2 usage error (inputs that hold
+    no images included).
     """
 }
 

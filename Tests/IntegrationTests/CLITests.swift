@@ -127,6 +127,38 @@ struct CLITests {
     #expect(!outcome.standardError.isEmpty)
   }
 
+  /// Issue 52: a FIFO named on the command line or in a `-` list held `thumbd thumbnail` for
+  /// ever (opening it waited for a writer); a folder of files that are not images exited 0 with
+  /// nothing made, where an empty folder exits 2.
+  @Test("a FIFO fails at once, named or listed; a folder holding no images is a usage error")
+  func fifoAndNoImages() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let fifo = directory + "/pipe.jpg"
+    #expect(mkfifo(fifo, 0o600) == 0)
+    let list = directory + "/list.txt"
+    try (fifo + "\n").write(toFile: list, atomically: true, encoding: .utf8)
+    for (arguments, input) in [([fifo], nil), (["-"], list)] as [([String], String?)] {
+      // `timeout` ends a hang (with SIGKILL: a child may inherit a mask that blocks SIGTERM).
+      let run = try await ChildProcess.runThumbd(
+        ["-s", "KILL", "20", ChildProcess.thumbd, "thumbnail"] + arguments + [
+          "--size", "8x8", "-o", directory + "/out/",
+        ],
+        standardInput: input, binary: "/usr/bin/timeout")
+      #expect(run.status == 1, "\(arguments): \(run.status) \(run.standardError)")
+      #expect(run.standardError.contains("\(fifo): "), "\(run.standardError)")
+    }
+    let texts = directory + "/texts"
+    try FileManager.default.createDirectory(atPath: texts, withIntermediateDirectories: true)
+    for name in ["a.txt", "b.md"] {
+      try "not a picture\n".write(toFile: texts + "/" + name, atomically: true, encoding: .utf8)
+    }
+    let none = try await ChildProcess.runThumbd(
+      ["thumbnail", texts, "--size", "8x8", "-o", directory + "/none/"])
+    #expect(none.status == 2, "\(none.standardError)")
+    #expect(none.standardError.contains("hold no images (2 files skipped"), "\(none.standardError)")
+  }
+
   @Test("help exits 0", arguments: [[], ["--help"], ["thumbnail", "--help"]])
   func help(arguments: [String]) async throws {
     #expect(try await ChildProcess.runThumbd(arguments).status == 0)

@@ -258,8 +258,26 @@ struct DaemonOperationsTests {
       "serve", "--socket", directory + "/s.sock", "--cache-dir", "", "--file-root",
       "~/Pictures",
     ])
-    #expect(outcome.status == 1)
+    #expect(outcome.status == 2, "docs/CONFIG.md: what stops start-up exits 2")
     #expect(outcome.standardError.contains("file_roots: ~/Pictures: No such file or directory"))
     #expect(!FileManager.default.fileExists(atPath: directory + "/s.sock"))
+    // A socket that cannot be bound stops start-up the same way (it exited 1).
+    let unbound = try await ChildProcess.runThumbd([
+      "serve", "--socket", directory + "/no/such/folder/s.sock", "--cache-dir", "",
+    ])
+    #expect(unbound.status == 2 && unbound.standardError.contains("startup_failed"))
+    #expect(unbound.standardError.contains("no/such/folder/s.sock"), "\(unbound.standardError)")
+  }
+
+  @Test("a file URL on a daemon without file roots is told how to add one")
+  func noFileRoots() async throws {
+    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    defer { daemon.stop() }
+    let answer = SocketClient.get(
+      daemon.socket, "/v1/thumbnail?w=8&url=" + Self.encoded("file:///etc/hostname"))
+    #expect(answer.status == 403)
+    let body = String(decoding: SocketClient.body(of: answer.response), as: UTF8.self)
+    #expect(
+      body.contains("no file roots are configured") && body.contains("--file-root"), "\(body)")
   }
 }

@@ -406,6 +406,54 @@ struct SessionTests {
     client.close()
   }
 
+  /// Issue 52: an upgrade pipelined behind another request was served as an ordinary request
+  /// (426, "send Connection: Upgrade ..." although both were sent) and the connection stayed
+  /// open: the handler took the first request of the batch for the one the parser stopped at.
+  @Test(
+    "an upgrade pipelined behind an answered request upgrades; behind an unanswered one, 400 and close; never 426"
+  )
+  func pipelinedUpgrade() async throws {
+    let origin = try Self.makeOrigin()
+    defer { origin.stop() }
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    defer { daemon.stop() }
+    let upgrade =
+      "GET /v1/session HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+      + "Upgrade: thumbd-session\r\n\r\n"
+    // A frame answered at once (bad_message) shows the session is live; the half-close ends it.
+    let frame = "{\"op\":\"release\",\"round\":-1}\n"
+    let socket = daemon.socket
+    let answered = try await offPool {
+      let fd = SocketClient.connect(socket)
+      defer { close(fd) }
+      SocketClient.sendAll(
+        fd, Array(("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + upgrade + frame).utf8))
+      shutdown(fd, Int32(SHUT_WR))
+      return String(decoding: SocketClient.readToEnd(fd), as: UTF8.self)
+    }
+    let ok = try #require(answered.range(of: "HTTP/1.1 200"), "\(answered)")
+    let switched = try #require(answered.range(of: "HTTP/1.1 101"), "\(answered)")
+    #expect(ok.lowerBound < switched.lowerBound)
+    #expect(answered.contains(Wire.Code.badMessage) && !answered.contains("426"), "\(answered)")
+    // Behind a thumbnail still waiting at the origin, the upgrade is refused once that is
+    // answered, and the connection closes.
+    let held = PercentEncoding.encode(origin.url("/held/3.png"))
+    let waiting = StartedThread {
+      String(
+        decoding: SocketClient.exchange(
+          socket,
+          Array(
+            ("GET /v1/thumbnail?w=8&h=8&url=\(held) HTTP/1.1\r\nHost: x\r\n\r\n" + upgrade).utf8)),
+        as: UTF8.self)
+    }
+    await eventually("the held request reached the origin") { origin.held == 1 }
+    origin.release()
+    let refused = try await waiting.value
+    let thumbnail = try #require(refused.range(of: "HTTP/1.1 200"), "\(refused)")
+    let bad = try #require(refused.range(of: "HTTP/1.1 400"), "\(refused)")
+    #expect(thumbnail.lowerBound < bad.lowerBound && !refused.contains("426"), "\(refused)")
+  }
+
   @Test("the TCP listener takes an IPv6 address: [::1]:0 serves, on that address alone")
   func ipv6Listener() async throws {
     let daemon = try await TestDaemon.start(["--cache-dir", "", "--listen", "[::1]:0"])

@@ -70,5 +70,24 @@ struct SignCommandTests {
       let (status, output) = try await sign(arguments)
       #expect(status == 2 && output.isEmpty, "\(arguments)")
     }
+    // What is wrong, and where help is: not the whole help text (issue 52).
+    let noKey = try await ChildProcess.runThumbd(["sign", Self.path])
+    let lines = noKey.standardError.split(separator: "\n")
+    #expect(lines.count == 2, "\(noKey.standardError)")
+    #expect(lines.first?.contains("no key") == true && lines.last?.contains("--help") == true)
+  }
+
+  @Test("thumbd --version names the newest version CHANGELOG.md released")
+  func version() async throws {
+    let changelog = try String(contentsOfFile: Repository.root + "/CHANGELOG.md", encoding: .utf8)
+    let released = try #require(
+      changelog.split(separator: "\n").first {
+        $0.hasPrefix("## ") && $0.dropFirst(3).first?.isNumber == true
+      }?.dropFirst(3))
+    let output = TestDaemon.makeDirectory() + "/version.txt"
+    let run = try await ChildProcess.runThumbd(["--version"], standardOutput: output)
+    #expect(run.status == 0)
+    let printed = try String(contentsOfFile: output, encoding: .utf8)
+    #expect(printed.hasPrefix("thumbd \(released)\n"), "\(printed)")
   }
 }

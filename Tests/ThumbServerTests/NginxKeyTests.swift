@@ -31,12 +31,12 @@ struct NginxKeyTests {
   }
 
   @Test(
-    "every shipped nginx cache key names every parameter that shapes the image", arguments: configs)
+    "every shipped nginx cache key names every parameter that shapes the answer", arguments: configs)
   func keysNameEveryParameter(config: String) throws {
     let text = try String(contentsOfFile: Repository.root + "/" + config, encoding: .utf8)
     let keys = Self.keyedArguments(text)
     #expect(!keys.isEmpty, "\(config) has no proxy_cache_key")
-    let needed = ThumbnailRoute.ThumbnailQuery.allCases.filter(\.shapesImage).map(\.rawValue)
+    let needed = ThumbnailRoute.ThumbnailQuery.allCases.filter(\.shapesAnswer).map(\.rawValue)
     for key in keys {
       let missing = needed.filter { !key.contains($0) }
       #expect(missing.isEmpty, "\(config): the cache key leaves out \(missing)")

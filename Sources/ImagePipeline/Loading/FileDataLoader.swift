@@ -172,8 +172,14 @@ struct FileDataLoader: Sendable {
         }
       }
     }
+    guard !roots.isEmpty else { throw .notAllowed(Self.noRoots) }
     throw .notAllowed("file is outside the configured roots")
   }
+
+  /// What a `file://` request is told when no root is configured: how to add one.
+  static let noRoots =
+    "no file roots are configured: start thumbd with --file-root DIR (config key file_roots, "
+    + "THUMBD_FILE_ROOTS) to serve the files below DIR"
 
   private static func stamp(of info: stat) -> FileStamp {
     FileStamp(

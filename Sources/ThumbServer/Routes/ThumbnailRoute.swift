@@ -274,13 +274,18 @@ public struct ThumbnailRoute: Sendable {
 
   /// Every query parameter `/v1/thumbnail` reads. `parse` reads them only through this type,
   /// so the list is complete by construction; a shared cache in front (nginx's
-  /// `proxy_cache_key`) must key on each that shapes the image, which a test holds it to.
+  /// `proxy_cache_key`) must key on each that shapes the answer, which a test holds it to.
   enum ThumbnailQuery: String, CaseIterable {
     case url, w, h, scale, fit, format, quality, colour, rev, priority, preset, placeholder
 
     /// Whether the parameter changes the image (priority only orders the work; placeholder
     /// adds a header naming the image's placeholder).
     var shapesImage: Bool { self != .priority && self != .placeholder }
+
+    /// Whether the parameter changes the answer's bytes, head or body: all but priority
+    /// (`placeholder=1` adds `X-Thumbd-Placeholder`, so an answer cached without it must not
+    /// answer a request with it).
+    var shapesAnswer: Bool { self != .priority }
 
     /// Whether `presets_only` refuses it: it shapes the image other than through a preset.
     var isRawOption: Bool { shapesImage && ![.url, .rev, .preset].contains(self) }

@@ -133,8 +133,10 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
         return
       }
       let request = queued.removeFirst()
-      if queued.isEmpty && parser.awaitingUpgradeDecision {
-        // The parser stopped after this request: the bytes behind it may be another protocol.
+      // The parser stopped after the request asking for an upgrade, the last it returned:
+      // the bytes behind it may be another protocol. Requests pipelined before it (dispatched
+      // one by one as they are queued) are ordinary ones.
+      if queued.isEmpty && parser.awaitingUpgradeDecision && request.header("upgrade") != nil {
         if upgrade(request, on: connection) { return }
         dispatch(request, on: connection)
         do {
