@@ -31,7 +31,8 @@ struct NginxKeyTests {
   }
 
   @Test(
-    "every shipped nginx cache key names every parameter that shapes the answer", arguments: configs)
+    "every shipped nginx cache key names every parameter that shapes the answer", arguments: configs
+  )
   func keysNameEveryParameter(config: String) throws {
     let text = try String(contentsOfFile: Repository.root + "/" + config, encoding: .utf8)
     let keys = Self.keyedArguments(text)
