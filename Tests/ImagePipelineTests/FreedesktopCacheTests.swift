@@ -175,6 +175,37 @@ struct FreedesktopCacheTests {
         == .missing)
   }
 
+  /// Issue 52 (outside attack run): Cache1 `Delete` and `Cleanup` followed a flavor folder
+  /// replaced by a link and unlinked files outside the cache; writes already refused it.
+  @Test("Delete, Cleanup and Move do not follow a flavor or fail folder that is a link")
+  func linkedFolders() throws {
+    let root = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let cache = FreedesktopCache(directory: root + "/thumbnails", software: Self.software)
+    let uri = "file:///p/victim.jpg"
+    let outside = root + "/outside"
+    try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      atPath: cache.directory + "/fail", withIntermediateDirectories: true)
+    // Files an entry's name would hit, and one whose Thumb::URI lies under the cleaned base.
+    let named = outside + "/" + FreedesktopCache.fileName(forURI: uri)
+    let keyed = outside + "/other.png"
+    try Data(Self.entry([("Thumb::URI", uri), ("Thumb::MTime", "1")])).write(
+      to: URL(fileURLWithPath: named))
+    try Data(Self.entry([("Thumb::URI", "file:///p/gone.jpg"), ("Thumb::MTime", "1")])).write(
+      to: URL(fileURLWithPath: keyed))
+    for flavor in FreedesktopCache.Flavor.allCases {
+      #expect(symlink(outside, cache.directory + "/" + flavor.rawValue) == 0)
+    }
+    #expect(symlink(outside, cache.failureDirectory) == 0)
+    cache.delete(uris: [uri])
+    cache.cleanup(baseURIs: ["file:///p"], since: 1_000_000)
+    cache.transfer(from: ["file:///p/gone.jpg"], to: ["file:///q/gone.jpg"], keepingOld: false)
+    for path in [named, keyed] {
+      #expect(FileManager.default.fileExists(atPath: path), "\(path) was removed through a link")
+    }
+  }
+
   @Test("a shared .sh_thumbnails entry beside the file is used, named by the file's name")
   func sharedRepository() throws {
     let root = TestDaemon.makeDirectory()

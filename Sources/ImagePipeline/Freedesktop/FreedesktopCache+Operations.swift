@@ -11,11 +11,24 @@ extension FreedesktopCache {
   /// Most entries one folder move, copy or cleanup reads per flavor.
   package static let maxScannedEntries = 200_000
 
-  /// `Delete`: removes every flavor's entry and the failure entry of each URI.
+  /// `Delete`: removes every flavor's entry and the failure entry of each URI. Only inside
+  /// folders that are folders: one replaced by a link is not followed (as writes refuse it),
+  /// so a caller cannot have files outside the cache unlinked.
   package func delete(uris: [String]) {
+    let flavors = Flavor.allCases.filter { isOwnFolder(directory + "/" + $0.rawValue) }
+    let failures = isOwnFolder(directory + "/fail") && isOwnFolder(failureDirectory)
     for uri in uris {
-      for flavor in Flavor.allCases { unlink(path(forURI: uri, flavor: flavor)) }
-      unlink(failureDirectory + "/" + Self.fileName(forURI: uri))
+      for flavor in flavors { unlink(path(forURI: uri, flavor: flavor)) }
+      if failures { unlink(failureDirectory + "/" + Self.fileName(forURI: uri)) }
+    }
+  }
+
+  /// Whether `folder` and the cache folder are directories, not links to one: the only
+  /// folders entries are removed from or rewritten in.
+  private func isOwnFolder(_ folder: String) -> Bool {
+    [directory, folder].allSatisfy { path in
+      var info = stat()
+      return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
     }
   }
 
@@ -78,7 +91,7 @@ extension FreedesktopCache {
     in flavor: Flavor, where test: (String) -> Bool
   ) -> [(path: String, uri: String)] {
     let folder = directory + "/" + flavor.rawValue
-    guard let names = SystemFiles.list(folder) else { return [] }
+    guard isOwnFolder(folder), let names = SystemFiles.list(folder) else { return [] }
     var found: [(String, String)] = []
     for name in names.prefix(Self.maxScannedEntries) where name.hasSuffix(".png") {
       let entry = folder + "/" + name
