@@ -105,6 +105,8 @@ static ic_status fail_from_heif(struct heif_error error, const char *what, ic_re
    * calls a security limit is a damaged file (an extent past the end, say). */
   if (error.subcode == heif_suberror_Security_limit_exceeded && result->source_width > 0)
     status = IC_ERR_TOO_LARGE;
+  else if (error.subcode == heif_suberror_Security_limit_exceeded)
+    status = IC_ERR_CORRUPT; /* never out_of_memory: a retry cannot help */
   else if (error.code == heif_error_Memory_allocation_error)
     status = IC_ERR_NO_MEMORY;
   else if (error.code == heif_error_Unsupported_feature ||

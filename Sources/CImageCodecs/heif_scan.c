@@ -422,6 +422,19 @@ static int item_bytes(heif_scan *s, const scan_item *item, const uint8_t **out, 
   return 1;
 }
 
+/* Whether every extent of a located item lies inside the file (or idat): one past the end
+ * is a damaged file, which libheif 1.15 reports as a failed allocation. */
+static int extents_inside(const heif_scan *s, const scan_item *item) {
+  if (!item->located) return 1;
+  uint64_t space_size = item->method == 1 ? s->idat_size : s->file_size;
+  for (uint32_t e = 0; e < item->extent_count; e++) {
+    scan_extent x = s->extents[item->first_extent + e];
+    uint64_t start = item->base + x.offset;
+    if (start < item->base || start > space_size || x.length > space_size - start) return 0;
+  }
+  return 1;
+}
+
 /* ---- bitstream headers ---- */
 
 typedef struct bits {
@@ -686,6 +699,9 @@ static ic_status visit(heif_scan *s, scan_item *item, int depth, int from_derive
   item->state = 1;
   ic_status status = IC_OK;
   uint32_t w = item->ispe_width, h = item->ispe_height;
+  if ((item->kind == KIND_HEVC || item->kind == KIND_AV1) && !extents_inside(s, item))
+    return ic_fail(s->result, IC_ERR_TRUNCATED, "HEIF item %u: its data runs past the end of the file",
+                   item->id);
   if (item->kind == KIND_HEVC || item->kind == KIND_AV1) {
     uint32_t cw, ch;
     coded_size(s, item, &cw, &ch);

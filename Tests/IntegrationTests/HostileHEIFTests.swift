@@ -106,6 +106,14 @@ struct HostileHEIFTests {
         items: [Self.grid(1, rows: 1, columns: 1, size: (40000, 53688), ispe: (64, 64)), tile],
         references: [Reference("dimg", from: 1, to: [2])])
     },
+    // Issue 52: an extent past the end of the file got 503 out_of_memory (libheif's failed
+    // allocation), which invites retries.
+    Case(name: "a coded item whose extent runs 2 GB past the end of the file", kinds: ["truncated"])
+    {
+      var item = Self.tileItem(1)
+      item.declaredLength = 2_000_000_000
+      return F.file(brand: "avif", primary: 1, items: [item])
+    },
     // Finding 3: cycles.
     Case(name: "grid A -> grid B -> grid A", kinds: ["corrupt", "unsupported_format"]) {
       F.file(

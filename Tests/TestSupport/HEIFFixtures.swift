@@ -11,6 +11,8 @@ enum HEIFFixtures {
     var type: String
     var properties: [[UInt8]]
     var data: [UInt8]
+    /// The length its `iloc` extent declares, when it lies (nil: the data's own).
+    var declaredLength: UInt32?
 
     init(id: UInt32, type: String, properties: [[UInt8]] = [], data: [UInt8] = []) {
       self.id = id
@@ -197,7 +199,7 @@ enum HEIFFixtures {
       for item in items {
         locations +=
           be16(item.id) + be16(0) + be16(0) + be16(1) + be32(offset)
-          + be32(UInt32(item.data.count))
+          + be32(item.declaredLength ?? UInt32(item.data.count))
         offset += UInt32(item.data.count)
       }
       let iloc = fullBox("iloc", version: 1, locations)
