@@ -56,7 +56,11 @@ struct FrontDoorTests {
     defer { setup.stop() }
     let source = setup.origin.url("/only.jpg")
     let encoded = PercentEncoding.encode(source)
-    for raw in ["w=10", "h=10", "scale=2", "fit=cover", "format=png", "quality=50", "colour=keep"] {
+    // Unknown and case-variant names too (issue 52: they were ignored, not refused).
+    for raw in [
+      "w=10", "h=10", "scale=2", "fit=cover", "format=png", "quality=50", "colour=keep", "W=10",
+      "Format=png", "width=10", "x=1",
+    ] {
       let answer = setup.get("/v1/thumbnail?preset=card&\(raw)&url=\(encoded)")
       #expect(answer.status == 400 && Self.text(answer.body).contains("presets_only"), "\(raw)")
     }
@@ -69,6 +73,9 @@ struct FrontDoorTests {
     #expect(listed.status == 200 && listed.head.contains("Content-Type: image/png"))
     #expect(SignedPathTests.size(listed.body).map { [$0.0, $0.1] } == [64, 48])
     #expect(setup.get("/v1/thumbnail?preset=card&url=\(encoded)").status == 200)
+    #expect(
+      setup.get("/v1/thumbnail?preset=card&priority=normal&rev=1&placeholder=1&url=\(encoded)")
+        .status == 200)
     let session = SocketClient.getTCP(
       port: setup.port, "/v1/session", headers: ["Upgrade: thumbd-session", "Connection: Upgrade"])
     #expect(SocketClient.status(of: session) == 403)

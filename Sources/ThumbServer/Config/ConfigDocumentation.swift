@@ -231,7 +231,7 @@ extension ConfigOption {
     ),
     "presets_only": (
       "false",
-      "refuse every option that does not come from a preset (400): the query form takes `url`, `rev`, `priority` and `preset` only, and the path form's options segment is a list of preset names, `/SIGNATURE/NAME:NAME/plain/...` (imgproxy's `IMGPROXY_ONLY_PRESETS`); the TCP listener then takes no sessions"
+      "refuse every option that does not come from a preset (400): the query form takes `url`, `rev`, `priority`, `preset` and `placeholder` only, spelled exactly (any other parameter is refused), and the path form's options segment is a list of preset names, `/SIGNATURE/NAME:NAME/plain/...` (imgproxy's `IMGPROXY_ONLY_PRESETS`); the TCP listener then takes no sessions"
     ),
     "client_hints": (
       "false",

@@ -308,10 +308,14 @@ public struct ThumbnailRoute: Sendable {
     guard let url = value(.url), !url.isEmpty else {
       return bad("the url parameter is required")
     }
+    // Every parameter must be one a preset-only request may carry, spelled exactly: an
+    // unknown or case-variant name is refused too, not ignored.
     if parameters.presets.only,
-      let raw = ThumbnailQuery.allCases.first(where: { $0.isRawOption && value($0) != nil })
+      let raw = request.query.first(where: { item in
+        ThumbnailQuery(rawValue: item.name).map(\.isRawOption) ?? true
+      })
     {
-      return bad("'\(raw.rawValue)' is refused: only presets may shape an image (presets_only)")
+      return bad("'\(raw.name)' is refused: only presets may shape an image (presets_only)")
     }
     var options = ImageOptions()
     parameters.presets.applyDefault(to: &options)
