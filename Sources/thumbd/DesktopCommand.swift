@@ -148,6 +148,7 @@ enum DesktopCommand {
         }
       }
     }
+    options.inputs += cursor.operands
     guard !options.inputs.isEmpty else { throw .init(message: "no INPUT given") }
     return options
   }

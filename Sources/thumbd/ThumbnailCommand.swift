@@ -225,6 +225,7 @@ enum ThumbnailCommand {
         }
       }
     }
+    options.inputs += cursor.operands
     guard !options.inputs.isEmpty else { throw UsageError(message: "no INPUT given") }
     guard sizeSeen else { throw UsageError(message: "--size is required") }
     guard options.output != nil else { throw UsageError(message: "--output is required") }
@@ -284,16 +285,18 @@ struct ArgumentCursor {
   }
 
   private var remaining: ArraySlice<String>
-  private var positionalOnly = false
+  /// What followed `--`: inputs whatever they look like (`-photo.jpg`, `--size`), never
+  /// options. The command adds them to its inputs after the options.
+  private(set) var operands: [String] = []
 
   init(_ arguments: [String]) { remaining = arguments[...] }
 
   mutating func next() -> Argument? {
     guard let raw = remaining.popFirst() else { return nil }
-    if positionalOnly { return Argument(name: raw, inlineValue: nil) }
     if raw == "--" {
-      positionalOnly = true
-      return next()
+      operands += remaining
+      remaining = []
+      return nil
     }
     if raw.hasPrefix("--"), let equals = raw.firstIndex(of: "=") {
       return Argument(

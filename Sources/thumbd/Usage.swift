@@ -36,7 +36,8 @@ enum Usage {
     An INPUT is a file, a directory (walked, every depth, in name order; names
     starting with '.' and files that are not images are skipped; a link back to
     a directory above it is not followed) or '-' (a list of paths on standard
-    input, one per line, or NUL-separated with -0).
+    input, one per line, or NUL-separated with -0). Everything after '--' is an
+    INPUT, even a name starting with '-'.
 
     --output is a directory when it ends with '/' or is one already: each input
     becomes a file there with its base name and its format's extension (.jpg,

@@ -327,6 +327,7 @@ enum WarmCommand {
         }
       }
     }
+    options.inputs += cursor.operands
     guard !options.inputs.isEmpty else { throw .init(message: "no INPUT given") }
     guard options.given.contains("--size") else { throw .init(message: "--size is required") }
     do {

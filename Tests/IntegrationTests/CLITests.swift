@@ -159,6 +159,27 @@ struct CLITests {
     #expect(none.standardError.contains("hold no images (2 files skipped"), "\(none.standardError)")
   }
 
+  /// Issue 52: a relative input starting with `-` was read as an option, and `--` did not end
+  /// the options.
+  @Test("after --, inputs may start with - (and look like options)")
+  func doubleDash() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    for name in ["-photo.jpg", "--size"] {
+      try FileManager.default.copyItem(
+        atPath: Corpus.path("photo/coil/normal.jpg"), toPath: directory + "/" + name)
+    }
+    let run = try await ChildProcess.runThumbd(
+      [
+        "-s", "KILL", "60", "/bin/sh", "-c",
+        "cd \"$0\" && exec \"$1\" thumbnail --size 16x16 -o out/ -- -photo.jpg --size",
+        directory, ChildProcess.thumbd,
+      ], binary: "/usr/bin/timeout")
+    #expect(run.status == 0, "\(run.standardError)")
+    let made = try FileManager.default.contentsOfDirectory(atPath: directory + "/out").sorted()
+    #expect(made == ["--size.jpg", "-photo.jpg"], "\(made)")
+  }
+
   @Test("help exits 0", arguments: [[], ["--help"], ["thumbnail", "--help"]])
   func help(arguments: [String]) async throws {
     #expect(try await ChildProcess.runThumbd(arguments).status == 0)
