@@ -63,11 +63,11 @@ struct FrontDoorRuleTests {
     #expect(presets.apply(names: "", to: &options) != nil, "an empty name is no preset")
   }
 
-  @Test("client hints: 19 widths at the default maximum, each hint rounded up, capped")
+  @Test("client hints: 16 widths at the default maximum, each hint rounded up, capped")
   func hintLadder() {
     let hints = ClientHints()
-    #expect(hints.widthSteps.count == 19)
-    #expect(hints.widthSteps.first == 32 && hints.widthSteps.last == 2048)
+    #expect(hints.widthSteps.count == 16)
+    #expect(hints.widthSteps.first == 64 && hints.widthSteps.last == 2048)
     #expect(hints.widthSteps == hints.widthSteps.sorted())
     for width in 1...5000 {
       let rounded = hints.roundedWidth(width)
@@ -88,7 +88,18 @@ struct FrontDoorRuleTests {
       to: &open,
       from: try Self.request(["Sec-CH-DPR: 2", "DPR: 1", "Width: 999", "Sec-CH-Width: 300"])
     )
-    #expect(open.scale == 2 && open.width == 160, "300 device px -> 320 -> 160 points at 2x")
+    #expect(
+      open.scale == nil && open.width == 320,
+      "300 device px -> 320, whatever the DPR: one entry for the same pixels")
+    var dprOnly = ImageOptions()
+    _ = hints.apply(to: &dprOnly, from: try Self.request(["Sec-CH-DPR: 1.7"]))
+    #expect(dprOnly.scale == 2 && dprOnly.width == 0)
+    var dprOne = ImageOptions()
+    _ = hints.apply(to: &dprOne, from: try Self.request(["DPR: 1"]))
+    #expect(dprOne == ImageOptions(), "DPR 1 is no scale: the same entry as no hint")
+    // However hints are cycled, a source's hinted sizes fit in what the default keeps.
+    #expect(
+      hints.variantsPerFormat * ClientHints.formatsPerPath <= DaemonConfig().maxVariantsPerSource)
     #expect(Set(consulted) == ["Sec-CH-DPR", "DPR", "Sec-CH-Width", "Width"])
     for named in [
       ImageOptions(width: 100), ImageOptions(height: 50), ImageOptions(scale: 1),

@@ -235,15 +235,15 @@ extension ConfigOption {
     ),
     "client_hints": (
       "false",
-      "let `Sec-CH-DPR`/`DPR` and `Sec-CH-Width`/`Width` size a request that names no size (no `w`, `h` or `dpr`: a URL that names one is exact, as a `srcset` candidate is), rounded (DPR up to 1, 1.5, 2, 3 or 4; width up to the next of 2^n, 1.25·2^n, 1.5·2^n device pixels from 32) so they add at most 19 widths per DPR and format at the default maximum; responses send `Accept-CH` and `Vary` on the hints consulted (imgproxy's `IMGPROXY_ENABLE_CLIENT_HINTS`)"
+      "let `Sec-CH-DPR`/`DPR` and `Sec-CH-Width`/`Width` size a request that names no size (no `w`, `h` or `dpr`: a URL that names one is exact, as a `srcset` candidate is), rounded so that however they are cycled, one source gets at most 19 hinted sizes per format at the defaults, which `max_variants_per_source` must keep (start-up refuses a setting where it cannot): a width hint gives a width in device pixels whatever the DPR, rounded up to the next of 2^n, 1.25·2^n and 1.5·2^n from 64 (16 widths up to 2048); a DPR alone gives a scale of 1.5, 2, 3 or 4 (up to `client_hints_max_dpr`); responses send `Accept-CH` and `Vary` on the hints consulted (imgproxy's `IMGPROXY_ENABLE_CLIENT_HINTS`)"
     ),
     "client_hints_max_width": (
       "2048", "the widest image, in device pixels, a width hint may ask for"
     ),
     "client_hints_max_dpr": ("3", "the largest DPR a hint may ask for"),
     "client_miss_rate": (
-      "50",
-      "misses a second one client may send over TCP (requests the memory cache cannot answer), refilling a bucket of `client_miss_burst`; past it, 429 with `Retry-After`. 0: no limit. On the Unix socket only requests a proxy forwarded (with `X-Forwarded-For`, as nginx sends) are limited, by that address"
+      "`auto`",
+      "misses a second one client may send over TCP (requests the memory cache cannot answer), refilling a bucket of `client_miss_burst`; past it, 429 with `Retry-After`. `auto`: 2 a second per core (4 on two cores), so one client cannot keep the machine's cores busy; 0: no limit. On the Unix socket only requests a proxy forwarded (with `X-Forwarded-For`, as nginx sends) are limited, by that address"
     ),
     "client_miss_burst": ("100", "misses a quiet client may send at once"),
     "trusted_proxies": (

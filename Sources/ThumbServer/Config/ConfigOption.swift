@@ -163,7 +163,16 @@ public struct ConfigOption: Sendable {
     },
     integer("client_hints_max_width", 32...16_384) { $0.clientHintsMaxWidth = $1 },
     integer("client_hints_max_dpr", 1...4) { $0.clientHintsMaxDPR = $1 },
-    integer("client_miss_rate", 0...1_000_000) { $0.clientMissRate = $1 },
+    ConfigOption("client_miss_rate", expects: "an integer in 0...1000000, or auto") {
+      config, value in
+      if value.string() == "auto" {
+        config.clientMissRate = nil
+        return true
+      }
+      guard let rate = value.integer(in: 0...1_000_000) else { return false }
+      config.clientMissRate = rate
+      return true
+    },
     integer("client_miss_burst", 1...1_000_000) { $0.clientMissBurst = $1 },
     list(
       "trusted_proxies", flag: "--trusted-proxy", \.trustedProxies,

@@ -140,8 +140,18 @@ public struct DaemonConfig: Sendable, Hashable {
   public var clientHintsMaxWidth = 2048
   /// The largest DPR a hint may ask for.
   public var clientHintsMaxDPR = 3
-  /// Misses a second one client may send over TCP; 0 for no limit.
-  public var clientMissRate = 50
+  /// Misses a second one client may send over TCP; 0 for no limit; nil (`auto`, the default)
+  /// for `missesPerCore` a second per core (`effectiveClientMissRate`).
+  public var clientMissRate: Int?
+  /// The default miss rate per core: what the machine can render follows its cores (a miss of
+  /// a 12 MP photo costs a core about 0.2 s), so one client at 2 a second per core leaves most
+  /// of every core to the others (at 50 a second, 4 connections from one address kept two
+  /// cores saturated without a 429).
+  public static let missesPerCore = 2
+  /// `clientMissRate` resolved for this machine.
+  public var effectiveClientMissRate: Int {
+    clientMissRate ?? Self.missesPerCore * ThumbnailPipeline.coreCount
+  }
   /// Misses a quiet client may send at once.
   public var clientMissBurst = 100
   /// Peers whose `X-Forwarded-For` names the client.

@@ -34,10 +34,7 @@ public final class Daemon: Sendable {
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
       defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF,
       defaultColour: config.colour, presets: try Self.presets(config),
-      clientHints: config.clientHints
-        ? ClientHints(
-          maxWidth: config.clientHintsMaxWidth, maxDPR: Double(config.clientHintsMaxDPR))
-        : nil)
+      clientHints: try Self.clientHints(config))
     if !ColourManagement.useStandardCMYKProfile(
       contentsOf: config.cmykProfile.isEmpty ? nil : config.cmykProfile),
       !config.cmykProfile.isEmpty
@@ -52,9 +49,9 @@ public final class Daemon: Sendable {
     let route = ThumbnailRoute(
       pipeline: pipeline, maxAge: config.cacheMaxAge, parameters: parameters,
       refusesUnsignedOverNetwork: refusesUnsigned,
-      limiter: config.clientMissRate > 0
+      limiter: config.effectiveClientMissRate > 0
         ? ClientLimiter(
-          rate: Double(config.clientMissRate), burst: config.clientMissBurst,
+          rate: Double(config.effectiveClientMissRate), burst: config.clientMissBurst,
           trustedProxies: config.trustedProxies.compactMap(IPNetwork.init))
         : nil)
     let serverLimits = ServerLimits(
@@ -258,6 +255,26 @@ public final class Daemon: Sendable {
         : try DiskCache(
           directory: config.cacheDir + "/placeholders", sizeLimit: 16 << 20,
           maxEntriesPerGroup: 16, fileExtension: "tdp", onFault: storage.record))
+  }
+}
+
+extension Daemon {
+  /// The client hints `config` turns on, or nil. Every size hints can reach for one source must
+  /// fit in what it keeps (`max_variants_per_source`), or cycling hints on one URL is a miss
+  /// every time.
+  static func clientHints(_ config: DaemonConfig) throws -> ClientHints? {
+    guard config.clientHints else { return nil }
+    let hints = ClientHints(
+      maxWidth: config.clientHintsMaxWidth, maxDPR: Double(config.clientHintsMaxDPR))
+    let reachable = hints.variantsPerFormat * ClientHints.formatsPerPath
+    if config.maxVariantsPerSource > 0 && reachable > config.maxVariantsPerSource {
+      throw StartupError(
+        message:
+          "client_hints: one source can be asked for \(reachable) hinted sizes and formats, "
+          + "over max_variants_per_source (\(config.maxVariantsPerSource)): raise it, or lower "
+          + "client_hints_max_width or client_hints_max_dpr")
+    }
+    return hints
   }
 }
 
