@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +13,23 @@
 
 /* Larger stdio buffer: fewer read syscalls while streaming rows. */
 #define IC_FILE_BUFFER (64 * 1024)
+
+/* How long a FIFO named as a source may take to deliver its first bytes. */
+#define IC_FIFO_WAIT_MS 5000
+
+/* Whether bytes (or the end of a writer that came and went) arrive on a FIFO in time. A FIFO
+ * no writer ever opened reports nothing to poll, so the wait is bounded by the clock. */
+static int fifo_has_data(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  uint64_t deadline = ic_now_ns() + (uint64_t)IC_FIFO_WAIT_MS * 1000000u;
+  for (;;) {
+    uint64_t now = ic_now_ns();
+    if (now >= deadline) return 0;
+    int n = poll(&p, 1, (int)((deadline - now) / 1000000u) + 1);
+    if (n > 0) return 1;
+    if (n < 0 && errno != EINTR) return 0;
+  }
+}
 
 ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
                          ic_result *result) {
@@ -37,9 +55,10 @@ ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
     stream->size = source->size;
     return IC_OK;
   }
-  /* Opened without blocking: a FIFO nobody writes to would hold open() for ever. Read as
-   * usual afterwards, where such a FIFO reads as empty (and one a writer holds streams, as
-   * /dev/stdin after a pipe does). Devices and directories are no source. */
+  /* Opened without blocking: a FIFO nobody writes to would hold open() for ever. A FIFO then
+   * gets IC_FIFO_WAIT_MS for its first bytes (a writer that opens it a moment later streams
+   * as /dev/stdin after a pipe does), and is read as usual from then on. Devices and
+   * directories are no source. */
   int fd = open(source->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return ic_fail(result, IC_ERR_IO, "cannot open: %s", strerror(errno));
   struct stat info;
@@ -53,6 +72,11 @@ ic_status ic_stream_open(ic_stream *stream, const ic_source *source,
     close(fd);
     return ic_fail(result, IC_ERR_IO, S_ISDIR(info.st_mode) ? "is a directory"
                                                              : "not a regular file");
+  }
+  if (S_ISFIFO(info.st_mode) && !fifo_has_data(fd)) {
+    close(fd);
+    return ic_fail(result, IC_ERR_IO, "nothing arrived through the FIFO within %d ms",
+                   IC_FIFO_WAIT_MS);
   }
   FILE *f = fdopen(fd, "rb");
   if (!f) {

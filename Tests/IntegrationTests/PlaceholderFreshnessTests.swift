@@ -179,12 +179,22 @@ struct PlaceholderFreshnessTests {
     defer { daemon.stop() }
     let tally = Tally()
     let writing = Atomic<Bool>(true)
+    // Rounds of the session and answers of the HTTP clients so far: the writer goes on until
+    // each has had its share (a loaded machine runs them slower), within 120 s.
+    let rounds = Atomic<Int>(0)
+    let answers = Atomic<Int>(0)
     // Each file is rewritten every 45-120 ms: far more often than the coarse timestamp tick,
     // far less than a palette's worth of versions within one answer.
     let writer = StartedThread {
       var generator = SeededRandom(seed: 52_001)
-      for _ in 0..<120 {
+      let started = ContinuousClock.now
+      var writes = 0
+      while writes < 120
+        || ((rounds.load(ordering: .relaxed) < 40 || answers.load(ordering: .relaxed) < 400)
+          && started.duration(to: .now) < .seconds(120))
+      {
         files.rewrite(Int.random(in: 0..<files.paths.count, using: &generator))
+        writes += 1
         usleep(UInt32.random(in: 15_000...40_000, using: &generator))
       }
       writing.store(false, ordering: .sequentiallyConsistent)
@@ -206,6 +216,7 @@ struct PlaceholderFreshnessTests {
             : "/v1/placeholder?url=\(url)" + (kind == 1 ? "&w=20&h=20" : "")
           let answer = SocketClient.get(daemon.socket, target)
           let received = files.version(file)
+          answers.add(1, ordering: .relaxed)
           let name = ["json", "json-boxed", "image"][kind]
           guard answer.status == 200 else {
             tally.failed(name)
@@ -288,6 +299,7 @@ struct PlaceholderFreshnessTests {
         }
         return Set(round).isSubset(of: Set(ended))
       }
+      rounds.add(1, ordering: .relaxed)
     }
     client.close()
     await consumer.value
