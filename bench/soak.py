@@ -11,7 +11,8 @@ and the idle period passes, visible and prefetch latencies and failures, and the
 figures from /metrics (peak work, waits, refusals).
 
 Usage: bench/soak.py [--thumbd PATH] [--duration S] [--idle S] [--clients N] [--visible N]
-                     [--budget SIZE] [--size PX] [--env NAME=VALUE ...] [-- EXTRA THUMBD FLAGS]
+                     [--budget SIZE] [--size PX] [--env NAME=VALUE ...] [--mix FILE ...]
+                     [-- EXTRA THUMBD FLAGS]
 Needs nginx, jpegtran (libjpeg-turbo-progs), Pillow and numpy. Build first:
 swift build -c release.
 """
@@ -65,6 +66,17 @@ def write_adam7(path, rgb):
     with open(path, "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
                 + chunk(b"IDAT", zlib.compress(bytes(raw), 6)) + chunk(b"IEND", b""))
+
+
+def copy_sources(work, paths):
+    """PATHS (files of any format thumbd reads) copied into WORK as they are; the names."""
+    names = []
+    for i, path in enumerate(paths):
+        out = f"mix-{i}-{os.path.basename(path)}"
+        with open(path, "rb") as f, open(os.path.join(work, out), "wb") as g:
+            g.write(f.read())
+        names.append(out)
+    return names
 
 
 def make_sources(work):
@@ -133,11 +145,14 @@ def main():
     parser.add_argument("--env", action="append", default=[])
     parser.add_argument("--smaps", action="store_true",
                         help="print the daemon's largest mappings by RSS after the idle period")
+    parser.add_argument("--mix", nargs="+", metavar="FILE",
+                        help="serve these files instead of the built-in mix (the budget must "
+                             "hold for any images: try sets the built-in mix does not cover)")
     parser.add_argument("extra", nargs="*")
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="thumbd-soak-")
-    names = make_sources(work)
+    names = copy_sources(work, args.mix) if args.mix else make_sources(work)
     port = free_port()
     nginx = start_nginx(work, port, "location / { }")
     # The daemon inherits these (start_thumbd passes this process's environment on).

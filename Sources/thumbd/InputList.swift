@@ -53,6 +53,9 @@ struct InputList {
   private(set) var problems: [Problem] = []
   /// Links leading back to a directory above them: not walked again.
   private(set) var loops: [String] = []
+  /// Links met in a walk that lead out of the named directory's tree: not followed, as
+  /// `find` and `cp -r` do not (a link to `/` would walk the whole system).
+  private(set) var outside: [String] = []
   /// Inputs reached twice (named twice, or through a link): made once.
   private(set) var duplicates = 0
   /// Whether a directory was among the inputs (so there can be many files).
@@ -70,7 +73,7 @@ struct InputList {
   /// so a second run does not thumbnail the thumbnails of the first).
   init(_ inputs: [String], excluding: Identity?) {
     excluded = excluding
-    for input in inputs { add(input, mirror: nil, ancestors: [], depth: 0) }
+    for input in inputs { add(input, mirror: nil, ancestors: [], depth: 0, tree: nil) }
   }
 
   /// `inputs` with each `-` replaced by the paths listed on standard input.
@@ -89,7 +92,7 @@ struct InputList {
   }
 
   /// Inputs a run accounts for without working on them: problems, duplicates and loops.
-  var setAside: Int { problems.count + duplicates + loops.count }
+  var setAside: Int { problems.count + duplicates + loops.count + outside.count }
 
   /// Reads paths from standard input: one per line, or separated by NUL bytes. Empty entries
   /// are ignored; an entry longer than `maxListedPath` is a usage error.
@@ -129,12 +132,19 @@ struct InputList {
   }
 
   /// `mirror` is the file's place in the mirrored tree when a walk found it, nil for a named
-  /// input.
+  /// input; `tree` is then the real path of the named directory the walk started from.
   private mutating func add(
-    _ path: String, mirror: String?, ancestors: Set<Identity>, depth: Int
+    _ path: String, mirror: String?, ancestors: Set<Identity>, depth: Int, tree: String?
   ) {
     let walked = mirror != nil
     var info = stat()
+    if walked, let tree, lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
+      // A link is followed only while it stays in the tree.
+      guard let real = Self.realPath(path), real == tree || real.hasPrefix(tree + "/") else {
+        outside.append(path)
+        return
+      }
+    }
     if !walked {
       let absolute = SystemFiles.absolutePath(path)
       let root = Self.isDirectory(path) ? absolute : SystemFiles.parent(of: absolute)
@@ -172,6 +182,7 @@ struct InputList {
     }
     var inside = ancestors
     inside.insert(identity)
+    let walkTree = tree ?? Self.realPath(path) ?? SystemFiles.absolutePath(path)
     let prefix = path.hasSuffix("/") ? path : path + "/"
     let mirrorPrefix: String
     if let mirror {
@@ -183,7 +194,9 @@ struct InputList {
     // Byte order, so runs (and the names collisions get) do not depend on the directory.
     for name in names.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) })
     where !name.hasPrefix(".") {
-      add(prefix + name, mirror: mirrorPrefix + name, ancestors: inside, depth: depth + 1)
+      add(
+        prefix + name, mirror: mirrorPrefix + name, ancestors: inside, depth: depth + 1,
+        tree: walkTree)
     }
   }
 
@@ -197,6 +210,13 @@ struct InputList {
       }
     }
     files.append(File(path: path, mirror: mirror, walked: walked))
+  }
+
+  /// The real path of `path` (links resolved), or nil.
+  private static func realPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
   }
 
   private static func isDirectory(_ path: String) -> Bool {

@@ -20,6 +20,8 @@ final class RunReport: Sendable {
     case duplicate
     /// A link back to a directory above it: not walked again.
     case loop
+    /// A link out of the walked tree: not followed.
+    case outsideTree
     /// A failure entry in the desktop's cache says this version cannot be thumbnailed.
     case failedBefore
 
@@ -30,6 +32,7 @@ final class RunReport: Sendable {
       case .notImage: "not images"
       case .duplicate: "duplicates"
       case .loop: "directory loops"
+      case .outsideTree: "links out of the tree"
       case .failedBefore: "failed before"
       }
     }
@@ -104,6 +107,7 @@ final class RunReport: Sendable {
       warning(loop, "not walked: a link leads back to a directory above it")
       skipped("", .loop)
     }
+    for link in inputs.outside { skipped(link, .outsideTree) }
   }
 
   /// Prints the summary, unless `quiet`; a run of one input says enough by its output or

@@ -108,7 +108,9 @@ enum ThumbnailCommand {
       options.spec.format = options.explicitFormat ?? .auto
       targets = OutputPlan.targets(for: inputs.files, in: directory, keepPaths: options.keepPaths)
     }
-    guard inputs.files.count + inputs.problems.count + inputs.loops.count + inputs.duplicates > 0
+    guard
+      inputs.files.count + inputs.problems.count + inputs.loops.count + inputs.duplicates
+        + inputs.outside.count > 0
     else {
       throw UsageError(message: "the inputs hold no files")
     }

@@ -94,7 +94,8 @@ enum Usage {
     On a terminal a progress line shows the count, the rate and the time left.
     When more than one input was given or found (or with --verbose), a summary
     at the end says how many were made, failed (by kind) and skipped (existing,
-    not images, duplicates, directory loops), and the seconds taken.
+    not images, duplicates, directory loops, links out of the tree), and the
+    seconds taken.
 
     Each failed input prints one line on stderr: PATH: KIND: message.
     With --accept-damaged, a damaged input that was kept prints

@@ -180,6 +180,40 @@ struct CLITests {
     #expect(made == ["--size.jpg", "-photo.jpg"], "\(made)")
   }
 
+  /// Issue 52's outside run: a walk followed links out of the tree (a link to `/` walks the
+  /// whole system).
+  @Test("a walk follows links that stay in the tree, and counts those that leave it as skipped")
+  func linksOutOfTheTree() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let files = FileManager.default
+    for folder in ["/tree/inner", "/elsewhere"] {
+      try files.createDirectory(atPath: directory + folder, withIntermediateDirectories: true)
+    }
+    let photo = Corpus.path("photo/coil/normal.jpg")
+    try files.copyItem(atPath: photo, toPath: directory + "/tree/inner/a.jpg")
+    try files.copyItem(atPath: photo, toPath: directory + "/elsewhere/b.jpg")
+    try files.copyItem(atPath: photo, toPath: directory + "/elsewhere/c.jpg")
+    // In the tree: a link to a file of the tree. Out of it: a link to a folder and one to a file.
+    #expect(symlink(directory + "/tree/inner/a.jpg", directory + "/tree/also-a.jpg") == 0)
+    #expect(symlink(directory + "/elsewhere", directory + "/tree/away") == 0)
+    #expect(symlink(directory + "/elsewhere/c.jpg", directory + "/tree/c.jpg") == 0)
+    let run = try await ChildProcess.runThumbd([
+      "thumbnail", directory + "/tree", "--size", "16x16", "-o", directory + "/out/",
+      "--keep-paths",
+      "-v",
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let made = try files.subpathsOfDirectory(atPath: directory + "/out").filter {
+      $0.hasSuffix(".jpg")
+    }
+    // a.jpg once (its link in the tree is the same file), neither file out of the tree.
+    #expect(
+      made.count == 1 && ["tree/inner/a.jpg", "tree/also-a.jpg"].contains(made.first ?? ""),
+      "\(made)")
+    #expect(run.standardError.contains("2 links out of the tree"), "\(run.standardError)")
+  }
+
   @Test("help exits 0", arguments: [[], ["--help"], ["thumbnail", "--help"]])
   func help(arguments: [String]) async throws {
     #expect(try await ChildProcess.runThumbd(arguments).status == 0)
