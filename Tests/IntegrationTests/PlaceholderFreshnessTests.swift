@@ -36,14 +36,18 @@ struct PlaceholderFreshnessTests {
     return try! ImageEncoder.png(Bitmap(pixels: pixels, width: width, height: height, channels: 3))
   }
 
-  /// The files and how many rewrites of each have finished: a file's version.
+  /// The files, how many rewrites of each have finished (a file's version: what is in place),
+  /// and how many have begun (the newest a reader may see: a rewrite's bytes are readable
+  /// before it is counted finished).
   final class Files: Sendable {
     let paths: [String]
     private let versions: Mutex<[Int]>
+    private let begun: Mutex<[Int]>
 
     init(directory: String, count: Int) throws {
       paths = (0..<count).map { directory + "/source-\($0).png" }
       versions = Mutex([Int](repeating: 0, count: count))
+      begun = Mutex([Int](repeating: 0, count: count))
       for path in paths {
         try Data(PlaceholderFreshnessTests.picture(0)).write(to: URL(fileURLWithPath: path))
       }
@@ -51,11 +55,15 @@ struct PlaceholderFreshnessTests {
 
     func version(_ file: Int) -> Int { versions.withLock { $0[file] } }
 
+    /// The newest version of `file` any reader may have seen by now.
+    func newestSeen(_ file: Int) -> Int { begun.withLock { $0[file] } }
+
     /// Rewrites `file` in place (truncated, then written: readers may see it half written)
     /// with its next version.
     func rewrite(_ file: Int) {
       let next = version(file) + 1
       let bytes = PlaceholderFreshnessTests.picture(next)
+      begun.withLock { $0[file] = next }
       let fd = open(paths[file], O_WRONLY | O_TRUNC)
       precondition(fd >= 0)
       var written = 0
@@ -69,8 +77,9 @@ struct PlaceholderFreshnessTests {
     }
   }
 
-  /// What one answer showed, checked against the versions in place when it was asked for
-  /// (`sent`) and when it came (`received`).
+  /// What one answer showed, checked against the version in place when it was asked for
+  /// (`sent`) and the newest any reader could have seen when it came (`received`: a rewrite
+  /// begun by then counts, since its bytes are on disk before it is counted finished).
   enum Check: Equatable {
     case fresh
     case older(shown: Int, sent: Int)
@@ -215,7 +224,7 @@ struct PlaceholderFreshnessTests {
             ? "/v1/thumbnail?w=20&h=20&format=png&placeholder=1&url=\(url)"
             : "/v1/placeholder?url=\(url)" + (kind == 1 ? "&w=20&h=20" : "")
           let answer = SocketClient.get(daemon.socket, target)
-          let received = files.version(file)
+          let received = files.newestSeen(file)
           answers.add(1, ordering: .relaxed)
           let name = ["json", "json-boxed", "image"][kind]
           guard answer.status == 200 else {
@@ -268,7 +277,7 @@ struct PlaceholderFreshnessTests {
     let events = Recorder<(ThumbClient.Event, [Int])>()
     let consumer = Task {
       for await event in client.events {
-        events.append((event, (0..<files.paths.count).map(files.version)))
+        events.append((event, (0..<files.paths.count).map(files.newestSeen)))
       }
     }
     var generator = SeededRandom(seed: 52_052)
