@@ -700,8 +700,8 @@ static ic_status visit(heif_scan *s, scan_item *item, int depth, int from_derive
   ic_status status = IC_OK;
   uint32_t w = item->ispe_width, h = item->ispe_height;
   if ((item->kind == KIND_HEVC || item->kind == KIND_AV1) && !extents_inside(s, item))
-    return ic_fail(s->result, IC_ERR_TRUNCATED, "HEIF item %u: its data runs past the end of the file",
-                   item->id);
+    return ic_fail(s->result, IC_ERR_TRUNCATED,
+                   "HEIF item %u: its data runs past the end of the file", item->id);
   if (item->kind == KIND_HEVC || item->kind == KIND_AV1) {
     uint32_t cw, ch;
     coded_size(s, item, &cw, &ch);

@@ -77,6 +77,14 @@ public enum SystemFiles {
     return "/" + parts.joined(separator: "/")
   }
 
+  /// `path` with every symlink resolved (`realpath`), or nil when it cannot be (missing,
+  /// unreadable).
+  public static func realPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+
   /// The directory part of `path` (`/` for top-level entries, `.` for a bare name).
   public static func parent(of path: String) -> String {
     guard let slash = path.lastIndex(of: "/") else { return "." }

@@ -140,7 +140,7 @@ struct InputList {
     var info = stat()
     if walked, let tree, lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
       // A link is followed only while it stays in the tree.
-      guard let real = Self.realPath(path), real == tree || real.hasPrefix(tree + "/") else {
+      guard let real = SystemFiles.realPath(path), real == tree || real.hasPrefix(tree + "/") else {
         outside.append(path)
         return
       }
@@ -182,7 +182,7 @@ struct InputList {
     }
     var inside = ancestors
     inside.insert(identity)
-    let walkTree = tree ?? Self.realPath(path) ?? SystemFiles.absolutePath(path)
+    let walkTree = tree ?? SystemFiles.realPath(path) ?? SystemFiles.absolutePath(path)
     let prefix = path.hasSuffix("/") ? path : path + "/"
     let mirrorPrefix: String
     if let mirror {
@@ -210,13 +210,6 @@ struct InputList {
       }
     }
     files.append(File(path: path, mirror: mirror, walked: walked))
-  }
-
-  /// The real path of `path` (links resolved), or nil.
-  private static func realPath(_ path: String) -> String? {
-    guard let resolved = realpath(path, nil) else { return nil }
-    defer { free(resolved) }
-    return String(cString: resolved)
   }
 
   private static func isDirectory(_ path: String) -> Bool {

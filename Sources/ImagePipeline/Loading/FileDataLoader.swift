@@ -46,7 +46,7 @@ struct FileDataLoader: Sendable {
   /// The real path of the root `path`, or why it cannot be one (missing, not a directory,
   /// not readable), naming it.
   static func open(root path: String) -> Result<String, FetchError> {
-    guard let real = realPath(path) else {
+    guard let real = SystemFiles.realPath(path) else {
       return .failure(.io("\(path): \(SystemFiles.describe(errno))"))
     }
     var info = stat()
@@ -101,7 +101,8 @@ struct FileDataLoader: Sendable {
     // stamp changed during the read, it is read once more (a torn read was refused as corrupt).
     // Bytes read while it kept changing carry the stamp from before them, which the next
     // request's `stat` finds changed.
-    for attempt in 0..<Self.readAttempts {
+    var attempt = 1
+    while true {
       var info = stat()
       guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
         throw .notAllowed("not a regular file")
@@ -114,21 +115,21 @@ struct FileDataLoader: Sendable {
             validator: .file(stamp), digest: 0, freshness: freshness, lastModified: modified))
       }
       guard Int(info.st_size) <= maxSourceBytes else { throw .tooLarge(limit: maxSourceBytes) }
-      guard attempt == 0 || lseek(fd, 0, SEEK_SET) == 0,
+      guard attempt == 1 || lseek(fd, 0, SEEK_SET) == 0,
         let bytes = FileIO.readAll(fd, expected: Int(info.st_size))
       else {
         throw .io("cannot read: \(String(cString: strerror(errno)))")
       }
       var after = stat()
       let unchanged = fstat(fd, &after) == 0 && Self.stamp(of: after) == stamp
-      if unchanged || attempt == Self.readAttempts - 1 {
+      if unchanged || attempt == Self.readAttempts {
         let version = SourceVersion(
           validator: .file(stamp), digest: ContentDigest.of(bytes), freshness: freshness,
           lastModified: modified)
         return .modified(bytes, version)
       }
+      attempt += 1
     }
-    throw .io("cannot read: the file kept changing")
   }
 
   /// Reads of one file whose stamp changed while it was read, before its bytes are taken as
@@ -186,11 +187,5 @@ struct FileDataLoader: Sendable {
       device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
       modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
       changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
-  }
-
-  fileprivate static func realPath(_ path: String) -> String? {
-    guard let resolved = realpath(path, nil) else { return nil }
-    defer { free(resolved) }
-    return String(cString: resolved)
   }
 }

@@ -7,8 +7,9 @@
 /// signed path, where 64 are kept, and no hit). A width hint is a width in device pixels,
 /// whatever the DPR (the DPR only changes how the same pixels are named), rounded up to the
 /// next of 2^n, 1.25·2^n and 1.5·2^n from 64 (at most `maxWidth`); a DPR alone is a scale of
-/// 1.5, 2, 3 or 4 (at most `maxDPR`; 1 is no scale). One source then has at most `variantsPerFormat` hinted
-/// sizes per format, which `max_variants_per_source` keeps, so after one pass they are hits.
+/// 1.5, 2, 3 or 4 (at most `maxDPR`; 1 is no scale). One source then has at most
+/// `variantsPerFormat` hinted sizes per format, which `max_variants_per_source` keeps, so after
+/// one pass they are hits.
 public struct ClientHints: Sendable, Hashable {
   /// The widest image, in device pixels, a `Width` hint may ask for.
   public let maxWidth: Int

@@ -34,6 +34,9 @@ final class PipelineSessionWork: SessionWork {
   private let client: ClientID
   private let report: @Sendable (FinishedWork) -> Void
   private var tasks: [SessionState.WorkID: ImageTask] = [:]
+  /// When the last piece of work started: its placeholder, looked up next, shares the file
+  /// check its memory lookup made instead of a `stat` of its own.
+  private var lastStart: (work: SessionState.WorkID, at: ContinuousClock.Instant)?
 
   /// Work for `client` on `pipeline`; `report` hands each outcome back to the owner, from any
   /// thread (cancelled work reports nothing).
@@ -50,7 +53,11 @@ final class PipelineSessionWork: SessionWork {
     _ work: SessionState.WorkID, _ request: ImageRequest, _ priority: ImagePriority,
     _ purpose: SessionState.Purpose, preview: Bool
   ) -> SessionState.Outcome? {
-    if let hit = pipeline.cachedResponse(for: request, priority: priority, client: client) {
+    let received = ContinuousClock.now
+    lastStart = (work, received)
+    if let hit = pipeline.cachedResponse(
+      for: request, priority: priority, client: client, received: received)
+    {
       return .success(hit)
     }
     let report = report
@@ -81,7 +88,8 @@ final class PipelineSessionWork: SessionWork {
     _ work: SessionState.WorkID, _ request: ImageRequest, _ purpose: SessionState.Purpose
   ) -> SessionState.Outcome? {
     guard pipeline.makesPlaceholders else { return nil }
-    if let known = pipeline.placeholder(for: request.url, rev: request.rev) {
+    let received = lastStart.flatMap { $0.work == work ? $0.at : nil } ?? .now
+    if let known = pipeline.placeholder(for: request.url, rev: request.rev, received: received) {
       return Self.outcome(known, request)
     }
     guard pipeline.hasPlaceholderCache else { return nil }
