@@ -63,6 +63,20 @@ struct FrontDoorRuleTests {
     #expect(presets.apply(names: "", to: &options) != nil, "an empty name is no preset")
   }
 
+  @Test("start-up refuses client hints that could reach more sizes than a source keeps")
+  func hintsFitTheVariantBound() throws {
+    var config = DaemonConfig()
+    config.clientHints = true
+    #expect(try Daemon.clientHints(config) != nil, "the defaults fit")
+    config.maxVariantsPerSource = 40
+    #expect(throws: StartupError.self) { _ = try Daemon.clientHints(config) }
+    config.maxVariantsPerSource = 0
+    #expect(try Daemon.clientHints(config) != nil, "no bound, nothing to exceed")
+    config.clientHints = false
+    config.maxVariantsPerSource = 1
+    #expect(try Daemon.clientHints(config) == nil)
+  }
+
   @Test("client hints: 16 widths at the default maximum, each hint rounded up, capped")
   func hintLadder() {
     let hints = ClientHints()
