@@ -146,6 +146,7 @@ struct PlaceholderFreshnessTests {
   final class Tally: Sendable {
     private let counts = Mutex<[String: [String: Int]]>([:])
     private let findings = Mutex<[String]>([])
+    private let reasons = Mutex<[String: [String: Int]]>([:])
 
     func note(_ kind: String, _ check: Check, _ context: @autoclosure () -> String) {
       let outcome: String
@@ -161,15 +162,25 @@ struct PlaceholderFreshnessTests {
       }
     }
 
-    func failed(_ kind: String) {
+    /// An answer that was an error, with what it said. The one error a rewrite explains is
+    /// an empty file (caught between its truncation and its write): it is a problem unless a
+    /// rewrite of the file was under way when it was asked for or began before it came.
+    func failed(_ kind: String, _ reason: String, emptyInput: Bool, rewriting: Bool) {
       counts.withLock { $0[kind, default: [:]]["failed", default: 0] += 1 }
+      reasons.withLock { $0[kind, default: [:]][reason, default: 0] += 1 }
+      if !(emptyInput && rewriting) {
+        findings.withLock { $0.append("\(kind): failed (\(reason)) with no rewrite to explain it") }
+      }
     }
+
+    /// The errors of one kind of answer, by what they said.
+    func reasons(_ kind: String) -> [String: Int] { reasons.withLock { $0[kind] ?? [:] } }
 
     func count(_ kind: String, _ outcome: String) -> Int {
       counts.withLock { $0[kind]?[outcome] ?? 0 }
     }
 
-    var summary: String { counts.withLock { "\($0)" } }
+    var summary: String { counts.withLock { "\($0)" } + reasons.withLock { " errors: \($0)" } }
     var problems: [String] { findings.withLock { $0 } }
   }
 
@@ -228,7 +239,11 @@ struct PlaceholderFreshnessTests {
           answers.add(1, ordering: .relaxed)
           let name = ["json", "json-boxed", "image"][kind]
           guard answer.status == 200 else {
-            tally.failed(name)
+            let body = String(decoding: SocketClient.body(of: answer.response), as: UTF8.self)
+            tally.failed(
+              name, "\(answer.status) \(body.prefix(100))",
+              emptyInput: answer.status == 415 && body.contains("empty input"),
+              rewriting: received > sent)
             continue
           }
           let body = SocketClient.body(of: answer.response)
@@ -251,7 +266,7 @@ struct PlaceholderFreshnessTests {
                   colour: colour, landscape: Self.landscape(ofThumbHash: hash), sent: sent,
                   received: received), "file \(file) sent \(sent) received \(received)")
             } else {
-              tally.failed("header")
+              tally.failed("header", "no header", emptyInput: false, rewriting: false)
             }
             continue
           }
@@ -338,18 +353,25 @@ struct PlaceholderFreshnessTests {
           Self.check(
             colour: colour, landscape: landscape, sent: ask.sent, received: versions[ask.file]),
           "file \(ask.file) sent \(ask.sent) received \(versions[ask.file])")
-      case .error:
-        tally.failed("session-image")
+      case .error(let slot?, _, let token?, let code, let message):
+        guard let ask = asked["\(slot)/\(token)"] else { continue }
+        tally.failed(
+          "session-image", "\(code) \(message)",
+          emptyInput: code == "unsupported_format" && message == "empty input",
+          rewriting: versions[ask.file] > ask.sent)
+      case .error(_, _, _, let code, let message):
+        tally.failed("session", "\(code) \(message)", emptyInput: false, rewriting: false)
       default: continue
       }
     }
     #expect(tally.problems.isEmpty, "\(tally.problems.prefix(20)) of \(tally.summary)")
-    // Each kind was exercised and checked, not only answered.
-    // A file caught between its truncation and its write is empty: a few answers fail so, none
-    // for long (a torn read is read again).
+    // Each kind was exercised and checked, not only answered. A file caught between its
+    // truncation and its write is empty, and an answer may say so (above, every error must be
+    // that one, during a rewrite); how many depends on how the machine schedules the writer,
+    // so the bound here only catches a daemon that mostly fails.
     for kind in ["json", "json-boxed", "image", "header", "session-placeholder", "session-image"] {
       #expect(tally.count(kind, "fresh") >= 20, "\(kind): \(tally.summary)")
-      #expect(tally.count(kind, "failed") * 20 <= tally.count(kind, "fresh"), "\(tally.summary)")
+      #expect(tally.count(kind, "failed") * 2 <= tally.count(kind, "fresh"), "\(tally.summary)")
     }
   }
 }
