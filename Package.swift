@@ -56,6 +56,11 @@ let package = Package(
       name: "ThumbSystem",
       dependencies: ["CSystem"]
     ),
+    // Programs from outside thumbd (installed thumbnailers) in a bubblewrap sandbox.
+    .target(
+      name: "Sandbox",
+      dependencies: ["CSystem", "ThumbSystem"]
+    ),
     .target(
       name: "ThumbProtocol"
     ),
@@ -118,7 +123,7 @@ let package = Package(
       name: "ThumbServerTests",
       dependencies: [
         "ThumbServer", "ThumbProtocol", "ThumbClient", "ImagePipeline", "LoadHarness", "CSystem",
-        "ThumbSystem", "TestSupport",
+        "ThumbSystem", "TestSupport", "Sandbox",
       ]
     ),
     .testTarget(

@@ -1,7 +1,8 @@
 /*
  * CSystem: the operating-system calls Swift cannot make cleanly by itself:
  * sockets, epoll and eventfd for the event loop (sockets.c), opening beneath a
- * root (files.c), and a thread's name and priority (threads.c). Results are
+ * root (files.c), a thread's name and priority (threads.c), and sandboxed children
+ * (sandbox.c). Results are
  * errno-style (negative errno on failure), and no sockaddr layout reaches Swift.
  */
 #ifndef CSYSTEM_H
@@ -150,6 +151,76 @@ int ts_signals_install(const int *numbers, int count);
 /* Closes every descriptor from `lowest` up in the child (glibc's addclosefrom_np, 2.34 and
  * later); 0, or ENOSYS where the libc lacks it. */
 int ts_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
+
+/* Sandboxed children (sandbox.c). */
+
+/** Limits a child runs under, set before its program starts; 0 leaves one as inherited. */
+typedef struct ts_child_limits {
+  uint64_t cpu_seconds;
+  uint64_t address_space;
+  uint64_t file_size;
+  uint64_t processes;
+  uint64_t open_files;
+} ts_child_limits;
+
+/**
+ * The seccomp program bubblewrap's `--seccomp` reads, in a new memfd at offset 0
+ * (close-on-exec: the spawn passes it on as descriptor 3), or a negative errno.
+ */
+int ts_sandbox_filter(void);
+
+/** How many instructions the seccomp program has (for tests), or a negative errno. */
+int ts_sandbox_filter_length(void);
+
+/** How many descriptors ts_spawn_limited passes on. */
+#define TS_SPAWN_MAX_PASSED 8
+
+/**
+ * Starts `path` with `argv` and `envp` in a session (and process group) of its own: signals
+ * at their defaults and unblocked, as user and group `run_as` when it is not negative (no
+ * supplementary groups), under `limits` and with no core files, killed when the caller
+ * dies, stdin from /dev/null, stdout and stderr to `output_fd` (or /dev/null when negative),
+ * the `pass_count` descriptors of `pass_fds` as descriptors 3, 4, ..., every other
+ * descriptor closed. Returns the child's pid, or a negative errno; a child that cannot set
+ * itself up exits 126, one whose exec fails 127.
+ */
+pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
+                       const ts_child_limits *limits, const int *pass_fds, int pass_count,
+                       int output_fd, int64_t run_as);
+
+/** A descriptor that becomes readable when the child `pid` ends (pidfd), or a negative errno. */
+int ts_child_handle(pid_t pid);
+
+/**
+ * Waits up to `timeout_ms` for the child's handle, or for `wake_fd` (when not negative) to
+ * be readable: 1 the child ended, 2 woken, 0 the time passed, or a negative errno.
+ */
+int ts_child_wait(int handle, int wake_fd, int timeout_ms);
+
+/** Collects an ended child's status; 0, or a negative errno. */
+int ts_child_reap(pid_t pid, int *status);
+
+/** SIGKILL to every process in the process group `group`; 0, or a negative errno. */
+int ts_child_kill_group(pid_t group);
+
+/** A wait status's exit code, or -1 when the child did not exit. */
+int ts_status_exit_code(int status);
+
+/** The signal that ended a child, or 0 when none did. */
+int ts_status_signal(int status);
+
+/** A new anonymous file in memory (memfd, close-on-exec), or a negative errno. */
+int ts_memory_file(void);
+
+/** A folder opened as a path only (O_PATH, not through a last link), or a negative errno. */
+int ts_open_folder(const char *path);
+
+/**
+ * Removes the folder `path` and what it holds, never following a link, at most `max_depth`
+ * folders deep and `max_entries` entries in all (a child may have filled it); 0 when it is
+ * gone (or was never there), or a negative errno.
+ */
+int ts_remove_tree(const char *path, int max_depth, int max_entries);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,365 @@
+/*
+ * What a sandboxed child needs from the OS that Swift cannot give cleanly: a
+ * process started in a session of its own under resource limits, waited for
+ * with a deadline and a cancellation, killed as a group; and the seccomp
+ * program bubblewrap installs before the child's program runs.
+ *
+ * Rules kept here:
+ * - between fork and exec only async-signal-safe calls run (the daemon has
+ *   many threads, and any of them may hold a lock at the fork);
+ * - the child inherits nothing it is not given: signals back to their
+ *   defaults and unblocked, descriptors from 3 up closed except the one passed
+ *   on as descriptor 3, stdin from /dev/null;
+ * - limits are in place before exec, so no instruction of the child's program
+ *   runs without them;
+ * - the filter refuses what gnome-desktop's refuses and more (see below), and
+ *   kills a process that calls in through another architecture's table.
+ */
+#define _GNU_SOURCE
+#include "CSystem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define TS_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define TS_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "the sandbox filter knows x86_64 and aarch64"
+#endif
+
+/* ---- the filter ---- */
+
+/* Namespaces a child may not make: any of them could undo the sandbox's view. */
+#define TS_NAMESPACE_FLAGS                                                                  \
+  (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | \
+   CLONE_NEWCGROUP)
+
+/* Calls refused with EPERM: the kernel's log, keyrings, NUMA and page moving, mounts and
+ * namespaces, tracing and profiling, BPF, io_uring (its operations pass no filter),
+ * modules, clocks, and reaching into other processes. A thumbnailer needs none. */
+static const int refused_calls[] = {
+    SYS_syslog, SYS_acct, SYS_quotactl, SYS_add_key, SYS_keyctl, SYS_request_key,
+    SYS_move_pages, SYS_mbind, SYS_get_mempolicy, SYS_set_mempolicy, SYS_migrate_pages,
+    SYS_unshare, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_setns, SYS_ptrace,
+    SYS_perf_event_open, SYS_bpf, SYS_userfaultfd, SYS_kexec_load, SYS_init_module,
+    SYS_finit_module, SYS_delete_module, SYS_open_by_handle_at, SYS_name_to_handle_at,
+    SYS_settimeofday, SYS_clock_settime, SYS_adjtimex, SYS_clock_adjtime, SYS_process_vm_readv,
+    SYS_process_vm_writev, SYS_kcmp, SYS_vhangup, SYS_swapon, SYS_swapoff, SYS_reboot,
+    SYS_personality,
+#ifdef SYS_uselib
+    SYS_uselib,
+#endif
+#ifdef SYS_modify_ldt
+    SYS_modify_ldt,
+#endif
+#ifdef SYS_iopl
+    SYS_iopl,
+#endif
+#ifdef SYS_ioperm
+    SYS_ioperm,
+#endif
+#ifdef SYS_kexec_file_load
+    SYS_kexec_file_load,
+#endif
+#ifdef SYS_io_uring_setup
+    SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register,
+#endif
+#ifdef SYS_open_tree
+    SYS_open_tree, SYS_move_mount, SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick,
+#endif
+#ifdef SYS_mount_setattr
+    SYS_mount_setattr,
+#endif
+#ifdef SYS_pidfd_getfd
+    SYS_pidfd_getfd,
+#endif
+};
+
+#define REFUSED_COUNT (sizeof(refused_calls) / sizeof(refused_calls[0]))
+
+/* Room for the program: the fixed part and two instructions per refused call. */
+#define FILTER_CAPACITY (40 + 2 * REFUSED_COUNT)
+
+#define ARG_LOW(n) (offsetof(struct seccomp_data, args) + 8 * (n))
+#define RET_ERRNO(e) (SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
+
+typedef struct {
+  struct sock_filter code[FILTER_CAPACITY];
+  unsigned count;
+} program;
+
+static void emit(program *p, uint16_t code, uint8_t jt, uint8_t jf, uint32_t k) {
+  if (p->count < FILTER_CAPACITY) p->code[p->count] = (struct sock_filter){code, jt, jf, k};
+  p->count++;
+}
+
+/* `if (nr == call) return result;` */
+static void refuse_call(program *p, int call, uint32_t result) {
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, (uint32_t)call);
+  emit(p, BPF_RET | BPF_K, 0, 0, result);
+}
+
+/* The program: the architecture checked, the refused calls, then the three calls judged by
+ * an argument (clone's flags, ioctl's request, socket's family), the rest allowed. */
+static int build(program *p) {
+  p->count = 0;
+  emit(p, BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(struct seccomp_data, arch));
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, TS_AUDIT_ARCH);
+  emit(p, BPF_RET | BPF_K, 0, 0, SECCOMP_RET_KILL_PROCESS);
+  emit(p, BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(struct seccomp_data, nr));
+#if defined(__x86_64__)
+  /* The x32 table is another way in to the same calls. */
+  emit(p, BPF_JMP | BPF_JGE | BPF_K, 0, 1, 0x40000000u);
+  emit(p, BPF_RET | BPF_K, 0, 0, SECCOMP_RET_KILL_PROCESS);
+#endif
+  for (unsigned i = 0; i < REFUSED_COUNT; i++) refuse_call(p, refused_calls[i], RET_ERRNO(EPERM));
+#ifdef SYS_clone3
+  /* clone3's flags are behind a pointer the filter cannot read: the C library falls back
+   * to clone, whose flags it can. */
+  refuse_call(p, SYS_clone3, RET_ERRNO(ENOSYS));
+#endif
+  /* clone: no new namespaces. */
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 4, SYS_clone);
+  emit(p, BPF_LD | BPF_W | BPF_ABS, 0, 0, ARG_LOW(0));
+  emit(p, BPF_JMP | BPF_JSET | BPF_K, 0, 1, TS_NAMESPACE_FLAGS);
+  emit(p, BPF_RET | BPF_K, 0, 0, RET_ERRNO(EPERM));
+  emit(p, BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW);
+  /* ioctl: no faked terminal input (TIOCSTI, CVE-2017-5226) nor console tricks. */
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 5, SYS_ioctl);
+  emit(p, BPF_LD | BPF_W | BPF_ABS, 0, 0, ARG_LOW(1));
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 2, 0, TIOCSTI);
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, TIOCLINUX);
+  emit(p, BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW);
+  emit(p, BPF_RET | BPF_K, 0, 0, RET_ERRNO(EPERM));
+  /* socket and socketpair: local (AF_UNIX) sockets only; the network namespace is empty
+   * anyway, and every other family is kernel code a thumbnailer never needs. */
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, SYS_socket);
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 4, SYS_socketpair);
+  emit(p, BPF_LD | BPF_W | BPF_ABS, 0, 0, ARG_LOW(0));
+  emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, AF_UNIX);
+  emit(p, BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW);
+  emit(p, BPF_RET | BPF_K, 0, 0, RET_ERRNO(EAFNOSUPPORT));
+  emit(p, BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW);
+  return p->count <= FILTER_CAPACITY ? 0 : -EOVERFLOW;
+}
+
+static program the_filter;
+static int the_filter_failed;
+static pthread_once_t the_filter_once = PTHREAD_ONCE_INIT;
+
+static void build_the_filter(void) { the_filter_failed = build(&the_filter); }
+
+int ts_sandbox_filter(void) {
+  pthread_once(&the_filter_once, build_the_filter);
+  if (the_filter_failed) return the_filter_failed;
+  const program *p = &the_filter;
+  int fd = memfd_create("thumbd-seccomp", MFD_CLOEXEC);
+  if (fd < 0) return -errno;
+  size_t length = p->count * sizeof(struct sock_filter);
+  const char *bytes = (const char *)p->code;
+  size_t written = 0;
+  while (written < length) {
+    ssize_t n = write(fd, bytes + written, length - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int error = n < 0 ? errno : EIO;
+      close(fd);
+      return -error;
+    }
+    written += (size_t)n;
+  }
+  if (lseek(fd, 0, SEEK_SET) != 0) {
+    int error = errno;
+    close(fd);
+    return -error;
+  }
+  return fd;
+}
+
+int ts_sandbox_filter_length(void) {
+  program p;
+  return build(&p) == 0 ? (int)p.count : -EOVERFLOW;
+}
+
+/* ---- the child ---- */
+
+static void set_limit(int resource, uint64_t value) {
+  /* An unset limit stays as inherited; one that cannot be set ends the child. */
+  if (value == 0) return;
+  struct rlimit limit = {(rlim_t)value, (rlim_t)value};
+  if (setrlimit(resource, &limit) != 0) _exit(126);
+}
+
+pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
+                       const ts_child_limits *limits, const int *pass_fds, int pass_count,
+                       int output_fd, int64_t run_as) {
+  if (pass_count < 0 || pass_count > TS_SPAWN_MAX_PASSED) return -EINVAL;
+  /* Everything the child needs is opened before the fork. */
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) return -errno;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int error = errno;
+    close(null_fd);
+    return -error;
+  }
+  if (pid > 0) {
+    close(null_fd);
+    return pid;
+  }
+  /* The child: async-signal-safe calls only. */
+  sigset_t none;
+  sigemptyset(&none);
+  struct sigaction fallback = {0};
+  fallback.sa_handler = SIG_DFL;
+  for (int signal = 1; signal < NSIG; signal++) sigaction(signal, &fallback, NULL);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (setsid() < 0) _exit(126);
+  /* If the daemon dies, so does the child (bubblewrap passes it on to the sandbox). */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(126);
+  /* Another user: raw calls, since the C library's set*id would signal threads the child
+   * does not have. Groups first, while the child may still change them. */
+  if (run_as >= 0) {
+    gid_t group = (gid_t)run_as;
+    uid_t user = (uid_t)run_as;
+    if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, group, group, group) != 0 ||
+        syscall(SYS_setresuid, user, user, user) != 0) {
+      _exit(126);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  }
+  set_limit(RLIMIT_CPU, limits->cpu_seconds);
+  set_limit(RLIMIT_AS, limits->address_space);
+  set_limit(RLIMIT_FSIZE, limits->file_size);
+  set_limit(RLIMIT_NPROC, limits->processes);
+  set_limit(RLIMIT_NOFILE, limits->open_files);
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  /* Descriptors: 0 from /dev/null, 1 and 2 to output_fd (or /dev/null), then the passed
+   * ones from 3 up. Each is first copied above the range it goes to, so none overwrites
+   * another before it is moved; dup2 clears close-on-exec on the copies. */
+  int moved[TS_SPAWN_MAX_PASSED];
+  int floor = 3 + TS_SPAWN_MAX_PASSED;
+  for (int i = 0; i < pass_count; i++) {
+    moved[i] = fcntl(pass_fds[i], F_DUPFD_CLOEXEC, floor);
+    if (moved[i] < 0) _exit(126);
+  }
+  int out = fcntl(output_fd >= 0 ? output_fd : null_fd, F_DUPFD_CLOEXEC, floor);
+  int in = fcntl(null_fd, F_DUPFD_CLOEXEC, floor);
+  if (out < 0 || in < 0) _exit(126);
+  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
+  for (int i = 0; i < pass_count; i++) {
+    if (dup2(moved[i], 3 + i) < 0) _exit(126);
+  }
+  int lowest = 3 + pass_count;
+  if (syscall(SYS_close_range, (unsigned)lowest, ~0u, 0) != 0) {
+    for (int fd = lowest; fd < 4096; fd++) close(fd);
+  }
+  execve(path, argv, envp);
+  _exit(127);
+}
+
+int ts_child_handle(pid_t pid) {
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  return fd < 0 ? -errno : fd;
+}
+
+int ts_child_wait(int handle, int wake_fd, int timeout_ms) {
+  struct pollfd watched[2] = {{handle, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  int count = wake_fd >= 0 ? 2 : 1;
+  int ready = poll(watched, (nfds_t)count, timeout_ms);
+  if (ready < 0) return errno == EINTR ? 0 : -errno;
+  if (watched[0].revents) return 1;
+  if (count == 2 && watched[1].revents) return 2;
+  return 0;
+}
+
+int ts_child_reap(pid_t pid, int *status) {
+  for (;;) {
+    pid_t done = waitpid(pid, status, 0);
+    if (done == pid) return 0;
+    if (done < 0 && errno == EINTR) continue;
+    return -errno;
+  }
+}
+
+int ts_child_kill_group(pid_t group) { return kill(-group, SIGKILL) == 0 ? 0 : -errno; }
+
+int ts_status_exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+int ts_status_signal(int status) { return WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
+
+/* ---- the output folder ---- */
+
+#include <dirent.h>
+#include <string.h>
+
+/* Removes what `directory` (an open folder) holds, never following a link, `depth` folders
+ * deep at most and `*budget` entries in all; 0, or -1 when something was left. */
+static int empty_folder(int directory, int depth, int *budget) {
+  DIR *listing = fdopendir(directory);
+  if (!listing) {
+    close(directory);
+    return -1;
+  }
+  int left = 0;
+  struct dirent *entry;
+  while ((entry = readdir(listing)) != NULL) {
+    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+    if (--*budget < 0) {
+      left = -1;
+      break;
+    }
+    if (unlinkat(dirfd(listing), entry->d_name, 0) == 0) continue;
+    if (errno != EISDIR && errno != EPERM) {
+      left = -1;
+      continue;
+    }
+    int inner = depth > 0 ? openat(dirfd(listing), entry->d_name,
+                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                          : -1;
+    if (inner < 0 || empty_folder(inner, depth - 1, budget) != 0 ||
+        unlinkat(dirfd(listing), entry->d_name, AT_REMOVEDIR) != 0) {
+      left = -1;
+    }
+  }
+  closedir(listing);
+  return left;
+}
+
+int ts_memory_file(void) {
+  int fd = memfd_create("thumbd-child-output", MFD_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+int ts_open_folder(const char *path) {
+  int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+int ts_remove_tree(const char *path, int max_depth, int max_entries) {
+  int directory = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (directory < 0) return errno == ENOENT ? 0 : -errno;
+  int budget = max_entries;
+  if (empty_folder(directory, max_depth, &budget) != 0) return -ENOTEMPTY;
+  return rmdir(path) == 0 ? 0 : -errno;
+}

@@ -1,0 +1,345 @@
+import CSystem
+import Synchronization
+import ThumbSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Where a program from outside thumbd runs: a bubblewrap sandbox, as gnome-desktop runs a
+/// `.thumbnailer` entry, with thumbd's own seccomp filter, resource limits and a deadline.
+///
+/// Rules kept here:
+/// - the child sees `/usr` (and the `/bin`, `/lib*`, `/sbin` that lead into it) and a few
+///   files of `/etc` read-only, its one input read-only at ``SandboxJob/inputPath``, an
+///   empty output folder at ``outputFolder``, and a private `/tmp`; no network, no other
+///   process, no other user's or the daemon's files;
+/// - it gets a minimal environment, no descriptor but the filter's, and no terminal;
+/// - it runs under ``SandboxLimits`` from its first instruction, and its whole process group
+///   is killed at the deadline, on cancellation, or when the daemon dies;
+/// - under a daemon run as root it runs as an unprivileged user (`nobody`), so the process
+///   limit holds; that user must then be able to reach and read the input;
+/// - nothing it writes is trusted: the caller reads ``SandboxRun/outputFolder`` with its own
+///   bounds and then calls ``SandboxRun/discard()``.
+public final class Sandbox: Sendable {
+  /// The child's output folder, inside the sandbox.
+  public static let outputFolder = "/thumbd/out"
+
+  /// The folder the input is bound into, inside the sandbox.
+  public static let inputFolder = "/thumbd"
+
+  /// The user a child runs as when the daemon is root: `nobody`.
+  public static let unprivilegedUser: Int64 = 65_534
+
+  /// The bubblewrap program.
+  public let bwrap: String
+  /// Where each run's output folder is made, on the host.
+  public let workFolder: String
+  /// The limits every run gets.
+  public let limits: SandboxLimits
+  /// The user children run as, or nil for the daemon's own.
+  public let runAs: Int64?
+  private let runs = Atomic<UInt64>(0)
+
+  /// A sandbox whose children run `bwrap` and write into folders made under `workFolder`
+  /// (made here, 0700). Nothing is checked: ``probe()`` says whether it works here.
+  public init(bwrap: String, workFolder: String, limits: SandboxLimits = SandboxLimits()) {
+    self.bwrap = bwrap
+    self.workFolder = workFolder
+    self.limits = limits
+    runAs = getuid() == 0 ? Self.unprivilegedUser : nil
+  }
+
+  /// The first `bwrap` on the standard program folders, or nil.
+  public static func findBubblewrap() -> String? {
+    ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].first { access($0, X_OK) == 0 }
+  }
+
+  /// Why delegated work cannot run here, or nil when a sandboxed child runs: bubblewrap is
+  /// started once with the full setup and `/usr/bin/true` as its program.
+  public func probe() async -> String? {
+    guard access(bwrap, X_OK) == 0 else {
+      return "bubblewrap (\(bwrap)) is not installed: install the bubblewrap package"
+    }
+    guard access("/usr/bin/true", X_OK) == 0 else { return "/usr/bin/true is missing" }
+    let run = await run(SandboxJob(arguments: ["/usr/bin/true"]))
+    defer { run.discard() }
+    switch run.outcome {
+    case .exited(0): return nil
+    case .failedToStart(let reason): return "bubblewrap could not start: \(reason)"
+    default:
+      return
+        "bubblewrap cannot make a sandbox here (\(run.outcome)): user namespaces may be disabled (kernel.unprivileged_userns_clone, or an AppArmor rule for bwrap)"
+    }
+  }
+
+  /// Runs `job` to its end, its deadline or the calling task's cancellation, on a thread of
+  /// its own (the cooperative pool is never blocked).
+  public func run(_ job: SandboxJob) async -> SandboxRun {
+    let number = runs.add(1, ordering: .relaxed).newValue
+    let output = "\(workFolder)/run-\(getpid())-\(number)"
+    let wake = ts_wakeup_create()
+    defer { if wake >= 0 { close(wake) } }
+    let started = ContinuousClock.now
+    let messages = ts_memory_file()
+    defer { if messages >= 0 { close(messages) } }
+    let outcome = await withTaskCancellationHandler {
+      await SystemThread.run(name: "thumbd-sandbox") { [self] in
+        self.runBlocking(job, output: output, wake: wake, messages: messages)
+      }
+    } onCancel: {
+      if wake >= 0 { _ = ts_wakeup_signal(wake) }
+    }
+    return SandboxRun(
+      outcome: outcome, outputFolder: output, elapsed: ContinuousClock.now - started,
+      messages: Self.head(of: messages))
+  }
+
+  /// The first bytes the child wrote to its stdout and stderr, as text.
+  private static func head(of file: Int32) -> String {
+    guard file >= 0 else { return "" }
+    var bytes = [UInt8](repeating: 0, count: SandboxRun.messageLimit)
+    let count = pread(file, &bytes, bytes.count, 0)
+    return count > 0 ? String(decoding: bytes[..<count], as: UTF8.self) : ""
+  }
+
+  private func runBlocking(
+    _ job: SandboxJob, output: String, wake: Int32, messages: Int32
+  ) -> SandboxOutcome {
+    guard wake >= 0 else { return .failedToStart("no eventfd: \(SystemFiles.describe(-wake))") }
+    // A child run as another user reaches its folders through bubblewrap, which follows
+    // their paths: the work folder lets it pass (0711), never list.
+    guard SystemFiles.makeDirectories(workFolder, mode: runAs == nil ? 0o700 : 0o711),
+      chmod(workFolder, runAs == nil ? 0o700 : 0o711) == 0
+    else {
+      return .failedToStart("cannot make \(workFolder)")
+    }
+    guard mkdir(output, 0o700) == 0 else {
+      return .failedToStart("cannot make \(output): \(SystemFiles.describe(errno))")
+    }
+    if let runAs, chown(output, uid_t(runAs), gid_t(runAs)) != 0 {
+      return .failedToStart("cannot give \(output) to the sandbox's user")
+    }
+    // Folders and files reach bubblewrap as descriptors opened here: no path is resolved
+    // again by a child that may run as another user.
+    let folder = ts_open_folder(output)
+    guard folder >= 0 else { return .failedToStart("cannot open \(output)") }
+    defer { close(folder) }
+    let filter = ts_sandbox_filter()
+    guard filter >= 0 else { return .failedToStart("no seccomp filter: \(-filter)") }
+    defer { close(filter) }
+    // In the child: 3 the filter, 4 the output folder, 5 the input when there is one.
+    var passed = [filter, folder]
+    if let input = job.input { passed.append(input) }
+    let arguments = bubblewrapArguments(job)
+    let environment = [
+      "PATH=/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8", "GIO_USE_VFS=local",
+    ]
+    var childLimits = ts_child_limits(
+      cpu_seconds: UInt64(limits.cpuSeconds), address_space: UInt64(limits.addressSpace),
+      file_size: UInt64(limits.fileSize), processes: UInt64(limits.processes),
+      open_files: UInt64(limits.openFiles))
+    let pid: pid_t = withCStrings([bwrap] + arguments) { argv in
+      withCStrings(environment) { envp in
+        passed.withUnsafeBufferPointer { fds in
+          ts_spawn_limited(
+            bwrap, argv, envp, &childLimits, fds.baseAddress, Int32(fds.count), messages,
+            runAs ?? -1)
+        }
+      }
+    }
+    guard pid > 0 else { return .failedToStart(SystemFiles.describe(-pid)) }
+    let handle = ts_child_handle(pid)
+    defer { if handle >= 0 { close(handle) } }
+    let deadline = ContinuousClock.now + limits.deadline
+    var ending: SandboxOutcome?
+    while ending == nil {
+      let left = deadline - ContinuousClock.now
+      if left <= .zero {
+        ending = .timedOut
+        break
+      }
+      let (seconds, attoseconds) = left.components
+      let slice = Int32(min(seconds * 1_000 + attoseconds / 1_000_000_000_000_000, 1_000))
+      // Without a pidfd (an old kernel), the wait looks at the child every slice.
+      let woke =
+        handle >= 0
+        ? ts_child_wait(handle, wake, max(1, slice))
+        : (ts_child_wait(wake, -1, min(max(1, slice), 20)) > 0 ? 2 : (Self.ended(pid) ? 1 : 0))
+      if woke == 1 { break }
+      if woke == 2 { ending = .cancelled }
+      if woke < 0 { ending = .failedToStart("wait: \(SystemFiles.describe(-woke))") }
+    }
+    // The group goes, whatever its leader did: nothing it started outlives the run.
+    _ = ts_child_kill_group(pid)
+    var status: Int32 = 0
+    _ = ts_child_reap(pid, &status)
+    if let ending { return ending }
+    let code = ts_status_exit_code(status)
+    return code >= 0 ? .exited(code) : .signalled(ts_status_signal(status))
+  }
+
+  private static func ended(_ pid: pid_t) -> Bool {
+    var info = siginfo_t()
+    return waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0
+      && info._sifields._sigchld.si_pid == pid
+  }
+
+  /// bubblewrap's arguments for `job`: the filesystem, namespaces, filter and program.
+  func bubblewrapArguments(_ job: SandboxJob) -> [String] {
+    var arguments = [
+      "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+      "--new-session", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
+    ]
+    // Merged-/usr folders are links into /usr; others are bound as they are.
+    for folder in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+      var status = stat()
+      guard lstat(folder, &status) == 0 else { continue }
+      if status.st_mode & S_IFMT == S_IFLNK {
+        if let target = Self.linkTarget(folder),
+          target.hasPrefix("usr/") || target.hasPrefix("/usr/")
+        {
+          arguments += ["--symlink", target, folder]
+        }
+      } else if status.st_mode & S_IFMT == S_IFDIR {
+        arguments += ["--ro-bind", folder, folder]
+      }
+    }
+    // What the loader, fonts and the alternatives' links in /usr/bin need of /etc.
+    for file in ["/etc/ld.so.cache", "/etc/fonts", "/etc/alternatives", "/etc/localtime"] {
+      arguments += ["--ro-bind-try", file, file]
+    }
+    arguments += [
+      "--proc", "/proc", "--dev", "/dev",
+      "--size", String(limits.temporaryBytes), "--tmpfs", "/tmp",
+      "--dir", Self.inputFolder, "--bind-fd", "4", Self.outputFolder,
+    ]
+    if job.input != nil {
+      arguments += ["--ro-bind-fd", "5", job.inputPath]
+    }
+    // The root bubblewrap builds is a tmpfs: read-only, so only /tmp (sized) and the output
+    // folder take writes.
+    arguments += ["--remount-ro", "/", "--chdir", "/tmp", "--seccomp", "3", "--"]
+    return arguments + job.arguments
+  }
+
+  private static func linkTarget(_ path: String) -> String? {
+    var buffer = [CChar](repeating: 0, count: 256)
+    let count = readlink(path, &buffer, buffer.count - 1)
+    guard count > 0 else { return nil }
+    return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}
+
+/// What one sandboxed run is given.
+public struct SandboxJob: Sendable {
+  /// The program and its arguments, as the child sees them (paths inside the sandbox).
+  public var arguments: [String]
+  /// An open descriptor of the input, bound read-only at ``inputPath``; the caller keeps it
+  /// open until the run ends and closes it.
+  public var input: Int32?
+  /// The input's name inside ``Sandbox/inputFolder``: keep the original extension, which
+  /// some programs read the type from.
+  public var inputName: String
+
+  /// A job running `arguments` on `input`, seen inside as `inputName`.
+  public init(arguments: [String], input: Int32? = nil, inputName: String = "input") {
+    self.arguments = arguments
+    self.input = input
+    self.inputName = inputName
+  }
+
+  /// Where the input is, inside the sandbox.
+  public var inputPath: String { Sandbox.inputFolder + "/" + inputName }
+
+  /// An input name for a file named `name`: `input` and its extension when that is short
+  /// and plain (letters and digits), so nothing of the name but the type reaches the child.
+  public static func inputName(for name: String) -> String {
+    guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "input" }
+    let suffix = name[name.index(after: dot)...]
+    guard (1...8).contains(suffix.utf8.count),
+      suffix.utf8.allSatisfy({
+        (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+      })
+    else { return "input" }
+    return "input." + suffix
+  }
+}
+
+/// Limits on one sandboxed run.
+public struct SandboxLimits: Sendable, Equatable {
+  /// CPU seconds each process may use (RLIMIT_CPU).
+  public var cpuSeconds = 30
+  /// Address space of each process, bytes (RLIMIT_AS).
+  public var addressSpace = 2 << 30
+  /// Largest file a process may write, bytes (RLIMIT_FSIZE).
+  public var fileSize = 64 << 20
+  /// Processes the run may have at once (RLIMIT_NPROC, counted in its user namespace).
+  public var processes = 64
+  /// Descriptors each process may have open (RLIMIT_NOFILE).
+  public var openFiles = 256
+  /// The private `/tmp`'s size, bytes.
+  public var temporaryBytes = 64 << 20
+  /// Wall-clock time from start to the group's kill.
+  public var deadline: Duration = .seconds(30)
+
+  /// The defaults.
+  public init() {}
+}
+
+/// How a sandboxed run ended.
+public enum SandboxOutcome: Sendable, Equatable, CustomStringConvertible {
+  /// The program exited with this code (bubblewrap passes the program's on).
+  case exited(Int32)
+  /// A signal ended it: a limit (SIGXCPU, SIGXFSZ, SIGSYS, SIGKILL) or its own.
+  case signalled(Int32)
+  /// The deadline passed; the group was killed.
+  case timedOut
+  /// The caller's task was cancelled; the group was killed.
+  case cancelled
+  /// No child ran, for this reason.
+  case failedToStart(String)
+
+  /// The outcome in words, for logs and errors.
+  public var description: String {
+    switch self {
+    case .exited(let code): "exited with \(code)"
+    case .signalled(let signal): "ended by signal \(signal)"
+    case .timedOut: "timed out"
+    case .cancelled: "cancelled"
+    case .failedToStart(let reason): "not started: \(reason)"
+    }
+  }
+}
+
+/// One run's result: how it ended and the output folder it had, on the host.
+public struct SandboxRun: Sendable {
+  /// How the run ended.
+  public let outcome: SandboxOutcome
+  /// The run's output folder on the host: untrusted; read with bounds, then ``discard()``.
+  public let outputFolder: String
+  /// Wall-clock time from start to end.
+  public let elapsed: Duration
+  /// The first ``messageLimit`` bytes the child (bubblewrap and the program) wrote to its
+  /// stdout and stderr: untrusted text, for logs.
+  public let messages: String
+
+  /// How much of the child's output ``messages`` keeps.
+  public static let messageLimit = 2_048
+
+  /// Removes the output folder and what the child left there (bounded: a child may have
+  /// filled it with a deep tree).
+  public func discard() {
+    _ = ts_remove_tree(outputFolder, 16, 100_000)
+  }
+}
+
+/// `strings` as a NULL-terminated C array for the call of `body`.
+func withCStrings<T>(
+  _ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> T
+) -> T {
+  var pointers = strings.map { strdup($0) }
+  pointers.append(nil)
+  defer { for pointer in pointers { free(pointer) } }
+  return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
