@@ -94,7 +94,7 @@ let package = Package(
     ),
     .target(
       name: "FuzzTargets",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbProtocol"]
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbProtocol", "Sandbox"]
     ),
     .executableTarget(
       name: "thumbfuzz",

@@ -29,7 +29,7 @@ public struct FuzzTarget: Sendable {
   public static let all: [FuzzTarget] =
     [
       httpRequest, thumbnailQuery, imgproxyPath, sessionFrames, json, config, sourceURL,
-      responseHead, ipAddress, diskEntry, desktopEntry, freshness,
+      responseHead, ipAddress, diskEntry, desktopEntry, thumbnailerEntry, freshness,
     ] + decoders + [colourProfile]
 
   /// The target called `name`.

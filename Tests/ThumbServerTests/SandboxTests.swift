@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import ImagePipeline
 import Sandbox
 import Synchronization
 import Testing
@@ -370,5 +371,53 @@ struct SandboxTests {
     #expect(SandboxJob.inputName(for: "x.../../etc") == "input")
     #expect(SandboxJob.inputName(for: "noextension") == "input")
     #expect(SandboxJob.inputName(for: "x.abcdefghi") == "input")
+  }
+}
+
+/// An installed thumbnailer, for real, in the sandbox (issue 53).
+@Suite("Installed thumbnailers in the sandbox")
+struct DelegatedThumbnailerTests {
+  /// A 24-bit bottom-up BMP of `width` x `height`, all `colour`.
+  static func bmp(width: Int, height: Int, colour: (UInt8, UInt8, UInt8)) -> [UInt8] {
+    let row = (width * 3 + 3) / 4 * 4
+    let size = 54 + row * height
+    func le(_ value: Int, _ count: Int) -> [UInt8] {
+      (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
+    }
+    var bytes: [UInt8] = Array("BM".utf8) + le(size, 4) + le(0, 4) + le(54, 4)
+    bytes += le(40, 4) + le(width, 4) + le(height, 4) + le(1, 2) + le(24, 2) + le(0, 4)
+    bytes += le(row * height, 4) + le(2835, 4) + le(2835, 4) + le(0, 4) + le(0, 4)
+    for _ in 0..<height {
+      var line: [UInt8] = []
+      for _ in 0..<width { line += [colour.2, colour.1, colour.0] }
+      bytes += line + [UInt8](repeating: 0, count: row - width * 3)
+    }
+    return bytes
+  }
+
+  @Test(
+    "Debian's gdk-pixbuf thumbnailer makes a BMP's thumbnail in the sandbox; thumbd's decoder reads it back"
+  )
+  func gdkPixbufOnBMP() async throws {
+    let installed = InstalledThumbnailers.load(folders: ["/usr/share/thumbnailers"])
+    let usable = try #require(
+      installed.byType["image/bmp"],
+      "libgdk-pixbuf2.0-bin's entry must be installed (scripts/bootstrap): \(installed.skipped)")
+    let bench = try SandboxTests.Bench()
+    let path = bench.folder + "/scan of a page.bmp"
+    try Data(Self.bmp(width: 400, height: 200, colour: (200, 30, 40))).write(
+      to: URL(fileURLWithPath: path))
+    chmod(path, 0o644)
+    let input = open(path, O_RDONLY | O_CLOEXEC)
+    defer { close(input) }
+    let output = await usable.run(
+      input: input, name: "scan of a page.bmp", size: 128, in: bench.sandbox, outputLimit: 1 << 20)
+    let bytes = try #require(output.bytes, "\(output.problem ?? "") \(output.run.messages)")
+    let bitmap = try Thumbnailer().decodeFullResolution(of: bytes)
+    #expect(bitmap.width == 128 && bitmap.height == 64)
+    let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
+    #expect(
+      abs(Int(bitmap.pixels[centre]) - 200) < 8 && abs(Int(bitmap.pixels[centre + 1]) - 30) < 8)
+    #expect(!FileManager.default.fileExists(atPath: output.run.outputFolder))
   }
 }
