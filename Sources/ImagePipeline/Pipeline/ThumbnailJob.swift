@@ -1,4 +1,7 @@
 extension ThumbnailPipeline {
+  /// How many times one job reads a file that changed under a failed decode.
+  static let fileReadAttempts = 3
+
   /// The thumbnail stage's job. A cached copy (a stale one from memory, else the disk's) is
   /// judged first: fresh, it is served; stale, the source is asked once whether it changed
   /// (a 304 keeps the copy, with no download and no decode); changed, every copy of the
@@ -68,7 +71,7 @@ extension ThumbnailPipeline {
   /// renders what changed.
   private func revalidateOrRender(
     _ request: ImageRequest, _ spec: ValidSpec, candidate: Thumbnail?, known: SourceVersion?,
-    diskKey: String, group: String, _ context: JobContext
+    diskKey: String, group: String, _ context: JobContext, attempt: Int = 1
   ) async throws -> Produced {
     let fetched: FetchedSource
     do {
@@ -107,7 +110,22 @@ extension ThumbnailPipeline {
       }
       sources.record(version, for: request.url)
       // The source's bytes stay counted in the budget until the last decode of them ends.
-      var thumbnail = try await decode(bytes, request, spec, context)
+      var thumbnail: Thumbnail
+      do {
+        thumbnail = try await decode(bytes, request, spec, context)
+      } catch PipelineError.thumbnail(let error) where error != .cancelled {
+        // A file read while it was rewritten may fail where the file as it is now would not
+        // (cut short, or empty between its truncation and its write); a failure stands only
+        // for the file as it still is, as a thumbnail does. Every consumer of this job,
+        // those that came after the read included, gets that answer.
+        guard case .file = version.validator, attempt < Self.fileReadAttempts,
+          case .changed = verdict(for: request.url, stored: version)
+        else { throw PipelineError.thumbnail(error) }
+        await sourceChanged(request.url, keepingSourceBytes: false)
+        return try await revalidateOrRender(
+          request, spec, candidate: nil, known: nil, diskKey: diskKey, group: group, context,
+          attempt: attempt + 1)
+      }
       withExtendedLifetime(fetched) {}
       thumbnail.source = version
       recordPlaceholder(of: thumbnail, for: request)
