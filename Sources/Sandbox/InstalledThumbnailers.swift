@@ -120,13 +120,15 @@ extension InstalledThumbnailers.Usable {
   /// its extension reaches the child), asking for `size` pixels. The output is read back
   /// with a bound of `outputLimit` bytes, never through a link; what it holds is still
   /// untrusted, for the caller's own decoder. The run's folder is gone when this returns.
+  /// Blocks the calling thread until the run ends, its deadline passes or `cancellation`.
   public func run(
-    input: Int32, name: String, size: Int, in sandbox: Sandbox, outputLimit: Int
-  ) async -> DelegatedOutput {
+    input: Int32, name: String, size: Int, in sandbox: Sandbox, outputLimit: Int,
+    cancellation: SandboxCancellation? = nil
+  ) -> DelegatedOutput {
     var job = SandboxJob(arguments: [], input: input, inputName: SandboxJob.inputName(for: name))
     job.arguments = entry.expand(
       input: job.inputPath, output: Sandbox.outputFolder + "/" + Self.outputName, size: size)
-    let run = await sandbox.run(job)
+    let run = sandbox.run(job, cancellation: cancellation)
     defer { run.discard() }
     guard run.outcome == .exited(0) else {
       return DelegatedOutput(run: run, bytes: nil, problem: "the thumbnailer \(run.outcome)")

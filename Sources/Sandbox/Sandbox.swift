@@ -76,20 +76,25 @@ public final class Sandbox: Sendable {
   /// Runs `job` to its end, its deadline or the calling task's cancellation, on a thread of
   /// its own (the cooperative pool is never blocked).
   public func run(_ job: SandboxJob) async -> SandboxRun {
+    let cancellation = SandboxCancellation()
+    return await withTaskCancellationHandler {
+      await SystemThread.run(name: "thumbd-sandbox") { [self] in
+        self.run(job, cancellation: cancellation)
+      }
+    } onCancel: {
+      cancellation.cancel()
+    }
+  }
+
+  /// Runs `job` to its end, its deadline or `cancellation`, blocking the calling thread.
+  public func run(_ job: SandboxJob, cancellation: SandboxCancellation?) -> SandboxRun {
     let number = runs.add(1, ordering: .relaxed).newValue
     let output = "\(workFolder)/run-\(getpid())-\(number)"
-    let wake = ts_wakeup_create()
-    defer { if wake >= 0 { close(wake) } }
     let started = ContinuousClock.now
     let messages = ts_memory_file()
     defer { if messages >= 0 { close(messages) } }
-    let outcome = await withTaskCancellationHandler {
-      await SystemThread.run(name: "thumbd-sandbox") { [self] in
-        self.runBlocking(job, output: output, wake: wake, messages: messages)
-      }
-    } onCancel: {
-      if wake >= 0 { _ = ts_wakeup_signal(wake) }
-    }
+    let outcome = runBlocking(
+      job, output: output, wake: cancellation?.descriptor ?? -1, messages: messages)
     return SandboxRun(
       outcome: outcome, outputFolder: output, elapsed: ContinuousClock.now - started,
       messages: Self.head(of: messages))
@@ -106,7 +111,6 @@ public final class Sandbox: Sendable {
   private func runBlocking(
     _ job: SandboxJob, output: String, wake: Int32, messages: Int32
   ) -> SandboxOutcome {
-    guard wake >= 0 else { return .failedToStart("no eventfd: \(SystemFiles.describe(-wake))") }
     // A child run as another user reaches its folders through bubblewrap, which follows
     // their paths: the work folder lets it pass (0711), never list.
     guard SystemFiles.makeDirectories(workFolder, mode: runAs == nil ? 0o700 : 0o711),
@@ -310,6 +314,21 @@ public enum SandboxOutcome: Sendable, Equatable, CustomStringConvertible {
     case .failedToStart(let reason): "not started: \(reason)"
     }
   }
+}
+
+/// What stops a run from outside, from any thread.
+public final class SandboxCancellation: Sendable {
+  /// An eventfd the run's wait watches, or -1 when none could be made (then only the
+  /// deadline ends a run).
+  let descriptor: Int32
+
+  /// A cancellation not yet raised.
+  public init() { descriptor = max(-1, ts_wakeup_create()) }
+
+  /// Ends the run at once: its group is killed, its outcome is ``SandboxOutcome/cancelled``.
+  public func cancel() { if descriptor >= 0 { _ = ts_wakeup_signal(descriptor) } }
+
+  deinit { if descriptor >= 0 { close(descriptor) } }
 }
 
 /// One run's result: how it ended and the output folder it had, on the host.

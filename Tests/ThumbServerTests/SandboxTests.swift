@@ -410,7 +410,7 @@ struct DelegatedThumbnailerTests {
     chmod(path, 0o644)
     let input = open(path, O_RDONLY | O_CLOEXEC)
     defer { close(input) }
-    let output = await usable.run(
+    let output = usable.run(
       input: input, name: "scan of a page.bmp", size: 128, in: bench.sandbox, outputLimit: 1 << 20)
     let bytes = try #require(output.bytes, "\(output.problem ?? "") \(output.run.messages)")
     let bitmap = try Thumbnailer().decodeFullResolution(of: bytes)
