@@ -46,12 +46,87 @@ package struct DesktopThumbnailer: Sendable {
   /// Blocking file I/O: call it off the cooperative pool.
   package func estimate(path: String, flavor: FreedesktopCache.Flavor) -> Int {
     guard path.hasPrefix("/"), !cache.holds(path) else { return 0 }
-    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
     guard fd >= 0 else { return 0 }
     defer { close(fd) }
     guard case .success = Self.check(fd, maxBytes: maxSourceBytes) else { return 0 }
     let spec = ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png)
     return (try? thumbnailer.estimate(ofFile: fd, spec: spec))?.bytes ?? 0
+  }
+
+  /// A file opened once and checked, with the flavors the cache still lacks (largest
+  /// first): what either way of making its thumbnails starts from.
+  package struct Opened: ~Copyable {
+    /// The open file (closed when this goes).
+    package let descriptor: Int32
+    /// The file as the cache names and checks it.
+    package let source: FreedesktopCache.Source
+    /// The flavors to make, largest first (never empty).
+    package let wanted: [FreedesktopCache.Flavor]
+
+    deinit { close(descriptor) }
+  }
+
+  /// Opens the file at `path` (absolute) and asks the cache about each of `flavors`: the
+  /// opened file when some flavor must be made, or the outcome when none must (all cached,
+  /// a failure entry) or the file is refused.
+  package func open(
+    path: String, flavors: Set<FreedesktopCache.Flavor>
+  ) -> Result<Opened, OutcomeBox> {
+    guard path.hasPrefix("/") else {
+      return .failure(
+        OutcomeBox(.refused(kind: "invalid_spec", message: "the path is not absolute")))
+    }
+    if cache.holds(path) {
+      return .failure(
+        OutcomeBox(.refused(kind: "not_allowed", message: "the file is in a thumbnail cache")))
+    }
+    let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    guard fd >= 0 else {
+      return .failure(
+        OutcomeBox(
+          .refused(kind: "io", message: "cannot open: \(String(cString: strerror(errno)))")))
+    }
+    let info: stat
+    switch Self.check(fd, maxBytes: maxSourceBytes) {
+    case .failure(let refusal):
+      close(fd)
+      return .failure(OutcomeBox(refusal.outcome))
+    case .success(let checked): info = checked
+    }
+    let source = FreedesktopCache.Source(
+      path: path, modified: Int(info.st_mtim.tv_sec), size: Int(info.st_size))
+    var wanted: [FreedesktopCache.Flavor] = []
+    for flavor in FreedesktopCache.Flavor.allCases.reversed() where flavors.contains(flavor) {
+      switch cache.lookup(source, flavor: flavor) {
+      case .thumbnail: continue
+      case .failed:
+        close(fd)
+        return .failure(OutcomeBox(.failedBefore))
+      case .missing: wanted.append(flavor)
+      }
+    }
+    guard !wanted.isEmpty else {
+      close(fd)
+      return .failure(OutcomeBox(.cached))
+    }
+    return .success(Opened(descriptor: fd, source: source, wanted: wanted))
+  }
+
+  /// An outcome as an error, so `open` can return it in a `Result`.
+  package struct OutcomeBox: Error {
+    /// The outcome.
+    package let outcome: Outcome
+    init(_ outcome: Outcome) { self.outcome = outcome }
+  }
+
+  /// Whether the file's first bytes are in a format thumbd decodes itself.
+  package static func isNative(_ opened: borrowing Opened) -> Bool { format(of: opened) != nil }
+
+  private static func format(of opened: borrowing Opened) -> SourceFormat? {
+    var head = [UInt8](repeating: 0, count: 32)
+    let read = head.withUnsafeMutableBytes { pread(opened.descriptor, $0.baseAddress!, 32, 0) }
+    return read > 0 ? SourceFormat.sniff(head[..<read]) : nil
   }
 
   /// Thumbnails the file at `path` (absolute) in each of `flavors`. `decoded` hears what
@@ -61,58 +136,50 @@ package struct DesktopThumbnailer: Sendable {
     path: String, flavors: Set<FreedesktopCache.Flavor>, cancellation: CancellationFlag? = nil,
     decoded: (ProfileOutcome) -> Void = { _ in }
   ) -> Outcome {
-    guard path.hasPrefix("/") else {
-      return .refused(kind: "invalid_spec", message: "the path is not absolute")
+    let opened: Opened
+    switch open(path: path, flavors: flavors) {
+    case .failure(let box): return box.outcome
+    case .success(let file): opened = file
     }
-    if cache.holds(path) {
-      return .refused(kind: "not_allowed", message: "the file is in a thumbnail cache")
-    }
-    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-    guard fd >= 0 else {
-      return .refused(kind: "io", message: "cannot open: \(String(cString: strerror(errno)))")
-    }
-    defer { close(fd) }
-    let info: stat
-    switch Self.check(fd, maxBytes: maxSourceBytes) {
-    case .failure(let refusal): return refusal.outcome
-    case .success(let checked): info = checked
-    }
-    let source = FreedesktopCache.Source(
-      path: path, modified: Int(info.st_mtim.tv_sec), size: Int(info.st_size))
-    var wanted: [FreedesktopCache.Flavor] = []
-    for flavor in FreedesktopCache.Flavor.allCases.reversed() where flavors.contains(flavor) {
-      switch cache.lookup(source, flavor: flavor) {
-      case .thumbnail: continue
-      case .failed: return .failedBefore
-      case .missing: wanted.append(flavor)
-      }
-    }
-    guard let largest = wanted.first else { return .cached }
-    var head = [UInt8](repeating: 0, count: 32)
-    let read = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, 32, 0) }
-    guard read > 0, let format = SourceFormat.sniff(head[..<read]) else {
+    guard let format = Self.format(of: opened) else {
       return .refused(kind: "unsupported_format", message: "not an image thumbd reads")
     }
-    var made: [FreedesktopCache.Flavor: String] = [:]
-    do throws(ThumbnailError) {
+    let largest = opened.wanted[0]
+    let descriptor = opened.descriptor
+    return make(opened, mediaType: format.mediaType, cancellation: cancellation) {
+      () throws(ThumbnailError) in
       let spec = ThumbnailSpec(width: largest.size, height: largest.size, format: .png)
-      let first = try thumbnailer.thumbnail(ofFile: fd, spec: spec, cancellation: cancellation)
+      let first = try thumbnailer.thumbnail(
+        ofFile: descriptor, spec: spec, cancellation: cancellation)
       decoded(first.profile)
       let size = (first.sourceWidth, first.sourceHeight)
-      let upright = first.orientation >= 5 ? (size.1, size.0) : size
-      made[largest] = try store(first.data, source, largest, format, upright)
-      for flavor in wanted.dropFirst() {
+      return (first.data, first.orientation >= 5 ? (size.1, size.0) : size)
+    }
+  }
+
+  /// Makes `opened`'s wanted flavors: the largest by `largest` (a PNG, already upright and
+  /// sRGB, and the source's upright size when known), the smaller ones from it. A failure
+  /// other than a cancellation or a write's is recorded as a failure entry.
+  package func make(
+    _ opened: borrowing Opened, mediaType: String, cancellation: CancellationFlag?,
+    largest: () throws(ThumbnailError) -> ([UInt8], (Int, Int)?)
+  ) -> Outcome {
+    var made: [FreedesktopCache.Flavor: String] = [:]
+    do throws(ThumbnailError) {
+      let (first, upright) = try largest()
+      made[opened.wanted[0]] = try store(first, opened.source, opened.wanted[0], mediaType, upright)
+      for flavor in opened.wanted.dropFirst() {
         // From the larger thumbnail: already upright, already sRGB.
         let smaller = try thumbnailer.thumbnail(
-          of: first.data,
+          of: first,
           spec: ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png),
           cancellation: cancellation)
-        made[flavor] = try store(smaller.data, source, flavor, format, upright)
+        made[flavor] = try store(smaller.data, opened.source, flavor, mediaType, upright)
       }
     } catch {
       if case .cancelled = error { return .refused(kind: error.kind, message: error.message) }
       if case .io = error { return .failed(error) }
-      try? cache.storeFailure(for: source)
+      try? cache.storeFailure(for: opened.source)
       return .failed(error)
     }
     return .made(made)
@@ -120,12 +187,12 @@ package struct DesktopThumbnailer: Sendable {
 
   private func store(
     _ png: [UInt8], _ source: FreedesktopCache.Source, _ flavor: FreedesktopCache.Flavor,
-    _ format: SourceFormat, _ size: (Int, Int)
+    _ mediaType: String, _ size: (Int, Int)?
   ) throws(ThumbnailError) -> String {
     do {
       return try cache.store(
-        png: png, for: source, flavor: flavor, mediaType: format.mediaType,
-        imageSize: (size.0, size.1))
+        png: png, for: source, flavor: flavor, mediaType: mediaType,
+        imageSize: size.map { ($0.0, $0.1) })
     } catch {
       throw .io(error.message)
     }
