@@ -70,7 +70,7 @@ let package = Package(
     ),
     .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem"]
+      dependencies: ["ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem", "Sandbox"]
     ),
     .executableTarget(
       name: "thumbd",

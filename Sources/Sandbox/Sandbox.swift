@@ -50,6 +50,16 @@ public final class Sandbox: Sendable {
     runAs = getuid() == 0 ? Self.unprivilegedUser : nil
   }
 
+  /// Where runs' output folders go by default: the user's runtime folder (a tmpfs of the
+  /// user's own), else `/run` for root, else the system's temporary folder; each in a
+  /// `thumbd-sandbox` folder that must be the caller's own.
+  public static func defaultWorkFolder(environment: [String: String]) -> String {
+    if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), getuid() != 0 {
+      return runtime + "/thumbd-sandbox"
+    }
+    return (getuid() == 0 ? "/run" : "/tmp") + "/thumbd-sandbox-\(getuid())"
+  }
+
   /// The first `bwrap` on the standard program folders, or nil.
   public static func findBubblewrap() -> String? {
     ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].first { access($0, X_OK) == 0 }
@@ -57,12 +67,12 @@ public final class Sandbox: Sendable {
 
   /// Why delegated work cannot run here, or nil when a sandboxed child runs: bubblewrap is
   /// started once with the full setup and `/usr/bin/true` as its program.
-  public func probe() async -> String? {
+  public func probe() -> String? {
     guard access(bwrap, X_OK) == 0 else {
       return "bubblewrap (\(bwrap)) is not installed: install the bubblewrap package"
     }
     guard access("/usr/bin/true", X_OK) == 0 else { return "/usr/bin/true is missing" }
-    let run = await run(SandboxJob(arguments: ["/usr/bin/true"]))
+    let run = run(SandboxJob(arguments: ["/usr/bin/true"]), cancellation: nil)
     defer { run.discard() }
     switch run.outcome {
     case .exited(0): return nil
@@ -113,10 +123,15 @@ public final class Sandbox: Sendable {
   ) -> SandboxOutcome {
     // A child run as another user reaches its folders through bubblewrap, which follows
     // their paths: the work folder lets it pass (0711), never list.
-    guard SystemFiles.makeDirectories(workFolder, mode: runAs == nil ? 0o700 : 0o711),
-      chmod(workFolder, runAs == nil ? 0o700 : 0o711) == 0
-    else {
+    guard SystemFiles.makeDirectories(workFolder, mode: runAs == nil ? 0o700 : 0o711) else {
       return .failedToStart("cannot make \(workFolder)")
+    }
+    // In a shared folder another user may have made it first, or left a link there.
+    var folderStatus = stat()
+    guard lstat(workFolder, &folderStatus) == 0, folderStatus.st_mode & S_IFMT == S_IFDIR,
+      folderStatus.st_uid == getuid(), chmod(workFolder, runAs == nil ? 0o700 : 0o711) == 0
+    else {
+      return .failedToStart("\(workFolder) is not a folder of thumbd's own")
     }
     guard mkdir(output, 0o700) == 0 else {
       return .failedToStart("cannot make \(output): \(SystemFiles.describe(errno))")

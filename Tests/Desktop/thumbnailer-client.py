@@ -11,7 +11,8 @@ PLAN: {"cache": THUMBNAILS_DIR, "timeout": SECONDS, "requests": [REQUEST...]}
 REQUEST: {"name": N, "uris": [...], "flavor": "normal", "scheduler": "default",
           "dequeue_after": K (optional: Dequeue once K Ready have come),
           "replace_after": K, "replace": REQUEST (optional: after K Ready, Queue
-          REQUEST with handle_to_unqueue set to this one's handle)}
+          REQUEST with handle_to_unqueue set to this one's handle),
+          "mime_types": [...] (optional: sent instead of GIO's guess per URI)}
 
 Prints one JSON object: per request its handle, the URIs Ready and in Error,
 the Ready count when it was dequeued or replaced, whether Started came first and
@@ -136,7 +137,9 @@ def main():
         state["requests"][request["name"]] = record
         args = GLib.Variant(
             "(asasssu)",
-            (request["uris"], [mime_type(uri) for uri in request["uris"]], record["flavor"],
+            (request["uris"],
+             request.get("mime_types") or [mime_type(uri) for uri in request["uris"]],
+             record["flavor"],
              request.get("scheduler", "default"), unqueue))
         reply = bus.call_sync(NAME, PATH, NAME, "Queue", args, None, 0, -1, None)
         (record["handle"],) = reply.unpack()

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import ImagePipeline
 import Testing
@@ -621,5 +622,195 @@ struct DesktopBusTests {
     let counts = said.split(separator: " ").compactMap { Int($0) }
     #expect(counts.count == 2 && counts[0] == counts[1] && counts[0] >= 15, "\(said)")
     #expect(FileManager.default.fileExists(atPath: directory + "/thunar.png"))
+  }
+}
+
+/// Installed thumbnailers through the service (issue 53): the types thumbd does not decode
+/// go to the entries in the sandbox, and a hostile entry gets nowhere.
+@Suite("Installed thumbnailers on D-Bus", .serialized)
+struct InstalledThumbnailersBusTests {
+  /// A hostile "thumbnailer": the file to thumbnail is its own program (`python3 %i %o`).
+  static let hostileEntry = """
+    [Thumbnailer Entry]
+    TryExec=/usr/bin/python3
+    Exec=/usr/bin/python3 %i %o
+    MimeType=application/x-thumbd-hostile;
+    """
+
+  /// The hostile programs: each tries its escape, then writes what it writes.
+  static func hostile(secret: String, port: Int32) -> [String: String] {
+    let png = """
+      import struct, zlib, sys
+      def png(width, height, rows):
+          def chunk(kind, data):
+              return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+          return (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0))
+                  + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
+
+      """
+    return [
+      "secret": png + """
+        try:
+            data = open('\(secret)', 'rb').read()
+        except Exception as e:
+            data = repr(e).encode()
+        open(sys.argv[2], 'wb').write(data)
+        """,
+      "network": png + """
+        import socket
+        try:
+            socket.create_connection(('127.0.0.1', \(port)), timeout=1)
+        except Exception:
+            pass
+        sys.exit(1)
+        """,
+      "lying-header": png + """
+        data = png(64, 64, b'\\0' * 100)
+        open(sys.argv[2], 'wb').write(data)
+        """,
+      "huge": png + """
+        data = png(60000, 60000, b'\\0' * 1000)
+        open(sys.argv[2], 'wb').write(data)
+        """,
+      "fork-bomb": png + """
+        import os
+        for i in range(100000):
+            try:
+                os.fork()
+            except OSError:
+                break
+        sys.exit(1)
+        """,
+      "link-out": png + """
+        import os
+        os.symlink('\(secret)', sys.argv[2])
+        """,
+    ]
+  }
+
+  @Test(
+    "a BMP goes to Debian's gdk-pixbuf entry in the sandbox and its entry is valid; GetSupported lists the delegated types"
+  )
+  func realEntry() async throws {
+    let setup = try await DesktopBusTests.Setup()
+    defer { setup.stop() }
+    let bmp = setup.files + "/a scan.bmp"
+    try Data(DelegatedBMP.bmp(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
+    chmod(bmp, 0o644)
+    chmod(setup.files, 0o755)
+    chmod(setup.directory, 0o755)
+    let report = try await setup.client([DesktopBusTests.request("bmp", [bmp], flavor: "large")])
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    let request = try #require(report.requests["bmp"])
+    #expect(request.ready == [DesktopBusTests.uri(bmp)], "\(request.errors)")
+    let entry = setup.entry(bmp, "large")
+    let picture = try Thumbnailer().decodeFullResolution(contentsOf: entry)
+    #expect(picture.width == 256 && picture.height == 171)
+    // GLib's own check.
+    let info = try await Self.output(
+      [
+        "XDG_CACHE_HOME=" + setup.cacheHome, "GIO_USE_VFS=local", "gio", "info", "-a",
+        "thumbnail::is-valid", bmp,
+      ],
+      in: setup.directory)
+    #expect(info.contains("thumbnail::is-valid: TRUE"), "\(info)")
+    let supported = try await Self.output(
+      [
+        "DBUS_SESSION_BUS_ADDRESS=" + setup.address, "gdbus", "call", "--session", "--dest",
+        "org.freedesktop.thumbnails.Thumbnailer1", "--object-path",
+        "/org/freedesktop/thumbnails/Thumbnailer1", "--method",
+        "org.freedesktop.thumbnails.Thumbnailer1.GetSupported",
+      ], in: setup.directory)
+    #expect(supported.contains("'image/bmp'"), "\(supported)")
+    #expect(supported.contains("'image/jpeg'"))
+  }
+
+  /// What `command` (run by env) printed.
+  static func output(_ command: [String], in directory: String) async throws -> String {
+    let file = directory + "/output-\(UInt64.random(in: 0...UInt64.max)).txt"
+    _ = try await ChildProcess.runThumbd(command, standardOutput: file, binary: "/usr/bin/env")
+    return (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+  }
+
+  @Test(
+    "a hostile entry's escapes fail: no secret, no connection, no giant decode, no link followed; each file gets Error and a fail entry, and the daemon stays up"
+  )
+  func hostileEntry() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let share = directory + "/share"
+    try FileManager.default.createDirectory(
+      atPath: share + "/thumbnailers", withIntermediateDirectories: true)
+    try Self.hostileEntry.write(
+      toFile: share + "/thumbnailers/hostile.thumbnailer", atomically: false, encoding: .utf8)
+    let secret = directory + "/secret.txt"
+    let secretText = "secret-\(UInt64.random(in: 0...UInt64.max))"
+    try secretText.write(toFile: secret, atomically: false, encoding: .utf8)
+    chmod(secret, 0o644)
+    let listener = ts_listen_tcp("127.0.0.1", 0, 16)
+    defer { close(listener) }
+    let setup = try await DesktopBusTests.Setup(withDaemon: false)
+    defer { setup.stop() }
+    try FileManager.default.createDirectory(
+      atPath: setup.directory + "/d", withIntermediateDirectories: true)
+    let daemon = try await TestDaemon.start(
+      ["--dbus", setup.address, "--decode-threads", "2"], directory: setup.directory + "/d",
+      environment: ["XDG_CACHE_HOME": setup.cacheHome, "XDG_DATA_DIRS": share + ":/usr/share"])
+    defer { daemon.stop() }
+    chmod(setup.files, 0o755)
+    chmod(setup.directory, 0o755)
+    var paths: [String] = []
+    for (name, program) in Self.hostile(secret: secret, port: ts_local_port(listener)).sorted(by: {
+      $0.key < $1.key
+    }) {
+      let path = setup.files + "/\(name).py"
+      try program.write(toFile: path, atomically: false, encoding: .utf8)
+      chmod(path, 0o644)
+      paths.append(path)
+    }
+    let started = ContinuousClock.now
+    let report = try await setup.client([
+      DesktopBusTests.request(
+        "hostile", paths, extra: ["mime_types": paths.map { _ in "application/x-thumbd-hostile" }])
+    ])
+    let elapsed = started.duration(to: .now)
+    let request = try #require(report.requests["hostile"])
+    #expect(request.ready.isEmpty, "\(request.ready)")
+    #expect(Set(request.errors.map(\.uri)) == Set(paths.map(DesktopBusTests.uri)))
+    #expect(request.errors.allSatisfy { $0.code == 2 }, "\(request.errors)")
+    for path in paths {
+      #expect(!FileManager.default.fileExists(atPath: setup.entry(path)))
+    }
+    let fails = try FileManager.default.contentsOfDirectory(atPath: setup.cache + "/fail")
+    #expect(fails.count == 1)
+    // Nothing in the cache holds the secret; nothing connected.
+    let enumerator = FileManager.default.enumerator(atPath: setup.cache)
+    while let name = enumerator?.nextObject() as? String {
+      let bytes = FileManager.default.contents(atPath: setup.cache + "/" + name) ?? Data()
+      #expect(bytes.range(of: Data(secretText.utf8)) == nil, "\(name) holds the secret")
+    }
+    _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
+    #expect(accept(listener, nil, nil) < 0, "a child connected to the host")
+    #expect(daemon.metric("thumbd_desktop_jobs_total") != nil, "the daemon answers")
+    #expect(elapsed < .seconds(30), "\(elapsed)")
+    print("hostile entries: \(paths.count) files in \(elapsed)")
+  }
+}
+
+/// A BMP for the delegated tests: a gradient, so a thumbnail of the wrong file shows.
+enum DelegatedBMP {
+  static func bmp(width: Int, height: Int) -> [UInt8] {
+    let row = (width * 3 + 3) / 4 * 4
+    func le(_ value: Int, _ count: Int) -> [UInt8] {
+      (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
+    }
+    var bytes: [UInt8] = Array("BM".utf8) + le(54 + row * height, 4) + le(0, 4) + le(54, 4)
+    bytes += le(40, 4) + le(width, 4) + le(height, 4) + le(1, 2) + le(24, 2) + le(0, 4)
+    bytes += le(row * height, 4) + le(2835, 4) + le(2835, 4) + le(0, 4) + le(0, 4)
+    for y in 0..<height {
+      var line: [UInt8] = []
+      for x in 0..<width { line += [UInt8(x * 255 / width), UInt8(y * 255 / height), 120] }
+      bytes += line + [UInt8](repeating: 0, count: row - width * 3)
+    }
+    return bytes
   }
 }

@@ -76,7 +76,7 @@ struct SandboxTests {
 
   static func available() async -> Bool {
     guard let bwrap = Sandbox.findBubblewrap(), access(python, X_OK) == 0 else { return false }
-    return await Sandbox(bwrap: bwrap, workFolder: TestDaemon.makeDirectory()).probe() == nil
+    return Sandbox(bwrap: bwrap, workFolder: TestDaemon.makeDirectory()).probe() == nil
   }
 
   @Test("a well-behaved child runs, writes its output, and its folder is removed after")

@@ -55,7 +55,7 @@ struct ThumbnailerServiceTests {
     var work: ThumbnailerService.Work {
       ThumbnailerService.Work(
         lookup: { path, _ in self.answers[path] },
-        thumbnail: { path, _, _ in
+        thumbnail: { path, _, _, _ in
           try await self.wait(path)
           return .made([:])
         })

@@ -16,28 +16,48 @@ package final class DesktopJobs: Sendable {
 
   /// Writes the entries.
   package let thumbnailer: DesktopThumbnailer
+  /// Makes the thumbnails of the types thumbd does not decode, when there is one.
+  package let delegate: (any DesktopDelegate)?
   private let pipeline: ThumbnailPipeline
   private let stage: CoalescingStage<Key, DesktopThumbnailer.Outcome>
 
-  /// Jobs that share `pipeline`'s decode threads and metrics.
-  package init(pipeline: ThumbnailPipeline, thumbnailer: DesktopThumbnailer) {
+  /// Jobs that share `pipeline`'s decode threads and metrics, handing the types thumbd does
+  /// not decode to `delegate`.
+  package init(
+    pipeline: ThumbnailPipeline, thumbnailer: DesktopThumbnailer,
+    delegate: (any DesktopDelegate)? = nil
+  ) {
     self.pipeline = pipeline
     self.thumbnailer = thumbnailer
+    self.delegate = delegate
     let metrics = pipeline.metrics
     stage = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
   }
 
-  /// Thumbnails the file at `path` (absolute) in `flavor`, or joins the job already doing it.
+  /// Thumbnails the file at `path` (absolute, said to be `mediaType`) in `flavor`, or joins
+  /// the job already doing it.
   /// Throws `CancellationError` when the calling task is cancelled (it stops waiting at once),
   /// and `PipelineError.queueFull` when the decode queue has no room at this priority.
   package func thumbnail(
-    path: String, flavor: FreedesktopCache.Flavor, priority: ImagePriority
+    path: String, flavor: FreedesktopCache.Flavor, priority: ImagePriority,
+    mediaType: String? = nil
   ) async throws -> DesktopThumbnailer.Outcome {
     let key = Key(path: path, flavor: flavor)
     let delivery = try await stage.value(
       for: key, subscriber: pipeline.nextID(), priority: PriorityBox(priority)
-    ) { [pipeline, thumbnailer] key, context in
+    ) { [pipeline, thumbnailer, delegate] key, context in
+      // A type thumbd does not decode goes to the delegate, unless the file's content is in
+      // a format thumbd does decode (a misnamed file).
+      if let delegate, let mediaType, delegate.handles(mediaType),
+        let outcome = await delegate.thumbnail(
+          path: key.path, flavors: [key.flavor], mediaType: mediaType, maker: thumbnailer)
+      {
+        if case .refused(let kind, _) = outcome, kind == ThumbnailError.cancelled.kind {
+          throw CancellationError()
+        }
+        return outcome
+      }
       // What the decode will hold, from the file's header, waits for its share of
       // memory_budget as the pipeline's own decodes do (ThumbnailJob). The header is read on
       // a thread of its own: a slow disk must not hold one of the few pool threads. A file
@@ -66,4 +86,20 @@ package final class DesktopJobs: Sendable {
     }
     return delivery.value
   }
+}
+
+/// Makes the desktop's thumbnails of the types thumbd does not decode, elsewhere: an
+/// installed thumbnailer in a sandbox (ThumbServer's `DesktopDelegation`).
+package protocol DesktopDelegate: Sendable {
+  /// The MIME types it can make thumbnails of.
+  var mediaTypes: [String] { get }
+  /// Whether it can make thumbnails of `mediaType`.
+  func handles(_ mediaType: String) -> Bool
+  /// The outcome for the file at `path`, said to be `mediaType`, in `flavors`, through
+  /// `maker`'s checks and writer; nil when its content is in a format thumbd decodes itself.
+  /// Stops (with a cancelled refusal) when the calling task is cancelled.
+  func thumbnail(
+    path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
+    maker: DesktopThumbnailer
+  ) async -> DesktopThumbnailer.Outcome?
 }

@@ -1,5 +1,6 @@
 import CSystem
 import ImagePipeline
+import Sandbox
 import ThumbSystem
 
 #if canImport(Glibc)
@@ -43,7 +44,7 @@ public final class Daemon: Sendable {
         .warn, "cmyk_profile_unusable",
         ["path": config.cmykProfile, "fallback": "CMYK JPEGs without a profile use a formula"])
     }
-    desktop = try Self.desktopBus(config, pipeline, version: version)
+    desktop = try Self.desktopBus(config, pipeline, version: version, logger: logger)
     let signing = try Self.signing(config)
     let refusesUnsigned = signing != nil && !config.allowUnsignedTCP
     let route = ThumbnailRoute(
@@ -128,7 +129,7 @@ public final class Daemon: Sendable {
   /// The D-Bus services when `dbus` is set: on `session` (the user's session bus) or the
   /// address given, writing the user's thumbnail cache, with the daemon's decode limits.
   private static func desktopBus(
-    _ config: DaemonConfig, _ pipeline: ThumbnailPipeline, version: String
+    _ config: DaemonConfig, _ pipeline: ThumbnailPipeline, version: String, logger: Logger
   ) throws -> DesktopBus? {
     guard !config.dbus.isEmpty else { return nil }
     guard
@@ -141,8 +142,40 @@ public final class Daemon: Sendable {
       thumbnailer: Self.thumbnailer(config), maxSourceBytes: config.maxSourceBytes)
     return try DesktopBus(
       address: config.dbus == "session" ? "" : config.dbus,
-      jobs: DesktopJobs(pipeline: pipeline, thumbnailer: thumbnailer),
+      jobs: DesktopJobs(
+        pipeline: pipeline, thumbnailer: thumbnailer, delegate: delegation(logger: logger)),
       window: Self.decodeThreads(config))
+  }
+
+  /// The installed thumbnailers, for the types thumbd does not decode, when a sandbox works
+  /// here; otherwise a warning says why none is used.
+  private static func delegation(logger: Logger) -> DesktopDelegation? {
+    let environment = SystemFiles.environment
+    guard let bwrap = Sandbox.findBubblewrap() else {
+      logger.log(
+        .warn, "installed_thumbnailers_unused",
+        ["reason": "bubblewrap is not installed", "advice": "install the bubblewrap package"])
+      return nil
+    }
+    let sandbox = Sandbox(
+      bwrap: bwrap, workFolder: Sandbox.defaultWorkFolder(environment: environment))
+    if let problem = sandbox.probe() {
+      logger.log(.warn, "installed_thumbnailers_unused", ["reason": problem])
+      return nil
+    }
+    let delegation = DesktopDelegation(
+      sandbox: sandbox, folders: InstalledThumbnailers.folders(environment: environment),
+      native: SourceFormat.desktopMediaTypes)
+    for (source, reason) in delegation.skipped {
+      logger.log(.info, "thumbnailer_entry_skipped", ["entry": source, "reason": reason])
+    }
+    logger.log(
+      .info, "installed_thumbnailers",
+      [
+        "types": String(delegation.mediaTypes.count),
+        "folders": delegation.folders.joined(separator: ":"),
+      ])
+    return delegation
   }
 
   /// After the loop has stopped: lets the last disk-cache writes land, within

@@ -73,7 +73,8 @@ package final class DesktopBus: Sendable {
       signals: Signals(connection: connection), work: .init(jobs: jobs), window: window)
     let handlers = Handlers(service: service, cache: jobs.thumbnailer.cache)
     let context = Unmanaged.passRetained(handlers)
-    let mimeTypes = SourceFormat.desktopMediaTypes
+    // Native types, then those an installed thumbnailer makes.
+    let mimeTypes = SourceFormat.desktopMediaTypes + (jobs.delegate?.mediaTypes ?? [])
     var error = [CChar](repeating: 0, count: 512)
     let bus = withStrings(Array(repeating: "file", count: mimeTypes.count)) { schemes in
       withStrings(mimeTypes) { types in
@@ -150,8 +151,9 @@ package final class DesktopBus: Sendable {
       queue: { context, sender, uris, mimes, flavor, scheduler, unqueue in
         let handlers = Unmanaged<Handlers>.fromOpaque(context!).takeUnretainedValue()
         return handlers.service.queue(
-          caller: String(cString: sender!), uris: strings(uris), flavor: String(cString: flavor!),
-          scheduler: String(cString: scheduler!), unqueue: unqueue)
+          caller: String(cString: sender!), uris: strings(uris), mediaTypes: strings(mimes),
+          flavor: String(cString: flavor!), scheduler: String(cString: scheduler!),
+          unqueue: unqueue)
       },
       queued: { context, handle in
         Unmanaged<Handlers>.fromOpaque(context!).takeUnretainedValue().service.queued(handle)

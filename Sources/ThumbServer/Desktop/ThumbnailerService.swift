@@ -47,17 +47,17 @@ package final class ThumbnailerService: Sendable {
     /// The answer for a file that needs no decode, if there is one: a valid entry, a failure
     /// entry, or a refusal; nil when it must be thumbnailed.
     package let lookup: @Sendable (_ path: String, FreedesktopCache.Flavor) -> Answer?
-    /// Thumbnails a file (see `DesktopJobs.thumbnail`).
+    /// Thumbnails a file said to be of a MIME type (see `DesktopJobs.thumbnail`).
     package let thumbnail:
-      @Sendable (_ path: String, FreedesktopCache.Flavor, ImagePriority) async throws ->
-        DesktopThumbnailer.Outcome
+      @Sendable (_ path: String, FreedesktopCache.Flavor, ImagePriority, _ mediaType: String?)
+        async throws -> DesktopThumbnailer.Outcome
 
     /// Work from its two parts (tests pass gated fakes).
     package init(
       lookup: @escaping @Sendable (String, FreedesktopCache.Flavor) -> Answer?,
       thumbnail:
-        @escaping @Sendable (String, FreedesktopCache.Flavor, ImagePriority) async throws ->
-        DesktopThumbnailer.Outcome
+        @escaping @Sendable (String, FreedesktopCache.Flavor, ImagePriority, String?)
+        async throws -> DesktopThumbnailer.Outcome
     ) {
       self.lookup = lookup
       self.thumbnail = thumbnail
@@ -68,8 +68,9 @@ package final class ThumbnailerService: Sendable {
       let thumbnailer = jobs.thumbnailer
       self.init(
         lookup: { path, flavor in ThumbnailerService.answer(path, flavor, thumbnailer) },
-        thumbnail: { path, flavor, priority in
-          try await jobs.thumbnail(path: path, flavor: flavor, priority: priority)
+        thumbnail: { path, flavor, priority, mediaType in
+          try await jobs.thumbnail(
+            path: path, flavor: flavor, priority: priority, mediaType: mediaType)
         })
     }
   }
@@ -91,6 +92,8 @@ package final class ThumbnailerService: Sendable {
   private struct Item: Sendable {
     let uri: String
     let path: String
+    /// The MIME type the caller gave, if it gave one.
+    let mediaType: String?
   }
 
   private struct Request {
@@ -99,6 +102,7 @@ package final class ThumbnailerService: Sendable {
     let foreground: Bool
     let sequence: UInt64
     var uris: [String]
+    var mediaTypes: [String]
     var pending: [Item] = []
     var next = 0
     var running: [UInt64: Task<Void, Never>] = [:]
@@ -134,7 +138,8 @@ package final class ThumbnailerService: Sendable {
   /// `Queue`: takes the request and returns its handle (never 0). `handle_to_unqueue`, when it
   /// is one of `caller`'s, is dequeued first. Nothing is sent until `queued(handle)`.
   package func queue(
-    caller: String, uris: [String], flavor: String, scheduler: String, unqueue: UInt32
+    caller: String, uris: [String], mediaTypes: [String] = [], flavor: String, scheduler: String,
+    unqueue: UInt32
   ) -> UInt32 {
     state.withLock { state in
       if unqueue != 0 { dequeue(unqueue, caller: caller, &state) }
@@ -145,7 +150,8 @@ package final class ThumbnailerService: Sendable {
       state.sequence += 1
       state.requests[state.lastHandle] = Request(
         caller: caller, flavor: FreedesktopCache.Flavor(rawValue: flavor),
-        foreground: scheduler != "background", sequence: state.sequence, uris: uris)
+        foreground: scheduler != "background", sequence: state.sequence, uris: uris,
+        mediaTypes: mediaTypes.count == uris.count ? mediaTypes : [])
       return state.lastHandle
     }
   }
@@ -159,7 +165,8 @@ package final class ThumbnailerService: Sendable {
     var errors: [Answer: [String]] = [:]
     var pending: [Item] = []
     if let flavor = staged.flavor {
-      for uri in staged.uris {
+      for (index, uri) in staged.uris.enumerated() {
+        let mediaType = index < staged.mediaTypes.count ? staged.mediaTypes[index] : nil
         guard let path = FreedesktopCache.localPath(ofURI: uri) else {
           errors[Self.localOnly, default: []].append(uri)
           continue
@@ -168,7 +175,7 @@ package final class ThumbnailerService: Sendable {
         case .ready?: ready.append(uri)
         case .error(let code, let message)?:
           errors[.error(code, message), default: []].append(uri)
-        case nil: pending.append(Item(uri: uri, path: path))
+        case nil: pending.append(Item(uri: uri, path: path, mediaType: mediaType))
         }
       }
     } else {
@@ -193,6 +200,7 @@ package final class ThumbnailerService: Sendable {
       }
       request.isStaged = false
       request.uris = []
+      request.mediaTypes = []
       request.pending = pending
       state.pendingCount += pending.count
       state.requests[handle] = request
@@ -292,7 +300,7 @@ package final class ThumbnailerService: Sendable {
     request.running[id] = Task { [work] in
       let result: Result<DesktopThumbnailer.Outcome, any Error>
       do {
-        result = .success(try await work.thumbnail(item.path, flavor, priority))
+        result = .success(try await work.thumbnail(item.path, flavor, priority, item.mediaType))
       } catch {
         result = .failure(error)
       }
