@@ -28,6 +28,9 @@ public final class Sandbox: Sendable {
   /// The folder the input is bound into, inside the sandbox.
   public static let inputFolder = "/thumbd"
 
+  /// util-linux's `prlimit`, which sets the process limit inside the sandbox.
+  public static let prlimit = "/usr/bin/prlimit"
+
   /// The user a child runs as when the daemon is root: `nobody`.
   public static let unprivilegedUser: Int64 = 65_534
 
@@ -71,7 +74,9 @@ public final class Sandbox: Sendable {
     guard access(bwrap, X_OK) == 0 else {
       return "bubblewrap (\(bwrap)) is not installed: install the bubblewrap package"
     }
-    guard access("/usr/bin/true", X_OK) == 0 else { return "/usr/bin/true is missing" }
+    for program in ["/usr/bin/true", Self.prlimit] where access(program, X_OK) != 0 {
+      return "\(program) is missing (util-linux and coreutils provide it)"
+    }
     let run = run(SandboxJob(arguments: ["/usr/bin/true"]), cancellation: nil)
     defer { run.discard() }
     switch run.outcome {
@@ -156,7 +161,7 @@ public final class Sandbox: Sendable {
     ]
     var childLimits = ts_child_limits(
       cpu_seconds: UInt64(limits.cpuSeconds), address_space: UInt64(limits.addressSpace),
-      file_size: UInt64(limits.fileSize), processes: UInt64(limits.processes),
+      file_size: UInt64(limits.fileSize), processes: 0,
       open_files: UInt64(limits.openFiles))
     let pid: pid_t = withCStrings([bwrap] + arguments) { argv in
       withCStrings(environment) { envp in
@@ -239,6 +244,11 @@ public final class Sandbox: Sendable {
     // The root bubblewrap builds is a tmpfs: read-only, so only /tmp (sized) and the output
     // folder take writes.
     arguments += ["--remount-ro", "/", "--chdir", "/tmp", "--seccomp", "3", "--"]
+    // The process limit is set inside, once the sandbox has its own user namespace, where
+    // the kernel counts only the sandbox's processes against it. Set on bubblewrap, it would
+    // count every process of the user (a desktop session has hundreds), and every sandbox
+    // of the same user would share it: one fork bomb would starve the others.
+    arguments += [Self.prlimit, "--nproc=\(limits.processes)", "--"]
     return arguments + job.arguments
   }
 
@@ -293,7 +303,8 @@ public struct SandboxLimits: Sendable, Equatable {
   public var addressSpace = 2 << 30
   /// Largest file a process may write, bytes (RLIMIT_FSIZE).
   public var fileSize = 64 << 20
-  /// Processes the run may have at once (RLIMIT_NPROC, counted in its user namespace).
+  /// Processes the run may have at once (RLIMIT_NPROC, set inside the sandbox, where only
+  /// its own processes count).
   public var processes = 64
   /// Descriptors each process may have open (RLIMIT_NOFILE).
   public var openFiles = 256

@@ -654,7 +654,7 @@ struct InstalledThumbnailersBusTests {
             data = open('\(secret)', 'rb').read()
         except Exception as e:
             data = repr(e).encode()
-        open(sys.argv[2], 'wb').write(data)
+        open(sys.argv[1], 'wb').write(data)
         """,
       "network": png + """
         import socket
@@ -666,11 +666,11 @@ struct InstalledThumbnailersBusTests {
         """,
       "lying-header": png + """
         data = png(64, 64, b'\\0' * 100)
-        open(sys.argv[2], 'wb').write(data)
+        open(sys.argv[1], 'wb').write(data)
         """,
       "huge": png + """
         data = png(60000, 60000, b'\\0' * 1000)
-        open(sys.argv[2], 'wb').write(data)
+        open(sys.argv[1], 'wb').write(data)
         """,
       "fork-bomb": png + """
         import os
@@ -683,7 +683,7 @@ struct InstalledThumbnailersBusTests {
         """,
       "link-out": png + """
         import os
-        os.symlink('\(secret)', sys.argv[2])
+        os.symlink('\(secret)', sys.argv[1])
         """,
     ]
   }
@@ -776,6 +776,7 @@ struct InstalledThumbnailersBusTests {
     let request = try #require(report.requests["hostile"])
     #expect(request.ready.isEmpty, "\(request.ready)")
     #expect(Set(request.errors.map(\.uri)) == Set(paths.map(DesktopBusTests.uri)))
+    // Each is damaged (2): what the thumbnailer wrote is no picture thumbd takes.
     #expect(request.errors.allSatisfy { $0.code == 2 }, "\(request.errors)")
     for path in paths {
       #expect(!FileManager.default.fileExists(atPath: setup.entry(path)))
@@ -791,8 +792,92 @@ struct InstalledThumbnailersBusTests {
     _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
     #expect(accept(listener, nil, nil) < 0, "a child connected to the host")
     #expect(daemon.metric("thumbd_desktop_jobs_total") != nil, "the daemon answers")
+    // Every run is counted by how it ended.
+    let runs = #"thumbd_thumbnailer_runs_total{entry="hostile.thumbnailer",outcome="#
+    #expect(daemon.metric(runs + #""unusable_output"}"#) == 4, "\(daemon.metrics)")
+    #expect(daemon.metric(runs + #""failed"}"#) == 2)
     #expect(elapsed < .seconds(30), "\(elapsed)")
     print("hostile entries: \(paths.count) files in \(elapsed)")
+  }
+}
+
+extension InstalledThumbnailersBusTests {
+  /// A slow "thumbnailer": sleeps, then writes a small PNG.
+  static let slowEntry = """
+    [Thumbnailer Entry]
+    Exec=/usr/bin/python3 %i %o
+    MimeType=application/x-thumbd-slow;
+    """
+
+  @Test(
+    "Dequeue kills the sandboxed children at once: none is left within a second, and the metrics count the kills"
+  )
+  func dequeueKillsChildren() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let share = directory + "/share"
+    try FileManager.default.createDirectory(
+      atPath: share + "/thumbnailers", withIntermediateDirectories: true)
+    try Self.slowEntry.write(
+      toFile: share + "/thumbnailers/slow.thumbnailer", atomically: false, encoding: .utf8)
+    let setup = try await DesktopBusTests.Setup(withDaemon: false)
+    defer { setup.stop() }
+    try FileManager.default.createDirectory(
+      atPath: setup.directory + "/d", withIntermediateDirectories: true)
+    let daemon = try await TestDaemon.start(
+      ["--dbus", setup.address, "--decode-threads", "4"], directory: setup.directory + "/d",
+      environment: ["XDG_CACHE_HOME": setup.cacheHome, "XDG_DATA_DIRS": share + ":/usr/share"])
+    defer { daemon.stop() }
+    chmod(setup.files, 0o755)
+    chmod(setup.directory, 0o755)
+    let program = Self.hostile(secret: "", port: 0)["lying-header"]!
+      .replacingOccurrences(
+        of: "data = png(64, 64, b'\\0' * 100)",
+        with:
+          "import time\ntime.sleep(0.3)\ndata = png(8, 8, b''.join(b'\\0' + b'\\x80' * 24 for _ in range(8)))"
+      )
+    #expect(program.contains("time.sleep"))
+    // The extension names the children: their command lines hold /thumbd/input.slowpoke.
+    var paths: [String] = []
+    for index in 0..<200 {
+      let path = setup.files + "/clip-\(index).slowpoke"
+      try program.write(toFile: path, atomically: false, encoding: .utf8)
+      chmod(path, 0o644)
+      paths.append(path)
+    }
+    let report = try await setup.client([
+      DesktopBusTests.request(
+        "slow", paths,
+        extra: ["mime_types": paths.map { _ in "application/x-thumbd-slow" }, "dequeue_after": 10])
+    ])
+    let dequeued = ContinuousClock.now
+    let request = try #require(report.requests["slow"])
+    #expect(
+      request.ready.count >= 10 && request.ready.count < 40,
+      "\(request.ready.count) \(request.errors.prefix(3))")
+    await eventually("no child left") {
+      SandboxTestsProcesses.holding("/thumbd/input.slowpoke") == 0
+    }
+    #expect(dequeued.duration(to: .now) < .seconds(1))
+    let cancelled =
+      daemon.metric(
+        #"thumbd_thumbnailer_runs_total{entry="slow.thumbnailer",outcome="cancelled"}"#) ?? 0
+    #expect(cancelled >= 1, "\(daemon.metrics)")
+    #expect(
+      (daemon.metric(#"thumbd_thumbnailer_runs_total{entry="slow.thumbnailer",outcome="made"}"#)
+        ?? 0)
+        >= 10)
+  }
+}
+
+/// Processes on this machine by what their command line holds.
+enum SandboxTestsProcesses {
+  static func holding(_ marker: String) -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { entry in
+      guard Int(entry) != nil,
+        let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+      else { return false }
+      return line.range(of: Data(marker.utf8)) != nil
+    }.count ?? 0
   }
 }
 

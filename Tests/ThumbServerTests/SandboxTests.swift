@@ -285,6 +285,35 @@ struct SandboxTests {
     await eventually("no process of the bomb left") { Self.processes(holding: marker) == 0 }
   }
 
+  @Test("a fork bomb at its limit in one sandbox leaves room for another sandbox's run")
+  func bombStarvesNoOne() async throws {
+    let bench = try Bench()
+    let marker = "neighbour-\(UInt64.random(in: 0...UInt64.max))"
+    let bomb = Task {
+      try await bench.run(
+        Self.prelude + """
+          for i in range(100000):
+              try:
+                  if os.fork() == 0:
+                      time.sleep(3600)
+                      os._exit(0)
+              except OSError:
+                  break
+          note('full')
+          time.sleep(3600)
+          """, [marker])
+    }
+    await eventually("the bomb is at its limit") {
+      Self.processes(holding: marker) >= Self.limits.processes - 2
+    }
+    let (run, report) = try await bench.run(Self.prelude + "note('ran')\n")
+    defer { run.discard() }
+    #expect(run.outcome == .exited(0), "\(run.outcome) \(run.messages)")
+    #expect(report.contains("ran"))
+    let (bombRun, _) = try await bomb.value
+    bombRun.discard()
+  }
+
   @Test("allocating 8 GiB fails inside the child; the run ends at once")
   func hugeAllocation() async throws {
     let bench = try Bench()

@@ -44,7 +44,8 @@ public final class Daemon: Sendable {
         .warn, "cmyk_profile_unusable",
         ["path": config.cmykProfile, "fallback": "CMYK JPEGs without a profile use a formula"])
     }
-    desktop = try Self.desktopBus(config, pipeline, version: version, logger: logger)
+    let delegation = config.dbus.isEmpty ? nil : Self.delegation(logger: logger)
+    desktop = try Self.desktopBus(config, pipeline, version: version, delegation: delegation)
     let signing = try Self.signing(config)
     let refusesUnsigned = signing != nil && !config.allowUnsignedTCP
     let route = ThumbnailRoute(
@@ -68,7 +69,10 @@ public final class Daemon: Sendable {
     let routes = [
       route.route,
       HealthRoute(storage: storage).route,
-      MetricsRoute(thumbnails: route, fetcher: loader, statuses: statuses, paths: paths).route,
+      MetricsRoute(
+        thumbnails: route, fetcher: loader, statuses: statuses, paths: paths,
+        delegation: delegation
+      ).route,
       sessions.refusalRoute,
       PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,
       PlaceholderRoute(thumbnails: route).route,
@@ -129,7 +133,8 @@ public final class Daemon: Sendable {
   /// The D-Bus services when `dbus` is set: on `session` (the user's session bus) or the
   /// address given, writing the user's thumbnail cache, with the daemon's decode limits.
   private static func desktopBus(
-    _ config: DaemonConfig, _ pipeline: ThumbnailPipeline, version: String, logger: Logger
+    _ config: DaemonConfig, _ pipeline: ThumbnailPipeline, version: String,
+    delegation: DesktopDelegation?
   ) throws -> DesktopBus? {
     guard !config.dbus.isEmpty else { return nil }
     guard
@@ -143,7 +148,7 @@ public final class Daemon: Sendable {
     return try DesktopBus(
       address: config.dbus == "session" ? "" : config.dbus,
       jobs: DesktopJobs(
-        pipeline: pipeline, thumbnailer: thumbnailer, delegate: delegation(logger: logger)),
+        pipeline: pipeline, thumbnailer: thumbnailer, delegate: delegation),
       window: Self.decodeThreads(config))
   }
 

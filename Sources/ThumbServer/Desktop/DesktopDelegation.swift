@@ -28,6 +28,7 @@ package final class DesktopDelegation: DesktopDelegate {
   package static let outputLimit = 16 << 20
   private let installed: Mutex<InstalledThumbnailers>
   private let native: Set<String>
+  private let runs = Mutex<[String: [String: Int]]>([:])
 
   /// Entries from `folders`, run in `sandbox`; the types in `native` (thumbd's own) are never
   /// delegated.
@@ -46,6 +47,17 @@ package final class DesktopDelegation: DesktopDelegate {
 
   /// Entry files not used, with the reason, for the log.
   package var skipped: [(source: String, reason: String)] { installed.withLock { $0.skipped } }
+
+  /// Runs so far, by entry (its file's name) and outcome: `made`, `failed` (the program
+  /// exited with an error or a signal, or could not start), `timed_out`, `cancelled` (every
+  /// caller dequeued it: its group was killed), `unusable_output` (no image, or one thumbd
+  /// refuses).
+  package var runCounts: [String: [String: Int]] { runs.withLock { $0 } }
+
+  private func count(_ entry: ThumbnailerEntry, _ outcome: String) {
+    let name = String(entry.source.split(separator: "/").last ?? "")
+    runs.withLock { $0[name, default: [:]][outcome, default: 0] += 1 }
+  }
 
   package var mediaTypes: [String] {
     installed.withLock { $0.byType.keys.filter { !native.contains($0) }.sorted() }
@@ -90,13 +102,22 @@ package final class DesktopDelegation: DesktopDelegate {
     let descriptor = opened.descriptor
     let name = String(path.split(separator: "/").last ?? "")
     let (sandbox, thumbnailer) = (self.sandbox, maker.thumbnailer)
+    let count = self.count
     return maker.make(opened, mediaType: mediaType.lowercased(), cancellation: nil) {
       () throws(ThumbnailError) in
       let output = usable.run(
         input: descriptor, name: name, size: largest.size, in: sandbox,
         outputLimit: Self.outputLimit, cancellation: cancellation)
-      if output.run.outcome == .cancelled { throw .cancelled }
+      switch output.run.outcome {
+      case .cancelled:
+        count(usable.entry, "cancelled")
+        throw .cancelled
+      case .timedOut: count(usable.entry, "timed_out")
+      case .exited(0): break
+      default: count(usable.entry, "failed")
+      }
       guard let bytes = output.bytes else {
+        if output.run.outcome == .exited(0) { count(usable.entry, "unusable_output") }
         throw .corrupt(
           "\(usable.entry.source): \(output.problem ?? "no output")"
             + (output.run.messages.isEmpty ? "" : ": \(output.run.messages.prefix(200))"))
@@ -104,7 +125,16 @@ package final class DesktopDelegation: DesktopDelegate {
       // The child's picture, decoded by thumbd under its limits and made into thumbd's own
       // PNG of the flavor's size: what is stored is never the child's bytes.
       let spec = ThumbnailSpec(width: largest.size, height: largest.size, format: .png)
-      let made = try thumbnailer.thumbnail(of: bytes, spec: spec)
+      let made: Thumbnail
+      do throws(ThumbnailError) {
+        made = try thumbnailer.thumbnail(of: bytes, spec: spec)
+      } catch {
+        // Whatever is wrong with it (not an image, damaged, over the pixel limits), the
+        // thumbnailer's picture is unusable: the file's thumbnail failed.
+        count(usable.entry, "unusable_output")
+        throw .corrupt("\(usable.entry.source) wrote an unusable image: \(error.message)")
+      }
+      count(usable.entry, "made")
       return (made.data, nil)
     }
   }

@@ -11,16 +11,28 @@ public struct MetricsRoute: Sendable {
   public let statuses: StatusCounts
   /// The imgproxy path form, for its refused signatures.
   public let paths: SignedPathRoute?
+  /// The installed thumbnailers' runs, when the desktop service has them.
+  package let delegation: DesktopDelegation?
 
   /// Creates the route.
   public init(
     thumbnails: ThumbnailRoute, fetcher: SourceLoader? = nil, statuses: StatusCounts,
     paths: SignedPathRoute? = nil
   ) {
+    self.init(
+      thumbnails: thumbnails, fetcher: fetcher, statuses: statuses, paths: paths, delegation: nil)
+  }
+
+  /// Creates the route, with the installed thumbnailers' runs.
+  package init(
+    thumbnails: ThumbnailRoute, fetcher: SourceLoader?, statuses: StatusCounts,
+    paths: SignedPathRoute?, delegation: DesktopDelegation?
+  ) {
     self.thumbnails = thumbnails
     self.fetcher = fetcher
     self.statuses = statuses
     self.paths = paths
+    self.delegation = delegation
   }
 
   /// The route for `/metrics`.
@@ -35,7 +47,8 @@ public struct MetricsRoute: Sendable {
           disk: await pipeline.diskCache?.statistics, memory: pipeline.memoryBudget,
           memoryCache: pipeline.memoryCache.statistics,
           logFailures: Logger.writeFailures, invalidSignatures: paths?.invalidSignatures ?? 0,
-          clientLimited: thumbnails.limiter?.refused ?? 0)
+          clientLimited: thumbnails.limiter?.refused ?? 0,
+          delegated: delegation?.runCounts ?? [:])
         return (
           HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

@@ -16,7 +16,7 @@ struct PrometheusExposition {
     fetcher: FetcherFigures? = nil,
     disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
     memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0,
-    invalidSignatures: Int = 0, clientLimited: Int = 0
+    invalidSignatures: Int = 0, clientLimited: Int = 0, delegated: [String: [String: Int]] = [:]
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -182,11 +182,34 @@ struct PrometheusExposition {
       out.lines.append("thumbd_stage_seconds_sum{stage=\"\(stage)\"} \(histogram.sum)")
       out.sample("thumbd_stage_seconds_count{stage=\"\(stage)\"}", histogram.count)
     }
+    out.family(
+      "thumbd_thumbnailer_runs_total", "counter",
+      "Installed thumbnailer runs in the sandbox, by entry file and outcome.")
+    for (entry, outcomes) in delegated.sorted(by: { $0.key < $1.key }) {
+      for (outcome, count) in outcomes.sorted(by: { $0.key < $1.key }) {
+        out.sample(
+          "thumbd_thumbnailer_runs_total{entry=\"\(Self.label(entry))\",outcome=\"\(outcome)\"}",
+          count)
+      }
+    }
     out.family("thumbd_process_resident_memory_bytes", "gauge", "Resident set size.")
     out.sample("thumbd_process_resident_memory_bytes", ProcessFigures.residentBytes())
     out.family("thumbd_process_open_fds", "gauge", "Open file descriptors.")
     out.sample("thumbd_process_open_fds", ProcessFigures.openDescriptors())
     return out.lines.joined(separator: "\n") + "\n"
+  }
+
+  /// A label value from a name thumbd does not choose (an entry's file name): letters, digits,
+  /// `.`, `-` and `_` kept, anything else `_`.
+  static func label(_ text: String) -> String {
+    String(
+      String.UnicodeScalarView(
+        text.unicodeScalars.prefix(128).map {
+          $0.isASCII
+            && ($0.properties.isAlphabetic || ("0"..."9").contains($0)
+              || ".-_".unicodeScalars.contains($0))
+            ? $0 : "_"
+        }))
   }
 
   private mutating func family(_ name: String, _ type: String, _ help: String) {
