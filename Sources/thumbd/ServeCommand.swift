@@ -29,7 +29,8 @@ enum ServeCommand {
 
       Endpoints: GET /v1/thumbnail?url=&w=&h=&scale=&fit=&format=&quality=,
       GET /v1/session (upgrade to the session protocol), GET /healthz, GET /metrics.
-      SIGTERM or SIGINT stops accepting and drains; SIGHUP reopens the log file.
+      SIGTERM or SIGINT stops accepting and drains; SIGHUP reopens the log file and reads
+      the installed thumbnailer entries again.
       Under systemd socket activation (LISTEN_FDS) the passed sockets are used.
 
       Options (each is also a config key and a THUMBD_... variable):
@@ -113,6 +114,7 @@ enum ServeCommand {
         } catch {
           printError("thumbd: cannot reopen the log file: \(error)")
         }
+        daemon.reload()
       } else {
         logger.log(.info, "draining", ["signal": number == SIGTERM ? "TERM" : "INT"])
         daemon.stop(drainTimeout: drainTimeout)

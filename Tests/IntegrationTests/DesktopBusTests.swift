@@ -869,6 +869,46 @@ extension InstalledThumbnailersBusTests {
   }
 }
 
+extension InstalledThumbnailersBusTests {
+  @Test(
+    "an entry installed while the daemon runs is used after SIGHUP; before it, the type is refused without a fail entry"
+  )
+  func reloadOnHangUp() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let share = directory + "/share"
+    try FileManager.default.createDirectory(
+      atPath: share + "/thumbnailers", withIntermediateDirectories: true)
+    let setup = try await DesktopBusTests.Setup(withDaemon: false)
+    defer { setup.stop() }
+    try FileManager.default.createDirectory(
+      atPath: setup.directory + "/d", withIntermediateDirectories: true)
+    let daemon = try await TestDaemon.start(
+      ["--dbus", setup.address, "--decode-threads", "2"], directory: setup.directory + "/d",
+      environment: ["XDG_CACHE_HOME": setup.cacheHome, "XDG_DATA_DIRS": share])
+    defer { daemon.stop() }
+    chmod(setup.files, 0o755)
+    chmod(setup.directory, 0o755)
+    let program = Self.hostile(secret: "", port: 0)["lying-header"]!
+      .replacingOccurrences(
+        of: "data = png(64, 64, b'\\0' * 100)",
+        with: "data = png(8, 8, b''.join(b'\\0' + b'\\x80' * 24 for _ in range(8)))")
+    let path = setup.files + "/late.type"
+    try program.write(toFile: path, atomically: false, encoding: .utf8)
+    chmod(path, 0o644)
+    let ask = DesktopBusTests.request(
+      "late", [path], extra: ["mime_types": ["application/x-thumbd-slow"]])
+    let before = try #require(try await setup.client([ask], name: "before").requests["late"])
+    #expect(before.errors.map(\.code) == [0], "\(before.errors)")
+    #expect(!FileManager.default.fileExists(atPath: setup.cache + "/fail"))
+    try Self.slowEntry.write(
+      toFile: share + "/thumbnailers/late.thumbnailer", atomically: false, encoding: .utf8)
+    kill(daemon.pid, SIGHUP)
+    await eventually("the entries are read again") { daemon.log.contains("reloaded") }
+    let after = try #require(try await setup.client([ask], name: "after").requests["late"])
+    #expect(after.ready == [DesktopBusTests.uri(path)], "\(after.errors)")
+  }
+}
+
 /// Processes on this machine by what their command line holds.
 enum SandboxTestsProcesses {
   static func holding(_ marker: String) -> Int {

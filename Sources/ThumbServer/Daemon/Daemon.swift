@@ -19,6 +19,8 @@ public final class Daemon: Sendable {
   public let config: DaemonConfig
   /// The desktop's thumbnail services on D-Bus, when `dbus` names a bus.
   package let desktop: DesktopBus?
+  /// The installed thumbnailers the desktop's services run, when a sandbox works here.
+  package let delegation: DesktopDelegation?
   private let logger: Logger
 
   /// Builds everything `config` describes; nothing listens yet. `version` names the daemon
@@ -45,6 +47,7 @@ public final class Daemon: Sendable {
         ["path": config.cmykProfile, "fallback": "CMYK JPEGs without a profile use a formula"])
     }
     let delegation = config.dbus.isEmpty ? nil : Self.delegation(logger: logger)
+    self.delegation = delegation
     desktop = try Self.desktopBus(config, pipeline, version: version, delegation: delegation)
     let signing = try Self.signing(config)
     let refusesUnsigned = signing != nil && !config.allowUnsignedTCP
@@ -121,6 +124,16 @@ public final class Daemon: Sendable {
       logger.log(.warn, "dbus_ended", ["reason": reason])
       stop(drainTimeout: config.drainTimeout)
     }
+  }
+
+  /// Reads what may have changed on disk since start (on SIGHUP): the installed thumbnailer
+  /// entries. `GetSupported` keeps the list it had at start.
+  public func reload() {
+    guard let delegation else { return }
+    delegation.reload()
+    logger.log(
+      .info, "installed_thumbnailers",
+      ["types": String(delegation.mediaTypes.count), "reloaded": "true"])
   }
 
   /// Stops accepting and lets work in flight finish for up to `drainTimeout` seconds; desktop
