@@ -29,18 +29,7 @@ public struct InstalledThumbnailers: Sendable {
   /// The folders to read, in order of precedence, from the environment as the XDG Base
   /// Directory Specification defines them.
   public static func folders(environment: [String: String]) -> [String] {
-    let home = environment["HOME"] ?? ""
-    var dataHome = environment["XDG_DATA_HOME"] ?? ""
-    if !dataHome.hasPrefix("/") { dataHome = home.isEmpty ? "" : home + "/.local/share" }
-    var dataDirs = (environment["XDG_DATA_DIRS"] ?? "").split(separator: ":").map(String.init)
-      .filter { $0.hasPrefix("/") }
-    if dataDirs.isEmpty { dataDirs = ["/usr/local/share", "/usr/share"] }
-    var folders: [String] = []
-    for folder in ([dataHome].filter { !$0.isEmpty } + dataDirs) {
-      let path = folder.hasSuffix("/") ? folder + "thumbnailers" : folder + "/thumbnailers"
-      if !folders.contains(path) { folders.append(path) }
-    }
-    return folders
+    SystemFiles.dataFolders(environment: environment).map { $0 + "/thumbnailers" }
   }
 
   /// Reads the entries in `folders`. `isOwn` says whether a program is thumbd itself.

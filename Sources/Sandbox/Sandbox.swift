@@ -63,6 +63,23 @@ public final class Sandbox: Sendable {
     return (getuid() == 0 ? "/run" : "/tmp") + "/thumbd-sandbox-\(getuid())"
   }
 
+  /// Whether a child can be given the file at `path` (absolute): always for the daemon's own
+  /// user; under root, where children run as `nobody`, only when every folder on the way
+  /// lets others pass and the file lets others read (bubblewrap binds it by its path).
+  public func canReach(_ path: String) -> Bool {
+    guard runAs != nil else { return true }
+    var folder = ""
+    let parts = path.split(separator: "/")
+    for (index, part) in parts.enumerated() {
+      folder += "/" + part
+      var status = stat()
+      guard stat(folder, &status) == 0 else { return false }
+      let last = index == parts.count - 1
+      guard status.st_mode & (last ? S_IROTH : S_IXOTH) != 0 else { return false }
+    }
+    return true
+  }
+
   /// The first `bwrap` on the standard program folders, or nil.
   public static func findBubblewrap() -> String? {
     ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].first { access($0, X_OK) == 0 }

@@ -5,6 +5,26 @@
 /// The few file-system and process calls the daemon needs, over POSIX (see `SystemThread`
 /// for why not Foundation).
 public enum SystemFiles {
+  /// The XDG data folders in order of precedence, as the XDG Base Directory Specification
+  /// defines them: `$XDG_DATA_HOME` (default `~/.local/share`), then each absolute entry of
+  /// `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`); no folder twice, none with a
+  /// trailing slash.
+  public static func dataFolders(environment: [String: String]) -> [String] {
+    let home = environment["HOME"] ?? ""
+    var dataHome = environment["XDG_DATA_HOME"] ?? ""
+    if !dataHome.hasPrefix("/") { dataHome = home.isEmpty ? "" : home + "/.local/share" }
+    var dataDirs = (environment["XDG_DATA_DIRS"] ?? "").split(separator: ":").map(String.init)
+      .filter { $0.hasPrefix("/") }
+    if dataDirs.isEmpty { dataDirs = ["/usr/local/share", "/usr/share"] }
+    var folders: [String] = []
+    for folder in [dataHome].filter({ !$0.isEmpty }) + dataDirs {
+      var path = folder
+      while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+      if !folders.contains(path) { folders.append(path) }
+    }
+    return folders
+  }
+
   /// The whole file at `path`, at most `limit` bytes (nil if it is larger, missing or
   /// unreadable). Only regular files are read: a FIFO would block.
   public static func read(_ path: String, limit: Int = 64 << 20) -> [UInt8]? {

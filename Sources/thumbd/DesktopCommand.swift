@@ -1,5 +1,6 @@
 import ImagePipeline
 import Synchronization
+import ThumbServer
 import ThumbSystem
 
 #if canImport(Glibc)
@@ -27,6 +28,10 @@ enum DesktopCommand {
     changed since, or a fractional MTime GLib refuses) are made anew. A file
     that cannot be thumbnailed gets an entry in fail/thumbd-VERSION/, honoured
     until the file changes. Sources smaller than a flavor are not enlarged.
+
+    Files of the types thumbd does not decode (videos, PDFs, SVG, TIFF, BMP,
+    fonts...) are made by the installed thumbnailers (*.thumbnailer entries),
+    each run in a bubblewrap sandbox; their type comes from the file's name.
 
     Options:
       --flavors LIST    normal (128), large (256), x-large (512), xx-large
@@ -85,6 +90,9 @@ enum DesktopCommand {
     let maker = DesktopThumbnailer(
       cache: cache, thumbnailer: Thumbnailer(limits: options.limits),
       maxSourceBytes: options.maxSourceBytes)
+    // The types thumbd does not decode go to the installed thumbnailers, in a sandbox: set
+    // up when the first such file comes.
+    let installed = LazyDelegation(environment: SystemFiles.environment)
     let inputs = InputList(paths, excluding: InputList.Identity(directory))
     let report = options.report("thumbd desktop", jobs: inputs.files.count, inputs: inputs)
     let next = Atomic<Int>(0)
@@ -96,7 +104,13 @@ enum DesktopCommand {
         guard index < files.count else { return }
         let file = files[index]
         let path = SystemFiles.absolutePath(file.path)
-        switch maker.thumbnail(path: path, flavors: flavors) {
+        var outcome = maker.thumbnail(path: path, flavors: flavors)
+        if case .refused(let kind, _) = outcome, kind == "unsupported_format",
+          let delegated = installed.thumbnail(path: path, flavors: flavors, maker: maker)
+        {
+          outcome = delegated
+        }
+        switch outcome {
         case .made(let entries):
           report.made(file.path, entries.values.sorted().joined(separator: ", "))
         case .cached: report.skipped(file.path, .cached)
@@ -151,5 +165,37 @@ enum DesktopCommand {
     options.inputs += cursor.operands
     guard !options.inputs.isEmpty else { throw .init(message: "no INPUT given") }
     return options
+  }
+}
+
+/// The installed thumbnailers for `thumbd desktop`, found and probed once, when the first file
+/// of a type thumbd does not decode comes (a run of photos never starts bubblewrap).
+private final class LazyDelegation: Sendable {
+  private let environment: [String: String]
+  private let state = Mutex<(globs: MediaTypeGlobs, delegation: DesktopDelegation?)?>(nil)
+
+  init(environment: [String: String]) { self.environment = environment }
+
+  /// The outcome of the file at `path` by the entry for its type (from its name), or nil
+  /// when there is none or no sandbox works here (said once, on standard error).
+  func thumbnail(
+    path: String, flavors: Set<FreedesktopCache.Flavor>, maker: DesktopThumbnailer
+  ) -> DesktopThumbnailer.Outcome? {
+    let (globs, delegation) = state.withLock { state in
+      if let state { return state }
+      let globs = MediaTypeGlobs.load(environment: environment)
+      var delegation: DesktopDelegation?
+      switch DesktopDelegation.installed(environment: environment) {
+      case .success(let found): delegation = found
+      case .failure(let reason):
+        printError("thumbd desktop: installed thumbnailers are not used: \(reason.text)")
+      }
+      state = (globs, delegation)
+      return (globs, delegation)
+    }
+    guard let delegation, let name = path.split(separator: "/").last,
+      let type = globs.type(ofName: String(name))
+    else { return nil }
+    return delegation.thumbnailWaiting(path: path, flavors: flavors, mediaType: type, maker: maker)
   }
 }

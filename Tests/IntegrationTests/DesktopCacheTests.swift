@@ -224,3 +224,90 @@ struct DesktopCacheTests {
     #expect(run.standardError.contains(": not_allowed: the file is in a thumbnail cache"))
   }
 }
+
+/// `thumbd desktop` and the installed thumbnailers (issue 53).
+@Suite("Desktop cache: installed thumbnailers")
+struct DesktopCacheDelegationTests {
+  @Test(
+    "the CLI makes BMP and TIFF thumbnails through Debian's gdk-pixbuf entry in the sandbox; GLib finds them valid"
+  )
+  func delegatedTypes() async throws {
+    let root = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let folder = root + "/scans"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    // Reachable by the sandbox's user when the tests run as root.
+    chmod(root, 0o755)
+    chmod(folder, 0o755)
+    let bmp = folder + "/page one.bmp"
+    try Data(DelegatedBMP.bmp(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
+    let tiff = folder + "/page two.tiff"
+    try Data(Self.tiff(width: 200, height: 300)).write(to: URL(fileURLWithPath: tiff))
+    for file in [bmp, tiff] { chmod(file, 0o644) }
+    let fixture = DesktopCacheTests.Fixture(
+      root: root, photos: folder, cacheHome: root + "/cache home", images: [bmp, tiff], broken: [])
+    let run = try await DesktopCacheTests.desktop(fixture, [folder, "--flavors", "normal,large"])
+    #expect(run.status == 0, "\(run.standardError)")
+    #expect(run.standardError.contains("2 made, 0 failed"), "\(run.standardError)")
+    let glib = try await DesktopCacheTests.glib(fixture, [bmp, tiff])
+    for (file, type, shape) in [(bmp, "image/bmp", (256, 171)), (tiff, "image/tiff", (171, 256))] {
+      let answer = try #require(glib[file])
+      #expect(answer.valid == true, "\(file): \(answer)")
+      let entry = fixture.cache + "/large/" + FreedesktopCache.fileName(forURI: answer.uri)
+      let keys = try #require(FreedesktopCache.texts(ofEntry: entry))
+      #expect(keys["Thumb::Mimetype"] == type)
+      let picture = try Thumbnailer().decodeFullResolution(contentsOf: entry)
+      #expect((picture.width, picture.height) == shape)
+    }
+  }
+
+  @Test(
+    "a file the sandbox's user cannot read: under root refused as unreadable, with no fail entry; under its own user made"
+  )
+  func unreachableUnderRoot() async throws {
+    let root = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let folder = root + "/private"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    chmod(root, 0o755)
+    chmod(folder, 0o700)
+    let bmp = folder + "/own.bmp"
+    try Data(DelegatedBMP.bmp(width: 64, height: 64)).write(to: URL(fileURLWithPath: bmp))
+    chmod(bmp, 0o600)
+    let fixture = DesktopCacheTests.Fixture(
+      root: root, photos: folder, cacheHome: root + "/cache home", images: [bmp], broken: [])
+    let run = try await DesktopCacheTests.desktop(fixture, [bmp])
+    if getuid() == 0 {
+      #expect(run.status == 1)
+      #expect(run.standardError.contains("cannot read this file"), "\(run.standardError)")
+      #expect(!FileManager.default.fileExists(atPath: fixture.cache + "/fail"))
+    } else {
+      #expect(run.status == 0, "\(run.standardError)")
+    }
+  }
+
+  /// An uncompressed baseline RGB TIFF (little-endian, one strip), a gradient.
+  static func tiff(width: Int, height: Int) -> [UInt8] {
+    func le(_ value: Int, _ count: Int) -> [UInt8] {
+      (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
+    }
+    let entries: [(tag: Int, type: Int, count: Int, value: Int)] = [
+      (256, 3, 1, width), (257, 3, 1, height), (258, 3, 3, 0), (259, 3, 1, 1), (262, 3, 1, 2),
+      (273, 4, 1, 0), (277, 3, 1, 3), (278, 3, 1, height), (279, 4, 1, width * height * 3),
+    ]
+    let ifdSize = 2 + entries.count * 12 + 4
+    let bitsOffset = 8 + ifdSize
+    let pixelsOffset = bitsOffset + 6
+    var bytes: [UInt8] = Array("II".utf8) + le(42, 2) + le(8, 4) + le(entries.count, 2)
+    for entry in entries {
+      let value =
+        entry.tag == 258 ? bitsOffset : entry.tag == 273 ? pixelsOffset : entry.value
+      bytes += le(entry.tag, 2) + le(entry.type, 2) + le(entry.count, 4) + le(value, 4)
+    }
+    bytes += le(0, 4) + le(8, 2) + le(8, 2) + le(8, 2)
+    for y in 0..<height {
+      for x in 0..<width { bytes += [UInt8(x * 255 / width), UInt8(y * 255 / height), 60] }
+    }
+    return bytes
+  }
+}

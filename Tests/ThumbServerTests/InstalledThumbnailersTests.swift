@@ -1,5 +1,6 @@
 import Foundation
 import Sandbox
+@testable import ThumbServer
 import Testing
 
 @testable import TestSupport
@@ -177,5 +178,48 @@ struct InstalledThumbnailersTests {
       InstalledThumbnailers.folders(
         environment: ["HOME": "/home/u", "XDG_DATA_HOME": "/d", "XDG_DATA_DIRS": "/a/:relative:/b"])
         == ["/d/thumbnailers", "/a/thumbnailers", "/b/thumbnailers"])
+  }
+}
+
+/// A file's MIME type from its name, for `thumbd desktop` (issue 53).
+@Suite("MIME types from names")
+struct MediaTypeGlobsTests {
+  @Test("the highest weight wins, then the longest pattern; case matters only where a pattern says cs")
+  func globs() {
+    var globs = MediaTypeGlobs()
+    globs.add(
+      """
+      # comment
+      50:image/bmp:*.bmp
+      50:application/x-compressed-tar:*.tar.gz
+      50:application/gzip:*.gz
+      60:text/x-makefile:Makefile:cs
+      50:text/x-c:*.C:cs
+      50:text/x-csrc:*.c
+      40:video/x-matroska:*.mkv
+      55:video/webm:*.mkv
+      50:image/x-weird:*.[ab]c
+      broken line
+      900:image/too-heavy:*.heavy
+      """)
+    #expect(globs.type(ofName: "scan.BMP") == "image/bmp")
+    #expect(globs.type(ofName: "a.tar.gz") == "application/x-compressed-tar")
+    #expect(globs.type(ofName: "a.gz") == "application/gzip")
+    #expect(globs.type(ofName: "Makefile") == "text/x-makefile")
+    #expect(globs.type(ofName: "makefile") == nil)
+    #expect(globs.type(ofName: "x.C") == "text/x-c")
+    #expect(globs.type(ofName: "x.c") == "text/x-csrc")
+    #expect(globs.type(ofName: "clip.mkv") == "video/webm")
+    #expect(globs.type(ofName: "x.ac") == nil)
+    #expect(globs.type(ofName: "x.heavy") == nil)
+    #expect(globs.type(ofName: "noextension") == nil)
+  }
+
+  @Test("this machine's database names the types the installed entries claim")
+  func installedDatabase() {
+    let globs = MediaTypeGlobs.load(environment: ["HOME": "/nonexistent"])
+    #expect(globs.type(ofName: "x.bmp") == "image/bmp")
+    #expect(globs.type(ofName: "x.tiff") == "image/tiff")
+    #expect(globs.type(ofName: "x.svg") == "image/svg+xml")
   }
 }

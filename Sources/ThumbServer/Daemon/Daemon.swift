@@ -168,22 +168,13 @@ public final class Daemon: Sendable {
   /// The installed thumbnailers, for the types thumbd does not decode, when a sandbox works
   /// here; otherwise a warning says why none is used.
   private static func delegation(logger: Logger) -> DesktopDelegation? {
-    let environment = SystemFiles.environment
-    guard let bwrap = Sandbox.findBubblewrap() else {
-      logger.log(
-        .warn, "installed_thumbnailers_unused",
-        ["reason": "bubblewrap is not installed", "advice": "install the bubblewrap package"])
+    let delegation: DesktopDelegation
+    switch DesktopDelegation.installed(environment: SystemFiles.environment) {
+    case .failure(let reason):
+      logger.log(.warn, "installed_thumbnailers_unused", ["reason": reason.text])
       return nil
+    case .success(let found): delegation = found
     }
-    let sandbox = Sandbox(
-      bwrap: bwrap, workFolder: Sandbox.defaultWorkFolder(environment: environment))
-    if let problem = sandbox.probe() {
-      logger.log(.warn, "installed_thumbnailers_unused", ["reason": problem])
-      return nil
-    }
-    let delegation = DesktopDelegation(
-      sandbox: sandbox, folders: InstalledThumbnailers.folders(environment: environment),
-      native: SourceFormat.desktopMediaTypes)
     for (source, reason) in delegation.skipped {
       logger.log(.info, "thumbnailer_entry_skipped", ["entry": source, "reason": reason])
     }

@@ -85,6 +85,40 @@ package final class DesktopDelegation: DesktopDelegate {
     }
   }
 
+  /// As `thumbnail(path:flavors:mediaType:maker:)`, blocking the calling thread (the CLI's
+  /// workers), with no cancellation but the deadline.
+  package func thumbnailWaiting(
+    path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
+    maker: DesktopThumbnailer
+  ) -> DesktopThumbnailer.Outcome? {
+    guard handles(mediaType), let usable = installed.withLock({ $0.byType[mediaType.lowercased()] })
+    else { return nil }
+    return make(path, flavors, mediaType, usable, maker, SandboxCancellation())
+  }
+
+  /// The installed thumbnailers of this environment, run in a sandbox in the default work
+  /// folder; or why there are none (no bubblewrap, or it cannot make a sandbox here).
+  package static func installed(
+    environment: [String: String]
+  ) -> Result<DesktopDelegation, UnusableReason> {
+    guard let bwrap = Sandbox.findBubblewrap() else {
+      return .failure(UnusableReason(text: "bubblewrap is not installed (the bubblewrap package)"))
+    }
+    let sandbox = Sandbox(
+      bwrap: bwrap, workFolder: Sandbox.defaultWorkFolder(environment: environment))
+    if let problem = sandbox.probe() { return .failure(UnusableReason(text: problem)) }
+    return .success(
+      DesktopDelegation(
+        sandbox: sandbox, folders: InstalledThumbnailers.folders(environment: environment),
+        native: SourceFormat.desktopMediaTypes))
+  }
+
+  /// Why installed thumbnailers cannot be used here.
+  package struct UnusableReason: Error {
+    /// The reason, in words.
+    package let text: String
+  }
+
   /// The blocking part: open and check once, run the entry on that descriptor, decode what
   /// it wrote.
   func make(
@@ -98,6 +132,14 @@ package final class DesktopDelegation: DesktopDelegate {
     case .success(let file): opened = file
     }
     if DesktopThumbnailer.isNative(opened) { return nil }
+    // Not the file's fault: no fail entry.
+    guard sandbox.canReach(path) else {
+      return .refused(
+        kind: "io",
+        message:
+          "thumbd runs as root and its sandbox as nobody, who cannot read this file: run thumbd as the file's user"
+      )
+    }
     let largest = opened.wanted[0]
     let descriptor = opened.descriptor
     let name = String(path.split(separator: "/").last ?? "")
