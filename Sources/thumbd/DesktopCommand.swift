@@ -36,6 +36,10 @@ enum DesktopCommand {
     Options:
       --flavors LIST    normal (128), large (256), x-large (512), xx-large
                         (1024), comma-separated. Default: normal,large.
+                        What desktops ask for: Thunar normal or large by zoom
+                        level, and xx-large for its preview pane; Nautilus
+                        large, and x-large at display scale 2; Dolphin the
+                        flavor nearest its zoom level.
       --cache-dir DIR   The cache. Default: $XDG_CACHE_HOME/thumbnails, or
                         ~/.cache/thumbnails.
       --jobs N          Files at a time. Default: the number of cores.

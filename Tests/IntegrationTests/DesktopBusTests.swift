@@ -637,17 +637,20 @@ struct InstalledThumbnailersBusTests {
     MimeType=application/x-thumbd-hostile;
     """
 
+  /// Python that writes PNGs: `png(width, height, rows)`.
+  static let pngPrelude = """
+    import struct, zlib, sys
+    def png(width, height, rows):
+        def chunk(kind, data):
+            return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+        return (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0))
+                + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
+
+    """
+
   /// The hostile programs: each tries its escape, then writes what it writes.
   static func hostile(secret: String, port: Int32) -> [String: String] {
-    let png = """
-      import struct, zlib, sys
-      def png(width, height, rows):
-          def chunk(kind, data):
-              return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
-          return (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0))
-                  + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
-
-      """
+    let png = pngPrelude
     return [
       "secret": png + """
         try:
@@ -688,6 +691,54 @@ struct InstalledThumbnailersBusTests {
     ]
   }
 
+  /// A bus, thumbd on it reading thumbnailer entries from a folder of the test's own (and
+  /// then, with `system`, /usr/share's), and the files' folder reachable by the sandbox's
+  /// user (`nobody`, when the tests run as root).
+  struct Bench {
+    let setup: DesktopBusTests.Setup
+    let daemon: TestDaemon
+    /// The test's own `thumbnailers` folder.
+    let entries: String
+
+    func stop() {
+      daemon.stop()
+      setup.stop()
+    }
+  }
+
+  /// `entries` (file name to text) installed, and thumbd started with `decodeThreads`.
+  static func start(
+    entries: [String: String], system: Bool = true, decodeThreads: Int = 2
+  ) async throws -> Bench {
+    let setup = try await DesktopBusTests.Setup(withDaemon: false)
+    let share = setup.directory + "/share"
+    let folder = share + "/thumbnailers"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    for (name, text) in entries {
+      try text.write(toFile: folder + "/" + name, atomically: false, encoding: .utf8)
+    }
+    try FileManager.default.createDirectory(
+      atPath: setup.directory + "/d", withIntermediateDirectories: true)
+    let daemon = try await TestDaemon.start(
+      ["--dbus", setup.address, "--decode-threads", String(decodeThreads)],
+      directory: setup.directory + "/d",
+      environment: [
+        "XDG_CACHE_HOME": setup.cacheHome, "XDG_DATA_DIRS": share + (system ? ":/usr/share" : ""),
+      ])
+    chmod(setup.files, 0o755)
+    chmod(setup.directory, 0o755)
+    return Bench(setup: setup, daemon: daemon, entries: folder)
+  }
+
+  /// A well-behaved "thumbnailer" program: after `sleeping` seconds, an 8x8 grey PNG.
+  static func picture(sleeping: Double = 0) -> String {
+    pngPrelude + """
+      import time
+      time.sleep(\(sleeping))
+      open(sys.argv[1], 'wb').write(png(8, 8, b''.join(b'\\0' + b'\\x80' * 24 for _ in range(8))))
+      """
+  }
+
   @Test(
     "a BMP goes to Debian's gdk-pixbuf entry in the sandbox and its entry is valid; GetSupported lists the delegated types"
   )
@@ -695,7 +746,7 @@ struct InstalledThumbnailersBusTests {
     let setup = try await DesktopBusTests.Setup()
     defer { setup.stop() }
     let bmp = setup.files + "/a scan.bmp"
-    try Data(DelegatedBMP.bmp(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
+    try Data(DelegatedFixtures.bmp(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
     chmod(bmp, 0o644)
     chmod(setup.files, 0o755)
     chmod(setup.directory, 0o755)
@@ -736,28 +787,15 @@ struct InstalledThumbnailersBusTests {
     "a hostile entry's escapes fail: no secret, no connection, no giant decode, no link followed; each file gets Error and a fail entry, and the daemon stays up"
   )
   func hostileEntry() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let share = directory + "/share"
-    try FileManager.default.createDirectory(
-      atPath: share + "/thumbnailers", withIntermediateDirectories: true)
-    try Self.hostileEntry.write(
-      toFile: share + "/thumbnailers/hostile.thumbnailer", atomically: false, encoding: .utf8)
-    let secret = directory + "/secret.txt"
+    let bench = try await Self.start(entries: ["hostile.thumbnailer": Self.hostileEntry])
+    defer { bench.stop() }
+    let (setup, daemon) = (bench.setup, bench.daemon)
+    let secret = setup.directory + "/secret.txt"
     let secretText = "secret-\(UInt64.random(in: 0...UInt64.max))"
     try secretText.write(toFile: secret, atomically: false, encoding: .utf8)
     chmod(secret, 0o644)
     let listener = ts_listen_tcp("127.0.0.1", 0, 16)
     defer { close(listener) }
-    let setup = try await DesktopBusTests.Setup(withDaemon: false)
-    defer { setup.stop() }
-    try FileManager.default.createDirectory(
-      atPath: setup.directory + "/d", withIntermediateDirectories: true)
-    let daemon = try await TestDaemon.start(
-      ["--dbus", setup.address, "--decode-threads", "2"], directory: setup.directory + "/d",
-      environment: ["XDG_CACHE_HOME": setup.cacheHome, "XDG_DATA_DIRS": share + ":/usr/share"])
-    defer { daemon.stop() }
-    chmod(setup.files, 0o755)
-    chmod(setup.directory, 0o755)
     var paths: [String] = []
     for (name, program) in Self.hostile(secret: secret, port: ts_local_port(listener)).sorted(by: {
       $0.key < $1.key
@@ -813,29 +851,11 @@ extension InstalledThumbnailersBusTests {
     "Dequeue kills the sandboxed children at once: none is left within a second, and the metrics count the kills"
   )
   func dequeueKillsChildren() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let share = directory + "/share"
-    try FileManager.default.createDirectory(
-      atPath: share + "/thumbnailers", withIntermediateDirectories: true)
-    try Self.slowEntry.write(
-      toFile: share + "/thumbnailers/slow.thumbnailer", atomically: false, encoding: .utf8)
-    let setup = try await DesktopBusTests.Setup(withDaemon: false)
-    defer { setup.stop() }
-    try FileManager.default.createDirectory(
-      atPath: setup.directory + "/d", withIntermediateDirectories: true)
-    let daemon = try await TestDaemon.start(
-      ["--dbus", setup.address, "--decode-threads", "4"], directory: setup.directory + "/d",
-      environment: ["XDG_CACHE_HOME": setup.cacheHome, "XDG_DATA_DIRS": share + ":/usr/share"])
-    defer { daemon.stop() }
-    chmod(setup.files, 0o755)
-    chmod(setup.directory, 0o755)
-    let program = Self.hostile(secret: "", port: 0)["lying-header"]!
-      .replacingOccurrences(
-        of: "data = png(64, 64, b'\\0' * 100)",
-        with:
-          "import time\ntime.sleep(0.3)\ndata = png(8, 8, b''.join(b'\\0' + b'\\x80' * 24 for _ in range(8)))"
-      )
-    #expect(program.contains("time.sleep"))
+    let bench = try await Self.start(
+      entries: ["slow.thumbnailer": Self.slowEntry], decodeThreads: 4)
+    defer { bench.stop() }
+    let (setup, daemon) = (bench.setup, bench.daemon)
+    let program = Self.picture(sleeping: 0.3)
     // The extension names the children: their command lines hold /thumbd/input.slowpoke.
     var paths: [String] = []
     for index in 0..<200 {
@@ -855,7 +875,7 @@ extension InstalledThumbnailersBusTests {
       request.ready.count >= 10 && request.ready.count < 40,
       "\(request.ready.count) \(request.errors.prefix(3))")
     await eventually("no child left") {
-      SandboxTestsProcesses.holding("/thumbd/input.slowpoke") == 0
+      DelegatedFixtures.processes(holding: "/thumbd/input.slowpoke") == 0
     }
     #expect(dequeued.duration(to: .now) < .seconds(1))
     let cancelled =
@@ -874,24 +894,10 @@ extension InstalledThumbnailersBusTests {
     "an entry installed while the daemon runs is used after SIGHUP; before it, the type is refused without a fail entry"
   )
   func reloadOnHangUp() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let share = directory + "/share"
-    try FileManager.default.createDirectory(
-      atPath: share + "/thumbnailers", withIntermediateDirectories: true)
-    let setup = try await DesktopBusTests.Setup(withDaemon: false)
-    defer { setup.stop() }
-    try FileManager.default.createDirectory(
-      atPath: setup.directory + "/d", withIntermediateDirectories: true)
-    let daemon = try await TestDaemon.start(
-      ["--dbus", setup.address, "--decode-threads", "2"], directory: setup.directory + "/d",
-      environment: ["XDG_CACHE_HOME": setup.cacheHome, "XDG_DATA_DIRS": share])
-    defer { daemon.stop() }
-    chmod(setup.files, 0o755)
-    chmod(setup.directory, 0o755)
-    let program = Self.hostile(secret: "", port: 0)["lying-header"]!
-      .replacingOccurrences(
-        of: "data = png(64, 64, b'\\0' * 100)",
-        with: "data = png(8, 8, b''.join(b'\\0' + b'\\x80' * 24 for _ in range(8)))")
+    let bench = try await Self.start(entries: [:], system: false)
+    defer { bench.stop() }
+    let (setup, daemon) = (bench.setup, bench.daemon)
+    let program = Self.picture()
     let path = setup.files + "/late.type"
     try program.write(toFile: path, atomically: false, encoding: .utf8)
     chmod(path, 0o644)
@@ -901,41 +907,10 @@ extension InstalledThumbnailersBusTests {
     #expect(before.errors.map(\.code) == [0], "\(before.errors)")
     #expect(!FileManager.default.fileExists(atPath: setup.cache + "/fail"))
     try Self.slowEntry.write(
-      toFile: share + "/thumbnailers/late.thumbnailer", atomically: false, encoding: .utf8)
+      toFile: bench.entries + "/late.thumbnailer", atomically: false, encoding: .utf8)
     kill(daemon.pid, SIGHUP)
     await eventually("the entries are read again") { daemon.log.contains("reloaded") }
     let after = try #require(try await setup.client([ask], name: "after").requests["late"])
     #expect(after.ready == [DesktopBusTests.uri(path)], "\(after.errors)")
-  }
-}
-
-/// Processes on this machine by what their command line holds.
-enum SandboxTestsProcesses {
-  static func holding(_ marker: String) -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { entry in
-      guard Int(entry) != nil,
-        let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
-      else { return false }
-      return line.range(of: Data(marker.utf8)) != nil
-    }.count ?? 0
-  }
-}
-
-/// A BMP for the delegated tests: a gradient, so a thumbnail of the wrong file shows.
-enum DelegatedBMP {
-  static func bmp(width: Int, height: Int) -> [UInt8] {
-    let row = (width * 3 + 3) / 4 * 4
-    func le(_ value: Int, _ count: Int) -> [UInt8] {
-      (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
-    }
-    var bytes: [UInt8] = Array("BM".utf8) + le(54 + row * height, 4) + le(0, 4) + le(54, 4)
-    bytes += le(40, 4) + le(width, 4) + le(height, 4) + le(1, 2) + le(24, 2) + le(0, 4)
-    bytes += le(row * height, 4) + le(2835, 4) + le(2835, 4) + le(0, 4) + le(0, 4)
-    for y in 0..<height {
-      var line: [UInt8] = []
-      for x in 0..<width { line += [UInt8(x * 255 / width), UInt8(y * 255 / height), 120] }
-      bytes += line + [UInt8](repeating: 0, count: row - width * 3)
-    }
-    return bytes
   }
 }

@@ -240,9 +240,9 @@ struct DesktopCacheDelegationTests {
     chmod(root, 0o755)
     chmod(folder, 0o755)
     let bmp = folder + "/page one.bmp"
-    try Data(DelegatedBMP.bmp(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
+    try Data(DelegatedFixtures.bmp(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
     let tiff = folder + "/page two.tiff"
-    try Data(Self.tiff(width: 200, height: 300)).write(to: URL(fileURLWithPath: tiff))
+    try Data(DelegatedFixtures.tiff(width: 200, height: 300)).write(to: URL(fileURLWithPath: tiff))
     for file in [bmp, tiff] { chmod(file, 0o644) }
     let fixture = DesktopCacheTests.Fixture(
       root: root, photos: folder, cacheHome: root + "/cache home", images: [bmp, tiff], broken: [])
@@ -272,7 +272,7 @@ struct DesktopCacheDelegationTests {
     chmod(root, 0o755)
     chmod(folder, 0o700)
     let bmp = folder + "/own.bmp"
-    try Data(DelegatedBMP.bmp(width: 64, height: 64)).write(to: URL(fileURLWithPath: bmp))
+    try Data(DelegatedFixtures.bmp(width: 64, height: 64)).write(to: URL(fileURLWithPath: bmp))
     chmod(bmp, 0o600)
     let fixture = DesktopCacheTests.Fixture(
       root: root, photos: folder, cacheHome: root + "/cache home", images: [bmp], broken: [])
@@ -284,30 +284,5 @@ struct DesktopCacheDelegationTests {
     } else {
       #expect(run.status == 0, "\(run.standardError)")
     }
-  }
-
-  /// An uncompressed baseline RGB TIFF (little-endian, one strip), a gradient.
-  static func tiff(width: Int, height: Int) -> [UInt8] {
-    func le(_ value: Int, _ count: Int) -> [UInt8] {
-      (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
-    }
-    let entries: [(tag: Int, type: Int, count: Int, value: Int)] = [
-      (256, 3, 1, width), (257, 3, 1, height), (258, 3, 3, 0), (259, 3, 1, 1), (262, 3, 1, 2),
-      (273, 4, 1, 0), (277, 3, 1, 3), (278, 3, 1, height), (279, 4, 1, width * height * 3),
-    ]
-    let ifdSize = 2 + entries.count * 12 + 4
-    let bitsOffset = 8 + ifdSize
-    let pixelsOffset = bitsOffset + 6
-    var bytes: [UInt8] = Array("II".utf8) + le(42, 2) + le(8, 4) + le(entries.count, 2)
-    for entry in entries {
-      let value =
-        entry.tag == 258 ? bitsOffset : entry.tag == 273 ? pixelsOffset : entry.value
-      bytes += le(entry.tag, 2) + le(entry.type, 2) + le(entry.count, 4) + le(value, 4)
-    }
-    bytes += le(0, 4) + le(8, 2) + le(8, 2) + le(8, 2)
-    for y in 0..<height {
-      for x in 0..<width { bytes += [UInt8(x * 255 / width), UInt8(y * 255 / height), 60] }
-    }
-    return bytes
   }
 }

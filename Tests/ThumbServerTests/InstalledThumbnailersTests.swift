@@ -1,7 +1,7 @@
 import Foundation
 import Sandbox
-@testable import ThumbServer
 import Testing
+import ThumbServer
 
 @testable import TestSupport
 
@@ -184,7 +184,8 @@ struct InstalledThumbnailersTests {
 /// A file's MIME type from its name, for `thumbd desktop` (issue 53).
 @Suite("MIME types from names")
 struct MediaTypeGlobsTests {
-  @Test("the highest weight wins, then the longest pattern; case matters only where a pattern says cs")
+  @Test(
+    "the highest weight wins, then the longest pattern; case matters only where a pattern says cs")
   func globs() {
     var globs = MediaTypeGlobs()
     globs.add(

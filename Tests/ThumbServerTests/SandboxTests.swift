@@ -246,16 +246,6 @@ struct SandboxTests {
     #expect(seen <= 4, "\(report)")
   }
 
-  /// Processes on the host whose command line holds `marker`.
-  static func processes(holding marker: String) -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { entry in
-      guard Int(entry) != nil,
-        let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
-      else { return false }
-      return line.range(of: Data(marker.utf8)) != nil
-    }.count ?? 0
-  }
-
   @Test("a fork bomb is held to the process limit, and no process of it outlives the run")
   func forkBomb() async throws {
     let bench = try Bench()
@@ -282,7 +272,9 @@ struct SandboxTests {
     let made = report.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? .max
     #expect(made < Self.limits.processes, "\(report)")
     #expect(run.outcome == .timedOut)
-    await eventually("no process of the bomb left") { Self.processes(holding: marker) == 0 }
+    await eventually("no process of the bomb left") {
+      DelegatedFixtures.processes(holding: marker) == 0
+    }
   }
 
   @Test("a fork bomb at its limit in one sandbox leaves room for another sandbox's run")
@@ -304,7 +296,7 @@ struct SandboxTests {
           """, [marker])
     }
     await eventually("the bomb is at its limit") {
-      Self.processes(holding: marker) >= Self.limits.processes - 2
+      DelegatedFixtures.processes(holding: marker) >= Self.limits.processes - 2
     }
     let (run, report) = try await bench.run(Self.prelude + "note('ran')\n")
     defer { run.discard() }
@@ -370,7 +362,7 @@ struct SandboxTests {
     defer { run.discard() }
     #expect(run.outcome == .timedOut, "\(report)")
     #expect(run.elapsed >= Self.limits.deadline && run.elapsed < Self.limits.deadline + .seconds(2))
-    await eventually("no sleeper left") { Self.processes(holding: marker) == 0 }
+    await eventually("no sleeper left") { DelegatedFixtures.processes(holding: marker) == 0 }
   }
 
   @Test("cancelling the caller kills the child's group at once")
@@ -382,14 +374,14 @@ struct SandboxTests {
     let running = Task {
       try await bench.run(Self.prelude + "note('started')\ntime.sleep(3600)\n", [marker])
     }
-    await eventually("the child started") { Self.processes(holding: marker) > 0 }
+    await eventually("the child started") { DelegatedFixtures.processes(holding: marker) > 0 }
     let started = ContinuousClock.now
     running.cancel()
     let (run, _) = try await running.value
     defer { run.discard() }
     #expect(run.outcome == .cancelled)
     #expect(started.duration(to: .now) < .seconds(1))
-    await eventually("no child left") { Self.processes(holding: marker) == 0 }
+    await eventually("no child left") { DelegatedFixtures.processes(holding: marker) == 0 }
   }
 
   @Test("the input's name inside keeps only a plain extension")
@@ -406,24 +398,6 @@ struct SandboxTests {
 /// An installed thumbnailer, for real, in the sandbox (issue 53).
 @Suite("Installed thumbnailers in the sandbox")
 struct DelegatedThumbnailerTests {
-  /// A 24-bit bottom-up BMP of `width` x `height`, all `colour`.
-  static func bmp(width: Int, height: Int, colour: (UInt8, UInt8, UInt8)) -> [UInt8] {
-    let row = (width * 3 + 3) / 4 * 4
-    let size = 54 + row * height
-    func le(_ value: Int, _ count: Int) -> [UInt8] {
-      (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
-    }
-    var bytes: [UInt8] = Array("BM".utf8) + le(size, 4) + le(0, 4) + le(54, 4)
-    bytes += le(40, 4) + le(width, 4) + le(height, 4) + le(1, 2) + le(24, 2) + le(0, 4)
-    bytes += le(row * height, 4) + le(2835, 4) + le(2835, 4) + le(0, 4) + le(0, 4)
-    for _ in 0..<height {
-      var line: [UInt8] = []
-      for _ in 0..<width { line += [colour.2, colour.1, colour.0] }
-      bytes += line + [UInt8](repeating: 0, count: row - width * 3)
-    }
-    return bytes
-  }
-
   @Test(
     "Debian's gdk-pixbuf thumbnailer makes a BMP's thumbnail in the sandbox; thumbd's decoder reads it back"
   )
@@ -434,7 +408,7 @@ struct DelegatedThumbnailerTests {
       "libgdk-pixbuf2.0-bin's entry must be installed (scripts/bootstrap): \(installed.skipped)")
     let bench = try SandboxTests.Bench()
     let path = bench.folder + "/scan of a page.bmp"
-    try Data(Self.bmp(width: 400, height: 200, colour: (200, 30, 40))).write(
+    try Data(DelegatedFixtures.bmp(width: 400, height: 200)).write(
       to: URL(fileURLWithPath: path))
     chmod(path, 0o644)
     let input = open(path, O_RDONLY | O_CLOEXEC)
@@ -444,9 +418,12 @@ struct DelegatedThumbnailerTests {
     let bytes = try #require(output.bytes, "\(output.problem ?? "") \(output.run.messages)")
     let bitmap = try Thumbnailer().decodeFullResolution(of: bytes)
     #expect(bitmap.width == 128 && bitmap.height == 64)
-    let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
-    #expect(
-      abs(Int(bitmap.pixels[centre]) - 200) < 8 && abs(Int(bitmap.pixels[centre + 1]) - 30) < 8)
+    // The gradient: red grows to the right, green downwards.
+    func at(_ x: Int, _ y: Int) -> [Int] {
+      let offset = (y * bitmap.width + x) * bitmap.channels
+      return bitmap.pixels[offset..<offset + 3].map { Int($0) }
+    }
+    #expect(at(120, 32)[0] > at(8, 32)[0] + 150 && at(64, 56)[1] > at(64, 8)[1] + 120)
     #expect(!FileManager.default.fileExists(atPath: output.run.outputFolder))
   }
 }

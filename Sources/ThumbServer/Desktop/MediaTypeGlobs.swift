@@ -20,6 +20,9 @@ package struct MediaTypeGlobs: Sendable {
 
   private var patterns: [Pattern] = []
 
+  /// No patterns: no name has a type until some are added.
+  package init() {}
+
   /// The most patterns kept.
   static let maxPatterns = 65_536
 
