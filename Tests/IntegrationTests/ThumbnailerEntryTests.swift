@@ -173,11 +173,20 @@ struct ThumbnailerEntryTests {
     let arguments = files.flatMap { relative, mime in
       [pictures + "/" + URL(fileURLWithPath: relative).lastPathComponent, mime]
     }
+    // The system's data folders as the factory sees them: the MIME database and GSettings
+    // schemas, but none of the system's own thumbnailer entries (heif-thumbnailer claims HEIC
+    // and AVIF too), so a thumbnail can only come from the entry under test.
+    let system = directory + "/system share"
+    try FileManager.default.createDirectory(atPath: system, withIntermediateDirectories: true)
+    for folder in ["mime", "glib-2.0"] {
+      try FileManager.default.createSymbolicLink(
+        atPath: system + "/" + folder, withDestinationPath: "/usr/share/" + folder)
+    }
     func factory(dataHome: String) async throws -> [String: String] {
       let output = directory + "/factory-\(UUID().uuidString.prefix(6)).txt"
       let run = try await ChildProcess.runThumbd(
         [
-          "XDG_DATA_HOME=" + dataHome, "XDG_DATA_DIRS=/usr/share",
+          "XDG_DATA_HOME=" + dataHome, "XDG_DATA_DIRS=" + system,
           "XDG_CACHE_HOME=" + directory + "/cache",
           "HOME=" + directory, "/usr/bin/python3", script,
         ] + arguments, standardOutput: output, binary: "/usr/bin/env")
@@ -189,7 +198,7 @@ struct ThumbnailerEntryTests {
       }
       return answers
     }
-    // Without thumbd's entry nothing on this system thumbnails these types ...
+    // Without thumbd's entry nothing the factory sees thumbnails these types ...
     let without = try await factory(dataHome: directory + "/empty")
     // ... with it, each gets a large thumbnail (longest side 256) from thumbd in the sandbox.
     let with = try await factory(dataHome: data)

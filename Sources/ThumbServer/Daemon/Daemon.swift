@@ -162,8 +162,15 @@ public final class Daemon: Sendable {
       address: config.dbus == "session" ? "" : config.dbus,
       jobs: DesktopJobs(
         pipeline: pipeline, thumbnailer: thumbnailer, delegate: delegation),
-      window: Self.decodeThreads(config))
+      window: Self.decodeThreads(config) * (delegation == nil ? 1 : Self.childrenPerThread))
   }
+
+  /// With installed thumbnailers, the desktop service runs this many files per decode thread
+  /// at once: a sandboxed child spends most of a small file's time starting (namespaces, the
+  /// program's own start), not on a core, and a native file past the decode threads waits
+  /// for one in the pipeline's queue. Measured in docs/BENCHMARKS.md ("Installed
+  /// thumbnailers against tumbler").
+  static let childrenPerThread = 3
 
   /// The installed thumbnailers, for the types thumbd does not decode, when a sandbox works
   /// here; otherwise a warning says why none is used.
