@@ -363,3 +363,34 @@ int ts_remove_tree(const char *path, int max_depth, int max_entries) {
   if (empty_folder(directory, max_depth, &budget) != 0) return -ENOTEMPTY;
   return rmdir(path) == 0 ? 0 : -errno;
 }
+
+/* ---- watching folders ---- */
+
+#include <sys/inotify.h>
+
+int ts_watch_create(void) {
+  int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  return fd < 0 ? -errno : fd;
+}
+
+int ts_watch_folder(int watcher, const char *path) {
+  int id = inotify_add_watch(watcher, path,
+                             IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                 IN_CLOSE_WRITE | IN_ATTRIB | IN_ONLYDIR);
+  return id < 0 ? -errno : id;
+}
+
+int ts_watch_wait(int watcher, int wake_fd, int timeout_ms) {
+  struct pollfd watched[2] = {{watcher, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  int ready = poll(watched, wake_fd >= 0 ? 2 : 1, timeout_ms);
+  if (ready < 0) return errno == EINTR ? 0 : -errno;
+  if (wake_fd >= 0 && watched[1].revents) return 2;
+  if (!watched[0].revents) return 0;
+  /* The events themselves do not matter: a change is a change. Drained, bounded. */
+  char buffer[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  for (int i = 0; i < 64; i++) {
+    ssize_t n = read(watcher, buffer, sizeof buffer);
+    if (n <= 0) break;
+  }
+  return 1;
+}

@@ -891,7 +891,7 @@ extension InstalledThumbnailersBusTests {
 
 extension InstalledThumbnailersBusTests {
   @Test(
-    "an entry installed while the daemon runs is used after SIGHUP; before it, the type is refused without a fail entry"
+    "an entry installed while the daemon runs is read at once (its folder is watched); before it, the type is refused without a fail entry"
   )
   func reloadOnHangUp() async throws {
     let bench = try await Self.start(entries: [:], system: false)
@@ -908,9 +908,16 @@ extension InstalledThumbnailersBusTests {
     #expect(!FileManager.default.fileExists(atPath: setup.cache + "/fail"))
     try Self.slowEntry.write(
       toFile: bench.entries + "/late.thumbnailer", atomically: false, encoding: .utf8)
-    kill(daemon.pid, SIGHUP)
+    // The folder is watched: no signal needed.
     await eventually("the entries are read again") { daemon.log.contains("reloaded") }
     let after = try #require(try await setup.client([ask], name: "after").requests["late"])
     #expect(after.ready == [DesktopBusTests.uri(path)], "\(after.errors)")
+    // SIGHUP reads them too.
+    kill(daemon.pid, SIGHUP)
+    await eventually("read again on SIGHUP") {
+      daemon.log.split(separator: "\n").contains {
+        $0.contains("reloaded") && $0.contains("signal")
+      }
+    }
   }
 }

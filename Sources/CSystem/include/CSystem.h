@@ -209,6 +209,22 @@ int ts_status_exit_code(int status);
 /** The signal that ended a child, or 0 when none did. */
 int ts_status_signal(int status);
 
+/** A folder watcher (inotify, non-blocking, close-on-exec), or a negative errno. */
+int ts_watch_create(void);
+
+/**
+ * Watches the folder `path` for entries made, removed, renamed, written or changed; a watch
+ * id, or a negative errno (a missing folder is ENOENT).
+ */
+int ts_watch_folder(int watcher, const char *path);
+
+/**
+ * Waits up to `timeout_ms` for a change in a watched folder (its events drained: 1), for
+ * `wake_fd` (when not negative) to be readable (2), or the time to pass (0); or a negative
+ * errno.
+ */
+int ts_watch_wait(int watcher, int wake_fd, int timeout_ms);
+
 /** A new anonymous file in memory (memfd, close-on-exec), or a negative errno. */
 int ts_memory_file(void);
 

@@ -21,6 +21,8 @@ public final class Daemon: Sendable {
   package let desktop: DesktopBus?
   /// The installed thumbnailers the desktop's services run, when a sandbox works here.
   package let delegation: DesktopDelegation?
+  /// Reads the entries again when their folders change.
+  private let entryWatch: FolderWatch?
   private let logger: Logger
 
   /// Builds everything `config` describes; nothing listens yet. `version` names the daemon
@@ -48,6 +50,11 @@ public final class Daemon: Sendable {
     }
     let delegation = config.dbus.isEmpty ? nil : Self.delegation(logger: logger)
     self.delegation = delegation
+    entryWatch = delegation.flatMap { delegation in
+      FolderWatch(folders: delegation.folders) {
+        Self.reload(delegation, logger: logger, cause: "folder")
+      }
+    }
     desktop = try Self.desktopBus(config, pipeline, version: version, delegation: delegation)
     let signing = try Self.signing(config)
     let refusesUnsigned = signing != nil && !config.allowUnsignedTCP
@@ -127,18 +134,23 @@ public final class Daemon: Sendable {
   }
 
   /// Reads what may have changed on disk since start (on SIGHUP): the installed thumbnailer
-  /// entries. `GetSupported` keeps the list it had at start.
+  /// entries (their folders are also watched). `GetSupported` keeps the list it had at start.
   public func reload() {
     guard let delegation else { return }
+    Self.reload(delegation, logger: logger, cause: "signal")
+  }
+
+  private static func reload(_ delegation: DesktopDelegation, logger: Logger, cause: String) {
     delegation.reload()
     logger.log(
       .info, "installed_thumbnailers",
-      ["types": String(delegation.mediaTypes.count), "reloaded": "true"])
+      ["types": String(delegation.mediaTypes.count), "reloaded": cause])
   }
 
   /// Stops accepting and lets work in flight finish for up to `drainTimeout` seconds; desktop
   /// requests end at once (with `Finished`).
   public func stop(drainTimeout: Double) {
+    entryWatch?.stop()
     desktop?.stop()
     server.stop(drainTimeout: drainTimeout)
   }
