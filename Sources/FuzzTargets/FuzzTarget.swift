@@ -29,7 +29,8 @@ public struct FuzzTarget: Sendable {
   public static let all: [FuzzTarget] =
     [
       httpRequest, thumbnailQuery, imgproxyPath, sessionFrames, json, config, sourceURL,
-      responseHead, ipAddress, diskEntry, desktopEntry, thumbnailerEntry, freshness,
+      responseHead, ipAddress, diskEntry, desktopEntry, thumbnailerEntry, mediaTypeGlobs,
+      freshness,
     ] + decoders + [colourProfile]
 
   /// The target called `name`.
