@@ -193,11 +193,6 @@ int ts_sandbox_filter(void) {
   return fd;
 }
 
-int ts_sandbox_filter_length(void) {
-  program p;
-  return build(&p) == 0 ? (int)p.count : -EOVERFLOW;
-}
-
 /* ---- the child ---- */
 
 static void set_limit(int resource, uint64_t value) {

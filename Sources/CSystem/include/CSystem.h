@@ -169,9 +169,6 @@ typedef struct ts_child_limits {
  */
 int ts_sandbox_filter(void);
 
-/** How many instructions the seccomp program has (for tests), or a negative errno. */
-int ts_sandbox_filter_length(void);
-
 /** How many descriptors ts_spawn_limited passes on. */
 #define TS_SPAWN_MAX_PASSED 8
 

@@ -63,18 +63,19 @@ package final class DesktopDelegation: DesktopDelegate {
     installed.withLock { $0.byType.keys.filter { !native.contains($0) }.sorted() }
   }
 
-  package func handles(_ mediaType: String) -> Bool {
+  package func handles(_ mediaType: String) -> Bool { usable(for: mediaType) != nil }
+
+  /// The entry that makes `mediaType`, unless thumbd decodes that type itself.
+  private func usable(for mediaType: String) -> InstalledThumbnailers.Usable? {
     let type = mediaType.lowercased()
-    return !native.contains(type) && installed.withLock { $0.byType[type] != nil }
+    return native.contains(type) ? nil : installed.withLock { $0.byType[type] }
   }
 
   package func thumbnail(
     path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
     maker: DesktopThumbnailer
   ) async -> DesktopThumbnailer.Outcome? {
-    guard let usable = installed.withLock({ $0.byType[mediaType.lowercased()] }) else {
-      return nil
-    }
+    guard let usable = usable(for: mediaType) else { return nil }
     let cancellation = SandboxCancellation()
     return await withTaskCancellationHandler {
       await SystemThread.run(name: "thumbd-delegate") { [self] in
@@ -91,8 +92,7 @@ package final class DesktopDelegation: DesktopDelegate {
     path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
     maker: DesktopThumbnailer
   ) -> DesktopThumbnailer.Outcome? {
-    guard handles(mediaType), let usable = installed.withLock({ $0.byType[mediaType.lowercased()] })
-    else { return nil }
+    guard let usable = usable(for: mediaType) else { return nil }
     return make(path, flavors, mediaType, usable, maker, SandboxCancellation())
   }
 
