@@ -28,7 +28,7 @@ typedef struct ic_decoder_entry {
   ic_prefix_verdict (*prefix)(const uint8_t *bytes, size_t size, ic_prefix_scan *scan);
 } ic_decoder_entry;
 
-/* Order matters only where signatures could overlap; none of these do. */
+/* Order matters only where signatures could overlap (noted where they do). */
 static const ic_decoder_entry decoders[] = {
     {IC_FORMAT_JPEG, "JPEG", ic_jpeg_sniff, ic_jpeg_open, ic_jpeg_preview_open, ic_jpeg_prefix},
     {IC_FORMAT_PNG, "PNG", ic_png_sniff, ic_png_open, NULL, NULL},
@@ -36,6 +36,9 @@ static const ic_decoder_entry decoders[] = {
     {IC_FORMAT_GIF, "GIF", ic_gif_sniff, ic_gif_open, NULL, NULL},
     {IC_FORMAT_HEIC, "HEIC", ic_heic_sniff, ic_heif_open, ic_heif_preview_open, NULL},
     {IC_FORMAT_AVIF, "AVIF", ic_avif_sniff, ic_heif_open, ic_heif_preview_open, NULL},
+    {IC_FORMAT_BMP, "BMP", ic_bmp_sniff, ic_bmp_open, NULL, NULL},
+    /* After HEIF: an ISO-BMFF box of 256 bytes starts as an icon does (ic_ico_sniff). */
+    {IC_FORMAT_ICO, "ICO", ic_ico_sniff, ic_ico_open, NULL, NULL},
 };
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))

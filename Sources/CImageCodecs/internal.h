@@ -188,6 +188,14 @@ ic_status ic_stream_contents(ic_stream *stream, const ic_limits *limits,
                              ic_result *result);
 /* Reads up to length bytes; fewer only at the end of data or on error. */
 size_t ic_stream_read(ic_stream *stream, uint8_t *out, size_t length);
+/* The absolute offset of the next byte read (UINT64_MAX when a FILE cannot say). */
+uint64_t ic_stream_tell(const ic_stream *stream);
+/* The source's size in bytes, when known (in memory, or a regular file): 1, else 0. */
+int ic_stream_size(ic_stream *stream, uint64_t *size);
+/* Moves to an absolute offset: anywhere in memory or a regular file (past the end is
+ * IC_ERR_TRUNCATED), only forward in a pipe (by reading, checking the control). */
+ic_status ic_stream_seek(ic_stream *stream, uint64_t offset, const ic_control *control,
+                         ic_result *result);
 /* True when the last short read was an I/O error rather than the end. */
 int ic_stream_failed(const ic_stream *stream);
 
@@ -217,6 +225,8 @@ IC_DECLARE_DECODER(png);
 IC_DECLARE_DECODER(webp);
 IC_DECLARE_DECODER(gif);
 IC_DECLARE_DECODER(heif);
+IC_DECLARE_DECODER(bmp);
+IC_DECLARE_DECODER(ico);
 /* Preview openers (ic_request.preview) and prefix scanners (ic_preview_prefix), for the
  * formats that have them. */
 #define IC_DECLARE_PREVIEW(name)                                                         \

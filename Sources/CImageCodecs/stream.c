@@ -136,6 +136,59 @@ size_t ic_stream_read(ic_stream *stream, uint8_t *out, size_t length) {
   return done + n;
 }
 
+uint64_t ic_stream_tell(const ic_stream *stream) {
+  if (!stream->file) return stream->offset;
+  off_t at = ftello(stream->file);
+  if (at < 0) return UINT64_MAX;
+  return (uint64_t)at - (stream->head_length - stream->head_offset);
+}
+
+int ic_stream_size(ic_stream *stream, uint64_t *size) {
+  if (!stream->file) {
+    *size = stream->size;
+    return 1;
+  }
+  struct stat info;
+  if (fstat(fileno(stream->file), &info) != 0 || !S_ISREG(info.st_mode)) return 0;
+  *size = (uint64_t)info.st_size;
+  return 1;
+}
+
+ic_status ic_stream_seek(ic_stream *stream, uint64_t offset, const ic_control *control,
+                         ic_result *result) {
+  if (!stream->file) {
+    if (offset > stream->size) return ic_fail(result, IC_ERR_TRUNCATED, "data ends early");
+    stream->offset = (size_t)offset;
+    return IC_OK;
+  }
+  uint64_t now = ic_stream_tell(stream);
+  if (now == offset) return IC_OK;
+  /* A regular file moves; the kept head serves offsets inside it. */
+  uint64_t size = 0;
+  if (ic_stream_size(stream, &size)) {
+    if (offset > size) return ic_fail(result, IC_ERR_TRUNCATED, "data ends early");
+    uint64_t from = offset < stream->head_length ? stream->head_length : offset;
+    if (fseeko(stream->file, (off_t)from, SEEK_SET) != 0)
+      return ic_fail(result, IC_ERR_IO, "cannot seek: %s", strerror(errno));
+    stream->head_offset = offset < stream->head_length ? (size_t)offset : stream->head_length;
+    return IC_OK;
+  }
+  /* A pipe only goes forward, by reading. */
+  if (now == UINT64_MAX || offset < now)
+    return ic_fail(result, IC_ERR_UNSUPPORTED, "a piped source cannot be read out of order");
+  uint8_t scratch[4096];
+  for (uint64_t left = offset - now; left > 0;) {
+    if (ic_check(control, result) != IC_OK) return result->status;
+    size_t want = left < sizeof(scratch) ? (size_t)left : sizeof(scratch);
+    size_t n = ic_stream_read(stream, scratch, want);
+    left -= n;
+    if (n < want)
+      return ic_stream_failed(stream) ? ic_fail(result, IC_ERR_IO, "cannot read: %s", strerror(errno))
+                                      : ic_fail(result, IC_ERR_TRUNCATED, "data ends early");
+  }
+  return IC_OK;
+}
+
 int ic_stream_failed(const ic_stream *stream) {
   return stream->file && ferror(stream->file);
 }

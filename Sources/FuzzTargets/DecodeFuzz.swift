@@ -18,6 +18,11 @@ extension SourceFormat {
     case .gif: ("decode-gif", "giflib records and LZW, the first frame on its screen, interlacing")
     case .heic, .avif:
       ("decode-heif", "libheif boxes, HEVC and AV1 images, transforms, thumbnails")
+    case .bmp, .ico:
+      (
+        "decode-bmp",
+        "our BMP parser (every header version, bit depth, bit fields, RLE4 and RLE8) and ICO directories with their PNG and DIB entries and AND masks"
+      )
     }
   }
 }

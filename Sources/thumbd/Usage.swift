@@ -1,3 +1,5 @@
+import ImagePipeline
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -28,7 +30,7 @@ enum Usage {
     """
 
   static let thumbnail = """
-    thumbd thumbnail: make thumbnails of JPEG, PNG, WebP, GIF, HEIC and AVIF files.
+    thumbd thumbnail: make thumbnails of \(SourceFormat.readableList) files.
 
     Usage:
       thumbd thumbnail INPUT... --size WxH [options] --output DIR/|FILE|-

@@ -39,7 +39,8 @@ extension DecodeSuites {
 
     /// The smallest decode-ok corpus file of a format: the baseline of its code paths.
     static func tinyFile(of format: SourceFormat) throws -> String {
-      let candidates = (Corpus.entries + Corpus.formatEntries).filter { entry in
+      let candidates = (Corpus.entries + Corpus.formatEntries + Corpus.formats2Entries).filter {
+        entry in
         entry.expected == "decode-ok"
           && (entry.storedSize.map { $0.width * $0.height <= 65536 } ?? false)
           && (try? SourceFormat.sniff(Corpus.bytes(entry.path))) == format
@@ -55,6 +56,11 @@ extension DecodeSuites {
           name: "photo/coil/large.jpg", box: box, make: { Corpus.path("photo/coil/large.jpg") },
           format: format)
       }
+    }
+
+    /// The formats whose corpus files are all small, at 0.25 MP and more (GeneratedLarge).
+    static let largeCases: [Case] = GeneratedLarge.files.map { file in
+      Case(name: file.name, box: 256, make: { try file.write() })
     }
 
     static let generatedCases: [Case] = [
@@ -118,7 +124,7 @@ extension DecodeSuites {
 
     @Test(
       "the estimate is never below the measured peak",
-      arguments: corpusCases + formatCases + encoderCases + generatedCases)
+      arguments: corpusCases + formatCases + encoderCases + generatedCases + largeCases)
     func neverBelowPeak(item: Case) async throws {
       let file = try item.make()
       defer {

@@ -229,7 +229,7 @@ struct DesktopCacheTests {
 @Suite("Desktop cache: installed thumbnailers")
 struct DesktopCacheDelegationTests {
   @Test(
-    "the CLI makes BMP and TIFF thumbnails through Debian's gdk-pixbuf entry in the sandbox; GLib finds them valid"
+    "the CLI makes PPM and TGA thumbnails through Debian's gdk-pixbuf entry in the sandbox; GLib finds them valid"
   )
   func delegatedTypes() async throws {
     let root = TestDaemon.makeDirectory()
@@ -239,10 +239,10 @@ struct DesktopCacheDelegationTests {
     // Reachable by the sandbox's user when the tests run as root.
     chmod(root, 0o755)
     chmod(folder, 0o755)
-    let bmp = folder + "/page one.bmp"
-    try Data(DelegatedFixtures.bmp(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
-    let tiff = folder + "/page two.tiff"
-    try Data(DelegatedFixtures.tiff(width: 200, height: 300)).write(to: URL(fileURLWithPath: tiff))
+    let bmp = folder + "/page one.ppm"
+    try Data(DelegatedFixtures.ppm(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
+    let tiff = folder + "/page two.tga"
+    try Data(DelegatedFixtures.tga(width: 200, height: 300)).write(to: URL(fileURLWithPath: tiff))
     for file in [bmp, tiff] { chmod(file, 0o644) }
     let fixture = DesktopCacheTests.Fixture(
       root: root, photos: folder, cacheHome: root + "/cache home", images: [bmp, tiff], broken: [])
@@ -250,7 +250,9 @@ struct DesktopCacheDelegationTests {
     #expect(run.status == 0, "\(run.standardError)")
     #expect(run.standardError.contains("2 made, 0 failed"), "\(run.standardError)")
     let glib = try await DesktopCacheTests.glib(fixture, [bmp, tiff])
-    for (file, type, shape) in [(bmp, "image/bmp", (256, 171)), (tiff, "image/tiff", (171, 256))] {
+    for (file, type, shape) in [
+      (bmp, "image/x-portable-pixmap", (256, 171)), (tiff, "image/x-tga", (171, 256)),
+    ] {
       let answer = try #require(glib[file])
       #expect(answer.valid == true, "\(file): \(answer)")
       let entry = fixture.cache + "/large/" + FreedesktopCache.fileName(forURI: answer.uri)
@@ -271,8 +273,8 @@ struct DesktopCacheDelegationTests {
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     chmod(root, 0o755)
     chmod(folder, 0o700)
-    let bmp = folder + "/own.bmp"
-    try Data(DelegatedFixtures.bmp(width: 64, height: 64)).write(to: URL(fileURLWithPath: bmp))
+    let bmp = folder + "/own.ppm"
+    try Data(DelegatedFixtures.ppm(width: 64, height: 64)).write(to: URL(fileURLWithPath: bmp))
     chmod(bmp, 0o600)
     let fixture = DesktopCacheTests.Fixture(
       root: root, photos: folder, cacheHome: root + "/cache home", images: [bmp], broken: [])

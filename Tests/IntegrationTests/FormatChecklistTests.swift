@@ -13,9 +13,10 @@ import Testing
 struct FormatChecklistTests {
   /// The corpus's decode-ok files of `format`, judged by their bytes.
   static func corpusFiles(of format: SourceFormat) -> [Corpus.Entry] {
-    (Corpus.entries(expected: "decode-ok") + Corpus.formatEntries(expected: "decode-ok")).filter {
-      entry in (try? SourceFormat.sniff(Corpus.bytes(entry.path)[...].prefix(32))) == format
-    }
+    (Corpus.entries(expected: "decode-ok") + Corpus.formatEntries(expected: "decode-ok")
+      + Corpus.formats2Entries.filter { $0.expected == "decode-ok" }).filter {
+        entry in (try? SourceFormat.sniff(Corpus.bytes(entry.path)[...].prefix(32))) == format
+      }
   }
 
   @Test(
@@ -36,12 +37,13 @@ struct FormatChecklistTests {
       seeds.contains { !$0.hasPrefix(".") && $0 != "README.md" },
       "no seeds in Tests/Fuzz/\(target.name)")
     // The corpus has files of it that must decode, and one large enough for the memory
-    // estimates' measured peaks (MemoryEstimateTests).
+    // estimates' measured peaks (MemoryEstimateTests), or else a generated one they measure.
     let files = Self.corpusFiles(of: format)
     #expect(!files.isEmpty, "\(format): no decode-ok corpus file")
     #expect(
-      files.contains { ($0.storedSize.map { $0.width * $0.height } ?? 0) >= 250_000 },
-      "\(format): no corpus file of 0.25 MP or more for the memory estimates")
+      files.contains { ($0.storedSize.map { $0.width * $0.height } ?? 0) >= 250_000 }
+        || GeneratedLarge.files.contains { $0.format == format },
+      "\(format): no corpus file of 0.25 MP or more for the memory estimates, nor a generated one")
     // The docs name it.
     let architecture = try String(
       contentsOfFile: Repository.root + "/docs/ARCHITECTURE.md", encoding: .utf8)

@@ -1,4 +1,5 @@
 import Foundation
+import ImagePipeline
 import Testing
 
 /// The shared test corpus (`../shared/corpus` beside the repository, or `$THUMBD_CORPUS`).
@@ -10,6 +11,9 @@ enum Corpus {
     let expected: String
     let dimensions: String
     let note: String
+    /// The manifest's orientation column (MANIFEST-formats2.tsv has one), nil when the note
+    /// says.
+    var orientationColumn: Int? = nil
 
     var testDescription: String { path }
 
@@ -28,6 +32,9 @@ enum Corpus {
     /// "EXIF chunk, Orientation N" for WebP, and a HEIF's "EXIF Orientation N" is not applied
     /// (its irot/imir take precedence, and the note gives the displayed size).
     var orientation: Int {
+      if let orientationColumn {
+        return (1...8).contains(orientationColumn) ? orientationColumn : 1
+      }
       for marker in ["EXIF Orientation=", "EXIF chunk, Orientation "] {
         guard let range = note.range(of: marker) else { continue }
         let value = Int(note[range.upperBound...].prefix(1)) ?? 1
@@ -60,6 +67,36 @@ enum Corpus {
 
   /// Every entry of MANIFEST-formats.tsv (WebP, GIF, HEIC/AVIF and ICC-tagged images).
   static let formatEntries: [Entry] = load("MANIFEST-formats.tsv")
+
+  /// Every entry of MANIFEST-formats2.tsv (TIFF, BMP/ICO, JXL, RAW, SVG, PDF, video), whose
+  /// columns are path, kind, expect, width, height, orientation, source and notes.
+  static let formats2Entries: [Entry] = {
+    let manifest = root + "/MANIFEST-formats2.tsv"
+    guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else {
+      fatalError("corpus manifest not found at \(manifest); set THUMBD_CORPUS")
+    }
+    return text.split(separator: "\n").dropFirst().compactMap { line in
+      let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+      guard fields.count >= 8 else { return nil }
+      return Entry(
+        path: fields[0], kind: fields[1], expected: fields[2],
+        dimensions: "\(fields[3])x\(fields[4])", note: fields[7],
+        orientationColumn: Int(fields[5]))
+    }
+  }()
+
+  /// The MANIFEST-formats2.tsv entries of the kinds thumbd decodes itself (a kind named by
+  /// one of its formats' file extensions: `bmp-valid`, `ico-corrupt`...); the others are the
+  /// desktop's installed thumbnailers' to make.
+  static func nativeFormats2Entries(expected: String) -> [Entry] {
+    formats2Entries.filter { entry in
+      entry.expected == expected && nativeKinds.contains(String(entry.kind.prefix { $0 != "-" }))
+    }
+  }
+
+  /// The kinds' first words that name a format thumbd reads.
+  static let nativeKinds: Set<String> = Set(
+    SourceFormat.allCases.flatMap(\.fileExtensions))
 
   private static func load(_ name: String) -> [Entry] {
     let manifest = root + "/" + name

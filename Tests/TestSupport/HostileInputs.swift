@@ -210,6 +210,79 @@ enum HostileInputs {
         name: "max_size.jpg", bytes: try! Corpus.bytes("adversarial/jpeg-decoder/max_size.jpg"),
         kind: "too_large"))
     list += newSurface
+    list += bmpAndIco
+    return list
+  }()
+
+  /// BMP and ICO shapes (issue 54): RLE that writes past its rows, sizes that overflow or lie
+  /// about the bytes there are, icon entries that lie about their size and offset.
+  static let bmpAndIco: [Input] = {
+    let le = BMPWriter.le
+    func info(_ width: Int, _ height: Int, bits: Int, compression: Int = 0) -> [UInt8] {
+      le(40, 4) + le(width, 4) + le(height, 4) + le(1, 2) + le(bits, 2) + le(compression, 4)
+        + le(0, 4) + le(2835, 4) + le(2835, 4) + le(0, 4) + le(0, 4)
+    }
+    func bmp(_ header: [UInt8], _ palette: [UInt8] = [], _ rows: [UInt8]) -> [UInt8] {
+      let offset = 14 + header.count + palette.count
+      return Array("BM".utf8) + le(offset + rows.count, 4) + le(0, 4) + le(offset, 4) + header
+        + palette + rows
+    }
+    let palette: [UInt8] = (0..<256).flatMap { i -> [UInt8] in [UInt8(i), UInt8(255 - i), 80, 0] }
+    var list: [Input] = []
+    // 4x4 pixels, then a million runs of 255 that all land past the row's end: each clipped,
+    // and commands past what the pixels can take are refused.
+    list.append(
+      Input(
+        name: "bmp-rle8-runs-past-rows",
+        bytes: bmp(
+          info(4, 4, bits: 8, compression: 1), palette,
+          Array([[UInt8]](repeating: [255, 7], count: 1 << 20).joined())),
+        kind: "corrupt"))
+    // Deltas that jump past the last row: the rows end there, the rest is not read.
+    list.append(
+      Input(
+        name: "bmp-rle4-delta-past-end",
+        bytes: bmp(
+          info(64, 64, bits: 4, compression: 2), Array(palette[0..<64]),
+          [8, 0x12] + Array([[UInt8]](repeating: [0, 2, 255, 255], count: 4096).joined())),
+        kind: nil))
+    // 2^31-1 pixels wide, one row: a row size that overflows 32 bits.
+    list.append(
+      Input(
+        name: "bmp-width-overflow", bytes: bmp(info(0x7FFF_FFFF, 1, bits: 32), [], [0, 0, 0, 0]),
+        kind: "too_large"))
+    // 9,000 x 9,000 (81 MP, under the pixel limit) in 60 bytes: refused before a row is read.
+    list.append(
+      Input(
+        name: "bmp-rows-not-there", bytes: bmp(info(9000, 9000, bits: 24), [], [1, 2, 3, 4]),
+        kind: "truncated"))
+    // An icon's entry whose offset and size point past the end of the file.
+    let entry: [UInt8] = [16, 16, 0, 0] + le(1, 2) + le(32, 2)
+    list.append(
+      Input(
+        name: "ico-entry-past-end",
+        bytes: le(0, 2) + le(1, 2) + le(1, 2) + entry + le(0x7FFF_FFFF, 4) + le(0x7FFF_0000, 4)
+          + [UInt8](repeating: 0, count: 64),
+        kind: "corrupt"))
+    // 65,535 directory entries, every one the same 1x1 DIB: only the first 256 are looked at.
+    let dib = info(1, 2, bits: 24) + [9, 9, 9, 0] + [0, 0, 0, 0]
+    let count = 65535
+    let at = 6 + 16 * count
+    list.append(
+      Input(
+        name: "ico-65535-entries",
+        bytes: le(0, 2) + le(1, 2) + le(count, 2)
+          + Array([[UInt8]](repeating: entry + le(dib.count, 4) + le(at, 4), count: count).joined())
+          + dib,
+        kind: nil))
+    // A PNG entry whose header declares 60,000 x 60,000.
+    var png = PNGChunks.chunk("IHDR", [0, 0, 0xEA, 0x60, 0, 0, 0xEA, 0x60, 8, 6, 0, 0, 0])
+    png = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + png + PNGChunks.chunk("IEND", [])
+    list.append(
+      Input(
+        name: "ico-png-entry-huge",
+        bytes: le(0, 2) + le(1, 2) + le(1, 2) + entry + le(png.count, 4) + le(22, 4) + png,
+        kind: "too_large"))
     return list
   }()
 

@@ -399,22 +399,22 @@ struct SandboxTests {
 @Suite("Installed thumbnailers in the sandbox")
 struct DelegatedThumbnailerTests {
   @Test(
-    "Debian's gdk-pixbuf thumbnailer makes a BMP's thumbnail in the sandbox; thumbd's decoder reads it back"
+    "Debian's gdk-pixbuf thumbnailer makes a PPM's thumbnail in the sandbox; thumbd's decoder reads it back"
   )
-  func gdkPixbufOnBMP() async throws {
+  func gdkPixbufOnPPM() async throws {
     let installed = InstalledThumbnailers.load(folders: ["/usr/share/thumbnailers"])
     let usable = try #require(
-      installed.byType["image/bmp"],
+      installed.byType["image/x-portable-pixmap"],
       "libgdk-pixbuf2.0-bin's entry must be installed (scripts/bootstrap): \(installed.skipped)")
     let bench = try SandboxTests.Bench()
-    let path = bench.folder + "/scan of a page.bmp"
-    try Data(DelegatedFixtures.bmp(width: 400, height: 200)).write(
+    let path = bench.folder + "/scan of a page.ppm"
+    try Data(DelegatedFixtures.ppm(width: 400, height: 200)).write(
       to: URL(fileURLWithPath: path))
     chmod(path, 0o644)
     let input = open(path, O_RDONLY | O_CLOEXEC)
     defer { close(input) }
     let output = usable.run(
-      input: input, name: "scan of a page.bmp", size: 128, in: bench.sandbox, outputLimit: 1 << 20)
+      input: input, name: "scan of a page.ppm", size: 128, in: bench.sandbox, outputLimit: 1 << 20)
     let bytes = try #require(output.bytes, "\(output.problem ?? "") \(output.run.messages)")
     let bitmap = try Thumbnailer().decodeFullResolution(of: bytes)
     #expect(bitmap.width == 128 && bitmap.height == 64)

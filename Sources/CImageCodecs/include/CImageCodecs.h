@@ -53,7 +53,11 @@ typedef enum ic_format {
   /** HEIF with HEVC-coded images (what phones write). */
   IC_FORMAT_HEIC = 5,
   /** HEIF with AV1-coded images. */
-  IC_FORMAT_AVIF = 6
+  IC_FORMAT_AVIF = 6,
+  /** Windows and OS/2 bitmaps. */
+  IC_FORMAT_BMP = 7,
+  /** Windows icons and cursors (ICO, CUR): the entry nearest the output size. */
+  IC_FORMAT_ICO = 8
 } ic_format;
 
 /** How the source is mapped into the target box. */

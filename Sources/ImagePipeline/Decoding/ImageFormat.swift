@@ -10,11 +10,21 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
   case heic
   /// HEIF with AV1-coded images.
   case avif
+  /// Windows and OS/2 bitmaps (BMP).
+  case bmp
+  /// Windows icons and cursors (ICO and CUR): the image nearest the output size is read.
+  case ico
 
   /// The format named by the first bytes (32 are enough), or nil when no decoder reads them.
   public static func sniff<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> SourceFormat? {
     let head = Array(bytes.prefix(32))
     return head.withUnsafeBufferPointer { SourceFormat(ic_sniff($0.baseAddress, $0.count)) }
+  }
+
+  /// Every format read, by display name, for messages and help: "JPEG, PNG, ... and ICO".
+  public static var readableList: String {
+    let names = allCases.map(\.displayName)
+    return names.dropLast().joined(separator: ", ") + " and " + names.last!
   }
 
   /// The codecs' value for this format.
@@ -26,6 +36,8 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .gif: IC_FORMAT_GIF
     case .heic: IC_FORMAT_HEIC
     case .avif: IC_FORMAT_AVIF
+    case .bmp: IC_FORMAT_BMP
+    case .ico: IC_FORMAT_ICO
     }
   }
 
@@ -42,6 +54,8 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .gif: "image/gif"
     case .heic: "image/heic"
     case .avif: "image/avif"
+    case .bmp: "image/bmp"
+    case .ico: "image/vnd.microsoft.icon"
     }
   }
 
@@ -56,14 +70,19 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .gif: ["gif"]
     case .heic: ["heic", "heif"]
     case .avif: ["avif"]
+    case .bmp: ["bmp", "dib"]
+    case .ico: ["ico", "cur"]
     }
   }
 
   /// Every media type a desktop may name a format thumbd reads by: each format's own, and
-  /// `image/heif` (shared-mime-info's type for many HEIC files). The `.thumbnailer` entry's
+  /// the other names shared-mime-info and thumbnailer entries use (`image/heif` for many HEIC
+  /// files, `image/x-win-bitmap` for cursors, older aliases). The `.thumbnailer` entry's
   /// MimeType and the D-Bus service's `GetSupported` list these.
   public static var desktopMediaTypes: [String] {
-    allCases.map(\.mediaType) + ["image/heif"]
+    allCases.map(\.mediaType) + [
+      "image/heif", "image/x-bmp", "image/x-ms-bmp", "image/x-icon", "image/x-win-bitmap",
+    ]
   }
 
   init?(_ format: ic_format) {
@@ -93,7 +112,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: self = .png
     case .webp: self = .webp
     case .avif: self = .avif
-    case .gif, .heic: return nil
+    case .gif, .heic, .bmp, .ico: return nil
     }
   }
 

@@ -17,7 +17,9 @@ public struct Thumbnail: Sendable, Hashable {
   public var sourceWidth: Int
   /// Stored (pre-orientation) source height.
   public var sourceHeight: Int
-  /// The EXIF orientation that was applied, 1...8.
+  /// The orientation that was applied, 1...8, in EXIF's numbering: the source's own (EXIF,
+  /// or HEIF's rotation and mirroring), or 4 for a BMP stored bottom-up (its rows are the
+  /// picture upside down, and are turned upright as an orientation is).
   public var orientation: Int
   /// Decoder warnings that mean damaged pixels. Non-zero only when damage was accepted
   /// (`DecodingLimits.acceptDamaged`): the thumbnail then shows libjpeg's grey padding.
