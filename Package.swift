@@ -13,6 +13,7 @@ func systemLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
 /// The image codecs CImageCodecs is written over.
 let codecLibraries: [Target.Dependency] = [
   "CLibJPEG", "CLibPNG", "CZlib", "CLibWebP", "CLibWebPDemux", "CLibWebPMux", "CGIF", "CLCMS2",
+  "CLibTIFF",
 ]
 
 // No target uses unsafe flags, so the library products can be depended on by version.
@@ -37,6 +38,7 @@ let package = Package(
     systemLibrary("CLibWebPMux", pkgConfig: "libwebpmux", apt: "libwebp-dev"),
     systemLibrary("CGIF", pkgConfig: "libgif", apt: "libgif-dev"),
     systemLibrary("CLCMS2", pkgConfig: "lcms2", apt: "liblcms2-dev"),
+    systemLibrary("CLibTIFF", pkgConfig: "libtiff-4", apt: "libtiff-dev"),
     .target(
       name: "CImageCodecs",
       dependencies: codecLibraries,

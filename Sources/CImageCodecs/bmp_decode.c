@@ -177,6 +177,7 @@ static channel_mask make_mask(uint32_t mask) {
 }
 
 static uint8_t mask_value(const channel_mask *c, uint32_t pixel) {
+  if (!c->mask) return 0; /* a channel the bit fields leave out */
   uint32_t v = (pixel & c->mask) >> c->shift;
   if (c->max == 255) return (uint8_t)v;
   return (uint8_t)(((uint64_t)v * 255 + c->max / 2) / c->max);

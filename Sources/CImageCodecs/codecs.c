@@ -39,6 +39,7 @@ static const ic_decoder_entry decoders[] = {
     {IC_FORMAT_BMP, "BMP", ic_bmp_sniff, ic_bmp_open, NULL, NULL},
     /* After HEIF: an ISO-BMFF box of 256 bytes starts as an icon does (ic_ico_sniff). */
     {IC_FORMAT_ICO, "ICO", ic_ico_sniff, ic_ico_open, NULL, NULL},
+    {IC_FORMAT_TIFF, "TIFF", ic_tiff_sniff, ic_tiff_open, NULL, NULL},
 };
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))

@@ -227,6 +227,7 @@ IC_DECLARE_DECODER(gif);
 IC_DECLARE_DECODER(heif);
 IC_DECLARE_DECODER(bmp);
 IC_DECLARE_DECODER(ico);
+IC_DECLARE_DECODER(tiff);
 /* Preview openers (ic_request.preview) and prefix scanners (ic_preview_prefix), for the
  * formats that have them. */
 #define IC_DECLARE_PREVIEW(name)                                                         \

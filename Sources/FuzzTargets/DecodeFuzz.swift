@@ -18,6 +18,11 @@ extension SourceFormat {
     case .gif: ("decode-gif", "giflib records and LZW, the first frame on its screen, interlacing")
     case .heic, .avif:
       ("decode-heif", "libheif boxes, HEVC and AV1 images, transforms, thumbnails")
+    case .tiff:
+      (
+        "decode-tiff",
+        "libtiff's directories, strips and tiles, codecs (LZW, Deflate, PackBits, JPEG), reduced-resolution levels, our sample expansion and its RGBA reader"
+      )
     case .bmp, .ico:
       (
         "decode-bmp",

@@ -109,6 +109,21 @@ extension DecodeSuites {
       #expect(try thumbnailer.decodeFullResolution(of: padded).channels == 3)
     }
 
+    @Test("a bit field left out (a zero mask) reads as 0, the other channels as given")
+    func emptyMask() throws {
+      // A 2x1 16-bit bit-field file whose red mask is zero: green 0x07E0, blue 0x001F.
+      let le = BMPWriter.le
+      let header =
+        le(40, 4) + le(2, 4) + le(1, 4) + le(1, 2) + le(16, 2) + le(3, 4) + le(0, 4)
+        + le(2835, 4) + le(2835, 4) + le(0, 4) + le(0, 4)
+      let masks = le(0, 4) + le(0x07E0, 4) + le(0x001F, 4)
+      let rows = le(0xFFFF, 2) + le(0x001F, 2)
+      let bytes =
+        Array("BM".utf8) + le(14 + 52 + 4, 4) + le(0, 4) + le(14 + 52, 4) + header + masks + rows
+      let decoded = try thumbnailer.decodeFullResolution(of: bytes)
+      #expect(Array(decoded.pixels[0..<6]) == [0, 255, 255, 0, 0, 255])
+    }
+
     /// Solid pictures of one colour each, for telling icon entries apart.
     static func solid(_ side: Int, _ rgb: [UInt8]) -> Bitmap {
       Bitmap(
@@ -167,50 +182,6 @@ extension DecodeSuites {
       #expect {
         _ = try thumbnailer.decodeFullResolution(of: icon)
       } throws: { ($0 as? ThumbnailError)?.kind == "corrupt" }
-    }
-  }
-
-  /// The kinds of MANIFEST-formats2.tsv thumbd decodes itself do what the manifest says, from
-  /// memory and streamed from the file.
-  @Suite("Corpus manifest: BMP, ICO and the other second-round formats", .serialized)
-  struct Formats2CorpusTests {
-    let thumbnailer = Thumbnailer()
-    let spec = ThumbnailSpec(width: 256, height: 256)
-
-    @Test(
-      "decode-ok files give a thumbnail of the right upright size",
-      arguments: Corpus.nativeFormats2Entries(expected: "decode-ok"))
-    func decodesValidFile(entry: Corpus.Entry) throws {
-      let thumbnail = try CorpusChecks.expectUprightThumbnail(
-        entry, thumbnailer: thumbnailer, box: 256)
-      let fromFile = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-      #expect(fromFile == thumbnail)
-    }
-
-    @Test(
-      "must-reject files give a typed error", .timeLimit(.minutes(1)),
-      arguments: Corpus.nativeFormats2Entries(expected: "must-reject"))
-    func rejectsBadFile(entry: Corpus.Entry) throws {
-      CorpusChecks.expectRejected(entry, thumbnailer: thumbnailer, box: 256)
-    }
-
-    @Test(
-      "either files decode or fail cleanly, in bounded time", .timeLimit(.minutes(1)),
-      arguments: Corpus.nativeFormats2Entries(expected: "either"))
-    func handlesPolicyFile(entry: Corpus.Entry) throws {
-      let bytes = try Corpus.bytes(entry.path)
-      for fromFile in [false, true] {
-        do throws(ThumbnailError) {
-          let thumbnail =
-            fromFile
-            ? try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-            : try thumbnailer.thumbnail(of: bytes, spec: spec)
-          #expect(thumbnail.width > 0 && thumbnail.width <= 256)
-          #expect(thumbnail.height > 0 && thumbnail.height <= 256)
-        } catch {
-          #expect(!error.kind.isEmpty)
-        }
-      }
     }
   }
 }

@@ -14,6 +14,8 @@ enum Corpus {
     /// The manifest's orientation column (MANIFEST-formats2.tsv has one), nil when the note
     /// says.
     var orientationColumn: Int? = nil
+    /// Whether `dimensions` is the displayed size already (MANIFEST-formats2.tsv's columns are).
+    var dimensionsDisplayed = false
 
     var testDescription: String { path }
 
@@ -45,6 +47,7 @@ enum Corpus {
 
     /// Displayed (upright) size: the note's "displayed WxH" when it gives one.
     var displayedSize: (width: Int, height: Int)? {
+      if dimensionsDisplayed { return storedSize }
       if let range = note.range(of: "displayed ") {
         let parts = note[range.upperBound...].prefix { $0.isNumber || $0 == "x" }
           .split(separator: "x")
@@ -69,7 +72,8 @@ enum Corpus {
   static let formatEntries: [Entry] = load("MANIFEST-formats.tsv")
 
   /// Every entry of MANIFEST-formats2.tsv (TIFF, BMP/ICO, JXL, RAW, SVG, PDF, video), whose
-  /// columns are path, kind, expect, width, height, orientation, source and notes.
+  /// columns are path, kind, expect, width, height (displayed, orientation applied),
+  /// orientation, source and notes.
   static let formats2Entries: [Entry] = {
     let manifest = root + "/MANIFEST-formats2.tsv"
     guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else {
@@ -81,7 +85,7 @@ enum Corpus {
       return Entry(
         path: fields[0], kind: fields[1], expected: fields[2],
         dimensions: "\(fields[3])x\(fields[4])", note: fields[7],
-        orientationColumn: Int(fields[5]))
+        orientationColumn: Int(fields[5]), dimensionsDisplayed: true)
     }
   }()
 

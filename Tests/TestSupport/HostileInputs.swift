@@ -16,6 +16,21 @@ enum HostileInputs {
   /// libpng's row path, RGB the fast IDAT path.
   static func trailingZeros(gray: Bool, gib: Int = 4) -> [UInt8] {
     let row: [UInt8] = gray ? [0, 0] : [0, 200, 100, 0]
+    let stream = zlibZeros(after: row, gib: gib)
+    var png = pngSignature + chunk("IHDR", be32(1) + be32(1) + [8, gray ? 0 : 2, 0, 0, 0])
+    var offset = 0
+    while offset < stream.count {
+      let end = min(stream.count, offset + (1 << 20))
+      png += chunk("IDAT", Array(stream[offset..<end]))
+      offset = end
+    }
+    return png + chunk("IEND", [])
+  }
+
+  /// A zlib stream of `prefix` (stored) and then `gib` GiB of zeros, in byte-aligned
+  /// fixed-Huffman blocks of 258-byte copies (27 MB for 4 GiB).
+  static func zlibZeros(after prefix: [UInt8], gib: Int) -> [UInt8] {
+    let row = prefix
     var bits = BitWriter()
     bits.put(0, count: 1)  // not the final block
     bits.put(1, count: 2)  // fixed Huffman codes
@@ -30,19 +45,17 @@ enum HostileInputs {
     let perBlock = 258 * copies
     let blocks = (gib << 30) / perBlock
     var stream: [UInt8] = [0x78, 0x01, 0x00]  // zlib header; a stored, non-final block:
-    stream += [UInt8(row.count), 0, ~UInt8(row.count), 0xFF] + row
+    precondition(row.count < 65_536)
+    let length = UInt16(row.count)
+    stream += [
+      UInt8(length & 0xFF), UInt8(length >> 8), UInt8(~length & 0xFF), UInt8(~length >> 8),
+    ]
+    stream += row
     stream.reserveCapacity(stream.count + block.count * blocks + 16)
     for _ in 0..<blocks { stream += block }
     stream += [0x01, 0x00, 0x00, 0xFF, 0xFF]  // final, empty stored block
     stream += adler32(row, zeros: perBlock * blocks)
-    var png = pngSignature + chunk("IHDR", be32(1) + be32(1) + [8, gray ? 0 : 2, 0, 0, 0])
-    var offset = 0
-    while offset < stream.count {
-      let end = min(stream.count, offset + (1 << 20))
-      png += chunk("IDAT", Array(stream[offset..<end]))
-      offset = end
-    }
-    return png + chunk("IEND", [])
+    return stream
   }
 
   /// A JPEG with `count` extra APP1 segments of 64 KiB each before its own (256 MiB for 4096).
@@ -211,6 +224,79 @@ enum HostileInputs {
         kind: "too_large"))
     list += newSurface
     list += bmpAndIco
+    list += tiff
+    return list
+  }()
+
+  /// TIFF shapes (issue 54): sizes that lie, strips past the end, a Deflate bomb, a JPEG
+  /// strip that is not what the directory says, directories in a loop.
+  static let tiff: [Input] = {
+    typealias I = TIFFWriter.Image
+    let small = BMPWriter.picture(width: 64, height: 64, colours: 50)
+    func patched(_ bytes: [UInt8], tag: Int, value: Int) -> [UInt8] {
+      // The first directory's entry for `tag` (little-endian, 12-byte entries at offset 8+).
+      var bytes = bytes
+      let at = Int(bytes[4]) | Int(bytes[5]) << 8 | Int(bytes[6]) << 16 | Int(bytes[7]) << 24
+      let count = Int(bytes[at]) | Int(bytes[at + 1]) << 8
+      for i in 0..<count {
+        let entry = at + 2 + 12 * i
+        if Int(bytes[entry]) | Int(bytes[entry + 1]) << 8 == tag {
+          bytes.replaceSubrange((entry + 8)..<(entry + 12), with: BMPWriter.le(value, 4))
+        }
+      }
+      return bytes
+    }
+    var list: [Input] = []
+    // 60,000 x 60,000 declared over a 64x64 strip: refused from the directory.
+    list.append(
+      Input(
+        name: "tiff-huge-declared",
+        bytes: patched(
+          patched(TIFFWriter.file([I(picture: small, rowsPerStrip: 64)]), tag: 256, value: 60000),
+          tag: 257, value: 60000), kind: "too_large"))
+    // 9,000 x 9,000 (81 MP) whose one strip lies past the end of the file.
+    list.append(
+      Input(
+        name: "tiff-strip-past-end",
+        bytes: patched(
+          patched(
+            patched(TIFFWriter.file([I(picture: small, rowsPerStrip: 64)]), tag: 256, value: 9000),
+            tag: 257, value: 9000), tag: 273, value: 0x7FFF_0000), kind: "truncated"))
+    // A 64x64 grey strip whose Deflate stream goes on for 4 GiB: inflating stops at the strip.
+    let grey = Bitmap(
+      pixels: [UInt8](repeating: 90, count: 64 * 64), width: 64, height: 64, channels: 1)
+    list.append(
+      Input(
+        name: "tiff-deflate-bomb",
+        bytes: TIFFWriter.file([
+          I(
+            picture: grey, photometric: 1, rowsPerStrip: 64, compression: 8,
+            encodedChunks: [zlibZeros(after: [UInt8](repeating: 90, count: 64 * 64), gib: 4)])
+        ]), kind: nil))
+    // A JPEG strip of 512x512 in a directory of 64x64.
+    let jpeg = try! ImageEncoder.jpeg(BMPWriter.picture(width: 512, height: 512, colours: 50))
+    list.append(
+      Input(
+        name: "tiff-jpeg-strip-lies",
+        bytes: TIFFWriter.file([
+          I(picture: small, rowsPerStrip: 64, compression: 7, encodedChunks: [jpeg])
+        ]), kind: "corrupt"))
+    // Two reduced directories that point at each other, after the page.
+    var looped = TIFFWriter.file([
+      I(picture: small),
+      I(picture: BMPWriter.picture(width: 32, height: 32, colours: 9), reduced: true),
+      I(picture: BMPWriter.picture(width: 16, height: 16, colours: 9), reduced: true),
+    ])
+    // The last directory's next-offset (the file's last 4 bytes) back to the second's.
+    let second = {
+      var at = Int(looped[4]) | Int(looped[5]) << 8 | Int(looped[6]) << 16 | Int(looped[7]) << 24
+      let count = Int(looped[at]) | Int(looped[at + 1]) << 8
+      at += 2 + 12 * count
+      return Int(looped[at]) | Int(looped[at + 1]) << 8 | Int(looped[at + 2]) << 16
+        | Int(looped[at + 3]) << 24
+    }()
+    looped.replaceSubrange((looped.count - 4)..<looped.count, with: BMPWriter.le(second, 4))
+    list.append(Input(name: "tiff-directory-loop", bytes: looped, kind: nil))
     return list
   }()
 

@@ -57,7 +57,9 @@ typedef enum ic_format {
   /** Windows and OS/2 bitmaps. */
   IC_FORMAT_BMP = 7,
   /** Windows icons and cursors (ICO, CUR): the entry nearest the output size. */
-  IC_FORMAT_ICO = 8
+  IC_FORMAT_ICO = 8,
+  /** TIFF: the first page, or its smallest reduced-resolution level covering the output. */
+  IC_FORMAT_TIFF = 9
 } ic_format;
 
 /** How the source is mapped into the target box. */

@@ -14,6 +14,8 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
   case bmp
   /// Windows icons and cursors (ICO and CUR): the image nearest the output size is read.
   case ico
+  /// TIFF: the first page, or its smallest reduced-resolution level that covers the output.
+  case tiff
 
   /// The format named by the first bytes (32 are enough), or nil when no decoder reads them.
   public static func sniff<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> SourceFormat? {
@@ -38,6 +40,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .avif: IC_FORMAT_AVIF
     case .bmp: IC_FORMAT_BMP
     case .ico: IC_FORMAT_ICO
+    case .tiff: IC_FORMAT_TIFF
     }
   }
 
@@ -56,6 +59,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .avif: "image/avif"
     case .bmp: "image/bmp"
     case .ico: "image/vnd.microsoft.icon"
+    case .tiff: "image/tiff"
     }
   }
 
@@ -72,6 +76,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .avif: ["avif"]
     case .bmp: ["bmp", "dib"]
     case .ico: ["ico", "cur"]
+    case .tiff: ["tif", "tiff"]
     }
   }
 
@@ -112,7 +117,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: self = .png
     case .webp: self = .webp
     case .avif: self = .avif
-    case .gif, .heic, .bmp, .ico: return nil
+    case .gif, .heic, .bmp, .ico, .tiff: return nil
     }
   }
 

@@ -1,0 +1,2 @@
+/* libtiff, for CImageCodecs. */
+#include <tiffio.h>

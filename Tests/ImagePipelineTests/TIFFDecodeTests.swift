@@ -1,0 +1,198 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+@testable import TestSupport
+
+extension DecodeSuites {
+  /// TIFF through libtiff: every layout gives back the picture it was written from, the
+  /// orientation tag is applied, and a pyramid is read at the smallest level that covers the
+  /// output.
+  @Suite("TIFF")
+  struct TIFFDecodeTests {
+    let thumbnailer = Thumbnailer()
+
+    static let picture = BMPWriter.picture(width: 41, height: 27, colours: 200)
+    static let withAlpha = BMPWriter.picture(width: 41, height: 27, colours: 200, alpha: true)
+
+    static func grey(_ bitmap: Bitmap) -> Bitmap {
+      Bitmap(
+        pixels: stride(from: 0, to: bitmap.pixels.count, by: bitmap.channels).map {
+          bitmap.pixels[$0]
+        }, width: bitmap.width, height: bitmap.height, channels: 1)
+    }
+
+    static func rgb(ofGrey bitmap: Bitmap) -> Bitmap {
+      Bitmap(
+        pixels: bitmap.pixels.flatMap { [$0, $0, $0] }, width: bitmap.width,
+        height: bitmap.height, channels: 3)
+    }
+
+    /// A layout, and the picture it must decode to.
+    struct Layout: CustomTestStringConvertible, Sendable {
+      let name: String
+      let image: TIFFWriter.Image
+      let expected: Bitmap
+      var testDescription: String { name }
+    }
+
+    static let layouts: [Layout] = {
+      typealias I = TIFFWriter.Image
+      let grey = Self.grey(picture)
+      var list = [
+        Layout(name: "RGB, 8 bits, strips", image: I(picture: picture), expected: picture),
+        Layout(name: "RGB, 16 bits", image: I(picture: picture, bits: 16), expected: picture),
+        Layout(
+          name: "RGB, tiles with edge tiles", image: I(picture: picture, tile: 16),
+          expected: picture),
+        Layout(
+          name: "RGB, separate planes (libtiff's RGBA reader)",
+          image: I(picture: picture, separatePlanes: true), expected: picture),
+        Layout(
+          name: "RGBA, unassociated", image: I(picture: withAlpha, alphaKind: 2),
+          expected: withAlpha),
+        Layout(
+          name: "grey, 8 bits", image: I(picture: grey, photometric: 1),
+          expected: rgb(ofGrey: grey)),
+        Layout(
+          name: "grey, 16 bits, one strip",
+          image: I(picture: grey, bits: 16, photometric: 1, rowsPerStrip: 27),
+          expected: rgb(ofGrey: grey)),
+      ]
+      // A palette of the picture's colours: indices in the first channel.
+      var colours: [[UInt8]] = []
+      var known: [[UInt8]: Int] = [:]
+      var indices: [UInt8] = []
+      for i in 0..<(picture.width * picture.height) {
+        let rgb = Array(picture.pixels[(i * 3)..<(i * 3 + 3)])
+        if known[rgb] == nil {
+          known[rgb] = colours.count
+          colours.append(rgb)
+        }
+        indices.append(UInt8(known[rgb]!))
+      }
+      list.append(
+        Layout(
+          name: "palette, 8 bits",
+          image: I(
+            picture: Bitmap(
+              pixels: indices, width: picture.width, height: picture.height, channels: 1),
+            photometric: 3, palette: colours), expected: picture))
+      return list
+    }()
+
+    @Test("every layout decodes to the picture it was written from", arguments: layouts)
+    func decodesLayout(layout: Layout) throws {
+      let bytes = TIFFWriter.file([layout.image])
+      #expect(SourceFormat.sniff(bytes) == .tiff)
+      let decoded = try thumbnailer.decodeFullResolution(of: bytes)
+      #expect(decoded.width == layout.expected.width && decoded.height == layout.expected.height)
+      #expect(decoded.channels == layout.expected.channels)
+      #expect(
+        BMPDecodeTests.largestDifference(decoded, layout.expected) <= 1,
+        "\(layout.name): largest difference \(BMPDecodeTests.largestDifference(decoded, layout.expected))"
+      )
+    }
+
+    @Test(
+      "the orientation tag is applied, the same through libtiff's RGBA reader",
+      arguments: [false, true])
+    func orientation(separatePlanes: Bool) throws {
+      for orientation in 1...8 {
+        let upright = try thumbnailer.decodeFullResolution(
+          of: TIFFWriter.file([
+            TIFFWriter.Image(picture: Self.picture, separatePlanes: separatePlanes)
+          ]))
+        var image = TIFFWriter.Image(picture: Self.picture, separatePlanes: separatePlanes)
+        image.orientation = orientation
+        let turned = try thumbnailer.decodeFullResolution(of: TIFFWriter.file([image]))
+        #expect(
+          turned == Self.shown(upright, orientation: orientation), "orientation \(orientation)")
+      }
+    }
+
+    /// Stored pixels as they must be shown under an orientation, from TIFF's (and EXIF's)
+    /// definition: where the stored 0th row and 0th column appear (1 top and left, 2 top and
+    /// right, 3 bottom and right, 4 bottom and left, 5 left and top, 6 right and top, 7 right
+    /// and bottom, 8 left and bottom).
+    static func shown(_ stored: Bitmap, orientation: Int) -> Bitmap {
+      let (w, h, c) = (stored.width, stored.height, stored.channels)
+      let swapped = orientation >= 5
+      let (dw, dh) = swapped ? (h, w) : (w, h)
+      var pixels = [UInt8](repeating: 0, count: dw * dh * c)
+      for y in 0..<dh {
+        for x in 0..<dw {
+          // (column, row) of the stored pixel shown at (x, y).
+          let (sx, sy): (Int, Int)
+          switch orientation {
+          case 2: (sx, sy) = (w - 1 - x, y)
+          case 3: (sx, sy) = (w - 1 - x, h - 1 - y)
+          case 4: (sx, sy) = (x, h - 1 - y)
+          case 5: (sx, sy) = (y, x)
+          case 6: (sx, sy) = (y, h - 1 - x)
+          case 7: (sx, sy) = (w - 1 - y, h - 1 - x)
+          case 8: (sx, sy) = (w - 1 - y, x)
+          default: (sx, sy) = (x, y)
+          }
+          for k in 0..<c { pixels[(y * dw + x) * c + k] = stored.pixels[(sy * w + sx) * c + k] }
+        }
+      }
+      return Bitmap(pixels: pixels, width: dw, height: dh, channels: c)
+    }
+
+    /// A solid picture.
+    static func solid(_ width: Int, _ height: Int, _ rgb: [UInt8]) -> Bitmap {
+      Bitmap(
+        pixels: Array([[UInt8]](repeating: rgb, count: width * height).joined()), width: width,
+        height: height, channels: 3)
+    }
+
+    @Test(
+      "a pyramid is read at the smallest level that covers the box, in the main chain or as SubIFDs",
+      arguments: [false, true])
+    func pyramidLevel(asSubIFDs: Bool) throws {
+      typealias I = TIFFWriter.Image
+      let page = I(picture: Self.solid(800, 600, [200, 0, 0]), tile: 256)
+      let levels = [
+        I(picture: Self.solid(200, 150, [0, 200, 0]), tile: 128, reduced: true),
+        I(picture: Self.solid(52, 39, [0, 0, 200]), tile: 64, reduced: true),
+      ]
+      var main = page
+      if asSubIFDs { main.subImages = levels }
+      let bytes = TIFFWriter.file(asSubIFDs ? [main] : [page] + levels)
+      // A level is the picture made small by its writer: the one at least as large as the
+      // box is taken, with no headroom.
+      for (box, colour) in [
+        (40, [0, 0, 200]), (52, [0, 0, 200]), (100, [0, 200, 0]), (300, [200, 0, 0]),
+      ] {
+        let thumbnail = try thumbnailer.thumbnail(
+          of: bytes, spec: ThumbnailSpec(width: box, height: box, format: .png))
+        #expect(thumbnail.width == box && thumbnail.sourceWidth == 800)
+        let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        let centre = (shown.height / 2 * shown.width + shown.width / 2) * 3
+        #expect(Array(shown.pixels[centre..<(centre + 3)]) == colour.map(UInt8.init), "box \(box)")
+      }
+      // Pages after the first are not its levels: a second full-size page is never read.
+      let twoPages = TIFFWriter.file([
+        page, I(picture: Self.solid(200, 150, [9, 9, 9]), tile: 256),
+      ])
+      let thumbnail = try thumbnailer.thumbnail(
+        of: twoPages, spec: ThumbnailSpec(width: 100, height: 100, format: .png))
+      let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+      #expect(Array(shown.pixels[0..<3]) == [200, 0, 0])
+    }
+
+    @Test("a thumbnail streamed from the file equals the one made from memory")
+    func fileEqualsMemory() throws {
+      let path = FileManager.default.temporaryDirectory
+        .appendingPathComponent("thumbd-tiff-\(UUID().uuidString.prefix(8)).tif").path
+      defer { try? FileManager.default.removeItem(atPath: path) }
+      let bytes = TIFFWriter.file([TIFFWriter.Image(picture: Self.picture, tile: 16)])
+      try Data(bytes).write(to: URL(fileURLWithPath: path))
+      let spec = ThumbnailSpec(width: 20, height: 20, format: .png)
+      #expect(
+        try thumbnailer.thumbnail(of: bytes, spec: spec)
+          == thumbnailer.thumbnail(contentsOf: path, spec: spec))
+    }
+  }
+}
