@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""WebP, GIF, HEIC and AVIF sources: `thumbd thumbnail` against vipsthumbnail, and the encoders.
+"""WebP, GIF, HEIC, AVIF, TIFF and BMP sources: `thumbd thumbnail` against vipsthumbnail, and
+the encoders.
 
 Decoding (`decode`): each set is thumbnailed to 256x256 JPEG (quality 85) by both tools in
 one process per tool and round, alternating which goes first: one image at a time
@@ -7,7 +8,8 @@ one process per tool and round, alternating which goes first: one image at a tim
 --threads default also each tool on its defaults (thumbd one job per core, vips its own
 threads). The figure is the median over rounds of the per-round ratio thumbd / vips.
 Beside it, quality: PSNR of each tool's output (decoded) against an exact area average of a
-full-resolution decode of the source (thumbd's decoders at full size, bench/exact_area.py).
+full-resolution decode of the source (thumbd's decoders at full size, bench/exact_area.py;
+for TIFF and BMP, Pillow's decode, an independent one).
 
 Sets (built under --work from files on this machine, nothing downloaded):
   webp-12mp   the 12 MP JPEGs of ../shared/bench/make_corpus.sh, written as lossy WebP q80
@@ -16,6 +18,11 @@ Sets (built under --work from files on this machine, nothing downloaded):
   heic        the corpus's HEIC photos (HEVC; 12 MP grid, 2 MP, ...)
   heic-no-thumbnail  those without an embedded thumbnail
   avif        the corpus's AVIF photos of 0.25 MP or more
+  tiff-corpus the corpus's TIFFs of 0.25 MP or more that Pillow reads (MANIFEST-formats2.tsv)
+  tiff-12mp-* the 12 MP JPEGs written by libvips as TIFF: lzw (strips, horizontal predictor),
+              deflate-tiled (256x256 tiles), jpeg (YCbCr in JPEG, strips), none (uncompressed)
+  bmp-12mp    the 12 MP JPEGs written by Pillow as 24-bit BMP (vips reads them through
+              ImageMagick)
 
 Encoding (`encode`): the 12 MP JPEG set thumbnailed to 256x256 as JPEG, WebP and AVIF at
 quality 80 (AVIF at each speed from 4 to 9): ms per image (the whole thumbnail: decode,
@@ -61,8 +68,32 @@ def manifest():
     return rows
 
 
+def manifest2():
+    """MANIFEST-formats2.tsv rows: path, kind, expect, pixels."""
+    rows = []
+    with open(os.path.join(CORPUS, "MANIFEST-formats2.tsv")) as f:
+        next(f)
+        for line in f:
+            p = line.rstrip("\n").split("\t")
+            pixels = int(p[3]) * int(p[4]) if p[3].isdigit() and p[4].isdigit() else 0
+            rows.append((p[0], p[1], p[2], pixels))
+    return rows
+
+
+def pillow_reads(path):
+    try:
+        with Image.open(path) as image:
+            image.load()
+        return True
+    except Exception:
+        return False
+
+
 def build_sets(thumbd, work):
     sets = {}
+    sets["tiff-corpus"] = [os.path.join(CORPUS, r[0]) for r in manifest2()
+                           if r[1] == "tiff-valid" and r[2] == "decode-ok" and r[3] >= 250_000
+                           and pillow_reads(os.path.join(CORPUS, r[0]))]
     rows = manifest()
     ok = [r for r in rows if r[2] == "decode-ok"]
     sets["webp-corpus"] = [os.path.join(CORPUS, r[0]) for r in ok
@@ -90,6 +121,27 @@ def build_sets(thumbd, work):
                                 "--quality", "80", "-o", target], check=True)
             made.append(target)
         sets["webp-12mp"] = made
+        for name, options in [("lzw", "[compression=lzw,predictor=horizontal]"),
+                              ("deflate-tiled", "[compression=deflate,tile]"),
+                              ("jpeg", "[compression=jpeg,Q=90]"), ("none", "")]:
+            out = os.path.join(work, "tiff-12mp-" + name)
+            os.makedirs(out, exist_ok=True)
+            made = []
+            for j in jpegs:
+                target = os.path.join(out, os.path.splitext(os.path.basename(j))[0] + ".tif")
+                if not os.path.exists(target):
+                    subprocess.run(["vips", "copy", j, target + options], check=True)
+                made.append(target)
+            sets["tiff-12mp-" + name] = made
+        out = os.path.join(work, "bmp-12mp")
+        os.makedirs(out, exist_ok=True)
+        made = []
+        for j in jpegs:
+            target = os.path.join(out, os.path.splitext(os.path.basename(j))[0] + ".bmp")
+            if not os.path.exists(target):
+                Image.open(j).convert("RGB").save(target)
+            made.append(target)
+        sets["bmp-12mp"] = made
     return {k: v for k, v in sets.items() if v}
 
 
@@ -109,11 +161,17 @@ def psnr(a, b):
 
 
 def reference(thumbd, source, size, work):
-    """Exact area average of a full-resolution decode, at `size`."""
-    full = os.path.join(work, "full.png")
-    subprocess.run([thumbd, "thumbnail", source, "--size", "16384x16384", "--format", "png",
-                    "-o", full], check=True, stdout=subprocess.DEVNULL)
-    averaged = area_average(Image.open(full), size)
+    """Exact area average of a full-resolution decode, at `size`: Pillow's for TIFF and BMP
+    (an independent decoder, orientation applied), thumbd's own for the other formats."""
+    if source.lower().endswith((".tif", ".tiff", ".bmp")):
+        from PIL import ImageOps
+        decoded = ImageOps.exif_transpose(Image.open(source)).convert("RGBA")
+    else:
+        full = os.path.join(work, "full.png")
+        subprocess.run([thumbd, "thumbnail", source, "--size", "16384x16384", "--format", "png",
+                        "-o", full], check=True, stdout=subprocess.DEVNULL)
+        decoded = Image.open(full)
+    averaged = area_average(decoded, size)
     background = Image.new("RGBA", averaged.size, (255, 255, 255, 255))
     return Image.alpha_composite(background, averaged).convert("RGB")
 

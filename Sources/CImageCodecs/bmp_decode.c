@@ -602,27 +602,6 @@ static void ico_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need
   *height = d->entries[d->chosen].height;
 }
 
-/* Rows of the entry's decoder, passed on once its colour description is the icon's. */
-typedef struct relay_sink {
-  ic_sink base;
-  ic_sink *to;
-  ic_header *inner, *outer;
-} relay_sink;
-
-static ic_status relay_begin(ic_sink *sink, uint32_t width, uint32_t height, int channels,
-                             ic_result *result) {
-  relay_sink *s = (relay_sink *)sink;
-  ic_colour_info_clear(&s->outer->colour);
-  s->outer->colour = s->inner->colour;
-  memset(&s->inner->colour, 0, sizeof(s->inner->colour));
-  return s->to->begin(s->to, width, height, channels, result);
-}
-
-static ic_status relay_row(ic_sink *sink, const uint8_t *row, ic_result *result) {
-  relay_sink *s = (relay_sink *)sink;
-  return s->to->row(s->to, row, result);
-}
-
 /* An entry's DIB: its header (height doubled: the XOR rows, then the AND mask), palette,
  * rows, mask, all in memory. */
 static ic_status open_dib(ico_decoder *icon, ic_stream *bytes, const ico_entry *entry,
@@ -713,8 +692,7 @@ static ic_status ico_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
      * icon's. */
     uint32_t w, h;
     inner->ops->choose_size(inner, entry->width, entry->height, 0, &w, &h);
-    relay_sink relay = {{relay_begin, relay_row}, sink, &inner->header, &base->header};
-    status = ic_decoder_run(inner, &relay.base, result);
+    status = ic_decoder_run_inner(inner, base, sink, result);
   }
   if (inner) inner->ops->destroy(inner);
   ic_stream_close(&bytes);

@@ -39,6 +39,9 @@ static const ic_decoder_entry decoders[] = {
     {IC_FORMAT_BMP, "BMP", ic_bmp_sniff, ic_bmp_open, NULL, NULL},
     /* After HEIF: an ISO-BMFF box of 256 bytes starts as an icon does (ic_ico_sniff). */
     {IC_FORMAT_ICO, "ICO", ic_ico_sniff, ic_ico_open, NULL, NULL},
+    /* Before TIFF: CR2 starts as a TIFF does (ic_raw_sniff); NEF, DNG and other raws with
+     * TIFF's own header are passed on by the TIFF decoder (ic_raw_is_camera). */
+    {IC_FORMAT_RAW, "RAW", ic_raw_sniff, ic_raw_open, NULL, NULL},
     {IC_FORMAT_TIFF, "TIFF", ic_tiff_sniff, ic_tiff_open, NULL, NULL},
 };
 
@@ -119,6 +122,33 @@ void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result) 
   }
   decoder->ops = ops;
   return decoder;
+}
+
+/* Rows of an inner decoder, passed on once its colour description is the outer one's. */
+typedef struct relay_sink {
+  ic_sink base;
+  ic_sink *to;
+  ic_header *inner, *outer;
+} relay_sink;
+
+static ic_status relay_begin(ic_sink *sink, uint32_t width, uint32_t height, int channels,
+                             ic_result *result) {
+  relay_sink *s = (relay_sink *)sink;
+  ic_colour_info_clear(&s->outer->colour);
+  s->outer->colour = s->inner->colour;
+  memset(&s->inner->colour, 0, sizeof(s->inner->colour));
+  return s->to->begin(s->to, width, height, channels, result);
+}
+
+static ic_status relay_row(ic_sink *sink, const uint8_t *row, ic_result *result) {
+  relay_sink *s = (relay_sink *)sink;
+  return s->to->row(s->to, row, result);
+}
+
+ic_status ic_decoder_run_inner(ic_decoder *inner, ic_decoder *outer, ic_sink *sink,
+                               ic_result *result) {
+  relay_sink relay = {{relay_begin, relay_row}, sink, &inner->header, &outer->header};
+  return ic_decoder_run(inner, &relay.base, result);
 }
 
 /* Decodes running and the extra threads they run, in this process. */

@@ -130,6 +130,11 @@ struct ic_decoder {
  * NULL, with the result failed, when there is no memory. */
 void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result);
 
+/* Runs a decoder inside another's run (an icon's entry, a camera RAW's preview): its rows go
+ * to the sink, its colour description becomes the outer decoder's when its rows begin. */
+ic_status ic_decoder_run_inner(ic_decoder *inner, ic_decoder *outer, ic_sink *sink,
+                               ic_result *result);
+
 /* Runs a decoder (ops->run), counted as one busy core while it runs. */
 ic_status ic_decoder_run(ic_decoder *decoder, ic_sink *sink, ic_result *result);
 
@@ -196,6 +201,20 @@ int ic_stream_size(ic_stream *stream, uint64_t *size);
  * IC_ERR_TRUNCATED), only forward in a pipe (by reading, checking the control). */
 ic_status ic_stream_seek(ic_stream *stream, uint64_t offset, const ic_control *control,
                          ic_result *result);
+/*
+ * A source read at any offset (TIFF, camera RAW): a regular file by pread on its descriptor
+ * (the stream's position untouched), else its bytes in memory (a pipe read whole, within the
+ * decoder's memory limit, kept by the stream).
+ */
+typedef struct ic_random {
+  int fd;
+  const uint8_t *data;
+  uint64_t size;
+} ic_random;
+ic_status ic_stream_random(ic_stream *stream, const ic_limits *limits, const ic_control *control,
+                           ic_random *out, ic_result *result);
+/* Reads up to length bytes at offset: the count read (fewer at the end or on error). */
+size_t ic_random_read(const ic_random *source, uint64_t offset, void *buffer, size_t length);
 /* True when the last short read was an I/O error rather than the end. */
 int ic_stream_failed(const ic_stream *stream);
 
@@ -228,6 +247,13 @@ IC_DECLARE_DECODER(heif);
 IC_DECLARE_DECODER(bmp);
 IC_DECLARE_DECODER(ico);
 IC_DECLARE_DECODER(tiff);
+IC_DECLARE_DECODER(raw);
+/* Whether a TIFF-structured file is a camera's raw file (a DNG, or a Make tag and sensor
+ * data), which raw_decode.c reads for its preview. */
+int ic_raw_is_camera(const ic_random *bytes);
+/* The RAW decoder over bytes already open for random reads (from the TIFF decoder). */
+ic_status ic_raw_open_random(const ic_random *bytes, const ic_limits *limits,
+                             const ic_control *control, ic_result *result, ic_decoder **out);
 /* Preview openers (ic_request.preview) and prefix scanners (ic_preview_prefix), for the
  * formats that have them. */
 #define IC_DECLARE_PREVIEW(name)                                                         \

@@ -189,6 +189,43 @@ ic_status ic_stream_seek(ic_stream *stream, uint64_t offset, const ic_control *c
   return IC_OK;
 }
 
+ic_status ic_stream_random(ic_stream *stream, const ic_limits *limits, const ic_control *control,
+                           ic_random *out, ic_result *result) {
+  memset(out, 0, sizeof(*out));
+  out->fd = -1;
+  uint64_t size = 0;
+  if (stream->file && ic_stream_size(stream, &size)) {
+    out->fd = fileno(stream->file);
+    out->size = size;
+    return IC_OK;
+  }
+  /* Nothing has been read past the sniffed head, which the stream hands out again first. */
+  const uint8_t *data = NULL;
+  size_t length = 0;
+  if (ic_stream_contents(stream, limits, control, &data, &length, result) != IC_OK)
+    return result->status;
+  out->data = data;
+  out->size = length;
+  return IC_OK;
+}
+
+size_t ic_random_read(const ic_random *source, uint64_t offset, void *buffer, size_t length) {
+  if (offset >= source->size) return 0;
+  if (length > source->size - offset) length = (size_t)(source->size - offset);
+  if (source->data) {
+    memcpy(buffer, source->data + offset, length);
+    return length;
+  }
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = pread(source->fd, (uint8_t *)buffer + done, length - done, (off_t)(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  return done;
+}
+
 int ic_stream_failed(const ic_stream *stream) {
   return stream->file && ferror(stream->file);
 }

@@ -11,7 +11,8 @@
  * band of rows at a time. The orientation tag is applied on the small result, the ICC
  * profile by the colour step.
  *
- * Limits before pixels: the page's and the level's sizes against the limits, samples and bit
+ * Limits before pixels: the size of the level read against the limits (a pyramid's page may
+ * be larger, as long as a level that is read is not), samples and bit
  * depths checked, directories walked at most IC_TIFF_MAX_DIRECTORIES (libtiff refuses IFD
  * loops), SubIFDs at most IC_TIFF_MAX_SUBIFDS, and libtiff's own allocations capped at the
  * decoder's memory limit (TIFFOpenOptionsSetMaxSingleMemAlloc). libtiff's messages go to the
@@ -49,10 +50,8 @@ typedef struct tiff_decoder {
   const ic_control *control;
   const ic_limits *limits;
   TIFF *tif;
-  /* The bytes: a descriptor read with pread, or memory. */
-  int fd;
-  const uint8_t *data;
-  uint64_t size, position;
+  ic_random bytes;
+  uint64_t position;
   int short_read;
   /* libtiff's first error. */
   char message[200], warning[200];
@@ -73,24 +72,7 @@ int ic_tiff_sniff(const uint8_t *bytes, size_t size) {
 static tmsize_t io_read(thandle_t handle, void *buffer, tmsize_t size) {
   tiff_decoder *d = handle;
   if (size <= 0) return 0;
-  if (d->position >= d->size) {
-    d->short_read = 1;
-    return 0;
-  }
-  uint64_t left = d->size - d->position;
-  size_t want = (uint64_t)size < left ? (size_t)size : (size_t)left;
-  size_t done = 0;
-  if (d->data) {
-    memcpy(buffer, d->data + d->position, want);
-    done = want;
-  } else {
-    while (done < want) {
-      ssize_t n = pread(d->fd, (uint8_t *)buffer + done, want - done, (off_t)(d->position + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += (size_t)n;
-    }
-  }
+  size_t done = ic_random_read(&d->bytes, d->position, buffer, (size_t)size);
   d->position += done;
   if (done < (size_t)size) d->short_read = 1;
   return (tmsize_t)done;
@@ -103,7 +85,7 @@ static tmsize_t io_write(thandle_t handle, void *buffer, tmsize_t size) {
 
 static toff_t io_seek(thandle_t handle, toff_t offset, int whence) {
   tiff_decoder *d = handle;
-  uint64_t base = whence == SEEK_CUR ? d->position : whence == SEEK_END ? d->size : 0;
+  uint64_t base = whence == SEEK_CUR ? d->position : whence == SEEK_END ? d->bytes.size : 0;
   if (offset > UINT64_MAX - base) return (toff_t)-1;
   d->position = base + offset;
   return d->position;
@@ -114,7 +96,7 @@ static int io_close(thandle_t handle) {
   return 0;
 }
 
-static toff_t io_size(thandle_t handle) { return ((tiff_decoder *)handle)->size; }
+static toff_t io_size(thandle_t handle) { return ((tiff_decoder *)handle)->bytes.size; }
 
 static int io_map(thandle_t handle, void **base, toff_t *size) {
   (void)handle, (void)base, (void)size;
@@ -166,6 +148,14 @@ static ic_status set_level(tiff_decoder *d, const tiff_level *level, ic_result *
   int ok = level->subifd ? TIFFSetSubDirectory(d->tif, level->subifd)
                          : TIFFSetDirectory(d->tif, level->index);
   return ok ? IC_OK : fail_from_tiff(d, "directory", result);
+}
+
+/* A level's size against the limits; the result keeps the page's size as the source's. */
+static ic_status check_level(tiff_decoder *d, const tiff_level *level, ic_result *result) {
+  ic_status status = ic_check_limits(level->width, level->height, d->limits, result);
+  result->source_width = d->levels[0].width;
+  result->source_height = d->levels[0].height;
+  return status;
 }
 
 static uint32_t subfile_type(TIFF *tif) {
@@ -566,7 +556,9 @@ static void tiff_choose_size(ic_decoder *base, uint32_t need_width, uint32_t nee
 static ic_status tiff_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   tiff_decoder *d = (tiff_decoder *)base;
   const tiff_level *level = &d->levels[d->chosen];
-  if (set_level(d, level, result) != IC_OK) return result->status;
+  if (check_level(d, level, result) != IC_OK ||
+      set_level(d, level, result) != IC_OK)
+    return result->status;
   uint32_t width = level->width, height = level->height;
   layout l;
   int direct = read_layout(d->tif, &l);
@@ -620,7 +612,7 @@ static uint64_t tiff_working_memory(ic_decoder *base) {
     uint32_t rows = 0;
     TIFFGetFieldDefaulted(d->tif, TIFFTAG_ROWSPERSTRIP, &rows);
     if (rows == 0 || rows > level->height) rows = level->height;
-    uint64_t raw = d->size < IC_TIFF_RAW_STRIP ? d->size : IC_TIFF_RAW_STRIP;
+    uint64_t raw = d->bytes.size < IC_TIFF_RAW_STRIP ? d->bytes.size : IC_TIFF_RAW_STRIP;
     uint64_t strip = (uint64_t)TIFFStripSize64(d->tif);
     /* A strip decoded whole (or scanlines), and what libtiff holds of its bytes; the RGBA
      * reader holds a whole strip decoded and a band of at most 256 rows. */
@@ -683,23 +675,15 @@ ic_status ic_tiff_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   if (!d) return result->status;
   d->control = control;
   d->limits = limits;
-  d->fd = -1;
-  uint64_t size = 0;
-  if (stream->file && ic_stream_size(stream, &size)) {
-    /* A regular file: read where libtiff asks, with pread. */
-    d->fd = fileno(stream->file);
-    d->size = size;
-  } else {
-    /* Memory, or a pipe read into memory (within the decoder's memory limit); nothing has
-     * been read past the sniffed head, which the stream hands out again first. */
-    const uint8_t *data = NULL;
-    size_t length = 0;
-    if (ic_stream_contents(stream, limits, control, &data, &length, result) != IC_OK) {
-      free(d);
-      return result->status;
-    }
-    d->data = data;
-    d->size = length;
+  if (ic_stream_random(stream, limits, control, &d->bytes, result) != IC_OK) {
+    free(d);
+    return result->status;
+  }
+  if (ic_raw_is_camera(&d->bytes)) {
+    /* A camera's raw file: its preview, never its sensor data. */
+    ic_random bytes = d->bytes;
+    free(d);
+    return ic_raw_open_random(&bytes, limits, control, result, out);
   }
   TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
   if (!options) {
@@ -718,8 +702,14 @@ ic_status ic_tiff_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   TIFFOpenOptionsFree(options);
   ic_status status = d->tif ? IC_OK : fail_from_tiff(d, "header", result);
   if (status == IC_OK) status = find_levels(d, result);
-  if (status == IC_OK)
-    status = ic_check_limits(d->levels[0].width, d->levels[0].height, limits, result);
+  /* The limits bound what is decoded: a pyramid's page may be over them as long as the
+   * level a decode reads is not (checked again for the level chosen). */
+  if (status == IC_OK) {
+    const tiff_level *smallest = &d->levels[d->level_count - 1];
+    for (uint32_t i = 0; i < d->level_count; i++)
+      if (d->levels[i].width < smallest->width) smallest = &d->levels[i];
+    status = check_level(d, smallest, result);
+  }
   if (status == IC_OK) status = read_page(d, result);
   /* A level is the picture made small by its writer (averaged): the one at least as large
    * as the output is taken, with no headroom. */

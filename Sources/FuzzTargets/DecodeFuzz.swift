@@ -23,6 +23,11 @@ extension SourceFormat {
         "decode-tiff",
         "libtiff's directories, strips and tiles, codecs (LZW, Deflate, PackBits, JPEG), reduced-resolution levels, our sample expansion and its RGBA reader"
       )
+    case .raw:
+      (
+        "decode-raw",
+        "our camera RAW walker (TIFF-structured raws' IFDs and SubIFDs, RAF headers, CR3 boxes, CIFF heaps) and the JPEG previews it finds"
+      )
     case .bmp, .ico:
       (
         "decode-bmp",

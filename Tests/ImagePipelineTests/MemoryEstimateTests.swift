@@ -37,14 +37,21 @@ extension DecodeSuites {
       Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) })
     }
 
-    /// The smallest decode-ok corpus file of a format: the baseline of its code paths.
+    /// The smallest small corpus file of a format that decodes (decode-ok first; a format
+    /// whose decode-ok files are all large, as camera RAW's, takes an `either` one that
+    /// decodes): the baseline of its code paths.
     static func tinyFile(of format: SourceFormat) throws -> String {
-      let candidates = (Corpus.entries + Corpus.formatEntries + Corpus.formats2Entries).filter {
-        entry in
-        entry.expected == "decode-ok"
-          && (entry.storedSize.map { $0.width * $0.height <= 65536 } ?? false)
-          && (try? SourceFormat.sniff(Corpus.bytes(entry.path))) == format
+      let all = Corpus.entries + Corpus.formatEntries + Corpus.formats2Entries
+      func small(_ expected: String) -> [Corpus.Entry] {
+        all.filter { entry in
+          entry.expected == expected
+            && (entry.storedSize.map { $0.width * $0.height <= 65536 } ?? false)
+            && (try? SourceFormat.sniff(Corpus.bytes(entry.path))) == format
+            && (try? Thumbnailer().thumbnail(
+              contentsOf: entry.url, spec: ThumbnailSpec(width: 16, height: 16))) != nil
+        }
       }
+      let candidates = small("decode-ok").isEmpty ? small("either") : small("decode-ok")
       let sized = try candidates.map { ($0, try Corpus.bytes($0.path).count) }
       return try #require(sized.min { $0.1 < $1.1 }, "no small \(format)").0.url
     }
@@ -57,6 +64,13 @@ extension DecodeSuites {
           format: format)
       }
     }
+
+    /// The second round's formats (TIFF, BMP, ICO, camera RAW) in the corpus, of 0.25 MP or
+    /// more.
+    static let formats2Cases: [Case] = Corpus.nativeFormats2Entries(expected: "decode-ok").filter {
+      ($0.storedSize.map { $0.width * $0.height >= 250_000 } ?? false)
+        && DecodeSuites.Formats2CorpusTests.beyondDebianLibraries[$0.path] == nil
+    }.map { entry in Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) }) }
 
     /// The formats whose corpus files are all small, at 0.25 MP and more (GeneratedLarge).
     static let largeCases: [Case] = GeneratedLarge.files.map { file in
@@ -124,7 +138,8 @@ extension DecodeSuites {
 
     @Test(
       "the estimate is never below the measured peak",
-      arguments: corpusCases + formatCases + encoderCases + generatedCases + largeCases)
+      arguments: corpusCases + formatCases + encoderCases + generatedCases + largeCases
+        + formats2Cases)
     func neverBelowPeak(item: Case) async throws {
       let file = try item.make()
       defer {

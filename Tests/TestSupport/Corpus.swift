@@ -98,9 +98,11 @@ enum Corpus {
     }
   }
 
-  /// The kinds' first words that name a format thumbd reads.
+  /// The kinds' first words that name a format thumbd reads (an extension, or its name:
+  /// `raw`).
   static let nativeKinds: Set<String> = Set(
-    SourceFormat.allCases.flatMap(\.fileExtensions))
+    SourceFormat.allCases.flatMap(\.fileExtensions)
+      + SourceFormat.allCases.map { $0.displayName.lowercased() })
 
   private static func load(_ name: String) -> [Entry] {
     let manifest = root + "/" + name

@@ -59,7 +59,10 @@ typedef enum ic_format {
   /** Windows icons and cursors (ICO, CUR): the entry nearest the output size. */
   IC_FORMAT_ICO = 8,
   /** TIFF: the first page, or its smallest reduced-resolution level covering the output. */
-  IC_FORMAT_TIFF = 9
+  IC_FORMAT_TIFF = 9,
+  /** Camera RAW (CR2, CR3, CRW, NEF, ARW, DNG, ORF, RW2, PEF, RAF...): its embedded JPEG
+   *  preview, never a demosaic. */
+  IC_FORMAT_RAW = 10
 } ic_format;
 
 /** How the source is mapped into the target box. */

@@ -16,6 +16,9 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
   case ico
   /// TIFF: the first page, or its smallest reduced-resolution level that covers the output.
   case tiff
+  /// Camera RAW (CR2, CR3, CRW, NEF, ARW, DNG, ORF, RW2, PEF, RAF...): the JPEG preview the
+  /// camera embedded, never a demosaic. A raw without one is refused as unsupported.
+  case raw
 
   /// The format named by the first bytes (32 are enough), or nil when no decoder reads them.
   public static func sniff<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> SourceFormat? {
@@ -41,6 +44,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .bmp: IC_FORMAT_BMP
     case .ico: IC_FORMAT_ICO
     case .tiff: IC_FORMAT_TIFF
+    case .raw: IC_FORMAT_RAW
     }
   }
 
@@ -60,6 +64,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .bmp: "image/bmp"
     case .ico: "image/vnd.microsoft.icon"
     case .tiff: "image/tiff"
+    case .raw: "image/x-dcraw"
     }
   }
 
@@ -77,6 +82,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .bmp: ["bmp", "dib"]
     case .ico: ["ico", "cur"]
     case .tiff: ["tif", "tiff"]
+    case .raw: ["cr2", "cr3", "crw", "nef", "nrw", "arw", "dng", "orf", "rw2", "pef", "raf", "srw"]
     }
   }
 
@@ -87,8 +93,15 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
   public static var desktopMediaTypes: [String] {
     allCases.map(\.mediaType) + [
       "image/heif", "image/x-bmp", "image/x-ms-bmp", "image/x-icon", "image/x-win-bitmap",
-    ]
+    ] + rawMediaTypes
   }
+
+  /// shared-mime-info's types of the camera RAW files thumbd reads a preview of.
+  static let rawMediaTypes = [
+    "image/x-adobe-dng", "image/x-canon-cr2", "image/x-canon-cr3", "image/x-canon-crw",
+    "image/x-fuji-raf", "image/x-nikon-nef", "image/x-nikon-nrw", "image/x-olympus-orf",
+    "image/x-panasonic-rw2", "image/x-pentax-pef", "image/x-samsung-srw", "image/x-sony-arw",
+  ]
 
   init?(_ format: ic_format) {
     guard let match = Self.allCases.first(where: { $0.codecFormat == format }) else {
@@ -117,7 +130,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: self = .png
     case .webp: self = .webp
     case .avif: self = .avif
-    case .gif, .heic, .bmp, .ico, .tiff: return nil
+    case .gif, .heic, .bmp, .ico, .tiff, .raw: return nil
     }
   }
 
