@@ -41,7 +41,7 @@ let package = Package(
     systemLibrary("CLibTIFF", pkgConfig: "libtiff-4", apt: "libtiff-dev"),
     .target(
       name: "CImageCodecs",
-      dependencies: codecLibraries,
+      dependencies: codecLibraries + ["CSystem"],
       linkerSettings: [.linkedLibrary("m")]
     ),
     .target(
@@ -51,8 +51,8 @@ let package = Package(
     // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h. So are
     // libheif (CImageCodecs/heif_api.h), libavcodec and libsystemd (CBus/bus.c): their
     // headers come from the system's include path.
-    .target(name: "CCurl"),
-    .target(name: "CBus"),
+    .target(name: "CCurl", dependencies: ["CSystem"]),
+    .target(name: "CBus", dependencies: ["CSystem"]),
     .target(name: "CSystem"),
     .target(
       name: "ThumbSystem",

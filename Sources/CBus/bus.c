@@ -18,6 +18,8 @@
 #define _GNU_SOURCE
 #include "CBus.h"
 
+#include <CSystem.h>
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
@@ -81,20 +83,13 @@ static pthread_once_t libsystemd_once = PTHREAD_ONCE_INIT;
 
 static void load_libsystemd(void) {
   /* sd-bus's ABI is libsystemd.so.0's. */
-  void *library = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    snprintf(libsystemd_error, sizeof(libsystemd_error), "cannot load libsystemd.so.0: %s",
-             dlerror());
+#define CB_SD_SYMBOL(name) CS_SYMBOL(libsystemd, name, "sd_" #name)
+  const cs_symbol symbols[] = {CB_SD_FUNCTIONS(CB_SD_SYMBOL)};
+#undef CB_SD_SYMBOL
+  void *library = NULL;
+  if (cs_bind("libsystemd.so.0", "libsystemd0", symbols, sizeof(symbols) / sizeof(symbols[0]),
+              &library, libsystemd_error, sizeof(libsystemd_error)) != 0)
     return;
-  }
-#define CB_SD_RESOLVE(name)                                                                 \
-  *(void **)(&libsystemd.name) = dlsym(library, "sd_" #name);                              \
-  if (!libsystemd.name) {                                                                  \
-    snprintf(libsystemd_error, sizeof(libsystemd_error), "libsystemd.so.0 lacks sd_" #name); \
-    return;                                                                                 \
-  }
-  CB_SD_FUNCTIONS(CB_SD_RESOLVE)
-#undef CB_SD_RESOLVE
   const unsigned *format = dlsym(library, "sd_bus_object_vtable_format");
   if (!format) {
     snprintf(libsystemd_error, sizeof(libsystemd_error),

@@ -1,12 +1,13 @@
 /*
- * Loading libcurl at run time: dlopen once, resolve every function the
- * client calls, initialise the library. Loading lazily keeps libcurl and its
+ * Loading libcurl at run time: bound once (cs_bind), every function the client calls,
+ * then the library initialised. Loading lazily keeps libcurl and its
  * TLS stack out of processes that never fetch.
  */
 #define _GNU_SOURCE
 #include "curl_api.h"
 
-#include <dlfcn.h>
+#include <CSystem.h>
+
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,46 +20,31 @@ static const cc_api *loaded;
 static char load_error[256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static int resolve_all(void *library) {
-#define CC_RESOLVE(field, name)                                                \
-  do {                                                                         \
-    *(void **)(&api.field) = dlsym(library, name);                             \
-    if (!api.field) {                                                          \
-      snprintf(load_error, sizeof(load_error), "libcurl lacks %s", name);      \
-      return 0;                                                                \
-    }                                                                          \
-  } while (0)
-  CC_RESOLVE(global_init, "curl_global_init");
-  CC_RESOLVE(version_info, "curl_version_info");
-  CC_RESOLVE(multi_init, "curl_multi_init");
-  CC_RESOLVE(multi_setopt, "curl_multi_setopt");
-  CC_RESOLVE(multi_add_handle, "curl_multi_add_handle");
-  CC_RESOLVE(multi_remove_handle, "curl_multi_remove_handle");
-  CC_RESOLVE(multi_perform, "curl_multi_perform");
-  CC_RESOLVE(multi_poll, "curl_multi_poll");
-  CC_RESOLVE(multi_wakeup, "curl_multi_wakeup");
-  CC_RESOLVE(multi_info_read, "curl_multi_info_read");
-  CC_RESOLVE(multi_timeout, "curl_multi_timeout");
-  CC_RESOLVE(multi_cleanup, "curl_multi_cleanup");
-  CC_RESOLVE(easy_init, "curl_easy_init");
-  CC_RESOLVE(easy_setopt, "curl_easy_setopt");
-  CC_RESOLVE(easy_getinfo, "curl_easy_getinfo");
-  CC_RESOLVE(easy_cleanup, "curl_easy_cleanup");
-  CC_RESOLVE(easy_strerror, "curl_easy_strerror");
-  CC_RESOLVE(slist_append, "curl_slist_append");
-  CC_RESOLVE(slist_free_all, "curl_slist_free_all");
-#undef CC_RESOLVE
-  return 1;
-}
-
 static void load_once(void) {
-  void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    snprintf(load_error, sizeof(load_error), "cannot load libcurl.so.4: %s",
-             dlerror());
+  const cs_symbol symbols[] = {
+      CS_SYMBOL(api, global_init, "curl_global_init")
+      CS_SYMBOL(api, version_info, "curl_version_info")
+      CS_SYMBOL(api, multi_init, "curl_multi_init")
+      CS_SYMBOL(api, multi_setopt, "curl_multi_setopt")
+      CS_SYMBOL(api, multi_add_handle, "curl_multi_add_handle")
+      CS_SYMBOL(api, multi_remove_handle, "curl_multi_remove_handle")
+      CS_SYMBOL(api, multi_perform, "curl_multi_perform")
+      CS_SYMBOL(api, multi_poll, "curl_multi_poll")
+      CS_SYMBOL(api, multi_wakeup, "curl_multi_wakeup")
+      CS_SYMBOL(api, multi_info_read, "curl_multi_info_read")
+      CS_SYMBOL(api, multi_timeout, "curl_multi_timeout")
+      CS_SYMBOL(api, multi_cleanup, "curl_multi_cleanup")
+      CS_SYMBOL(api, easy_init, "curl_easy_init")
+      CS_SYMBOL(api, easy_setopt, "curl_easy_setopt")
+      CS_SYMBOL(api, easy_getinfo, "curl_easy_getinfo")
+      CS_SYMBOL(api, easy_cleanup, "curl_easy_cleanup")
+      CS_SYMBOL(api, easy_strerror, "curl_easy_strerror")
+      CS_SYMBOL(api, slist_append, "curl_slist_append")
+      CS_SYMBOL(api, slist_free_all, "curl_slist_free_all")
+  };
+  if (cs_bind("libcurl.so.4", "libcurl4", symbols, sizeof(symbols) / sizeof(symbols[0]), NULL,
+              load_error, sizeof(load_error)) != 0)
     return;
-  }
-  if (!resolve_all(library)) return;
   curl_version_info_data *version = api.version_info(CURLVERSION_NOW);
   if (!version || version->version_num < CC_MINIMUM_VERSION) {
     snprintf(load_error, sizeof(load_error),

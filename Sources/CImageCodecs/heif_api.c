@@ -1,10 +1,12 @@
 /*
- * Loading libheif at run time (heif_api.h): dlopen once, resolve every function thumbd calls.
+ * Loading libheif at run time (heif_api.h): bound once (cs_bind), every function thumbd calls.
  */
 #define _GNU_SOURCE
 #include "heif_api.h"
 
 #include "internal.h"
+
+#include <CSystem.h>
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -22,20 +24,14 @@ _Static_assert(LIBHEIF_NUMERIC_VERSION >> 24 == IC_HEIF_MAJOR, "libheif's major 
 
 static void load_once(void) {
   const char *soname = IC_SONAME("heif", IC_HEIF_MAJOR);
-  void *library = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    snprintf(load_error, sizeof(load_error), "cannot load %s: %s", soname, dlerror());
-    return;
-  }
   ic_heif_api api;
-#define IC_HEIF_RESOLVE(name)                                                               \
-  *(void **)(&api.name) = dlsym(library, "heif_" #name);                                   \
-  if (!api.name) {                                                                          \
-    snprintf(load_error, sizeof(load_error), "%s lacks heif_" #name, soname);               \
-    return;                                                                                 \
-  }
-  IC_HEIF_FUNCTIONS(IC_HEIF_RESOLVE)
-#undef IC_HEIF_RESOLVE
+#define IC_HEIF_SYMBOL(name) CS_SYMBOL(api, name, "heif_" #name)
+  const cs_symbol symbols[] = {IC_HEIF_FUNCTIONS(IC_HEIF_SYMBOL)};
+#undef IC_HEIF_SYMBOL
+  void *library = NULL;
+  if (cs_bind(soname, "libheif1", symbols, sizeof(symbols) / sizeof(symbols[0]), &library,
+              load_error, sizeof(load_error)) != 0)
+    return;
   /* The functions this build's headers declare were found; a minor version older than the
    * headers' could still differ in what it does with them. */
   int (*major)(void) = (int (*)(void))dlsym(library, "heif_get_version_number_major");

@@ -18,7 +18,8 @@
 #include "internal.h"
 #include "heif_api.h"
 
-#include <dlfcn.h>
+#include <CSystem.h>
+
 #include <libavcodec/avcodec.h>
 #include <libavutil/log.h>
 #include <libavutil/pixdesc.h>
@@ -56,35 +57,30 @@ static pthread_once_t av_once = PTHREAD_ONCE_INIT;
  * which apply each decode's own limits to the sizes the file declares. */
 static _Atomic uint64_t pixel_cap;
 
-static int resolve(void *codec, void *util) {
-#define IC_RESOLVE(library, field, name)                                   \
-  do {                                                                     \
-    *(void **)(&av.field) = dlsym(library, name);                          \
-    if (!av.field) return 0;                                               \
-  } while (0)
-  IC_RESOLVE(codec, find_decoder, "avcodec_find_decoder");
-  IC_RESOLVE(codec, alloc_context, "avcodec_alloc_context3");
-  IC_RESOLVE(codec, open, "avcodec_open2");
-  IC_RESOLVE(codec, free_context, "avcodec_free_context");
-  IC_RESOLVE(codec, send_packet, "avcodec_send_packet");
-  IC_RESOLVE(codec, receive_frame, "avcodec_receive_frame");
-  IC_RESOLVE(codec, packet_alloc, "av_packet_alloc");
-  IC_RESOLVE(codec, packet_free, "av_packet_free");
-  IC_RESOLVE(util, frame_alloc, "av_frame_alloc");
-  IC_RESOLVE(util, frame_free, "av_frame_free");
-  IC_RESOLVE(util, pixel_format, "av_pix_fmt_desc_get");
-  IC_RESOLVE(util, log_set_level, "av_log_set_level");
-#undef IC_RESOLVE
-  return 1;
-}
-
 static void load_once(void) {
   /* The major versions the headers describe: a library of another major has another ABI. */
-  void *util = dlopen(IC_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), RTLD_NOW | RTLD_LOCAL);
-  void *codec = util ? dlopen(IC_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
-                              RTLD_NOW | RTLD_LOCAL)
-                     : NULL;
-  if (!codec || !resolve(codec, util)) return;
+  const cs_symbol util[] = {
+      CS_SYMBOL(av, frame_alloc, "av_frame_alloc")
+      CS_SYMBOL(av, frame_free, "av_frame_free")
+      CS_SYMBOL(av, pixel_format, "av_pix_fmt_desc_get")
+      CS_SYMBOL(av, log_set_level, "av_log_set_level")
+  };
+  const cs_symbol codec[] = {
+      CS_SYMBOL(av, find_decoder, "avcodec_find_decoder")
+      CS_SYMBOL(av, alloc_context, "avcodec_alloc_context3")
+      CS_SYMBOL(av, open, "avcodec_open2")
+      CS_SYMBOL(av, free_context, "avcodec_free_context")
+      CS_SYMBOL(av, send_packet, "avcodec_send_packet")
+      CS_SYMBOL(av, receive_frame, "avcodec_receive_frame")
+      CS_SYMBOL(av, packet_alloc, "av_packet_alloc")
+      CS_SYMBOL(av, packet_free, "av_packet_free")
+  };
+  char error[256];
+  if (cs_bind(IC_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), IC_PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR), util,
+              sizeof(util) / sizeof(util[0]), NULL, error, sizeof(error)) != 0 ||
+      cs_bind(IC_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR), IC_PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec,
+              sizeof(codec) / sizeof(codec[0]), NULL, error, sizeof(error)) != 0)
+    return;
   av.hevc = av.find_decoder(AV_CODEC_ID_HEVC);
   if (!av.hevc) return;
   /* Damaged input is reported through errors; FFmpeg's own messages would go to stderr. */

@@ -14,6 +14,8 @@
 /* The soname of a library opened with dlopen, from its major version (a literal number). */
 #define IC_TEXT(x) #x
 #define IC_SONAME(library, major) "lib" library ".so." IC_TEXT(major)
+/* Debian's package of that library ("libavcodec59"), for the message when it is missing. */
+#define IC_PACKAGE(library, major) "lib" library IC_TEXT(major)
 
 /* Records an error on the result unless one is already recorded. */
 ic_status ic_fail(ic_result *result, ic_status status, const char *format, ...)

@@ -417,6 +417,10 @@ static ic_status emit(row_out *o, const uint8_t *stored, ic_result *result) {
   return o->sink->row(o->sink, o->row, result);
 }
 
+/* The largest raster of libtiff's RGBA reader that holds a whole strip; past it, bands of 256
+ * rows. */
+#define IC_TIFF_RGBA_BAND_BYTES (32u << 20)
+
 /* A strip decoded whole when it is at most this large; larger ones a scanline at a time. */
 #define IC_TIFF_WHOLE_STRIP (8u << 20)
 
@@ -504,7 +508,10 @@ static ic_status run_rgba(tiff_decoder *d, ic_sink *sink, uint32_t width, uint32
   if (TIFFIsTiled(d->tif)) TIFFGetField(d->tif, TIFFTAG_TILELENGTH, &band);
   else TIFFGetFieldDefaulted(d->tif, TIFFTAG_ROWSPERSTRIP, &band);
   if (band == 0 || band > height) band = height;
-  if (band > 256 && !TIFFIsTiled(d->tif)) band = 256;
+  /* A band is a whole strip where the raster allows: libtiff decodes a strip from its start
+   * for every band that reaches into it. */
+  if (!TIFFIsTiled(d->tif) && (uint64_t)width * band * 4 > IC_TIFF_RGBA_BAND_BYTES)
+    band = 256;
   uint32_t *raster = malloc((size_t)width * band * 4);
   uint8_t *row = malloc((size_t)width * 4);
   ic_status status = IC_OK;
@@ -617,9 +624,9 @@ static uint64_t tiff_working_memory(ic_decoder *base) {
     /* A strip decoded whole (or scanlines), and what libtiff holds of its bytes; the RGBA
      * reader holds a whole strip decoded and a band of at most 256 rows. */
     bytes += (strip <= IC_TIFF_WHOLE_STRIP ? strip : 2 * (uint64_t)TIFFScanlineSize64(d->tif)) + raw;
-    if (!direct)
-      bytes += (uint64_t)TIFFScanlineSize64(d->tif) * rows +
-               (uint64_t)level->width * (rows < 256 ? rows : 256) * 4;
+    uint64_t band = (uint64_t)level->width * rows * 4;
+    if (band > IC_TIFF_RGBA_BAND_BYTES) band = (uint64_t)level->width * (rows < 256 ? rows : 256) * 4;
+    if (!direct) bytes += (uint64_t)TIFFScanlineSize64(d->tif) * rows + band;
   }
   return bytes;
 }

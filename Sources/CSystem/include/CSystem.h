@@ -235,6 +235,31 @@ int ts_open_folder(const char *path);
  */
 int ts_remove_tree(const char *path, int max_depth, int max_entries);
 
+/* ---- optional libraries (binder.c) --------------------------------------------------- */
+
+/**
+ * One function (or variable) an optional library must export: its name, and the field its
+ * address is written to.
+ */
+typedef struct cs_symbol {
+  const char *name;
+  void **address;
+} cs_symbol;
+
+/** A row of a cs_symbol table: `field` of `table`, found as `name`. */
+#define CS_SYMBOL(table, field, name) {name, (void **)&(table).field},
+
+/**
+ * The one way thumbd opens a library it does not link (libheif, libcurl, libsystemd,
+ * FFmpeg's, libjxl): dlopen(`soname`, RTLD_NOW | RTLD_LOCAL), then every symbol of the table
+ * resolved, or none used. 0 on success, with the handle in *handle (never closed: the
+ * functions stay in use); -1 otherwise, with `error` naming what is missing and the Debian
+ * package that provides it ("cannot load libjxl.so.0.7 (install libjxl0.7): ...", "libcurl.so.4
+ * lacks curl_multi_poll (install libcurl4: a newer one)"). Call it once (pthread_once).
+ */
+int cs_bind(const char *soname, const char *package, const cs_symbol *symbols, size_t count,
+            void **handle, char *error, size_t error_size);
+
 #ifdef __cplusplus
 }
 #endif
