@@ -234,7 +234,8 @@ static uint8_t sample_u32(const uint8_t *row, size_t i, int bits) {
   memcpy(&v, row + 4 * i, 4);
   return (uint8_t)(v >> 24);
 }
-static uint8_t unit(double v) { return (uint8_t)(v <= 0 ? 0 : v >= 1 ? 255 : v * 255 + 0.5); }
+/* A float sample of 0...1 as 8 bits; NaN is 0 (a cast of NaN is undefined). */
+static uint8_t unit(double v) { return (uint8_t)(!(v > 0) ? 0 : v >= 1 ? 255 : v * 255 + 0.5); }
 static uint8_t sample_f32(const uint8_t *row, size_t i, int bits) {
   (void)bits;
   float v;

@@ -182,6 +182,19 @@ extension DecodeSuites {
       #expect(Array(shown.pixels[0..<3]) == [200, 0, 0])
     }
 
+    @Test("float samples: 0...1 as 8 bits, clamped outside it, NaN as 0")
+    func floatSamples() throws {
+      var b = RawFixtures.Builder()
+      let values: [Float] = [.nan, 0.5, 2, -1]
+      let strip = b.blob(values.flatMap { BMPWriter.le(Int($0.bitPattern), 4) })
+      let ifd0 = b.directory([
+        (256, 4, [4]), (257, 4, [1]), (258, 3, [32]), (259, 3, [1]), (262, 3, [1]),
+        (273, 4, [strip]), (277, 3, [1]), (279, 4, [16]), (339, 3, [3]),
+      ])
+      let decoded = try thumbnailer.decodeFullResolution(of: b.finish(ifd0: ifd0))
+      #expect(stride(from: 0, to: 12, by: 3).map { decoded.pixels[$0] } == [0, 128, 255, 0])
+    }
+
     @Test("a thumbnail streamed from the file equals the one made from memory")
     func fileEqualsMemory() throws {
       let path = FileManager.default.temporaryDirectory

@@ -17,7 +17,7 @@ struct LibraryBinderTests {
     var error = [CChar](repeating: 0, count: 256)
     let result = addresses.withUnsafeMutableBufferPointer { slots in
       let cNames = names.map { strdup($0)! }
-      defer { cNames.forEach { free($0) } }
+      defer { for name in cNames { free(name) } }
       let symbols = (0..<names.count).map { index in
         cs_symbol(
           name: cNames[index],
