@@ -43,6 +43,7 @@ static const ic_decoder_entry decoders[] = {
      * TIFF's own header are passed on by the TIFF decoder (ic_raw_is_camera). */
     {IC_FORMAT_RAW, "RAW", ic_raw_sniff, ic_raw_open, NULL, NULL},
     {IC_FORMAT_TIFF, "TIFF", ic_tiff_sniff, ic_tiff_open, NULL, NULL},
+    {IC_FORMAT_JXL, "JPEG XL", ic_jxl_sniff, ic_jxl_open, NULL, NULL},
 };
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))

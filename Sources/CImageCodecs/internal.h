@@ -250,6 +250,7 @@ IC_DECLARE_DECODER(bmp);
 IC_DECLARE_DECODER(ico);
 IC_DECLARE_DECODER(tiff);
 IC_DECLARE_DECODER(raw);
+IC_DECLARE_DECODER(jxl);
 /* Whether a TIFF-structured file is a camera's raw file (a DNG, or a Make tag and sensor
  * data), which raw_decode.c reads for its preview. */
 int ic_raw_is_camera(const ic_random *bytes);

@@ -23,6 +23,11 @@ extension SourceFormat {
         "decode-tiff",
         "libtiff's directories, strips and tiles, codecs (LZW, Deflate, PackBits, JPEG), reduced-resolution levels, our sample expansion and its RGBA reader"
       )
+    case .jxl:
+      (
+        "decode-jxl",
+        "libjxl's container and codestream, the header checks before pixels, our counting memory manager, the first frame and the DC-only stop"
+      )
     case .raw:
       (
         "decode-raw",

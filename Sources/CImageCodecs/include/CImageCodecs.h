@@ -62,7 +62,9 @@ typedef enum ic_format {
   IC_FORMAT_TIFF = 9,
   /** Camera RAW (CR2, CR3, CRW, NEF, ARW, DNG, ORF, RW2, PEF, RAF...): its embedded JPEG
    *  preview, never a demosaic. */
-  IC_FORMAT_RAW = 10
+  IC_FORMAT_RAW = 10,
+  /** JPEG XL (libjxl, opened at run time): the first frame. */
+  IC_FORMAT_JXL = 11
 } ic_format;
 
 /** How the source is mapped into the target box. */

@@ -19,6 +19,8 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
   /// Camera RAW (CR2, CR3, CRW, NEF, ARW, DNG, ORF, RW2, PEF, RAF...): the JPEG preview the
   /// camera embedded, never a demosaic. A raw without one is refused as unsupported.
   case raw
+  /// JPEG XL: the first frame (libjxl, loaded when the first one is read).
+  case jxl
 
   /// The format named by the first bytes (32 are enough), or nil when no decoder reads them.
   public static func sniff<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> SourceFormat? {
@@ -45,6 +47,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .ico: IC_FORMAT_ICO
     case .tiff: IC_FORMAT_TIFF
     case .raw: IC_FORMAT_RAW
+    case .jxl: IC_FORMAT_JXL
     }
   }
 
@@ -65,6 +68,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .ico: "image/vnd.microsoft.icon"
     case .tiff: "image/tiff"
     case .raw: "image/x-dcraw"
+    case .jxl: "image/jxl"
     }
   }
 
@@ -83,6 +87,7 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     case .ico: ["ico", "cur"]
     case .tiff: ["tif", "tiff"]
     case .raw: ["cr2", "cr3", "crw", "nef", "nrw", "arw", "dng", "orf", "rw2", "pef", "raf", "srw"]
+    case .jxl: ["jxl"]
     }
   }
 
@@ -130,7 +135,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: self = .png
     case .webp: self = .webp
     case .avif: self = .avif
-    case .gif, .heic, .bmp, .ico, .tiff, .raw: return nil
+    case .gif, .heic, .bmp, .ico, .tiff, .raw, .jxl: return nil
     }
   }
 

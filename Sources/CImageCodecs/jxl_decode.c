@@ -1,0 +1,282 @@
+/*
+ * JPEG XL (libjxl 0.7, opened with dlopen through cs_bind on the first JXL, never linked).
+ *
+ * The header first: the size (before orientation) against the limits, the orientation, alpha,
+ * and the colour profile of the decoded pixels, before any pixel is decoded. Then the first
+ * frame only (an animation's first), composited by libjxl into one 8-bit buffer: libjxl 0.7
+ * hands out pixels by groups, in no row order, so rows cannot stream; the buffer is counted
+ * in the estimate. When the output is small enough that the DC image (1/8 of each side)
+ * covers it, decoding stops at libjxl's DC progression step and the upsampled DC is used:
+ * no AC coefficients are decoded.
+ *
+ * libjxl allocates through a memory manager of ours, which counts every block against the
+ * decode's memory limit and refuses past it, so no file makes libjxl allocate without bound.
+ * libjxl cannot be interrupted inside a frame: the pixel limit bounds that work.
+ */
+#include "internal.h"
+
+#include <CSystem.h>
+#include <jxl/decode.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every libjxl function called, named once. */
+#define IC_JXL_FUNCTIONS(X)                                                                  \
+  X(JxlDecoderCreate)                                                                        \
+  X(JxlDecoderDestroy)                                                                       \
+  X(JxlDecoderSubscribeEvents)                                                               \
+  X(JxlDecoderSetInput)                                                                      \
+  X(JxlDecoderCloseInput)                                                                    \
+  X(JxlDecoderProcessInput)                                                                  \
+  X(JxlDecoderGetBasicInfo)                                                                  \
+  X(JxlDecoderSetKeepOrientation)                                                            \
+  X(JxlDecoderSetUnpremultiplyAlpha)                                                         \
+  X(JxlDecoderGetICCProfileSize)                                                             \
+  X(JxlDecoderGetColorAsICCProfile)                                                          \
+  X(JxlDecoderImageOutBufferSize)                                                            \
+  X(JxlDecoderSetImageOutBuffer)                                                             \
+  X(JxlDecoderFlushImage)
+
+static struct {
+#define IC_JXL_FIELD(name) __typeof__(name) *name;
+  IC_JXL_FUNCTIONS(IC_JXL_FIELD)
+#undef IC_JXL_FIELD
+} jxl;
+
+static int jxl_loaded;
+static char jxl_error[256];
+static pthread_once_t jxl_once = PTHREAD_ONCE_INIT;
+
+/* libjxl's soname names its minor version (0.7): the ABI of another is another. */
+#define IC_JXL_SONAME "libjxl.so.0.7"
+
+static void load_jxl(void) {
+#define IC_JXL_SYMBOL(name) CS_SYMBOL(jxl, name, #name)
+  const cs_symbol symbols[] = {IC_JXL_FUNCTIONS(IC_JXL_SYMBOL)};
+#undef IC_JXL_SYMBOL
+  jxl_loaded = cs_bind(IC_JXL_SONAME, "libjxl0.7", symbols, sizeof(symbols) / sizeof(symbols[0]),
+                       NULL, jxl_error, sizeof(jxl_error)) == 0;
+}
+
+int ic_jxl_sniff(const uint8_t *b, size_t size) {
+  static const uint8_t box[12] = {0, 0, 0, 12, 'J', 'X', 'L', ' ', 0x0D, 0x0A, 0x87, 0x0A};
+  return (size >= 2 && b[0] == 0xFF && b[1] == 0x0A) || (size >= 12 && memcmp(b, box, 12) == 0);
+}
+
+/* libjxl's allocations, counted against a budget: each block carries its size before it. */
+typedef struct jxl_budget {
+  _Atomic uint64_t used;
+  uint64_t limit;
+  _Atomic uint64_t peak;
+} jxl_budget;
+
+#define IC_JXL_HEADER 16
+
+static void *budget_alloc(void *opaque, size_t size) {
+  jxl_budget *b = opaque;
+  uint64_t now = atomic_fetch_add(&b->used, size) + size;
+  if (b->limit && now > b->limit) {
+    atomic_fetch_sub(&b->used, size);
+    return NULL;
+  }
+  uint64_t peak = atomic_load(&b->peak);
+  while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now)) {
+  }
+  uint8_t *block = malloc(size + IC_JXL_HEADER);
+  if (!block) {
+    atomic_fetch_sub(&b->used, size);
+    return NULL;
+  }
+  memcpy(block, &size, sizeof(size));
+  return block + IC_JXL_HEADER;
+}
+
+static void budget_free(void *opaque, void *address) {
+  if (!address) return;
+  jxl_budget *b = opaque;
+  uint8_t *block = (uint8_t *)address - IC_JXL_HEADER;
+  size_t size;
+  memcpy(&size, block, sizeof(size));
+  atomic_fetch_sub(&b->used, size);
+  free(block);
+}
+
+typedef struct jxl_decoder {
+  ic_decoder base;
+  const ic_control *control;
+  const ic_limits *limits;
+  JxlDecoder *dec;
+  jxl_budget budget;
+  JxlPixelFormat format;
+  uint8_t *pixels;
+  /* Whether the DC image (1/8 a side) covers what the output needs. */
+  int dc_enough;
+} jxl_decoder;
+
+static ic_status fail_from_jxl(jxl_decoder *d, JxlDecoderStatus status, const char *what,
+                               ic_result *result) {
+  if (result->status != IC_OK) return result->status;
+  if (status == JXL_DEC_NEED_MORE_INPUT)
+    return ic_fail(result, IC_ERR_TRUNCATED, "JPEG XL %s: data ends early", what);
+  if (d->budget.limit && atomic_load(&d->budget.peak) + (1u << 20) > d->budget.limit)
+    return ic_fail(result, IC_ERR_TOO_LARGE, "JPEG XL %s: over the decoder's memory limit", what);
+  return ic_fail(result, IC_ERR_CORRUPT, "JPEG XL %s: libjxl refused it", what);
+}
+
+static void jxl_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need_height,
+                            int allow_scaling, uint32_t *width, uint32_t *height) {
+  jxl_decoder *d = (jxl_decoder *)base;
+  uint32_t w = base->header.width, h = base->header.height;
+  d->dc_enough = allow_scaling && need_width <= (w + 7) / 8 && need_height <= (h + 7) / 8;
+  /* libjxl hands out the DC image upsampled to full size. */
+  *width = w;
+  *height = h;
+}
+
+static ic_status jxl_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
+  jxl_decoder *d = (jxl_decoder *)base;
+  uint32_t w = base->header.width, h = base->header.height;
+  int channels = base->header.channels;
+  for (;;) {
+    if (ic_check(d->control, result) != IC_OK) return result->status;
+    JxlDecoderStatus status = jxl.JxlDecoderProcessInput(d->dec);
+    if (status == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
+      size_t size = 0;
+      if (jxl.JxlDecoderImageOutBufferSize(d->dec, &d->format, &size) != JXL_DEC_SUCCESS ||
+          size != (size_t)w * h * channels)
+        return fail_from_jxl(d, JXL_DEC_ERROR, "frame", result);
+      /* The frame counts against the same budget as libjxl's own allocations. */
+      if (d->budget.limit && atomic_load(&d->budget.used) + size > d->budget.limit)
+        return ic_fail(result, IC_ERR_TOO_LARGE,
+                       "JPEG XL frame of %ux%u: over the decoder's memory limit", w, h);
+      atomic_fetch_add(&d->budget.used, size);
+      d->pixels = malloc(size);
+      if (!d->pixels) return ic_fail(result, IC_ERR_NO_MEMORY, "JPEG XL frame allocation failed");
+      if (jxl.JxlDecoderSetImageOutBuffer(d->dec, &d->format, d->pixels, size) != JXL_DEC_SUCCESS)
+        return fail_from_jxl(d, JXL_DEC_ERROR, "frame", result);
+    } else if (status == JXL_DEC_FRAME_PROGRESSION) {
+      /* The DC image is ready: enough for this output, the rest is not decoded. */
+      if (d->dc_enough && d->pixels && jxl.JxlDecoderFlushImage(d->dec) == JXL_DEC_SUCCESS) {
+        result->dc_only = 1;
+        break;
+      }
+    } else if (status == JXL_DEC_FULL_IMAGE) {
+      break; /* the first frame: the rest of an animation is not read */
+    } else if (status == JXL_DEC_FRAME || status == JXL_DEC_COLOR_ENCODING ||
+               status == JXL_DEC_BASIC_INFO) {
+      continue;
+    } else {
+      return fail_from_jxl(d, status, "frame", result);
+    }
+  }
+  ic_status status = sink->begin(sink, w, h, channels, result);
+  for (uint32_t y = 0; y < h && status == IC_OK; y++) {
+    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
+      return result->status;
+    status = sink->row(sink, d->pixels + (size_t)y * w * channels, result);
+  }
+  return status;
+}
+
+static uint64_t jxl_working_memory(ic_decoder *base) {
+  jxl_decoder *d = (jxl_decoder *)base;
+  uint64_t pixels = (uint64_t)base->header.width * base->header.height;
+  /* The 8-bit frame, and libjxl's planes (measured: docs/BENCHMARKS.md, "Memory
+   * estimates": up to 57 bytes a pixel on the corpus); the DC image needs a small part. */
+  uint64_t library = d->dc_enough ? pixels * 4 : pixels * 56;
+  return pixels * (uint64_t)base->header.channels + library + (8u << 20) + IC_DECODE_BASE_BYTES;
+}
+
+static void jxl_destroy(ic_decoder *base) {
+  jxl_decoder *d = (jxl_decoder *)base;
+  if (d->dec) jxl.JxlDecoderDestroy(d->dec);
+  free(d->pixels);
+  ic_colour_info_clear(&base->header.colour);
+  free(d);
+}
+
+static const ic_decoder_ops jxl_ops = {jxl_choose_size, jxl_run, jxl_destroy,
+                                       jxl_working_memory};
+
+/* Events up to the colour encoding: the size against the limits, then the profile. */
+static ic_status read_header(jxl_decoder *d, ic_result *result) {
+  ic_header *h = &d->base.header;
+  for (;;) {
+    if (ic_check(d->control, result) != IC_OK) return result->status;
+    JxlDecoderStatus status = jxl.JxlDecoderProcessInput(d->dec);
+    if (status == JXL_DEC_BASIC_INFO) {
+      JxlBasicInfo info;
+      if (jxl.JxlDecoderGetBasicInfo(d->dec, &info) != JXL_DEC_SUCCESS)
+        return fail_from_jxl(d, JXL_DEC_ERROR, "header", result);
+      if (ic_check_limits(info.xsize, info.ysize, d->limits, result) != IC_OK)
+        return result->status;
+      h->width = info.xsize;
+      h->height = info.ysize;
+      h->orientation = info.orientation >= 1 && info.orientation <= 8 ? (int)info.orientation : 1;
+      h->channels = info.alpha_bits ? 4 : 3;
+      h->colour.space = info.num_color_channels == 1 ? IC_SPACE_GREY : IC_SPACE_RGB;
+      d->format = (JxlPixelFormat){(uint32_t)h->channels, JXL_TYPE_UINT8, JXL_NATIVE_ENDIAN, 0};
+    } else if (status == JXL_DEC_COLOR_ENCODING) {
+      size_t size = 0;
+      if (jxl.JxlDecoderGetICCProfileSize(d->dec, NULL, JXL_COLOR_PROFILE_TARGET_DATA, &size) ==
+              JXL_DEC_SUCCESS &&
+          size) {
+        if (size > d->limits->max_profile_bytes) {
+          h->colour.damage = IC_PROFILE_OVERSIZED;
+        } else if ((h->colour.icc = malloc(size))) {
+          if (jxl.JxlDecoderGetColorAsICCProfile(d->dec, NULL, JXL_COLOR_PROFILE_TARGET_DATA,
+                                                 h->colour.icc, size) == JXL_DEC_SUCCESS) {
+            h->colour.icc_size = size;
+          } else {
+            ic_colour_info_clear(&h->colour);
+            h->colour.damage = IC_PROFILE_BROKEN;
+          }
+        }
+      }
+      return IC_OK;
+    } else {
+      return fail_from_jxl(d, status, "header", result);
+    }
+  }
+}
+
+ic_status ic_jxl_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
+                      ic_result *result, ic_decoder **out) {
+  pthread_once(&jxl_once, load_jxl);
+  if (!jxl_loaded) return ic_fail(result, IC_ERR_UNSUPPORTED, "JPEG XL: %s", jxl_error);
+  const uint8_t *data = NULL;
+  size_t size = 0;
+  if (ic_stream_contents(stream, limits, control, &data, &size, result) != IC_OK)
+    return result->status;
+  jxl_decoder *d = ic_decoder_new(sizeof(*d), &jxl_ops, result);
+  if (!d) return result->status;
+  d->control = control;
+  d->limits = limits;
+  d->budget.limit = limits->max_decoder_memory;
+  JxlMemoryManager manager = {&d->budget, budget_alloc, budget_free};
+  d->dec = jxl.JxlDecoderCreate(&manager);
+  ic_status status = IC_OK;
+  if (!d->dec) {
+    status = ic_fail(result, IC_ERR_NO_MEMORY, "JPEG XL decoder allocation failed");
+  } else if (jxl.JxlDecoderSubscribeEvents(d->dec, JXL_DEC_BASIC_INFO | JXL_DEC_COLOR_ENCODING |
+                                                       JXL_DEC_FRAME_PROGRESSION |
+                                                       JXL_DEC_FULL_IMAGE) != JXL_DEC_SUCCESS ||
+             jxl.JxlDecoderSetKeepOrientation(d->dec, JXL_TRUE) != JXL_DEC_SUCCESS ||
+             jxl.JxlDecoderSetUnpremultiplyAlpha(d->dec, JXL_TRUE) != JXL_DEC_SUCCESS ||
+             jxl.JxlDecoderSetInput(d->dec, data, size) != JXL_DEC_SUCCESS) {
+    status = ic_fail(result, IC_ERR_CORRUPT, "JPEG XL decoder setup failed");
+  }
+  if (status == IC_OK) {
+    jxl.JxlDecoderCloseInput(d->dec);
+    status = read_header(d, result);
+  }
+  if (status != IC_OK) {
+    jxl_destroy(&d->base);
+    return status;
+  }
+  *out = &d->base;
+  return IC_OK;
+}

@@ -1,0 +1,80 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+@testable import TestSupport
+
+extension DecodeSuites {
+  /// JPEG XL through libjxl: the orientation applied on the small result, the DC image when it
+  /// covers the output, and libjxl's memory counted against the decode's limit.
+  @Suite("JPEG XL")
+  struct JXLDecodeTests {
+    let thumbnailer = Thumbnailer()
+
+    @Test(
+      "each orientation comes out upright, pixel for pixel as libjxl's own djxl shows it",
+      arguments: [
+        "orientation2_flip_horizontal", "orientation4_flip_vertical", "orientation6_rotate_90_cw",
+        "orientation8_rotate_90_ccw",
+      ])
+    func orientation(name: String) async throws {
+      let source = Corpus.path("jxl-valid/jxl-rs/\(name).jxl")
+      let folder = FileManager.default.temporaryDirectory
+        .appendingPathComponent("thumbd-jxl-\(UUID().uuidString.prefix(8))").path
+      try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(atPath: folder) }
+      // djxl (libjxl-tools, installed by scripts/bootstrap) applies the orientation.
+      let outcome = try await ChildProcess.runThumbd(
+        [source, folder + "/djxl.png", "--quiet"], binary: "/usr/bin/djxl")
+      #expect(outcome.status == 0)
+      let reference = try thumbnailer.decodeFullResolution(contentsOf: folder + "/djxl.png")
+      let shown = try thumbnailer.decodeFullResolution(
+        of: thumbnailer.thumbnail(
+          contentsOf: source, spec: ThumbnailSpec(width: 1000, height: 1000, format: .png)
+        ).data)
+      #expect(shown == reference, "\(name) as djxl shows it")
+    }
+
+    @Test(
+      "a small output stops at the DC image, as good against an exact area average as the full decode"
+    )
+    func dcImage() throws {
+      let path = Corpus.path("jxl-valid/libjxl-conformance/progressive.jxl")  // 4064x2704
+      let spec = ThumbnailSpec(width: 128, height: 128, format: .png)
+      let fromDC = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
+      var full = thumbnailer
+      full.shrinkOnLoad = false
+      let fromFull = try full.thumbnail(contentsOf: path, spec: spec)
+      #expect(fromDC.width == fromFull.width && fromDC.height == fromFull.height)
+      let reference = ImageMetrics.areaAverage(
+        try thumbnailer.decodeFullResolution(contentsOf: path), width: fromDC.width,
+        height: fromDC.height)
+      let dc = ImageMetrics.psnr(try thumbnailer.decodeFullResolution(of: fromDC.data), reference)
+      let whole = ImageMetrics.psnr(
+        try thumbnailer.decodeFullResolution(of: fromFull.data), reference)
+      #expect(dc >= whole - 1, "DC \(dc) dB, full decode \(whole) dB")
+    }
+
+    @Test("libjxl's allocations count against the decode's memory limit: over it, a typed refusal")
+    func memoryLimit() throws {
+      // 3264x2448: an 8-bit frame of 24 MiB, and libjxl's planes several times that.
+      var small = thumbnailer
+      small.limits.maxDecoderMemory = 16 << 20
+      small.shrinkOnLoad = false
+      #expect {
+        _ = try small.thumbnail(
+          contentsOf: Corpus.path("jxl-valid/jxlatte/ants.jxl"),
+          spec: ThumbnailSpec(width: 256, height: 256))
+      } throws: { error in
+        guard let error = error as? ThumbnailError else { return false }
+        return error.kind == "too_large"
+      }
+      // The same file within the default limit.
+      #expect(
+        try thumbnailer.thumbnail(
+          contentsOf: Corpus.path("jxl-valid/jxlatte/ants.jxl"),
+          spec: ThumbnailSpec(width: 256, height: 256)
+        ).width == 256)
+    }
+  }
+}
