@@ -55,6 +55,30 @@ extension DecodeSuites {
       #expect(dc >= whole - 1, "DC \(dc) dB, full decode \(whole) dB")
     }
 
+    @Test("an animation of 3,000 frames: the first frame alone, in well under a second of CPU")
+    func thousandsOfFrames() async throws {
+      let folder = FileManager.default.temporaryDirectory
+        .appendingPathComponent("thumbd-jxl-\(UUID().uuidString.prefix(8))").path
+      try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(atPath: folder) }
+      // FFmpeg's test pattern as an APNG, then cjxl (libjxl-tools): both from scripts/bootstrap.
+      let made = try await ChildProcess.runThumbd(
+        [
+          "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=100", "-frames:v", "3000",
+          "-plays", "0", folder + "/anim.apng",
+        ], binary: "/usr/bin/ffmpeg")
+      #expect(made.status == 0)
+      let encoded = try await ChildProcess.runThumbd(
+        [folder + "/anim.apng", folder + "/anim.jxl", "-d", "0", "-e", "1", "--quiet"],
+        binary: "/usr/bin/cjxl")
+      #expect(encoded.status == 0)
+      let outcome = try await ChildProcess.runThumbd(
+        ["thumbnail", folder + "/anim.jxl", "--size", "32x32", "-o", folder + "/out.png"],
+        measuringMemory: true)
+      #expect(outcome.status == 0, "\(outcome.standardError)")
+      #expect(outcome.cpuSeconds < 1, "\(outcome.cpuSeconds) s of CPU")
+    }
+
     @Test("libjxl's allocations count against the decode's memory limit: over it, a typed refusal")
     func memoryLimit() throws {
       // 3264x2448: an 8-bit frame of 24 MiB, and libjxl's planes several times that.

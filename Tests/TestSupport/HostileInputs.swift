@@ -223,9 +223,57 @@ enum HostileInputs {
         name: "max_size.jpg", bytes: try! Corpus.bytes("adversarial/jpeg-decoder/max_size.jpg"),
         kind: "too_large"))
     list += newSurface
-    list += bmpAndIco
-    list += tiff
+    list += roundTwo
     return list
+  }()
+
+  /// The second round's formats: BMP and ICO, TIFF, JPEG XL, camera RAW.
+  static let roundTwo: [Input] = bmpAndIco + tiff + jxl + raw
+
+  /// Camera RAW shapes (issue 54): a preview offset past the end, directories that loop (IFD0
+  /// its own next, a SubIFD that is IFD0), 1,000 SubIFD offsets: a typed refusal.
+  static let raw: [Input] = {
+    var b = RawFixtures.Builder()
+    let make = b.blob(Array("NIKON\0".utf8))
+    let ifd0At = b.bytes.count + (b.bytes.count % 2)
+    let ifd0 = b.directory(
+      [
+        (271, 2, [6, make]), (262, 3, [32803]), (330, 4, [ifd0At]), (513, 4, [0x7FFF_0000]),
+        (514, 4, [4096]),
+      ], next: ifd0At)
+    precondition(ifd0 == ifd0At)
+    var many = RawFixtures.Builder()
+    let manyMake = many.blob(Array("SONY\0".utf8))
+    let manyIFD0 = many.directory([
+      (271, 2, [5, manyMake]), (262, 3, [34892]), (330, 4, Array(repeating: 8, count: 1000)),
+    ])
+    return [
+      Input(
+        name: "raw-preview-past-end-looping", bytes: b.finish(ifd0: ifd0),
+        kind: "unsupported_format"),
+      Input(
+        name: "raw-1000-subifds", bytes: many.finish(ifd0: manyIFD0), kind: "unsupported_format"),
+    ]
+  }()
+
+  /// JPEG XL shapes (issue 54): a codestream whose size header declares 60,000 x 60,000 in a
+  /// few bytes (its bits written from the specification's SizeHeader: no div8, a 30-bit height
+  /// and width, default metadata), refused from the header.
+  static let jxl: [Input] = {
+    var bits = BitWriter()
+    bits.put(0, count: 1)  // not div8
+    bits.put(3, count: 2)  // height: the 30-bit form
+    bits.put(59_999, count: 30)
+    bits.put(0, count: 3)  // no ratio: a width follows
+    bits.put(3, count: 2)
+    bits.put(59_999, count: 30)
+    bits.put(1, count: 1)  // image metadata: all default
+    bits.put(0, count: 7)
+    return [
+      Input(
+        name: "jxl-huge-declared", bytes: [0xFF, 0x0A] + bits.bytes + [0, 0, 0, 0],
+        kind: "too_large")
+    ]
   }()
 
   /// TIFF shapes (issue 54): sizes that lie, strips past the end, a Deflate bomb, a JPEG
