@@ -922,3 +922,53 @@ extension InstalledThumbnailersBusTests {
     }
   }
 }
+
+extension InstalledThumbnailersBusTests {
+  /// An entry for NEF files that ignores its input and writes a red 40x30 PNG (FFmpeg's colour
+  /// source), so a thumbnail it made shows.
+  static let rawEntry = """
+    [Thumbnailer Entry]
+    TryExec=/usr/bin/ffmpeg
+    Exec=/usr/bin/ffmpeg -v quiet -f lavfi -i color=c=red:s=40x30 -frames:v 1 -metadata title=%i -f image2 -c:v png -y %o
+    MimeType=image/x-nikon-nef;
+    """
+
+  @Test(
+    "a camera RAW is thumbd's own (its preview); one without a preview goes to the installed entry for its type"
+  )
+  func rawFallback() async throws {
+    let bench = try await Self.start(entries: ["raw.thumbnailer": Self.rawEntry], system: false)
+    defer { bench.stop() }
+    let setup = bench.setup
+    let withPreview = setup.files + "/with preview.nef"
+    try Data(RawFixtures.nefLike(preview: (320, 240), colour: [20, 180, 60])).write(
+      to: URL(fileURLWithPath: withPreview))
+    // The same layout with its preview's offsets pointing nowhere: no usable preview.
+    var b = RawFixtures.Builder()
+    let make = b.blob(Array("NIKON\0".utf8))
+    let sensor = b.directory([(262, 3, [32803]), (259, 3, [1])])
+    let ifd0 = b.directory([(271, 2, [6, make]), (330, 4, [sensor])])
+    let without = setup.files + "/without preview.nef"
+    try Data(b.finish(ifd0: ifd0)).write(to: URL(fileURLWithPath: without))
+    for path in [withPreview, without] { chmod(path, 0o644) }
+    let report = try await setup.client([
+      DesktopBusTests.request(
+        "raw", [withPreview, without],
+        extra: ["mime_types": ["image/x-nikon-nef", "image/x-nikon-nef"]])
+    ])
+    let request = try #require(report.requests["raw"])
+    #expect(
+      Set(request.ready) == Set([withPreview, without].map(DesktopBusTests.uri)),
+      "\(request.errors)")
+    func centre(_ path: String) throws -> [UInt8] {
+      let picture = try Thumbnailer().decodeFullResolution(contentsOf: setup.entry(path))
+      let at = (picture.height / 2 * picture.width + picture.width / 2) * picture.channels
+      return Array(picture.pixels[at..<(at + 3)])
+    }
+    // The preview, green, made by thumbd; the entry's red, for the file without one.
+    #expect(try centre(withPreview).elementsEqual([20, 180, 60]) { abs(Int($0) - Int($1)) <= 6 })
+    #expect(try centre(without).elementsEqual([255, 0, 0]) { abs(Int($0) - Int($1)) <= 8 })
+    let runs = #"thumbd_thumbnailer_runs_total{entry="raw.thumbnailer",outcome="made"}"#
+    #expect(bench.daemon.metric(runs) == 1, "the entry ran for the file without a preview alone")
+  }
+}

@@ -72,7 +72,7 @@ package final class DesktopJobs: Sendable {
       let memory = try await budget.reserve(
         min(estimate, budget.limit), priority: context.priority, unblocks: true)
       defer { memory.release() }
-      return try await pipeline.decoders.run(context: context) { cancellation in
+      let native = try await pipeline.decoders.run(context: context) { cancellation in
         pipeline.metrics.countDesktopJob()
         // Counted with the pipeline's other decodes (thumbd_colour_profiles_total).
         let outcome = thumbnailer.thumbnail(
@@ -83,6 +83,20 @@ package final class DesktopJobs: Sendable {
         }
         return outcome
       }
+      memory.release()  // a fallback holds none of it (safe to release twice)
+      // A file thumbd reads but has nothing to show of (a camera RAW without a preview) goes
+      // to the installed entry for its type, if there is one.
+      if case .refused(let kind, _) = native, kind == ThumbnailError.unsupportedFormat("").kind,
+        let delegate, let mediaType,
+        let outcome = await delegate.fallback(
+          path: key.path, flavors: [key.flavor], mediaType: mediaType, maker: thumbnailer)
+      {
+        if case .refused(let kind, _) = outcome, kind == ThumbnailError.cancelled.kind {
+          throw CancellationError()
+        }
+        return outcome
+      }
+      return native
     }
     return delivery.value
   }
@@ -99,6 +113,12 @@ package protocol DesktopDelegate: Sendable {
   /// `maker`'s checks and writer; nil when its content is in a format thumbd decodes itself.
   /// Stops (with a cancelled refusal) when the calling task is cancelled.
   func thumbnail(
+    path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
+    maker: DesktopThumbnailer
+  ) async -> DesktopThumbnailer.Outcome?
+  /// The outcome of the installed entry for `mediaType` on a file thumbd reads but has nothing
+  /// to show of (a camera RAW without an embedded preview); nil when no entry makes the type.
+  func fallback(
     path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
     maker: DesktopThumbnailer
   ) async -> DesktopThumbnailer.Outcome?

@@ -19,7 +19,8 @@ package struct DesktopThumbnailer: Sendable {
     /// A failure entry says this version of the file cannot be thumbnailed.
     case failedBefore
     /// Not thumbnailed, and no failure recorded: not a regular file, in the thumbnail cache,
-    /// in no format thumbd reads, or the work was cancelled. The reason, in words.
+    /// in no format thumbd reads (or one it reads with nothing to show: a camera RAW without a
+    /// preview), or the work was cancelled. The reason, in words.
     case refused(kind: String, message: String)
     /// The decode failed; a failure entry now records it.
     case failed(ThumbnailError)
@@ -178,6 +179,11 @@ package struct DesktopThumbnailer: Sendable {
       }
     } catch {
       if case .cancelled = error { return .refused(kind: error.kind, message: error.message) }
+      // Read, but nothing thumbd can show (a camera RAW without a preview): no failure entry,
+      // so an installed thumbnailer may still make it (DesktopJobs' fallback).
+      if case .unsupportedFormat = error {
+        return .refused(kind: error.kind, message: error.message)
+      }
       if case .io = error { return .failed(error) }
       try? cache.storeFailure(for: opened.source)
       return .failed(error)

@@ -12,7 +12,8 @@ import ThumbSystem
 ///
 /// Rules kept here:
 /// - a type thumbd decodes stays native: a file whose content thumbd reads is never handed
-///   to an entry, whatever type it is said to be;
+///   to an entry, whatever type it is said to be, except as a fallback when thumbd reads it
+///   and has nothing to show (a camera RAW without an embedded preview);
 /// - the child gets the file as one open descriptor, the same one thumbd checked;
 /// - its output is untrusted: read with a byte bound, decoded by thumbd's own decoder under
 ///   its pixel limits, and written by thumbd's writer (keys, 0600, atomic rename); the
@@ -65,10 +66,13 @@ package final class DesktopDelegation: DesktopDelegate {
 
   package func handles(_ mediaType: String) -> Bool { usable(for: mediaType) != nil }
 
-  /// The entry that makes `mediaType`, unless thumbd decodes that type itself.
-  private func usable(for mediaType: String) -> InstalledThumbnailers.Usable? {
+  /// The entry that makes `mediaType`, unless thumbd decodes that type itself (or, for a
+  /// fallback, whatever thumbd does).
+  private func usable(for mediaType: String, evenIfNative: Bool = false)
+    -> InstalledThumbnailers.Usable?
+  {
     let type = mediaType.lowercased()
-    return native.contains(type) ? nil : installed.withLock { $0.byType[type] }
+    return native.contains(type) && !evenIfNative ? nil : installed.withLock { $0.byType[type] }
   }
 
   package func thumbnail(
@@ -76,10 +80,25 @@ package final class DesktopDelegation: DesktopDelegate {
     maker: DesktopThumbnailer
   ) async -> DesktopThumbnailer.Outcome? {
     guard let usable = usable(for: mediaType) else { return nil }
+    return await run(path, flavors, mediaType, usable, maker, evenIfNative: false)
+  }
+
+  package func fallback(
+    path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
+    maker: DesktopThumbnailer
+  ) async -> DesktopThumbnailer.Outcome? {
+    guard let usable = usable(for: mediaType, evenIfNative: true) else { return nil }
+    return await run(path, flavors, mediaType, usable, maker, evenIfNative: true)
+  }
+
+  private func run(
+    _ path: String, _ flavors: Set<FreedesktopCache.Flavor>, _ mediaType: String,
+    _ usable: InstalledThumbnailers.Usable, _ maker: DesktopThumbnailer, evenIfNative: Bool
+  ) async -> DesktopThumbnailer.Outcome? {
     let cancellation = SandboxCancellation()
     return await withTaskCancellationHandler {
       await SystemThread.run(name: "thumbd-delegate") { [self] in
-        self.make(path, flavors, mediaType, usable, maker, cancellation)
+        self.make(path, flavors, mediaType, usable, maker, cancellation, evenIfNative: evenIfNative)
       }
     } onCancel: {
       cancellation.cancel()
@@ -124,14 +143,14 @@ package final class DesktopDelegation: DesktopDelegate {
   func make(
     _ path: String, _ flavors: Set<FreedesktopCache.Flavor>, _ mediaType: String,
     _ usable: InstalledThumbnailers.Usable, _ maker: DesktopThumbnailer,
-    _ cancellation: SandboxCancellation
+    _ cancellation: SandboxCancellation, evenIfNative: Bool = false
   ) -> DesktopThumbnailer.Outcome? {
     let opened: DesktopThumbnailer.Opened
     switch maker.open(path: path, flavors: flavors) {
     case .failure(let box): return box.outcome
     case .success(let file): opened = file
     }
-    if DesktopThumbnailer.isNative(opened) { return nil }
+    if DesktopThumbnailer.isNative(opened) && !evenIfNative { return nil }
     // Not the file's fault: no fail entry.
     guard sandbox.canReach(path) else {
       return .refused(
