@@ -9,7 +9,7 @@ one process per tool and round, alternating which goes first: one image at a tim
 threads). The figure is the median over rounds of the per-round ratio thumbd / vips.
 Beside it, quality: PSNR of each tool's output (decoded) against an exact area average of a
 full-resolution decode of the source (thumbd's decoders at full size, bench/exact_area.py;
-for TIFF and BMP, Pillow's decode, an independent one).
+for TIFF and BMP, Pillow's decode, and for JPEG XL, djxl's: independent ones).
 
 Sets (built under --work from files on this machine, nothing downloaded):
   webp-12mp   the 12 MP JPEGs of ../shared/bench/make_corpus.sh, written as lossy WebP q80
@@ -23,6 +23,8 @@ Sets (built under --work from files on this machine, nothing downloaded):
               deflate-tiled (256x256 tiles), jpeg (YCbCr in JPEG, strips), none (uncompressed)
   bmp-12mp    the 12 MP JPEGs written by Pillow as 24-bit BMP (vips reads them through
               ImageMagick)
+  jxl-corpus  the corpus's JPEG XL files of 0.25 MP or more (MANIFEST-formats2.tsv)
+  jxl-12mp    the 12 MP JPEGs encoded by cjxl (lossy, distance 1, effort 7: VarDCT)
 
 Encoding (`encode`): the 12 MP JPEG set thumbnailed to 256x256 as JPEG, WebP and AVIF at
 quality 80 (AVIF at each speed from 4 to 9): ms per image (the whole thumbnail: decode,
@@ -94,6 +96,8 @@ def build_sets(thumbd, work):
     sets["tiff-corpus"] = [os.path.join(CORPUS, r[0]) for r in manifest2()
                            if r[1] == "tiff-valid" and r[2] == "decode-ok" and r[3] >= 250_000
                            and pillow_reads(os.path.join(CORPUS, r[0]))]
+    sets["jxl-corpus"] = [os.path.join(CORPUS, r[0]) for r in manifest2()
+                          if r[1] == "jxl-valid" and r[2] == "decode-ok" and r[3] >= 250_000]
     rows = manifest()
     ok = [r for r in rows if r[2] == "decode-ok"]
     sets["webp-corpus"] = [os.path.join(CORPUS, r[0]) for r in ok
@@ -142,6 +146,18 @@ def build_sets(thumbd, work):
                 Image.open(j).convert("RGB").save(target)
             made.append(target)
         sets["bmp-12mp"] = made
+        out = os.path.join(work, "jxl-12mp")
+        os.makedirs(out, exist_ok=True)
+        made = []
+        for j in jpegs:
+            target = os.path.join(out, os.path.splitext(os.path.basename(j))[0] + ".jxl")
+            if not os.path.exists(target):
+                png = os.path.join(out, "source.png")
+                Image.open(j).convert("RGB").save(png)
+                subprocess.run(["cjxl", png, target, "-d", "1", "-e", "7", "--quiet"], check=True,
+                               stderr=subprocess.DEVNULL)
+            made.append(target)
+        sets["jxl-12mp"] = made
     return {k: v for k, v in sets.items() if v}
 
 
@@ -166,6 +182,11 @@ def reference(thumbd, source, size, work):
     if source.lower().endswith((".tif", ".tiff", ".bmp")):
         from PIL import ImageOps
         decoded = ImageOps.exif_transpose(Image.open(source)).convert("RGBA")
+    elif source.lower().endswith(".jxl"):
+        full = os.path.join(work, "djxl.png")
+        subprocess.run(["djxl", source, full, "--quiet"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        decoded = Image.open(full)
     else:
         full = os.path.join(work, "full.png")
         subprocess.run([thumbd, "thumbnail", source, "--size", "16384x16384", "--format", "png",
@@ -215,7 +236,11 @@ def bench_set(thumbd, name, files, rounds, work, mode):
         mine = Image.open(ours_file)
         ref = reference(thumbd, f, mine.size, work)
         scores["thumbd"].append(psnr(mine, ref))
-        theirs = Image.open(vips_file)
+        try:
+            theirs = Image.open(vips_file)
+            theirs.load()
+        except Exception:
+            continue  # vips wrote no image Pillow reads (a 16-bit HDR source)
         scores["vips"].append(psnr(theirs, ref) if theirs.size == mine.size
                               else psnr(theirs, reference(thumbd, f, theirs.size, work)))
 

@@ -45,17 +45,22 @@ typedef struct tiff_level {
   uint32_t width, height;
 } tiff_level;
 
+/* One libtiff handle's reading: the bytes, its own position, and what libtiff said. */
+typedef struct tiff_io {
+  ic_random bytes;
+  uint64_t position;
+  int short_read;
+  /* libtiff's first error, and its last warning. */
+  char message[200], warning[200];
+  int failed;
+} tiff_io;
+
 typedef struct tiff_decoder {
   ic_decoder base;
   const ic_control *control;
   const ic_limits *limits;
   TIFF *tif;
-  ic_random bytes;
-  uint64_t position;
-  int short_read;
-  /* libtiff's first error. */
-  char message[200], warning[200];
-  int failed;
+  tiff_io io;
   tiff_level levels[IC_TIFF_MAX_LEVELS];
   uint32_t level_count, chosen;
 } tiff_decoder;
@@ -70,7 +75,7 @@ int ic_tiff_sniff(const uint8_t *bytes, size_t size) {
 /* ---- libtiff's I/O and messages -------------------------------------------------------- */
 
 static tmsize_t io_read(thandle_t handle, void *buffer, tmsize_t size) {
-  tiff_decoder *d = handle;
+  tiff_io *d = handle;
   if (size <= 0) return 0;
   size_t done = ic_random_read(&d->bytes, d->position, buffer, (size_t)size);
   d->position += done;
@@ -84,7 +89,7 @@ static tmsize_t io_write(thandle_t handle, void *buffer, tmsize_t size) {
 }
 
 static toff_t io_seek(thandle_t handle, toff_t offset, int whence) {
-  tiff_decoder *d = handle;
+  tiff_io *d = handle;
   uint64_t base = whence == SEEK_CUR ? d->position : whence == SEEK_END ? d->bytes.size : 0;
   if (offset > UINT64_MAX - base) return (toff_t)-1;
   d->position = base + offset;
@@ -96,7 +101,7 @@ static int io_close(thandle_t handle) {
   return 0;
 }
 
-static toff_t io_size(thandle_t handle) { return ((tiff_decoder *)handle)->bytes.size; }
+static toff_t io_size(thandle_t handle) { return ((tiff_io *)handle)->bytes.size; }
 
 static int io_map(thandle_t handle, void **base, toff_t *size) {
   (void)handle, (void)base, (void)size;
@@ -109,7 +114,7 @@ static void io_unmap(thandle_t handle, void *base, toff_t size) {
 
 static int on_error(TIFF *tif, void *user, const char *module, const char *format, va_list args) {
   (void)tif, (void)module;
-  tiff_decoder *d = user;
+  tiff_io *d = user;
   if (!d->failed) {
     vsnprintf(d->message, sizeof(d->message), format, args);
     d->failed = 1;
@@ -122,7 +127,7 @@ static int on_error(TIFF *tif, void *user, const char *module, const char *forma
 static int on_warning(TIFF *tif, void *user, const char *module, const char *format,
                       va_list args) {
   (void)tif, (void)module;
-  tiff_decoder *d = user;
+  tiff_io *d = user;
   vsnprintf(d->warning, sizeof(d->warning), format, args);
   return 1;
 }
@@ -135,11 +140,32 @@ static void quiet_globals(void) {
 }
 
 /* The result failed with libtiff's message: truncated when a read came up short. */
-static ic_status fail_from_tiff(tiff_decoder *d, const char *what, ic_result *result) {
+static ic_status fail_from_io(const tiff_io *d, const char *what, ic_result *result) {
   if (result->status != IC_OK) return result->status;
   if (d->short_read) return ic_fail(result, IC_ERR_TRUNCATED, "TIFF %s: data ends early", what);
   return ic_fail(result, IC_ERR_CORRUPT, "TIFF %s: %s", what,
                  d->failed ? d->message : d->warning[0] ? d->warning : "unreadable");
+}
+
+static ic_status fail_from_tiff(tiff_decoder *d, const char *what, ic_result *result) {
+  return fail_from_io(&d->io, what, result);
+}
+
+/* A libtiff handle over io's bytes: no mapping (the bytes are read, never mapped), strip and
+ * tile offsets loaded as needed (a pyramid's full level has 150,000 tiles), allocations
+ * capped at the decoder's memory limit, messages to io. */
+static TIFF *open_handle(tiff_io *io, const ic_limits *limits) {
+  TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
+  if (!options) return NULL;
+  TIFFOpenOptionsSetMaxSingleMemAlloc(
+      options, limits->max_decoder_memory ? (tmsize_t)limits->max_decoder_memory
+                                          : (tmsize_t)IC_TIFF_DEFAULT_ALLOC);
+  TIFFOpenOptionsSetErrorHandlerExtR(options, on_error, io);
+  TIFFOpenOptionsSetWarningHandlerExtR(options, on_warning, io);
+  TIFF *tif = TIFFClientOpenExt("TIFF", "rmO", io, io_read, io_write, io_seek, io_close, io_size,
+                                io_map, io_unmap, options);
+  TIFFOpenOptionsFree(options);
+  return tif;
 }
 
 /* ---- the page and its levels ------------------------------------------------------------ */
@@ -208,7 +234,7 @@ static ic_status find_levels(tiff_decoder *d, ic_result *result) {
     if (subifds[i] && TIFFSetSubDirectory(tif, subifds[i]) &&
         (subfile_type(tif) & FILETYPE_REDUCEDIMAGE))
       add_level(d, 0, subifds[i]);
-  d->failed = 0; /* a broken level is not the page's failure */
+  d->io.failed = 0; /* a broken level is not the page's failure */
   return set_level(d, &d->levels[0], result);
 }
 
@@ -425,6 +451,10 @@ static ic_status emit(row_out *o, const uint8_t *stored, ic_result *result) {
 /* A strip decoded whole when it is at most this large; larger ones a scanline at a time. */
 #define IC_TIFF_WHOLE_STRIP (8u << 20)
 
+/* Strips: whole ones (up to IC_TIFF_WHOLE_STRIP decoded) one at a time, larger ones a
+ * scanline at a time (libtiff reads such a strip's bytes in parts). Decoding strips on
+ * idle cores at once was tried: on this project's 2-vCPU machine two strips at once each
+ * took 1.5-2x as long, and the whole was no faster (docs/BENCHMARKS.md). */
 static ic_status run_strips(tiff_decoder *d, row_out *o, uint32_t height, ic_result *result) {
   TIFF *tif = d->tif;
   uint32_t per_strip = 0;
@@ -620,11 +650,14 @@ static uint64_t tiff_working_memory(ic_decoder *base) {
     uint32_t rows = 0;
     TIFFGetFieldDefaulted(d->tif, TIFFTAG_ROWSPERSTRIP, &rows);
     if (rows == 0 || rows > level->height) rows = level->height;
-    uint64_t raw = d->bytes.size < IC_TIFF_RAW_STRIP ? d->bytes.size : IC_TIFF_RAW_STRIP;
+    uint64_t raw = d->io.bytes.size < IC_TIFF_RAW_STRIP ? d->io.bytes.size : IC_TIFF_RAW_STRIP;
     uint64_t strip = (uint64_t)TIFFStripSize64(d->tif);
     /* A strip decoded whole (or scanlines), and what libtiff holds of its bytes; the RGBA
      * reader holds a whole strip decoded and a band of at most 256 rows. */
-    bytes += (strip <= IC_TIFF_WHOLE_STRIP ? strip : 2 * (uint64_t)TIFFScanlineSize64(d->tif)) + raw;
+    /* A whole strip, decoded and its bytes as read (about as large); or scanlines, and
+     * libtiff's part of a strip. */
+    bytes += strip <= IC_TIFF_WHOLE_STRIP ? 2 * strip + (64u << 10)
+                                          : 2 * (uint64_t)TIFFScanlineSize64(d->tif) + raw;
     uint64_t band = (uint64_t)level->width * rows * 4;
     if (band > IC_TIFF_RGBA_BAND_BYTES) band = (uint64_t)level->width * (rows < 256 ? rows : 256) * 4;
     if (!direct) bytes += (uint64_t)TIFFScanlineSize64(d->tif) * rows + band;
@@ -683,31 +716,17 @@ ic_status ic_tiff_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   if (!d) return result->status;
   d->control = control;
   d->limits = limits;
-  if (ic_stream_random(stream, limits, control, &d->bytes, result) != IC_OK) {
+  if (ic_stream_random(stream, limits, control, &d->io.bytes, result) != IC_OK) {
     free(d);
     return result->status;
   }
-  if (ic_raw_is_camera(&d->bytes)) {
+  if (ic_raw_is_camera(&d->io.bytes)) {
     /* A camera's raw file: its preview, never its sensor data. */
-    ic_random bytes = d->bytes;
+    ic_random bytes = d->io.bytes;
     free(d);
     return ic_raw_open_random(&bytes, limits, control, result, out);
   }
-  TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
-  if (!options) {
-    free(d);
-    return ic_fail(result, IC_ERR_NO_MEMORY, "TIFF options allocation failed");
-  }
-  TIFFOpenOptionsSetMaxSingleMemAlloc(
-      options, limits->max_decoder_memory ? (tmsize_t)limits->max_decoder_memory
-                                          : (tmsize_t)IC_TIFF_DEFAULT_ALLOC);
-  TIFFOpenOptionsSetErrorHandlerExtR(options, on_error, d);
-  TIFFOpenOptionsSetWarningHandlerExtR(options, on_warning, d);
-  /* m: no mapping (our bytes are read, never mapped); O: strip and tile offsets loaded as
-   * they are needed, not all at open (a pyramid's full level has 150,000 tiles). */
-  d->tif = TIFFClientOpenExt("TIFF", "rmO", d, io_read, io_write, io_seek, io_close, io_size,
-                             io_map, io_unmap, options);
-  TIFFOpenOptionsFree(options);
+  d->tif = open_handle(&d->io, limits);
   ic_status status = d->tif ? IC_OK : fail_from_tiff(d, "header", result);
   if (status == IC_OK) status = find_levels(d, result);
   /* The limits bound what is decoded: a pyramid's page may be over them as long as the
