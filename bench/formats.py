@@ -167,6 +167,22 @@ def timed(command, env):
     return time.perf_counter() - start
 
 
+def to_srgb(image):
+    """An image with an embedded ICC profile converted to sRGB (Pillow's lcms2), as a
+    colour-managed viewer shows it; others as they are."""
+    profile = image.info.get("icc_profile")
+    if not profile:
+        return image
+    from PIL import ImageCms
+    import io as _io
+    try:
+        mode = "RGBA" if image.mode in ("RGBA", "LA") else "RGB"
+        return ImageCms.profileToProfile(image.convert(mode), ImageCms.ImageCmsProfile(_io.BytesIO(profile)),
+                                         ImageCms.createProfile("sRGB"), outputMode=mode)
+    except Exception:
+        return image
+
+
 def psnr(a, b):
     a = np.asarray(a.convert("RGB"), dtype=float)
     b = np.asarray(b.convert("RGB"), dtype=float)
@@ -181,7 +197,7 @@ def reference(thumbd, source, size, work):
     (an independent decoder, orientation applied), thumbd's own for the other formats."""
     if source.lower().endswith((".tif", ".tiff", ".bmp")):
         from PIL import ImageOps
-        decoded = ImageOps.exif_transpose(Image.open(source)).convert("RGBA")
+        decoded = to_srgb(ImageOps.exif_transpose(Image.open(source))).convert("RGBA")
     elif source.lower().endswith(".jxl"):
         full = os.path.join(work, "djxl.png")
         subprocess.run(["djxl", source, full, "--quiet"], check=True, stdout=subprocess.DEVNULL,
@@ -191,7 +207,7 @@ def reference(thumbd, source, size, work):
         full = os.path.join(work, "full.png")
         subprocess.run([thumbd, "thumbnail", source, "--size", "16384x16384", "--format", "png",
                         "-o", full], check=True, stdout=subprocess.DEVNULL)
-        decoded = Image.open(full)
+        decoded = to_srgb(Image.open(full))
     averaged = area_average(decoded, size)
     background = Image.new("RGBA", averaged.size, (255, 255, 255, 255))
     return Image.alpha_composite(background, averaged).convert("RGB")
@@ -234,10 +250,13 @@ def bench_set(thumbd, name, files, rounds, work, mode):
         if not (os.path.exists(ours_file) and os.path.exists(vips_file)):
             continue
         mine = Image.open(ours_file)
-        ref = reference(thumbd, f, mine.size, work)
+        try:
+            ref = reference(thumbd, f, mine.size, work)
+        except subprocess.CalledProcessError:
+            continue  # the reference decoder cannot write it (djxl and a float image)
         scores["thumbd"].append(psnr(mine, ref))
         try:
-            theirs = Image.open(vips_file)
+            theirs = to_srgb(Image.open(vips_file))
             theirs.load()
         except Exception:
             continue  # vips wrote no image Pillow reads (a 16-bit HDR source)

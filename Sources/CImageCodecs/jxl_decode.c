@@ -35,6 +35,7 @@
   X(JxlDecoderSetKeepOrientation)                                                            \
   X(JxlDecoderSetUnpremultiplyAlpha)                                                         \
   X(JxlDecoderGetICCProfileSize)                                                             \
+  X(JxlDecoderSetPreferredColorProfile)                                                      \
   X(JxlDecoderGetColorAsICCProfile)                                                          \
   X(JxlDecoderImageOutBufferSize)                                                            \
   X(JxlDecoderSetImageOutBuffer)                                                             \
@@ -220,6 +221,17 @@ static ic_status read_header(jxl_decoder *d, ic_result *result) {
       h->colour.space = info.num_color_channels == 1 ? IC_SPACE_GREY : IC_SPACE_RGB;
       d->format = (JxlPixelFormat){(uint32_t)h->channels, JXL_TYPE_UINT8, JXL_NATIVE_ENDIAN, 0};
     } else if (status == JXL_DEC_COLOR_ENCODING) {
+      /* A lossy (XYB) image is converted by libjxl to what is asked: sRGB, as the output is
+       * (left alone, libjxl gives linear sRGB, whose 8 bits band the shadows). An image kept
+       * in its own space ignores this; its profile below says which. */
+      JxlColorEncoding srgb = {
+          .color_space = h->colour.space == IC_SPACE_GREY ? JXL_COLOR_SPACE_GRAY : JXL_COLOR_SPACE_RGB,
+          .white_point = JXL_WHITE_POINT_D65,
+          .primaries = JXL_PRIMARIES_SRGB,
+          .transfer_function = JXL_TRANSFER_FUNCTION_SRGB,
+          .rendering_intent = JXL_RENDERING_INTENT_PERCEPTUAL,
+      };
+      jxl.JxlDecoderSetPreferredColorProfile(d->dec, &srgb);
       size_t size = 0;
       if (jxl.JxlDecoderGetICCProfileSize(d->dec, NULL, JXL_COLOR_PROFILE_TARGET_DATA, &size) ==
               JXL_DEC_SUCCESS &&
