@@ -57,11 +57,15 @@ def timed(command):
 
 
 def preview(path):
-    for tag in ("-PreviewImage", "-JpgFromRaw", "-ThumbnailImage"):
+    """The largest JPEG ExifTool extracts, as thumbd picks the largest for a large box."""
+    best, best_tag = None, None
+    for tag in ("-PreviewImage", "-JpgFromRaw", "-OtherImage", "-ThumbnailImage"):
         data = subprocess.run(["exiftool", "-b", tag, path], capture_output=True).stdout
         if data[:2] == b"\xff\xd8":
-            return Image.open(io.BytesIO(data)), tag
-    return None, None
+            image = Image.open(io.BytesIO(data))
+            if best is None or image.size[0] * image.size[1] > best.size[0] * best.size[1]:
+                best, best_tag = image, tag
+    return best, best_tag
 
 
 def psnr(a, b):
@@ -85,18 +89,23 @@ def main():
         ours = [args.thumbd, "thumbnail", f, "--size", "256x256", "--jobs", "1", "-o", "/tmp/raw-ours.png",
                 "--format", "png"]
         theirs = ["dcraw_emu", "-h", "-Z", "/tmp/raw-dcraw.ppm", f]
+        if os.path.exists("/tmp/raw-dcraw.ppm"):
+            os.remove("/tmp/raw-dcraw.ppm")
         t_ours, t_theirs = [], []
         for r in range(args.rounds + 1):
             order = [("o", ours), ("t", theirs)] if r % 2 == 0 else [("t", theirs), ("o", ours)]
             times = {}
             for key, command in order:
                 times[key], code = timed(command)
-                if key == "t" and code != 0:
+                # dcraw_emu exits 0 on some files it cannot read: it must have written a picture.
+                if key == "t" and (code != 0 or not os.path.exists("/tmp/raw-dcraw.ppm")):
                     times[key] = None
+                if key == "t" and os.path.exists("/tmp/raw-dcraw.ppm"):
+                    os.remove("/tmp/raw-dcraw.ppm")
             if r == 0:
                 continue
             t_ours.append(times["o"])
-            if times["t"] is not None:
+            if times.get("t") is not None:
                 t_theirs.append(times["t"])
         mine = Image.open("/tmp/raw-ours.png")
         extracted, tag = preview(f)

@@ -83,8 +83,28 @@ int ic_raw_sniff(const uint8_t *b, size_t size) {
   return 0;
 }
 
+static void add_candidate(raw_walk *w, uint64_t offset, uint64_t length);
+
+/* The JPEG thumbnail in the EXIF of a JPEG whose first bytes are `head` (at `offset` in the
+ * file): a candidate too (a RAF's preview JPEG may be small and carry a larger one). */
+static void add_exif_thumbnail(raw_walk *w, const uint8_t *head, size_t n, uint64_t offset) {
+  for (size_t at = 2; at + 4 <= n;) {
+    if (head[at] != 0xFF) return;
+    uint32_t marker = head[at + 1], length = (uint32_t)head[at + 2] << 8 | head[at + 3];
+    if (marker == 0xDA || length < 2) return;
+    if (marker == 0xE1 && length >= 8 && at + 2 + length <= n &&
+        memcmp(head + at + 4, "Exif\0\0", 6) == 0) {
+      size_t start = 0, size = 0;
+      if (ic_exif_thumbnail(head + at + 10, length - 8, &start, &size))
+        add_candidate(w, offset + at + 10 + start, size);
+      return;
+    }
+    at += 2 + length;
+  }
+}
+
 /* Records a JPEG at [offset, offset + length) if it is one: SOI, and a frame header within
- * its first bytes. */
+ * its first bytes; and the thumbnail in its EXIF, if any. */
 static void add_candidate(raw_walk *w, uint64_t offset, uint64_t length) {
   if (w->count == RAW_MAX_CANDIDATES || length < 4 || offset >= w->bytes->size ||
       length > w->bytes->size - offset)
@@ -96,8 +116,10 @@ static void add_candidate(raw_walk *w, uint64_t offset, uint64_t length) {
   if (!head) return;
   uint32_t width = 0, height = 0;
   if (ic_random_read(w->bytes, offset, head, want) == want && head[0] == 0xFF &&
-      head[1] == 0xD8 && ic_jpeg_frame_size(head, want, &width, &height) && width && height)
+      head[1] == 0xD8 && ic_jpeg_frame_size(head, want, &width, &height) && width && height) {
     w->candidates[w->count++] = (raw_candidate){offset, length, width, height};
+    add_exif_thumbnail(w, head, want, offset);
+  }
   free(head);
 }
 

@@ -71,6 +71,18 @@ extension DecodeSuites {
       #expect(near(try centre(thumbnail), [90, 90, 220]))
     }
 
+    @Test("a preview's own EXIF thumbnail is a candidate too: a RAF whose header JPEG is tiny")
+    func exifThumbnailCandidate() throws {
+      let bytes = RawFixtures.raf(
+        preview: (0, 0), colour: [],
+        jpeg: RawFixtures.jpegWithThumbnail(
+          outer: (8, 8, [10, 10, 10]), inner: (160, 120, [200, 60, 60])))
+      let thumbnail = try thumbnailer.thumbnail(
+        of: bytes, spec: ThumbnailSpec(width: 160, height: 160))
+      #expect(thumbnail.width == 160 && thumbnail.height == 120)
+      #expect(near(try centre(thumbnail), [200, 60, 60]))
+    }
+
     @Test("no usable preview is a typed refusal: none there, an offset past the end, a loop")
     func refusals() throws {
       var b = RawFixtures.Builder()

@@ -137,10 +137,26 @@ enum RawFixtures {
     return b.finish(ifd0: ifd0)
   }
 
+  /// A JPEG of `outer` size and colour whose EXIF (APP1) carries a thumbnail JPEG (IFD1's
+  /// JPEGInterchangeFormat) of `inner` size and colour.
+  static func jpegWithThumbnail(
+    outer: (Int, Int, [UInt8]), inner: (Int, Int, [UInt8])
+  ) -> [UInt8] {
+    let thumbnail = jpeg(inner.0, inner.1, inner.2)
+    var tiff = Builder()
+    let at = tiff.blob(thumbnail)
+    let ifd1 = tiff.directory([(513, 4, [at]), (514, 4, [thumbnail.count])])
+    let ifd0 = tiff.directory([(274, 3, [1])], next: ifd1)
+    let exif = Array("Exif".utf8) + [0, 0] + tiff.finish(ifd0: ifd0)
+    let app1: [UInt8] = [0xFF, 0xE1, UInt8((exif.count + 2) >> 8), UInt8((exif.count + 2) & 0xFF)]
+    let main = jpeg(outer.0, outer.1, outer.2)
+    return [0xFF, 0xD8] + app1 + exif + main.dropFirst(2)
+  }
+
   /// A RAF: Fujifilm's header, whose JPEG offset and length (big-endian, at 84) point at the
   /// preview.
-  static func raf(preview: (Int, Int), colour: [UInt8]) -> [UInt8] {
-    let jpeg = jpeg(preview.0, preview.1, colour)
+  static func raf(preview: (Int, Int), colour: [UInt8], jpeg given: [UInt8]? = nil) -> [UInt8] {
+    let jpeg = given ?? jpeg(preview.0, preview.1, colour)
     var header = Array("FUJIFILMCCD-RAW 0201FF383501".utf8)
     header += [UInt8](repeating: 0, count: 84 - header.count)
     let be: (Int) -> [UInt8] = { v in (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) }
