@@ -33,8 +33,14 @@ import desktop  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "shared", "corpus")
+# The types thumbd decodes itself (SourceFormat.desktopMediaTypes); the rest are timed as the
+# installed thumbnailers' work.
 NATIVE = ("image/jpeg", "image/png", "image/webp", "image/gif", "image/heif", "image/heic",
-          "image/avif")
+          "image/avif", "image/bmp", "image/x-bmp", "image/x-ms-bmp", "image/vnd.microsoft.icon",
+          "image/x-icon", "image/x-win-bitmap", "image/tiff", "image/jxl", "image/x-dcraw",
+          "image/x-adobe-dng", "image/x-canon-cr2", "image/x-canon-cr3", "image/x-canon-crw",
+          "image/x-fuji-raf", "image/x-nikon-nef", "image/x-nikon-nrw", "image/x-olympus-orf",
+          "image/x-panasonic-rw2", "image/x-pentax-pef", "image/x-samsung-srw", "image/x-sony-arw")
 
 
 def corpus_rows(manifest):
