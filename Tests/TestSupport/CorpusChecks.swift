@@ -20,6 +20,33 @@ enum CorpusChecks {
     return thumbnail
   }
 
+  /// A decode-ok file's upright thumbnail, the same from memory and streamed from its file.
+  static func expectDecodes(_ entry: Corpus.Entry, thumbnailer: Thumbnailer, box: Int) throws {
+    let thumbnail = try expectUprightThumbnail(entry, thumbnailer: thumbnailer, box: box)
+    let fromFile = try thumbnailer.thumbnail(
+      contentsOf: entry.url, spec: ThumbnailSpec(width: box, height: box))
+    #expect(fromFile == thumbnail)
+  }
+
+  /// An `either` file decodes inside the box or fails with a typed error, from memory and
+  /// streamed from its file.
+  static func expectHandled(_ entry: Corpus.Entry, thumbnailer: Thumbnailer, box: Int) throws {
+    let bytes = try Corpus.bytes(entry.path)
+    let spec = ThumbnailSpec(width: box, height: box)
+    for fromFile in [false, true] {
+      do throws(ThumbnailError) {
+        let thumbnail =
+          fromFile
+          ? try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+          : try thumbnailer.thumbnail(of: bytes, spec: spec)
+        #expect(thumbnail.width > 0 && thumbnail.width <= box)
+        #expect(thumbnail.height > 0 && thumbnail.height <= box)
+      } catch {
+        #expect(!error.kind.isEmpty)
+      }
+    }
+  }
+
   /// A must-reject file gives a typed error, from memory and streamed from its file.
   static func expectRejected(_ entry: Corpus.Entry, thumbnailer: Thumbnailer, box: Int) {
     let spec = ThumbnailSpec(width: box, height: box)
