@@ -28,6 +28,7 @@ let package = Package(
     .library(name: "ThumbClient", targets: ["ThumbClient"]),
     .executable(name: "thumbd", targets: ["thumbd"]),
     .executable(name: "thumbload", targets: ["thumbload"]),
+    .executable(name: "thumbd-frame", targets: ["thumbd-frame"]),
   ],
   targets: [
     systemLibrary("CLibJPEG", pkgConfig: "libjpeg", apt: "libjpeg62-turbo-dev"),
@@ -58,10 +59,11 @@ let package = Package(
       name: "ThumbSystem",
       dependencies: ["CSystem"]
     ),
-    // Programs from outside thumbd (installed thumbnailers) in a bubblewrap sandbox.
+    // Programs from outside thumbd (installed thumbnailers, thumbd's video worker) in a
+    // bubblewrap sandbox.
     .target(
       name: "Sandbox",
-      dependencies: ["CSystem", "ThumbSystem"]
+      dependencies: ["CSystem", "ThumbSystem", "ImagePipeline"]
     ),
     .target(
       name: "ThumbProtocol"
@@ -74,9 +76,16 @@ let package = Package(
       name: "ThumbServer",
       dependencies: ["ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem", "Sandbox"]
     ),
+    // The video worker thumbd runs in its sandbox: C only, so it needs nothing the sandbox
+    // does not show (FFmpeg's libraries are opened with dlopen from /usr).
+    .executableTarget(
+      name: "thumbd-frame",
+      dependencies: ["CSystem"],
+      linkerSettings: [.linkedLibrary("m")]
+    ),
     .executableTarget(
       name: "thumbd",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem"]
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem", "Sandbox"]
     ),
     // The loopback origin and the blocking client that the tests and thumbload share.
     .target(

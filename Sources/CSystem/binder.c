@@ -29,3 +29,10 @@ int cs_bind(const char *soname, const char *package, const cs_symbol *symbols, s
   if (handle) *handle = library;
   return 0;
 }
+
+const char *cs_library_of(const char *symbol) {
+  void *address = dlsym(RTLD_DEFAULT, symbol);
+  Dl_info info;
+  if (!address || dladdr(address, &info) == 0) return NULL;
+  return info.dli_fname;
+}

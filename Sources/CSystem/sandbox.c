@@ -204,7 +204,7 @@ static void set_limit(int resource, uint64_t value) {
 
 pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
                        const ts_child_limits *limits, const int *pass_fds, int pass_count,
-                       int output_fd, int64_t run_as) {
+                       int stdin_fd, int stdout_fd, int output_fd, int64_t run_as) {
   if (pass_count < 0 || pass_count > TS_SPAWN_MAX_PASSED) return -EINVAL;
   /* Everything the child needs is opened before the fork. */
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -249,7 +249,8 @@ pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
   set_limit(RLIMIT_NOFILE, limits->open_files);
   struct rlimit no_core = {0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
-  /* Descriptors: 0 from /dev/null, 1 and 2 to output_fd (or /dev/null), then the passed
+  /* Descriptors: 0 from stdin_fd (or /dev/null), 1 to stdout_fd, 1 (without one) and 2 to
+   * output_fd (or /dev/null), then the passed
    * ones from 3 up. Each is first copied above the range it goes to, so none overwrites
    * another before it is moved; dup2 clears close-on-exec on the copies. */
   int moved[TS_SPAWN_MAX_PASSED];
@@ -259,9 +260,10 @@ pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
     if (moved[i] < 0) _exit(126);
   }
   int out = fcntl(output_fd >= 0 ? output_fd : null_fd, F_DUPFD_CLOEXEC, floor);
-  int in = fcntl(null_fd, F_DUPFD_CLOEXEC, floor);
-  if (out < 0 || in < 0) _exit(126);
-  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
+  int standard = stdout_fd >= 0 ? fcntl(stdout_fd, F_DUPFD_CLOEXEC, floor) : out;
+  int in = fcntl(stdin_fd >= 0 ? stdin_fd : null_fd, F_DUPFD_CLOEXEC, floor);
+  if (out < 0 || in < 0 || standard < 0) _exit(126);
+  if (dup2(in, 0) < 0 || dup2(standard, 1) < 0 || dup2(out, 2) < 0) _exit(126);
   for (int i = 0; i < pass_count; i++) {
     if (dup2(moved[i], 3 + i) < 0) _exit(126);
   }

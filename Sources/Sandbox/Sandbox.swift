@@ -169,9 +169,11 @@ public final class Sandbox: Sendable {
     let filter = ts_sandbox_filter()
     guard filter >= 0 else { return .failedToStart("no seccomp filter: \(-filter)") }
     defer { close(filter) }
-    // In the child: 3 the filter, 4 the output folder, 5 the input when there is one.
+    // In the child: 3 the filter, 4 the output folder, then the input and the program when
+    // there are (bubblewrapArguments numbers them the same way).
     var passed = [filter, folder]
     if let input = job.input { passed.append(input) }
+    if let program = job.program { passed.append(program) }
     let arguments = bubblewrapArguments(job)
     let environment = [
       "PATH=/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8", "GIO_USE_VFS=local",
@@ -184,8 +186,8 @@ public final class Sandbox: Sendable {
       withCStrings(environment) { envp in
         passed.withUnsafeBufferPointer { fds in
           ts_spawn_limited(
-            bwrap, argv, envp, &childLimits, fds.baseAddress, Int32(fds.count), messages,
-            runAs ?? -1)
+            bwrap, argv, envp, &childLimits, fds.baseAddress, Int32(fds.count),
+            job.standardInput ?? -1, job.standardOutput ?? -1, messages, runAs ?? -1)
         }
       }
     }
@@ -255,8 +257,16 @@ public final class Sandbox: Sendable {
       "--size", String(limits.temporaryBytes), "--tmpfs", "/tmp",
       "--dir", Self.inputFolder, "--bind-fd", "4", Self.outputFolder,
     ]
+    var next = 5
     if job.input != nil {
-      arguments += ["--ro-bind-fd", "5", job.inputPath]
+      arguments += ["--ro-bind-fd", String(next), job.inputPath]
+      next += 1
+    }
+    if job.program != nil {
+      arguments += ["--ro-bind-fd", String(next), SandboxJob.programPath]
+    }
+    for folder in job.readOnlyFolders where folder.hasPrefix("/") {
+      arguments += ["--ro-bind-try", folder, folder]
     }
     // The root bubblewrap builds is a tmpfs: read-only, so only /tmp (sized) and the output
     // folder take writes.
@@ -287,6 +297,22 @@ public struct SandboxJob: Sendable {
   /// The input's name inside ``Sandbox/inputFolder``: keep the original extension, which
   /// some programs read the type from.
   public var inputName: String
+  /// An open descriptor of a program from outside `/usr` (thumbd's own worker), bound
+  /// read-only at ``programPath``; the caller keeps it open until the run ends.
+  public var program: Int32?
+  /// Folders of the host shown read-only at the same paths (the Swift runtime a worker built
+  /// without `--static-swift-stdlib` loads); none by default.
+  public var readOnlyFolders: [String] = []
+  /// Where the child's stdout goes (a descriptor the caller reads after the run), instead of
+  /// joining its stderr in ``SandboxRun/messages``.
+  public var standardOutput: Int32?
+  /// The child's stdin, instead of `/dev/null`: an input it reads by descriptor (with
+  /// `pread`, so the caller's offset is untouched), with no path bound for it. Open it
+  /// read-only.
+  public var standardInput: Int32?
+
+  /// Where ``program`` is, inside the sandbox.
+  public static let programPath = Sandbox.inputFolder + "/program"
 
   /// A job running `arguments` on `input`, seen inside as `inputName`.
   public init(arguments: [String], input: Int32? = nil, inputName: String = "input") {

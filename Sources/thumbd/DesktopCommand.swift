@@ -1,4 +1,5 @@
 import ImagePipeline
+import Sandbox
 import Synchronization
 import ThumbServer
 import ThumbSystem
@@ -91,9 +92,13 @@ enum DesktopCommand {
       return 2
     }
     let cache = FreedesktopCache(directory: directory, software: "thumbd \(Usage.version)")
+    // Videos' frames come from the sandboxed worker, set up when the first video comes; the
+    // installed thumbnailers make them when it cannot run here.
+    var thumbnailer = Thumbnailer(limits: options.limits)
+    thumbnailer.frames = LazyVideoFrames(
+      environment: SystemFiles.environment, deadline: .seconds(options.limits.decodeTimeout))
     let maker = DesktopThumbnailer(
-      cache: cache, thumbnailer: Thumbnailer(limits: options.limits),
-      maxSourceBytes: options.maxSourceBytes)
+      cache: cache, thumbnailer: thumbnailer, maxSourceBytes: options.maxSourceBytes)
     // The types thumbd does not decode go to the installed thumbnailers, in a sandbox: set
     // up when the first such file comes.
     let installed = LazyDelegation(environment: SystemFiles.environment)
@@ -189,7 +194,11 @@ private final class LazyDelegation: Sendable {
       if let state { return state }
       let globs = MediaTypeGlobs.load(environment: environment)
       var delegation: DesktopDelegation?
-      switch DesktopDelegation.installed(environment: environment) {
+      // Only files the maker refused come here (fallbackWaiting): which types are native
+      // does not matter.
+      switch DesktopDelegation.installed(
+        environment: environment, native: DesktopThumbnailer.mediaTypes(videos: true))
+      {
       case .success(let found): delegation = found
       case .failure(let reason):
         printError("thumbd desktop: installed thumbnailers are not used: \(reason.text)")
@@ -200,6 +209,6 @@ private final class LazyDelegation: Sendable {
     guard let delegation, let name = path.split(separator: "/").last,
       let type = globs.type(ofName: String(name))
     else { return nil }
-    return delegation.thumbnailWaiting(path: path, flavors: flavors, mediaType: type, maker: maker)
+    return delegation.fallbackWaiting(path: path, flavors: flavors, mediaType: type, maker: maker)
   }
 }

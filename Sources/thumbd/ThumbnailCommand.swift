@@ -1,4 +1,5 @@
 import ImagePipeline
+import Sandbox
 import Synchronization
 import ThumbSystem
 
@@ -49,6 +50,10 @@ enum ThumbnailCommand {
       printError("thumbd thumbnail: \(error.message)\nRun 'thumbd thumbnail --help' for usage.")
       return 2
     }
+    // Videos' frames come from the sandboxed worker, set up when the first video comes.
+    options.thumbnailer.frames = LazyVideoFrames(
+      environment: SystemFiles.environment,
+      deadline: .seconds(options.thumbnailer.limits.decodeTimeout))
     let report = options.report("thumbd thumbnail", jobs: plan.files.count, inputs: inputs)
     let next = Atomic<Int>(0)
     let settings = options

@@ -176,14 +176,15 @@ int ts_sandbox_filter(void);
  * Starts `path` with `argv` and `envp` in a session (and process group) of its own: signals
  * at their defaults and unblocked, as user and group `run_as` when it is not negative (no
  * supplementary groups), under `limits` and with no core files, killed when the caller
- * dies, stdin from /dev/null, stdout and stderr to `output_fd` (or /dev/null when negative),
+ * dies, stdin from `stdin_fd` (when not negative; else /dev/null), stdout to `stdout_fd`
+ * (when not negative; else with stderr), stderr to `output_fd` (or /dev/null when negative),
  * the `pass_count` descriptors of `pass_fds` as descriptors 3, 4, ..., every other
  * descriptor closed. Returns the child's pid, or a negative errno; a child that cannot set
  * itself up exits 126, one whose exec fails 127.
  */
 pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
                        const ts_child_limits *limits, const int *pass_fds, int pass_count,
-                       int output_fd, int64_t run_as);
+                       int stdin_fd, int stdout_fd, int output_fd, int64_t run_as);
 
 /** A descriptor that becomes readable when the child `pid` ends (pidfd), or a negative errno. */
 int ts_child_handle(pid_t pid);
@@ -259,6 +260,10 @@ typedef struct cs_symbol {
  */
 int cs_bind(const char *soname, const char *package, const cs_symbol *symbols, size_t count,
             void **handle, char *error, size_t error_size);
+
+/** The file of the loaded object that defines `symbol` (the program itself, or a shared
+ * library), or NULL when nothing loaded defines it. */
+const char *cs_library_of(const char *symbol);
 
 #ifdef __cplusplus
 }

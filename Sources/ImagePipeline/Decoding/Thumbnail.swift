@@ -46,6 +46,8 @@ public struct Thumbnail: Sendable, Hashable {
   /// The placeholder made from this thumbnail's pixels, when the thumbnailer makes them; not
   /// stored with it in caches (the pipeline's `PlaceholderIndex` keeps it per source).
   public var placeholder: Placeholder?
+  /// A video's length, when the source is a video and its length is known.
+  public var duration: Duration?
 
   /// Creates a thumbnail value.
   public init(

@@ -1,4 +1,9 @@
 import CImageCodecs
+import CSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Turns encoded bytes of any `SourceFormat` into an encoded thumbnail.
 ///
@@ -41,6 +46,10 @@ public struct Thumbnailer: Sendable {
   /// Whether HEIC decodes on FFmpeg's HEVC decoder (when libavcodec loads); off only to
   /// compare with libheif's own, libde265.
   var hevcOnFFmpeg = true
+  /// Where a video's frame comes from (`VideoContainer` sniffs one by content): thumbd's
+  /// worker in a sandbox (`VideoFrames`) in the daemon and the CLI. Nil (the default)
+  /// refuses videos as `unsupportedFormat`. The frame is decoded again here, under `limits`.
+  public var frames: (any FrameExtractor)?
 
   /// Creates a thumbnailer with the given limits and defaults elsewhere.
   public init(
@@ -73,6 +82,14 @@ public struct Thumbnailer: Sendable {
     of bytes: [UInt8], spec: ValidSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> (thumbnail: Thumbnail, timings: Timings) {
     let spec = spec.spec
+    if let video = VideoContainer.sniff(bytes) {
+      let started = ContinuousClock.now
+      let file = try Self.memoryFile(holding: bytes)
+      defer { close(file) }
+      let thumbnail = try videoThumbnail(
+        file, name: "input", video, spec: spec, cancellation: cancellation)
+      return (thumbnail, Timings(decode: (ContinuousClock.now - started).seconds, encode: 0))
+    }
     var result = ic_result()
     bytes.withUnsafeBufferPointer { buffer in
       var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
@@ -116,6 +133,18 @@ public struct Thumbnailer: Sendable {
     contentsOf path: String, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail {
     try spec.validate()
+    if frames != nil {
+      // A video goes to the extractor by descriptor; so the file is opened once here.
+      let file = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+      if file >= 0 {
+        defer { close(file) }
+        var status = stat()
+        if fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
+          let name = String(path.split(separator: "/").last ?? "input")
+          return try thumbnail(ofFile: file, name: name, spec: spec, cancellation: cancellation)
+        }
+      }
+    }
     var result = ic_result()
     path.withCString { cPath in
       var source = ic_source(data: nil, size: 0, path: cPath, fd: -1)
@@ -130,7 +159,20 @@ public struct Thumbnailer: Sendable {
   public func thumbnail(
     ofFile descriptor: Int32, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail {
+    try thumbnail(ofFile: descriptor, name: "input", spec: spec, cancellation: cancellation)
+  }
+
+  /// `thumbnail(ofFile:spec:cancellation:)` for a file named `name` (a video's extension is a
+  /// hint for its container; nothing else of the name is used).
+  public func thumbnail(
+    ofFile descriptor: Int32, name: String, spec: ThumbnailSpec,
+    cancellation: CancellationFlag? = nil
+  ) throws(ThumbnailError) -> Thumbnail {
     try spec.validate()
+    if let video = Self.video(in: descriptor) {
+      return try videoThumbnail(
+        descriptor, name: name, video, spec: spec, cancellation: cancellation)
+    }
     var result = ic_result()
     var source = ic_source(data: nil, size: 0, path: nil, fd: descriptor)
     run(&source, spec, cancellation, &result)
@@ -149,7 +191,8 @@ public struct Thumbnailer: Sendable {
   public func estimate(of bytes: [UInt8], spec: ValidSpec) throws(ThumbnailError)
     -> MemoryEstimate
   {
-    try bytes.withUnsafeBufferPointer { buffer in
+    if VideoContainer.sniff(bytes) != nil { return videoEstimate(spec.spec) }
+    return try bytes.withUnsafeBufferPointer { buffer in
       estimate(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1), spec)
     }.get()
   }
@@ -159,7 +202,9 @@ public struct Thumbnailer: Sendable {
   public func estimate(ofFile descriptor: Int32, spec: ThumbnailSpec) throws(ThumbnailError)
     -> MemoryEstimate
   {
-    try estimate(ic_source(data: nil, size: 0, path: nil, fd: descriptor), ValidSpec(spec)).get()
+    if Self.video(in: descriptor) != nil { return videoEstimate(spec) }
+    return try estimate(ic_source(data: nil, size: 0, path: nil, fd: descriptor), ValidSpec(spec))
+      .get()
   }
 
   /// The working memory a thumbnail of a file will need, from its header alone (which is
@@ -298,6 +343,73 @@ public struct Thumbnailer: Sendable {
     request.preview = preview ? 1 : 0
     var limits = cLimits
     _ = ic_thumbnail(&source, &request, &limits, cancellation?.storage, &result)
+  }
+
+  /// The video container of the open file's first bytes, or nil.
+  static func video(in descriptor: Int32) -> VideoContainer? {
+    var head = [UInt8](repeating: 0, count: VideoContainer.sniffLength)
+    let read = head.withUnsafeMutableBytes {
+      pread(descriptor, $0.baseAddress, VideoContainer.sniffLength, 0)
+    }
+    return read > 0 ? VideoContainer.sniff(head[..<read]) : nil
+  }
+
+  /// A memory file holding `bytes`, opened read-only (what an extractor reads by descriptor).
+  static func memoryFile(holding bytes: [UInt8]) throws(ThumbnailError) -> Int32 {
+    let file = ts_memory_file()
+    guard file >= 0 else { throw .outOfMemory("no memory file for the source") }
+    defer { close(file) }
+    var written = 0
+    while written < bytes.count {
+      let count = bytes.withUnsafeBytes {
+        pwrite(file, $0.baseAddress! + written, $0.count - written, off_t(written))
+      }
+      if count < 0 && errno == EINTR { continue }
+      guard count > 0 else { throw .outOfMemory("cannot hold the source in memory") }
+      written += count
+    }
+    let readOnly = open("/proc/self/fd/\(file)", O_RDONLY | O_CLOEXEC)
+    guard readOnly >= 0 else { throw .io("cannot reopen the source's memory file") }
+    return readOnly
+  }
+
+  /// What a video's thumbnail holds: the extractor's picture (at most twice the box each
+  /// way, 3 bytes a pixel) and its decode.
+  private func videoEstimate(_ spec: ThumbnailSpec) -> MemoryEstimate {
+    let side = { (pixels: Int) in pixels > 0 ? 2 * pixels : 4_096 }
+    let (width, height) = (side(spec.pixelWidth), side(spec.pixelHeight))
+    return MemoryEstimate(
+      bytes: width * height * 7, decodeWidth: width, decodeHeight: height, sourceWidth: 0,
+      sourceHeight: 0)
+  }
+
+  /// The thumbnail of the video open at `descriptor`: the extractor's frame, decoded by the
+  /// codecs here under `limits`, reporting the video's own displayed size and length.
+  private func videoThumbnail(
+    _ descriptor: Int32, name: String, _ video: VideoContainer, spec: ThumbnailSpec,
+    cancellation: CancellationFlag?
+  ) throws(ThumbnailError) -> Thumbnail {
+    guard let frames else {
+      throw .unsupportedFormat(
+        "a video (\(video.rawValue)): video frames need thumbd's worker (thumbd-frame) and bubblewrap"
+      )
+    }
+    let frame = try frames.frame(
+      ofFile: descriptor, name: name, width: spec.pixelWidth, height: spec.pixelHeight,
+      limits: limits, cancellation: cancellation)
+    var result = ic_result()
+    frame.image.withUnsafeBufferPointer { buffer in
+      var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
+      run(&source, spec, cancellation, &result)
+    }
+    var thumbnail = try finish(&result)
+    if let size = frame.sourceSize {
+      (thumbnail.sourceWidth, thumbnail.sourceHeight) = size
+      thumbnail.placeholder?.sourceWidth = size.0
+      thumbnail.placeholder?.sourceHeight = size.1
+    }
+    thumbnail.duration = frame.duration
+    return thumbnail
   }
 
   private func finish(_ result: inout ic_result) throws(ThumbnailError) -> Thumbnail {

@@ -121,13 +121,28 @@ package struct DesktopThumbnailer: Sendable {
     init(_ outcome: Outcome) { self.outcome = outcome }
   }
 
-  /// Whether the file's first bytes are in a format thumbd decodes itself.
-  package static func isNative(_ opened: borrowing Opened) -> Bool { format(of: opened) != nil }
+  /// The media types thumbd makes thumbnails of itself: its image formats, and videos when
+  /// it has `frames` (`Thumbnailer.frames`).
+  package static func mediaTypes(videos: Bool) -> [String] {
+    SourceFormat.desktopMediaTypes + (videos ? VideoContainer.desktopMediaTypes : [])
+  }
 
-  private static func format(of opened: borrowing Opened) -> SourceFormat? {
-    var head = [UInt8](repeating: 0, count: 32)
-    let read = head.withUnsafeMutableBytes { pread(opened.descriptor, $0.baseAddress!, 32, 0) }
-    return read > 0 ? SourceFormat.sniff(head[..<read]) : nil
+  /// The media types this thumbnailer makes itself.
+  package var mediaTypes: [String] { Self.mediaTypes(videos: thumbnailer.frames != nil) }
+
+  /// Whether the file's first bytes are in a format thumbd decodes itself (a video's, when
+  /// it has frames).
+  package func reads(_ opened: borrowing Opened) -> Bool { mediaType(of: opened) != nil }
+
+  /// The media type of what the file holds, when thumbd reads it: by content, never by name.
+  private func mediaType(of opened: borrowing Opened) -> String? {
+    let length = VideoContainer.sniffLength
+    var head = [UInt8](repeating: 0, count: length)
+    let read = head.withUnsafeMutableBytes { pread(opened.descriptor, $0.baseAddress!, length, 0) }
+    guard read > 0 else { return nil }
+    if let format = SourceFormat.sniff(head[..<read]) { return format.mediaType }
+    guard thumbnailer.frames != nil else { return nil }
+    return VideoContainer.sniff(head[..<read])?.mediaType
   }
 
   /// Thumbnails the file at `path` (absolute) in each of `flavors`. `decoded` hears what
@@ -142,40 +157,66 @@ package struct DesktopThumbnailer: Sendable {
     case .failure(let box): return box.outcome
     case .success(let file): opened = file
     }
-    guard let format = Self.format(of: opened) else {
+    guard let mediaType = mediaType(of: opened) else {
       return .refused(kind: "unsupported_format", message: "not an image thumbd reads")
     }
     let largest = opened.wanted[0]
     let descriptor = opened.descriptor
-    return make(opened, mediaType: format.mediaType, cancellation: cancellation) {
+    let name = String(path.split(separator: "/").last ?? "")
+    return make(opened, mediaType: mediaType, cancellation: cancellation) {
       () throws(ThumbnailError) in
       let spec = ThumbnailSpec(width: largest.size, height: largest.size, format: .png)
       let first = try thumbnailer.thumbnail(
-        ofFile: descriptor, spec: spec, cancellation: cancellation)
+        ofFile: descriptor, name: name, spec: spec, cancellation: cancellation)
       decoded(first.profile)
       let size = (first.sourceWidth, first.sourceHeight)
-      return (first.data, first.orientation >= 5 ? (size.1, size.0) : size)
+      return Made(
+        png: first.data, size: first.orientation >= 5 ? (size.1, size.0) : size,
+        duration: first.duration)
     }
   }
 
-  /// Makes `opened`'s wanted flavors: the largest by `largest` (a PNG, already upright and
-  /// sRGB, and the source's upright size when known), the smaller ones from it. A failure
-  /// other than a cancellation or a write's is recorded as a failure entry.
+  /// The largest flavor's picture, as `make` is given it.
+  package struct Made {
+    /// A PNG, already upright and sRGB.
+    package var png: [UInt8]
+    /// The source's upright size, when known.
+    package var size: (Int, Int)?
+    /// A video's length, when known (`Thumb::Movie::Length`).
+    package var duration: Duration?
+
+    /// The picture `png` of a source `size` large, `duration` long.
+    package init(png: [UInt8], size: (Int, Int)?, duration: Duration? = nil) {
+      self.png = png
+      self.size = size
+      self.duration = duration
+    }
+  }
+
+  /// Makes `opened`'s wanted flavors: the largest by `largest`, the smaller ones from it. A
+  /// failure other than a cancellation or a write's is recorded as a failure entry.
   package func make(
     _ opened: borrowing Opened, mediaType: String, cancellation: CancellationFlag?,
-    largest: () throws(ThumbnailError) -> ([UInt8], (Int, Int)?)
+    largest: () throws(ThumbnailError) -> Made
   ) -> Outcome {
     var made: [FreedesktopCache.Flavor: String] = [:]
     do throws(ThumbnailError) {
-      let (first, upright) = try largest()
-      made[opened.wanted[0]] = try store(first, opened.source, opened.wanted[0], mediaType, upright)
+      let picture = try largest()
+      let (first, upright) = (picture.png, picture.size)
+      let source = opened.source
+      func store(_ png: [UInt8], _ flavor: FreedesktopCache.Flavor) throws(ThumbnailError)
+        -> String
+      {
+        try self.store(png, source, flavor, mediaType, upright, picture.duration)
+      }
+      made[opened.wanted[0]] = try store(first, opened.wanted[0])
       for flavor in opened.wanted.dropFirst() {
         // From the larger thumbnail: already upright, already sRGB.
         let smaller = try thumbnailer.thumbnail(
           of: first,
           spec: ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png),
           cancellation: cancellation)
-        made[flavor] = try store(smaller.data, opened.source, flavor, mediaType, upright)
+        made[flavor] = try store(smaller.data, flavor)
       }
     } catch {
       if case .cancelled = error { return .refused(kind: error.kind, message: error.message) }
@@ -193,12 +234,12 @@ package struct DesktopThumbnailer: Sendable {
 
   private func store(
     _ png: [UInt8], _ source: FreedesktopCache.Source, _ flavor: FreedesktopCache.Flavor,
-    _ mediaType: String, _ size: (Int, Int)?
+    _ mediaType: String, _ size: (Int, Int)?, _ duration: Duration?
   ) throws(ThumbnailError) -> String {
     do {
       return try cache.store(
         png: png, for: source, flavor: flavor, mediaType: mediaType,
-        imageSize: size.map { ($0.0, $0.1) })
+        imageSize: size.map { ($0.0, $0.1) }, movieLength: duration)
     } catch {
       throw .io(error.message)
     }

@@ -201,13 +201,17 @@ package struct FreedesktopCache: Sendable {
   /// `source` in `flavor`, with the standard's keys before its image data; returns its path.
   package func store(
     png: [UInt8], for source: Source, flavor: Flavor, mediaType: String?,
-    imageSize: (width: Int, height: Int)? = nil
+    imageSize: (width: Int, height: Int)? = nil, movieLength: Duration? = nil
   ) throws(FileIO.WriteError) -> String {
     var keys = [("Thumb::Size", String(source.size))]
     if let mediaType { keys.append(("Thumb::Mimetype", mediaType)) }
     if let imageSize {
       keys.append(("Thumb::Image::Width", String(imageSize.width)))
       keys.append(("Thumb::Image::Height", String(imageSize.height)))
+    }
+    // The specification's length of a video, in whole seconds.
+    if let movieLength, movieLength >= .zero {
+      keys.append(("Thumb::Movie::Length", String(Int(movieLength.seconds.rounded()))))
     }
     let folder = directory + "/" + flavor.rawValue
     let target = folder + "/" + Self.fileName(forURI: source.uri)

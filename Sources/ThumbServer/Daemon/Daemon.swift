@@ -33,8 +33,9 @@ public final class Daemon: Sendable {
     self.logger = logger
     let loader = try Self.sourceLoader(config, version: version)
     let storage = StorageHealth(logger: logger)
+    let frames = Self.videoFrames(config, logger: logger)
     pipeline = ThumbnailPipeline(
-      configuration: try Self.pipelineConfiguration(config, loader, storage))
+      configuration: try Self.pipelineConfiguration(config, loader, storage, frames: frames))
     let parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
       defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF,
@@ -48,14 +49,19 @@ public final class Daemon: Sendable {
         .warn, "cmyk_profile_unusable",
         ["path": config.cmykProfile, "fallback": "CMYK JPEGs without a profile use a formula"])
     }
-    let delegation = config.dbus.isEmpty ? nil : Self.delegation(logger: logger)
+    let delegation =
+      config.dbus.isEmpty
+      ? nil
+      : Self.delegation(
+        native: DesktopThumbnailer.mediaTypes(videos: frames != nil), logger: logger)
     self.delegation = delegation
     entryWatch = delegation.flatMap { delegation in
       FolderWatch(folders: delegation.folders) {
         Self.reload(delegation, logger: logger, cause: "folder")
       }
     }
-    desktop = try Self.desktopBus(config, pipeline, version: version, delegation: delegation)
+    desktop = try Self.desktopBus(
+      config, pipeline, version: version, delegation: delegation, frames: frames)
     let signing = try Self.signing(config)
     let refusesUnsigned = signing != nil && !config.allowUnsignedTCP
     let route = ThumbnailRoute(
@@ -159,7 +165,7 @@ public final class Daemon: Sendable {
   /// address given, writing the user's thumbnail cache, with the daemon's decode limits.
   private static func desktopBus(
     _ config: DaemonConfig, _ pipeline: ThumbnailPipeline, version: String,
-    delegation: DesktopDelegation?
+    delegation: DesktopDelegation?, frames: VideoFrames?
   ) throws -> DesktopBus? {
     guard !config.dbus.isEmpty else { return nil }
     guard
@@ -169,7 +175,8 @@ public final class Daemon: Sendable {
     }
     let thumbnailer = DesktopThumbnailer(
       cache: FreedesktopCache(directory: directory, software: "thumbd \(version)"),
-      thumbnailer: Self.thumbnailer(config), maxSourceBytes: config.maxSourceBytes)
+      thumbnailer: Self.thumbnailer(config, frames: frames),
+      maxSourceBytes: config.maxSourceBytes)
     return try DesktopBus(
       address: config.dbus == "session" ? "" : config.dbus,
       jobs: DesktopJobs(
@@ -186,9 +193,9 @@ public final class Daemon: Sendable {
 
   /// The installed thumbnailers, for the types thumbd does not decode, when a sandbox works
   /// here; otherwise a warning says why none is used.
-  private static func delegation(logger: Logger) -> DesktopDelegation? {
+  private static func delegation(native: [String], logger: Logger) -> DesktopDelegation? {
     let delegation: DesktopDelegation
-    switch DesktopDelegation.installed(environment: SystemFiles.environment) {
+    switch DesktopDelegation.installed(environment: SystemFiles.environment, native: native) {
     case .failure(let reason):
       logger.log(.warn, "installed_thumbnailers_unused", ["reason": reason.text])
       return nil
@@ -254,9 +261,10 @@ public final class Daemon: Sendable {
       resolver: SystemResolver(cacheSeconds: config.dnsCacheSeconds))
   }
 
-  /// The decoder with the configured limits and AVIF speed.
+  /// The decoder with the configured limits and AVIF speed, and video frames when the
+  /// worker runs here.
   private static func thumbnailer(
-    _ config: DaemonConfig, placeholders: Bool = false
+    _ config: DaemonConfig, placeholders: Bool = false, frames: VideoFrames?
   ) -> Thumbnailer {
     let limits = DecodingLimits(
       maxWidth: config.maxDimension, maxHeight: config.maxDimension, maxPixels: config.maxPixels,
@@ -264,7 +272,23 @@ public final class Daemon: Sendable {
     var thumbnailer = Thumbnailer(limits: limits)
     thumbnailer.avifSpeed = config.avifSpeed
     thumbnailer.makesPlaceholders = placeholders
+    thumbnailer.frames = frames
     return thumbnailer
+  }
+
+  /// Video frames from the sandboxed worker, when it runs here; otherwise a warning says why
+  /// videos are refused.
+  private static func videoFrames(_ config: DaemonConfig, logger: Logger) -> VideoFrames? {
+    switch VideoFrames.installed(
+      environment: SystemFiles.environment, deadline: .seconds(config.decodeTimeout))
+    {
+    case .failure(let reason):
+      logger.log(.warn, "video_frames_unavailable", ["reason": reason.text])
+      return nil
+    case .success(let frames):
+      logger.log(.info, "video_frames", ["worker": frames.worker])
+      return frames
+    }
   }
 
   /// The presets, checked; a `StartupError` naming the one that is unusable.
@@ -293,7 +317,8 @@ public final class Daemon: Sendable {
   }
 
   private static func pipelineConfiguration(
-    _ config: DaemonConfig, _ loader: SourceLoader, _ storage: StorageHealth
+    _ config: DaemonConfig, _ loader: SourceLoader, _ storage: StorageHealth,
+    frames: VideoFrames?
   ) throws -> ThumbnailPipeline.Configuration {
     let disk =
       try config.cacheDir.isEmpty
@@ -303,7 +328,7 @@ public final class Daemon: Sendable {
         maxEntriesPerGroup: config.maxVariantsPerSource, onFault: storage.record)
     return ThumbnailPipeline.Configuration(
       dataLoader: loader,
-      thumbnailer: Self.thumbnailer(config, placeholders: config.placeholders),
+      thumbnailer: Self.thumbnailer(config, placeholders: config.placeholders, frames: frames),
       memoryCacheCostLimit: config.memoryLimit, memoryCacheCountLimit: config.memoryCountLimit,
       maxConcurrentFetches: config.fetchConcurrency, maxFetchesPerOrigin: config.originConnections,
       decodeThreads: Self.decodeThreads(config),

@@ -74,7 +74,7 @@ package final class DesktopBus: Sendable {
     let handlers = Handlers(service: service, cache: jobs.thumbnailer.cache)
     let context = Unmanaged.passRetained(handlers)
     // Native types, then those an installed thumbnailer makes.
-    let mimeTypes = SourceFormat.desktopMediaTypes + (jobs.delegate?.mediaTypes ?? [])
+    let mimeTypes = jobs.thumbnailer.mediaTypes + (jobs.delegate?.mediaTypes ?? [])
     var error = [CChar](repeating: 0, count: 512)
     let bus = withStrings(Array(repeating: "file", count: mimeTypes.count)) { schemes in
       withStrings(mimeTypes) { types in

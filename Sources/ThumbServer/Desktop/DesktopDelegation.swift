@@ -105,20 +105,23 @@ package final class DesktopDelegation: DesktopDelegate {
     }
   }
 
-  /// As `thumbnail(path:flavors:mediaType:maker:)`, blocking the calling thread (the CLI's
-  /// workers), with no cancellation but the deadline.
-  package func thumbnailWaiting(
+  /// As `fallback(path:flavors:mediaType:maker:)`, blocking the calling thread (the CLI's
+  /// workers), with no cancellation but the deadline: for a file `maker` refused as
+  /// unsupported (a type it does not read, a camera RAW without a preview, a video when its
+  /// worker cannot run here).
+  package func fallbackWaiting(
     path: String, flavors: Set<FreedesktopCache.Flavor>, mediaType: String,
     maker: DesktopThumbnailer
   ) -> DesktopThumbnailer.Outcome? {
-    guard let usable = usable(for: mediaType) else { return nil }
-    return make(path, flavors, mediaType, usable, maker, SandboxCancellation())
+    guard let usable = usable(for: mediaType, evenIfNative: true) else { return nil }
+    return make(
+      path, flavors, mediaType, usable, maker, SandboxCancellation(), evenIfNative: true)
   }
 
   /// The installed thumbnailers of this environment, run in a sandbox in the default work
   /// folder; or why there are none (no bubblewrap, or it cannot make a sandbox here).
   package static func installed(
-    environment: [String: String]
+    environment: [String: String], native: [String]
   ) -> Result<DesktopDelegation, UnusableReason> {
     guard let bwrap = Sandbox.findBubblewrap() else {
       return .failure(UnusableReason(text: "bubblewrap is not installed (the bubblewrap package)"))
@@ -129,7 +132,7 @@ package final class DesktopDelegation: DesktopDelegate {
     return .success(
       DesktopDelegation(
         sandbox: sandbox, folders: InstalledThumbnailers.folders(environment: environment),
-        native: SourceFormat.desktopMediaTypes))
+        native: native))
   }
 
   /// Why installed thumbnailers cannot be used here.
@@ -150,7 +153,7 @@ package final class DesktopDelegation: DesktopDelegate {
     case .failure(let box): return box.outcome
     case .success(let file): opened = file
     }
-    if DesktopThumbnailer.isNative(opened) && !evenIfNative { return nil }
+    if maker.reads(opened) && !evenIfNative { return nil }
     // Not the file's fault: no fail entry.
     guard sandbox.canReach(path) else {
       return .refused(
@@ -196,7 +199,7 @@ package final class DesktopDelegation: DesktopDelegate {
         throw .corrupt("\(usable.entry.source) wrote an unusable image: \(error.message)")
       }
       count(usable.entry, "made")
-      return (made.data, nil)
+      return DesktopThumbnailer.Made(png: made.data, size: nil)
     }
   }
 }

@@ -1,0 +1,263 @@
+import CSystem
+import ImagePipeline
+import Synchronization
+import ThumbSystem
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Video frames from thumbd's worker, `thumbd-frame`, run in the `Sandbox` for each file:
+/// FFmpeg's demuxers and decoders never run in thumbd's own process.
+///
+/// Rules kept here:
+/// - the worker gets the file as its stdin, one descriptor opened read-only (no path of it is
+///   bound), and writes its frame to a memory file of its own, bounded by the sandbox's
+///   file-size limit; nothing else it could write is read;
+/// - what it wrote is untrusted: the header is checked against the size asked for, and the
+///   picture is handed on as bytes for thumbd's own BMP decoder (`Thumbnailer`), under the
+///   caller's limits;
+/// - the worker's exit code becomes the error a decode of an image would give
+///   (`unsupportedFormat`, `corrupt`, `tooLarge`); a deadline, a signal or a crash is
+///   `corrupt` for that file, never a fault of the daemon.
+public struct VideoFrames: FrameExtractor {
+  /// The sandbox each run gets.
+  public let sandbox: Sandbox
+  /// The worker program, on the host.
+  public let worker: String
+  /// Host folders the worker needs shown (the Swift runtime of a build that does not carry
+  /// it); empty for an installed thumbd.
+  public let runtimeFolders: [String]
+
+  /// The worker's file name, installed beside `thumbd`.
+  public static let workerName = "thumbd-frame"
+
+  /// Frames from `worker` run in `sandbox`.
+  public init(sandbox: Sandbox, worker: String) {
+    self.sandbox = sandbox
+    self.worker = worker
+    runtimeFolders = Self.swiftRuntimeFolder().map { [$0] } ?? []
+  }
+
+  /// The limits a worker runs under: a video's frame needs one decode, so less than an
+  /// installed thumbnailer may take; the deadline is the caller's decode time-out.
+  public static func limits(deadline: Duration) -> SandboxLimits {
+    var limits = SandboxLimits()
+    limits.cpuSeconds = 20
+    limits.addressSpace = 1 << 30
+    limits.processes = 16
+    limits.temporaryBytes = 1 << 20
+    limits.deadline = min(max(deadline, .seconds(1)), .seconds(60))
+    return limits
+  }
+
+  /// Video frames in this environment: bubblewrap, the worker beside the running program,
+  /// and a sandbox it runs in (probed once); or why there are none.
+  public static func installed(
+    environment: [String: String], deadline: Duration
+  ) -> Result<VideoFrames, UnusableReason> {
+    guard let bwrap = Sandbox.findBubblewrap() else {
+      return .failure(UnusableReason(text: "bubblewrap is not installed (the bubblewrap package)"))
+    }
+    guard let worker = findWorker() else {
+      return .failure(
+        UnusableReason(
+          text: "no \(workerName) beside thumbd (build it: swift build --product \(workerName))"))
+    }
+    let sandbox = Sandbox(
+      bwrap: bwrap, workFolder: Sandbox.defaultWorkFolder(environment: environment),
+      limits: limits(deadline: deadline))
+    let frames = VideoFrames(sandbox: sandbox, worker: worker)
+    if let problem = frames.probe() { return .failure(UnusableReason(text: problem)) }
+    return .success(frames)
+  }
+
+  /// Why video frames cannot be made here.
+  public struct UnusableReason: Error, Sendable {
+    /// The reason, in words.
+    public let text: String
+  }
+
+  /// The worker beside the running program (`thumbd`'s own folder), or nil.
+  public static func findWorker() -> String? {
+    guard let program = SystemFiles.realPath("/proc/self/exe") else { return nil }
+    let candidate = SystemFiles.parent(of: program) + "/" + workerName
+    return access(candidate, X_OK) == 0 ? candidate : nil
+  }
+
+  /// The folder of the Swift runtime this process loaded, when it is a shared library
+  /// outside `/usr`: a worker built beside it (a debug build) loads the same one.
+  static func swiftRuntimeFolder() -> String? {
+    guard let name = cs_library_of("swift_retain") else { return nil }
+    let path = String(cString: name)
+    guard path.contains("libswiftCore"), !path.hasPrefix("/usr/") else { return nil }
+    return SystemFiles.parent(of: path)
+  }
+
+  /// Why the worker cannot run here, or nil: it is started in the sandbox with no
+  /// arguments and must answer with its usage.
+  public func probe() -> String? {
+    let program = open(worker, O_RDONLY | O_CLOEXEC)
+    guard program >= 0 else { return "cannot open \(worker): \(SystemFiles.describe(errno))" }
+    defer { close(program) }
+    var job = SandboxJob(arguments: [SandboxJob.programPath])
+    job.program = program
+    job.readOnlyFolders = runtimeFolders
+    let run = sandbox.run(job, cancellation: nil)
+    defer { run.discard() }
+    guard run.outcome == .exited(Self.usageExit) else {
+      return "\(worker) does not run in the sandbox (\(run.outcome)): \(run.messages.prefix(300))"
+    }
+    return nil
+  }
+
+  /// The worker's exit codes (`thumbd-frame/include/frame.h`).
+  static let usageExit: Int32 = 64
+  static let unsupportedExit: Int32 = 65
+  static let corruptExit: Int32 = 66
+  static let tooLargeExit: Int32 = 67
+  static let unavailableExit: Int32 = 69
+
+  /// The header before the BMP (`frame.h`).
+  static let magic = Array("TDFRAME1".utf8)
+  static let headerSize = 36
+  static let unknown: UInt32 = 0xFFFF_FFFF
+
+  public func frame(
+    ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
+    cancellation: CancellationFlag?
+  ) throws(ThumbnailError) -> ExtractedFrame {
+    let program = open(worker, O_RDONLY | O_CLOEXEC)
+    guard program >= 0 else {
+      throw .io("cannot open the video worker \(worker): \(SystemFiles.describe(errno))")
+    }
+    defer { close(program) }
+    let output = ts_memory_file()
+    guard output >= 0 else { throw .io("no memory file for the video worker") }
+    defer { close(output) }
+    let box = (min(max(width, 0), 65_535), min(max(height, 0), 65_535))
+    // The worker reads the video from its stdin, by descriptor: no path of it is bound.
+    let input = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    guard input >= 0 else { throw .io("cannot reopen the video read-only") }
+    defer { close(input) }
+    var job = SandboxJob(arguments: [
+      SandboxJob.programPath, SandboxJob.inputName(for: name), String(box.0), String(box.1),
+      String(max(1, limits.maxPixels)),
+    ])
+    job.standardInput = input
+    job.program = program
+    job.readOnlyFolders = runtimeFolders
+    job.standardOutput = output
+    let stop = SandboxCancellation()
+    cancellation?.whenCancelled { stop.cancel() }
+    let run = sandbox.run(job, cancellation: stop)
+    run.discard()
+    let reason = Self.reason(run.messages)
+    switch run.outcome {
+    case .exited(0): break
+    case .cancelled: throw .cancelled
+    case .timedOut:
+      throw .timedOut("the video worker passed its deadline of \(sandbox.limits.deadline)")
+    case .failedToStart(let why): throw .io("the video worker could not start: \(why)")
+    case .signalled(let signal):
+      throw .corrupt("the video worker was ended by signal \(signal)\(reason)")
+    case .exited(Self.unsupportedExit):
+      throw .unsupportedFormat("a video thumbd cannot read\(reason)")
+    case .exited(Self.tooLargeExit):
+      throw .tooLarge(width: 0, height: 0, message: "the video's frames are too large\(reason)")
+    case .exited(Self.unavailableExit): throw .io("video frames are unavailable\(reason)")
+    case .exited(let code): throw .corrupt("the video's frames do not decode (\(code))\(reason)")
+    }
+    return try Self.read(output, box: box, maxPixels: limits.maxPixels)
+  }
+
+  /// The first line the worker wrote about itself, for messages.
+  static func reason(_ messages: String) -> String {
+    guard
+      let line = messages.split(separator: "\n").first(where: { $0.hasPrefix("thumbd-frame: ") })
+    else { return "" }
+    return ": " + line.dropFirst("thumbd-frame: ".count).prefix(200)
+  }
+
+  /// The header and picture in `file`, checked: the size no more than twice the box on a
+  /// bounded side (or the pixel limit for a free box), the bytes exactly a 24-bit BMP's.
+  static func read(_ file: Int32, box: (Int, Int), maxPixels: Int) throws(ThumbnailError)
+    -> ExtractedFrame
+  {
+    var status = stat()
+    guard fstat(file, &status) == 0 else { throw .io("cannot read the video worker's output") }
+    let size = Int(status.st_size)
+    var header = [UInt8](repeating: 0, count: headerSize)
+    let got = header.withUnsafeMutableBytes { pread(file, $0.baseAddress, headerSize, 0) }
+    guard got == headerSize, Array(header[0..<8]) == magic else {
+      throw .corrupt("the video worker wrote no frame")
+    }
+    func field(_ offset: Int) -> UInt32 {
+      (0..<4).reduce(UInt32(0)) { $0 | UInt32(header[offset + $1]) << (8 * $1) }
+    }
+    let (width, height) = (Int(field(8)), Int(field(12)))
+    // The worker covers the box twice over and never enlarges: one bounded side is at most
+    // twice the box's (a free box is bounded by the pixel limit alone).
+    let bounded =
+      (box.0 == 0 && box.1 == 0) || (box.0 > 0 && width <= 2 * box.0 + 2)
+      || (box.1 > 0 && height <= 2 * box.1 + 2)
+    guard width > 0, height > 0, bounded, width * height <= max(1, maxPixels) else {
+      throw .corrupt("the video worker wrote a frame of \(width)x\(height), not what was asked")
+    }
+    let stride = (width * 3 + 3) & ~3
+    let expected = headerSize + 54 + stride * height
+    guard size == expected else {
+      throw .corrupt("the video worker wrote \(size) bytes, not a \(width)x\(height) frame")
+    }
+    var image = [UInt8](repeating: 0, count: expected - headerSize)
+    let read = image.withUnsafeMutableBytes {
+      pread(file, $0.baseAddress, $0.count, off_t(headerSize))
+    }
+    guard read == image.count else { throw .io("cannot read the video worker's frame") }
+    let duration = field(20)
+    let shown = (Int(field(28)), Int(field(32)))
+    return ExtractedFrame(
+      image: image, time: .milliseconds(Int(field(16))),
+      duration: duration == unknown ? nil : .milliseconds(Int(duration)),
+      sourceSize: shown.0 > 0 && shown.1 > 0 && shown.0 <= 1 << 20 && shown.1 <= 1 << 20
+        ? shown : nil)
+  }
+}
+
+/// `VideoFrames` set up when the first video comes (a command that never meets one never
+/// starts a sandbox); if they cannot be, every video is refused with the reason.
+public final class LazyVideoFrames: FrameExtractor {
+  private let environment: [String: String]
+  private let deadline: Duration
+  private let state = Mutex<Result<VideoFrames, VideoFrames.UnusableReason>?>(nil)
+
+  /// Frames for `environment`, each under `deadline`.
+  public init(environment: [String: String], deadline: Duration) {
+    self.environment = environment
+    self.deadline = deadline
+  }
+
+  /// The frames, or why there are none (set up on the first call).
+  public var resolved: Result<VideoFrames, VideoFrames.UnusableReason> {
+    state.withLock { state in
+      if let state { return state }
+      let made = VideoFrames.installed(environment: environment, deadline: deadline)
+      state = made
+      return made
+    }
+  }
+
+  public func frame(
+    ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
+    cancellation: CancellationFlag?
+  ) throws(ThumbnailError) -> ExtractedFrame {
+    switch resolved {
+    case .failure(let reason):
+      throw .unsupportedFormat("a video, and video frames are unavailable: \(reason.text)")
+    case .success(let frames):
+      return try frames.frame(
+        ofFile: descriptor, name: name, width: width, height: height, limits: limits,
+        cancellation: cancellation)
+    }
+  }
+}

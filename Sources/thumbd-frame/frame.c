@@ -1,0 +1,753 @@
+/*
+ * thumbd-frame: one representative frame of a video, for thumbd, which runs this program in
+ * its sandbox (bubblewrap, seccomp, rlimits, a deadline) and never opens FFmpeg itself.
+ *
+ *   thumbd-frame NAME WIDTH HEIGHT MAX_PIXELS < VIDEO
+ *
+ * reads the video from stdin (NAME's extension is a hint for the container) and writes to stdout a header (frame.h) and then an upright, top-down 24-bit BMP whose size
+ * covers WIDTH x HEIGHT twice over (never more than the displayed frame), which thumbd decodes
+ * again with its own bounded BMP decoder, resamples and encodes. WIDTH or HEIGHT 0 leaves that
+ * side free. The exit code says what went wrong (frame.h); the first line on stderr, why.
+ *
+ * Rules kept here:
+ * - libavformat, libavcodec, libavutil and libswscale are opened with dlopen (cs_bind), so a
+ *   missing package gets a message naming it;
+ * - only the input is read, through its descriptor: no path is opened, no protocol is
+ *   allowed, and only demuxers of real video containers run (no playlists, no concat, no
+ *   image sequences that name other files);
+ * - what the file declares is bounded before work: the probe size, the analysis time, the
+ *   stream count, the frame size against MAX_PIXELS (the stream's and each decoded frame's);
+ * - every loop is bounded by packets, frames and seek tries; the sandbox's deadline and CPU
+ *   limit are the guard behind them;
+ * - the frame is chosen at 10% of the duration (1 s when the duration is unknown): the first
+ *   frame at or after a second before that time; a frame that is almost black is passed over
+ *   for one further in, at most three times, and kept when nothing better comes;
+ * - the display matrix (rotation and reflection) and the sample aspect ratio are applied, so
+ *   the picture is as a player shows it.
+ */
+#define _GNU_SOURCE
+#include "frame.h"
+
+#include <CSystem.h>
+
+#include <errno.h>
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/display.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TEXT_(x) #x
+#define TEXT(x) TEXT_(x)
+#define SONAME(library, major) "lib" library ".so." TEXT(major)
+#define PACKAGE(library, major) "lib" library TEXT(major)
+
+/* Demuxers of video containers; nothing that reads other files or the network. */
+static const char format_whitelist[] =
+    "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,flv,mpegts,mpeg,mpegvideo,asf,ogg,dv,mxf,nut,"
+    "rm,m4v,h264,hevc,mjpeg,ivf,obu,wtv,vob,yuv4mpegpipe";
+
+/* Bounds on what the file can make the worker do. */
+enum {
+  PROBE_BYTES = 8 << 20,
+  ANALYSE_MICROSECONDS = 5000000,
+  MAX_STREAMS = 64,
+  MAX_PACKETS = 20000,
+  MAX_FRAMES = 1200,
+  BLACK_TRIES = 4,
+  MAX_SIDE = 32768,
+  LOG_LINES = 20,
+};
+
+typedef struct api {
+  /* libavutil */
+  AVFrame *(*frame_alloc)(void);
+  void (*frame_free)(AVFrame **);
+  void (*frame_unref)(AVFrame *);
+  void (*frame_move_ref)(AVFrame *, AVFrame *);
+  int (*dict_set)(AVDictionary **, const char *, const char *, int);
+  void (*dict_free)(AVDictionary **);
+  void (*log_set_level)(int);
+  void (*log_set_callback)(void (*)(void *, int, const char *, va_list));
+  int64_t (*rescale_q)(int64_t, AVRational, AVRational);
+  /* libavcodec */
+  AVCodecContext *(*alloc_context)(const AVCodec *);
+  void (*free_context)(AVCodecContext **);
+  int (*parameters_to_context)(AVCodecContext *, const AVCodecParameters *);
+  int (*open)(AVCodecContext *, const AVCodec *, AVDictionary **);
+  int (*send_packet)(AVCodecContext *, const AVPacket *);
+  int (*receive_frame)(AVCodecContext *, AVFrame *);
+  void (*flush_buffers)(AVCodecContext *);
+  AVPacket *(*packet_alloc)(void);
+  void (*packet_free)(AVPacket **);
+  void (*packet_unref)(AVPacket *);
+  /* libavformat */
+  int (*open_input)(AVFormatContext **, const char *, const AVInputFormat *, AVDictionary **);
+  int (*find_stream_info)(AVFormatContext *, AVDictionary **);
+  int (*find_best_stream)(AVFormatContext *, enum AVMediaType, int, int, const AVCodec **, int);
+  int (*read_frame)(AVFormatContext *, AVPacket *);
+  int (*seek_frame)(AVFormatContext *, int, int64_t, int);
+  AVFormatContext *(*format_alloc)(void);
+  AVIOContext *(*avio_alloc)(unsigned char *, int, int, void *,
+                             int (*)(void *, uint8_t *, int), int (*)(void *, uint8_t *, int),
+                             int64_t (*)(void *, int64_t, int));
+  void (*avio_free)(AVIOContext **);
+  void *(*av_malloc)(size_t);
+  void (*av_free)(void *);
+  void (*close_input)(AVFormatContext **);
+  uint8_t *(*stream_side_data)(const AVStream *, enum AVPacketSideDataType, size_t *);
+  /* libswscale */
+  struct SwsContext *(*sws_get)(int, int, enum AVPixelFormat, int, int, enum AVPixelFormat, int,
+                                SwsFilter *, SwsFilter *, const double *);
+  int (*sws_scale)(struct SwsContext *, const uint8_t *const[], const int[], int, int,
+                   uint8_t *const[], const int[]);
+  void (*sws_free)(struct SwsContext *);
+  const int *(*sws_coefficients)(int);
+  int (*sws_colorspace)(struct SwsContext *, const int[4], int, const int[4], int, int, int, int);
+} api;
+
+static api av;
+
+static int fail(int code, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  fputs("thumbd-frame: ", stderr);
+  vfprintf(stderr, format, args);
+  fputc('\n', stderr);
+  va_end(args);
+  return code;
+}
+
+/* FFmpeg's own messages, the first few only: a hostile file could log without end. */
+static int log_lines;
+static void bounded_log(void *context, int level, const char *format, va_list args) {
+  (void)context;
+  if (level > AV_LOG_ERROR || log_lines >= LOG_LINES) return;
+  log_lines++;
+  vfprintf(stderr, format, args);
+}
+
+static int bind_libraries(void) {
+  const cs_symbol util[] = {
+      CS_SYMBOL(av, frame_alloc, "av_frame_alloc")
+      CS_SYMBOL(av, frame_free, "av_frame_free")
+      CS_SYMBOL(av, frame_unref, "av_frame_unref")
+      CS_SYMBOL(av, frame_move_ref, "av_frame_move_ref")
+      CS_SYMBOL(av, dict_set, "av_dict_set")
+      CS_SYMBOL(av, dict_free, "av_dict_free")
+      CS_SYMBOL(av, log_set_level, "av_log_set_level")
+      CS_SYMBOL(av, log_set_callback, "av_log_set_callback")
+      CS_SYMBOL(av, rescale_q, "av_rescale_q")
+      CS_SYMBOL(av, av_malloc, "av_malloc")
+      CS_SYMBOL(av, av_free, "av_free")
+  };
+  const cs_symbol codec[] = {
+      CS_SYMBOL(av, alloc_context, "avcodec_alloc_context3")
+      CS_SYMBOL(av, free_context, "avcodec_free_context")
+      CS_SYMBOL(av, parameters_to_context, "avcodec_parameters_to_context")
+      CS_SYMBOL(av, open, "avcodec_open2")
+      CS_SYMBOL(av, send_packet, "avcodec_send_packet")
+      CS_SYMBOL(av, receive_frame, "avcodec_receive_frame")
+      CS_SYMBOL(av, flush_buffers, "avcodec_flush_buffers")
+      CS_SYMBOL(av, packet_alloc, "av_packet_alloc")
+      CS_SYMBOL(av, packet_free, "av_packet_free")
+      CS_SYMBOL(av, packet_unref, "av_packet_unref")
+  };
+  const cs_symbol format[] = {
+      CS_SYMBOL(av, open_input, "avformat_open_input")
+      CS_SYMBOL(av, find_stream_info, "avformat_find_stream_info")
+      CS_SYMBOL(av, find_best_stream, "av_find_best_stream")
+      CS_SYMBOL(av, read_frame, "av_read_frame")
+      CS_SYMBOL(av, seek_frame, "av_seek_frame")
+      CS_SYMBOL(av, format_alloc, "avformat_alloc_context")
+      CS_SYMBOL(av, avio_alloc, "avio_alloc_context")
+      CS_SYMBOL(av, avio_free, "avio_context_free")
+      CS_SYMBOL(av, close_input, "avformat_close_input")
+      CS_SYMBOL(av, stream_side_data, "av_stream_get_side_data")
+  };
+  const cs_symbol scale[] = {
+      CS_SYMBOL(av, sws_get, "sws_getContext")
+      CS_SYMBOL(av, sws_scale, "sws_scale")
+      CS_SYMBOL(av, sws_free, "sws_freeContext")
+      CS_SYMBOL(av, sws_coefficients, "sws_getCoefficients")
+      CS_SYMBOL(av, sws_colorspace, "sws_setColorspaceDetails")
+  };
+  char error[256];
+  if (cs_bind(SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR),
+              util, sizeof(util) / sizeof(util[0]), NULL, error, sizeof(error)) != 0 ||
+      cs_bind(SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
+              PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec, sizeof(codec) / sizeof(codec[0]),
+              NULL, error, sizeof(error)) != 0 ||
+      cs_bind(SONAME("avformat", LIBAVFORMAT_VERSION_MAJOR),
+              PACKAGE("avformat", LIBAVFORMAT_VERSION_MAJOR), format,
+              sizeof(format) / sizeof(format[0]), NULL, error, sizeof(error)) != 0 ||
+      cs_bind(SONAME("swscale", LIBSWSCALE_VERSION_MAJOR),
+              PACKAGE("swscale", LIBSWSCALE_VERSION_MAJOR), scale, sizeof(scale) / sizeof(scale[0]),
+              NULL, error, sizeof(error)) != 0) {
+    return fail(TF_EXIT_UNAVAILABLE, "%s", error);
+  }
+  return 0;
+}
+
+/* ---- the display matrix as a map of pixels ---- */
+
+/* Output pixel (x, y) comes from source pixel (a*X + b*Y, c*X + d*Y) where X = x + px and
+ * Y = y + py: the matrix's 2x2 part rounded to -1, 0 or 1 (a turn by a multiple of 90 degrees,
+ * maybe mirrored), inverted by transposing. Anything else is shown unturned. */
+typedef struct turn {
+  int a, b, c, d;
+  int px, py;
+  int swaps; /* whether width and height trade places */
+} turn;
+
+static int unit(int32_t fixed) {
+  double value = fixed / 65536.0;
+  return value > 0.5 ? 1 : (value < -0.5 ? -1 : 0);
+}
+
+static turn turn_of(const int32_t *matrix) {
+  turn identity = {1, 0, 0, 1, 0, 0, 0};
+  if (!matrix) return identity;
+  /* FFmpeg's matrix maps a source point (p, q) to (a p + c q, b p + d q) in image space
+   * (y down), with a b c d at 0 1 3 4. */
+  int a = unit(matrix[0]), b = unit(matrix[1]), c = unit(matrix[3]), d = unit(matrix[4]);
+  int straight = a != 0 && d != 0 && b == 0 && c == 0;
+  int across = a == 0 && d == 0 && b != 0 && c != 0;
+  if (!straight && !across) return identity;
+  /* Inverse of [[a, c], [b, d]] (orthogonal) is its transpose: p = a P + b Q, q = c P + d Q. */
+  turn t = {a, b, c, d, 0, 0, across};
+  return t;
+}
+
+/* Fills the offsets for a source of w x h: the smallest displayed P and Q. */
+static void turn_place(turn *t, int w, int h) {
+  /* P = a p + c q over p in [0, w), q in [0, h); likewise Q = b p + d q. */
+  t->px = (t->a < 0 ? -(w - 1) : 0) + (t->c < 0 ? -(h - 1) : 0);
+  t->py = (t->b < 0 ? -(w - 1) : 0) + (t->d < 0 ? -(h - 1) : 0);
+}
+
+/* ---- output ---- */
+
+static int write_all(int fd, const void *bytes, size_t count) {
+  const uint8_t *at = bytes;
+  while (count > 0) {
+    ssize_t done = write(fd, at, count);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return -1;
+    at += done;
+    count -= (size_t)done;
+  }
+  return 0;
+}
+
+static void put32(uint8_t *at, uint32_t value) {
+  for (int i = 0; i < 4; i++) at[i] = (uint8_t)(value >> (8 * i));
+}
+
+static void put16(uint8_t *at, uint16_t value) {
+  at[0] = (uint8_t)value;
+  at[1] = (uint8_t)(value >> 8);
+}
+
+/* Writes the header and the BMP of `rgb` (w x h, packed RGB) turned by `t`. */
+static int emit(const uint8_t *rgb, int w, int h, turn t, const tf_header *fields) {
+  int out_w = t.swaps ? h : w, out_h = t.swaps ? w : h;
+  size_t stride = ((size_t)out_w * 3 + 3) & ~(size_t)3;
+  size_t pixels = stride * (size_t)out_h;
+  uint8_t head[TF_HEADER_SIZE + 54] = {0};
+  memcpy(head, TF_MAGIC, 8);
+  put32(head + 8, (uint32_t)out_w);
+  put32(head + 12, (uint32_t)out_h);
+  put32(head + 16, fields->frame_ms);
+  put32(head + 20, fields->duration_ms);
+  put32(head + 24, fields->flags);
+  put32(head + 28, fields->source_w);
+  put32(head + 32, fields->source_h);
+  uint8_t *bmp = head + TF_HEADER_SIZE;
+  bmp[0] = 'B';
+  bmp[1] = 'M';
+  put32(bmp + 2, (uint32_t)(54 + pixels));
+  put32(bmp + 10, 54);
+  put32(bmp + 14, 40);
+  put32(bmp + 18, (uint32_t)out_w);
+  put32(bmp + 22, (uint32_t)-out_h); /* top-down */
+  put16(bmp + 26, 1);
+  put16(bmp + 28, 24);
+  put32(bmp + 34, (uint32_t)pixels);
+  if (write_all(STDOUT_FILENO, head, sizeof(head)) != 0) return -1;
+  uint8_t *row = calloc(1, stride);
+  if (!row) return -1;
+  turn_place(&t, w, h);
+  int status = 0;
+  for (int y = 0; y < out_h && status == 0; y++) {
+    for (int x = 0; x < out_w; x++) {
+      int px = x + t.px, py = y + t.py;
+      int p = t.a * px + t.b * py, q = t.c * px + t.d * py;
+      const uint8_t *from = rgb + ((size_t)q * (size_t)w + (size_t)p) * 3;
+      row[x * 3] = from[2];
+      row[x * 3 + 1] = from[1];
+      row[x * 3 + 2] = from[0];
+    }
+    status = write_all(STDOUT_FILENO, row, stride);
+  }
+  free(row);
+  return status;
+}
+
+/* Almost black: the mean is under 1/16 of white and at most 2% of pixels above 1/8. */
+static int near_black(const uint8_t *rgb, int w, int h) {
+  size_t count = (size_t)w * (size_t)h, bright = 0;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < count; i++) {
+    const uint8_t *p = rgb + i * 3;
+    unsigned luma = (77u * p[0] + 150u * p[1] + 29u * p[2]) >> 8;
+    sum += luma;
+    if (luma > 32) bright++;
+  }
+  return count > 0 && sum < (uint64_t)count * 16 && bright * 50 <= count;
+}
+
+/* ---- input: the descriptor, read with pread ---- */
+
+typedef struct input {
+  int fd;
+  int64_t position;
+  int64_t size;
+} input;
+
+static int input_read(void *opaque, uint8_t *buffer, int size) {
+  input *in = opaque;
+  if (size <= 0) return 0;
+  if (in->position >= in->size) return AVERROR_EOF;
+  ssize_t got;
+  do {
+    got = pread(in->fd, buffer, (size_t)size, (off_t)in->position);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return AVERROR(EIO);
+  if (got == 0) return AVERROR_EOF;
+  in->position += got;
+  return (int)got;
+}
+
+static int64_t input_seek(void *opaque, int64_t offset, int whence) {
+  input *in = opaque;
+  whence &= ~AVSEEK_FORCE;
+  if (whence == AVSEEK_SIZE) return in->size;
+  int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? in->position
+                                         : whence == SEEK_END ? in->size : -1;
+  if (base < 0 || offset < -base || offset > INT64_MAX - base) return AVERROR(EINVAL);
+  in->position = base + offset;
+  return in->position;
+}
+
+/* ---- decoding ---- */
+
+typedef struct worker {
+  AVFormatContext *format;
+  AVCodecContext *codec;
+  AVStream *stream;
+  AVPacket *packet;
+  uint64_t max_pixels;
+  int packets;
+  int frames;
+} worker;
+
+/* Microseconds of `frame` from the file's start, or INT64_MIN when unknown. */
+static int64_t frame_time(const worker *w, const AVFrame *frame) {
+  int64_t pts = frame->best_effort_timestamp;
+  if (pts == AV_NOPTS_VALUE) return INT64_MIN;
+  int64_t start = w->stream->start_time == AV_NOPTS_VALUE ? 0 : w->stream->start_time;
+  return av.rescale_q(pts - start, w->stream->time_base, (AVRational){1, 1000000});
+}
+
+/* Decodes until a frame at or after `from` (microseconds; INT64_MIN for the first frame), or
+ * the end: 0 with the frame in `out` (the last one, at the end), or a TF_EXIT code. */
+static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch) {
+  int have = 0, ended = 0;
+  while (w->packets < MAX_PACKETS && w->frames < MAX_FRAMES) {
+    int status = av.receive_frame(w->codec, scratch);
+    if (status == 0) {
+      w->frames++;
+      if ((uint64_t)scratch->width * (uint64_t)scratch->height > w->max_pixels ||
+          scratch->width > MAX_SIDE || scratch->height > MAX_SIDE) {
+        return fail(TF_EXIT_TOO_LARGE, "a decoded frame is %dx%d, over the limit",
+                    scratch->width, scratch->height);
+      }
+      av.frame_unref(out);
+      av.frame_move_ref(out, scratch);
+      have = 1;
+      int64_t at = frame_time(w, out);
+      if (from == INT64_MIN || at == INT64_MIN || at >= from) return 0;
+      continue;
+    }
+    if (status == AVERROR_EOF) break;
+    if (status != AVERROR(EAGAIN)) {
+      if (have) return 0;
+      return fail(TF_EXIT_CORRUPT, "the video stream does not decode");
+    }
+    if (ended) break;
+    /* The decoder wants input. */
+    int read = av.read_frame(w->format, w->packet);
+    if (read < 0) {
+      ended = 1;
+      av.send_packet(w->codec, NULL);
+      continue;
+    }
+    if (w->packet->stream_index == w->stream->index) {
+      w->packets++;
+      int sent = av.send_packet(w->codec, w->packet);
+      /* A damaged packet is passed over; the packet cap ends a stream of them. */
+      (void)sent;
+    }
+    av.packet_unref(w->packet);
+  }
+  return have ? 0 : fail(TF_EXIT_CORRUPT, "no frame decodes");
+}
+
+/* The packet's time from the start, microseconds, or INT64_MIN when unknown. */
+static int64_t packet_time(const worker *w, const AVPacket *packet) {
+  int64_t pts = packet->pts != AV_NOPTS_VALUE ? packet->pts : packet->dts;
+  if (pts == AV_NOPTS_VALUE) return INT64_MIN;
+  int64_t start = w->stream->start_time == AV_NOPTS_VALUE ? 0 : w->stream->start_time;
+  return av.rescale_q(pts - start, w->stream->time_base, (AVRational){1, 1000000});
+}
+
+/* The next keyframe alone, when it is within KEYFRAME_REACH of `at`: its packet is decoded
+ * and the decoder drained, so only that frame is held (a 4K frame, not a 4K decoder's whole
+ * reference set). 0 with the frame in `out`; -1 when the keyframe is elsewhere or does not
+ * decode alone (the caller seeks again and decodes up to the time). */
+enum { KEYFRAME_REACH = 1500000 };
+static int decode_keyframe(worker *w, int64_t at, AVFrame *out, AVFrame *scratch) {
+  while (w->packets < MAX_PACKETS) {
+    if (av.read_frame(w->format, w->packet) < 0) return -1;
+    if (w->packet->stream_index != w->stream->index) {
+      av.packet_unref(w->packet);
+      continue;
+    }
+    w->packets++;
+    if (!(w->packet->flags & AV_PKT_FLAG_KEY)) {
+      av.packet_unref(w->packet);
+      continue;
+    }
+    int64_t time = packet_time(w, w->packet);
+    if (time == INT64_MIN || time < at - KEYFRAME_REACH || time > at + KEYFRAME_REACH) {
+      av.packet_unref(w->packet);
+      return -1;
+    }
+    int sent = av.send_packet(w->codec, w->packet);
+    av.packet_unref(w->packet);
+    if (sent < 0) return -1;
+    av.send_packet(w->codec, NULL);
+    for (int tries = 0; tries < 4; tries++) {
+      int status = av.receive_frame(w->codec, scratch);
+      if (status != 0) return -1;
+      w->frames++;
+      if ((uint64_t)scratch->width * (uint64_t)scratch->height > w->max_pixels ||
+          scratch->width > MAX_SIDE || scratch->height > MAX_SIDE) {
+        return fail(TF_EXIT_TOO_LARGE, "a decoded frame is %dx%d, over the limit",
+                    scratch->width, scratch->height);
+      }
+      if (scratch->key_frame || tries == 3) {
+        av.frame_unref(out);
+        av.frame_move_ref(out, scratch);
+        return 0;
+      }
+      av.frame_unref(scratch);
+    }
+    return -1;
+  }
+  return -1;
+}
+
+/* Seeks so that decoding starts at or before `at` microseconds from the start. */
+static void seek_to(worker *w, int64_t at) {
+  int64_t start = w->format->start_time == AV_NOPTS_VALUE ? 0 : w->format->start_time;
+  int64_t stamp = av.rescale_q(at + start, (AVRational){1, 1000000}, w->stream->time_base);
+  if (w->stream->start_time != AV_NOPTS_VALUE)
+    stamp = av.rescale_q(at, (AVRational){1, 1000000}, w->stream->time_base) +
+            w->stream->start_time;
+  if (av.seek_frame(w->format, w->stream->index, stamp, AVSEEK_FLAG_BACKWARD) >= 0)
+    av.flush_buffers(w->codec);
+}
+
+/* The frame's displayed size before the turn: its width stretched by the sample aspect
+ * ratio. */
+static void display_size(const AVFrame *frame, AVRational sar, double *w, double *h) {
+  *w = frame->width;
+  *h = frame->height;
+  if (sar.num > 0 && sar.den > 0) *w = *w * sar.num / sar.den;
+  if (*w < 1 || *w > MAX_SIDE * 4.0) *w = frame->width;
+}
+
+/* Back to the first byte, where the first frame is. */
+static void rewind_input(worker *w) {
+  if (av.seek_frame(w->format, w->stream->index, 0, AVSEEK_FLAG_BYTE) < 0) seek_to(w, 0);
+  else av.flush_buffers(w->codec);
+}
+
+typedef struct scaled {
+  uint8_t *rgb;
+  int w, h;
+} scaled;
+
+/* The frame at a size covering the box twice over, in display proportions (the sample aspect
+ * ratio applied), as packed RGB. */
+static int scale_frame(const AVFrame *frame, AVRational sar, int box_w, int box_h, int swaps,
+                       scaled *out) {
+  double display_w, display_h;
+  display_size(frame, sar, &display_w, &display_h);
+  /* The box is in displayed orientation; the scaling happens before the turn. */
+  double bw = swaps ? box_h : box_w, bh = swaps ? box_w : box_h;
+  double factor = 0;
+  if (bw > 0) factor = fmax(factor, 2 * bw / display_w);
+  if (bh > 0) factor = fmax(factor, 2 * bh / display_h);
+  if (factor <= 0 || factor > 1) factor = 1;
+  int w = (int)lround(display_w * factor), h = (int)lround(display_h * factor);
+  if (w < 1) w = 1;
+  if (h < 1) h = 1;
+  if (w > MAX_SIDE || h > MAX_SIDE) return fail(TF_EXIT_TOO_LARGE, "the frame is too wide");
+  struct SwsContext *sws = av.sws_get(frame->width, frame->height, frame->format, w, h,
+                                      AV_PIX_FMT_RGB24, SWS_AREA | SWS_ACCURATE_RND, NULL, NULL,
+                                      NULL);
+  if (!sws) return fail(TF_EXIT_CORRUPT, "the frame's pixel format cannot be converted");
+  /* The frame's own matrix and range (BT.601 when it names none, as players do). */
+  int space = frame->colorspace == AVCOL_SPC_UNSPECIFIED
+                  ? (frame->height > 576 ? AVCOL_SPC_BT709 : AVCOL_SPC_BT470BG)
+                  : frame->colorspace;
+  int full = frame->color_range == AVCOL_RANGE_JPEG;
+  const int *coefficients = av.sws_coefficients(space);
+  av.sws_colorspace(sws, coefficients, full, av.sws_coefficients(AVCOL_SPC_BT709), 1, 0,
+                    1 << 16, 1 << 16);
+  out->rgb = malloc((size_t)w * (size_t)h * 3);
+  if (!out->rgb) {
+    av.sws_free(sws);
+    return fail(TF_EXIT_TOO_LARGE, "no memory for a %dx%d frame", w, h);
+  }
+  uint8_t *planes[4] = {out->rgb, NULL, NULL, NULL};
+  int strides[4] = {w * 3, 0, 0, 0};
+  int rows = av.sws_scale(sws, (const uint8_t *const *)frame->data, frame->linesize, 0,
+                          frame->height, planes, strides);
+  av.sws_free(sws);
+  if (rows <= 0) {
+    free(out->rgb);
+    out->rgb = NULL;
+    return fail(TF_EXIT_CORRUPT, "the frame does not convert");
+  }
+  out->w = w;
+  out->h = h;
+  return 0;
+}
+
+int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) {
+  int status = bind_libraries();
+  if (status != 0) return status;
+  av.log_set_level(AV_LOG_ERROR);
+  av.log_set_callback(bounded_log);
+
+  struct stat about;
+  if (fstat(fd, &about) != 0 || !S_ISREG(about.st_mode) || about.st_size <= 0)
+    return fail(TF_EXIT_UNSUPPORTED, "the input is not a file with content");
+  input in = {fd, 0, (int64_t)about.st_size};
+  worker w = {0};
+  w.max_pixels = max_pixels;
+  enum { IO_BUFFER = 64 << 10 };
+  unsigned char *buffer = av.av_malloc(IO_BUFFER);
+  AVIOContext *io = buffer ? av.avio_alloc(buffer, IO_BUFFER, 0, &in, input_read, NULL, input_seek)
+                           : NULL;
+  w.format = io ? av.format_alloc() : NULL;
+  if (!w.format) {
+    if (io) av.av_free(io->buffer);
+    else av.av_free(buffer);
+    av.avio_free(&io);
+    return fail(TF_EXIT_CORRUPT, "no memory");
+  }
+  w.format->pb = io;
+  AVDictionary *options = NULL;
+  /* A nested open (a playlist's entries) has no protocol it may use. */
+  av.dict_set(&options, "protocol_whitelist", "none", 0);
+  av.dict_set(&options, "format_whitelist", format_whitelist, 0);
+  av.dict_set(&options, "probesize", TEXT(8388608), 0);
+  av.dict_set(&options, "analyzeduration", TEXT(5000000), 0);
+  av.dict_set(&options, "max_streams", TEXT(64), 0);
+  av.dict_set(&options, "fpsprobesize", "8", 0);
+  int opened = av.open_input(&w.format, name, NULL, &options);
+  av.dict_free(&options);
+  if (opened < 0) {
+    /* open_input freed the context on failure; the I/O context is ours. */
+    av.av_free(io->buffer);
+    av.avio_free(&io);
+    return fail(TF_EXIT_UNSUPPORTED, "not a video container thumbd reads");
+  }
+  AVFrame *frame = av.frame_alloc(), *scratch = av.frame_alloc();
+  w.packet = av.packet_alloc();
+  scaled picture = {0};
+  if (!frame || !scratch || !w.packet) {
+    status = fail(TF_EXIT_CORRUPT, "no memory");
+    goto done;
+  }
+  if (w.format->nb_streams > MAX_STREAMS) {
+    status = fail(TF_EXIT_CORRUPT, "%u streams, over %d", w.format->nb_streams, MAX_STREAMS);
+    goto done;
+  }
+  if (av.find_stream_info(w.format, NULL) < 0) {
+    status = fail(TF_EXIT_CORRUPT, "its streams cannot be read");
+    goto done;
+  }
+  /* Only the chosen stream is read; cover art (an attached picture) is not a frame of the
+   * video, so the best stream is chosen among the others. */
+  const AVCodec *decoder = NULL;
+  int index = AVERROR_STREAM_NOT_FOUND;
+  for (unsigned i = 0; i < w.format->nb_streams; i++) {
+    AVStream *stream = w.format->streams[i];
+    stream->discard = AVDISCARD_ALL;
+    if (stream->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
+        !(stream->disposition & AV_DISPOSITION_ATTACHED_PIC) && index < 0) {
+      index = av.find_best_stream(w.format, AVMEDIA_TYPE_VIDEO, -1, -1, &decoder, 0);
+      if (index >= 0 && (w.format->streams[index]->disposition & AV_DISPOSITION_ATTACHED_PIC))
+        index = av.find_best_stream(w.format, AVMEDIA_TYPE_VIDEO, (int)i, -1, &decoder, 0);
+    }
+  }
+  if (index == AVERROR_DECODER_NOT_FOUND) {
+    status = fail(TF_EXIT_UNSUPPORTED, "no decoder for its video stream");
+    goto done;
+  }
+  if (index < 0 || !decoder) {
+    status = fail(TF_EXIT_UNSUPPORTED, "no video stream");
+    goto done;
+  }
+  w.stream = w.format->streams[index];
+  w.stream->discard = AVDISCARD_DEFAULT;
+  AVCodecParameters *parameters = w.stream->codecpar;
+  if (parameters->width > MAX_SIDE || parameters->height > MAX_SIDE ||
+      (uint64_t)parameters->width * (uint64_t)parameters->height > max_pixels) {
+    status = fail(TF_EXIT_TOO_LARGE, "its frames are %dx%d, over the limit", parameters->width,
+                  parameters->height);
+    goto done;
+  }
+  w.codec = av.alloc_context(decoder);
+  if (!w.codec || av.parameters_to_context(w.codec, parameters) < 0) {
+    status = fail(TF_EXIT_CORRUPT, "its codec parameters are unusable");
+    goto done;
+  }
+  w.codec->thread_count = 1;
+  /* A smaller decode where the codec has one and the box allows. */
+  int lowres = 0;
+  while (lowres < decoder->max_lowres && box_w > 0 && box_h > 0 &&
+         (parameters->width >> (lowres + 1)) >= 2 * box_w &&
+         (parameters->height >> (lowres + 1)) >= 2 * box_h) {
+    lowres++;
+  }
+  w.codec->lowres = lowres;
+  if (av.open(w.codec, decoder, NULL) < 0) {
+    status = fail(TF_EXIT_UNSUPPORTED, "its codec (%s) cannot be opened", decoder->name);
+    goto done;
+  }
+
+  size_t matrix_size = 0;
+  const int32_t *matrix =
+      (const int32_t *)av.stream_side_data(w.stream, AV_PKT_DATA_DISPLAYMATRIX, &matrix_size);
+  turn t = turn_of(matrix_size >= 9 * sizeof(int32_t) ? matrix : NULL);
+  AVRational sar = w.stream->sample_aspect_ratio.num > 0 ? w.stream->sample_aspect_ratio
+                                                         : parameters->sample_aspect_ratio;
+
+  int64_t duration = w.format->duration;
+  if (duration <= 0 && w.stream->duration > 0)
+    duration = av.rescale_q(w.stream->duration, w.stream->time_base, (AVRational){1, 1000000});
+  int64_t chosen = duration > 0 ? duration / 10 : 1000000;
+  int64_t step = duration > 0 ? duration / 10 : 2000000;
+  tf_header fields = {0, duration > 0 ? (uint32_t)(duration / 1000 > UINT32_MAX - 1
+                                                        ? UINT32_MAX - 1
+                                                        : duration / 1000)
+                                      : TF_UNKNOWN,
+                      0, 0, 0};
+  scaled fallback = {0};
+  uint32_t fallback_ms = 0;
+  status = TF_EXIT_CORRUPT;
+  for (int attempt = 0; attempt < BLACK_TRIES; attempt++) {
+    int64_t at = chosen + attempt * step;
+    if (duration > 0 && at >= duration) break;
+    /* Near the start, the file is read from where it is (a seek there can land past the
+     * first keyframe of a short stream). */
+    if (attempt > 0 || at > KEYFRAME_REACH) seek_to(&w, at);
+    /* The keyframe at the chosen time, when there is one within reach; else the frame at or
+     * after a second before that time, decoded from the keyframe before it. */
+    int decoded = decode_keyframe(&w, at, frame, scratch);
+    if (decoded > 0) {
+      status = decoded;
+      break;
+    }
+    if (decoded != 0) {
+      seek_to(&w, at);
+      decoded = decode_until(&w, at - 1000000, frame, scratch);
+    }
+    if (decoded == TF_EXIT_TOO_LARGE) {
+      status = decoded;
+      break;
+    }
+    if (decoded != 0) {
+      /* A seek that lands nowhere: from the start, the first frame. */
+      if (attempt > 0 || fallback.rgb) break;
+      rewind_input(&w);
+      decoded = decode_until(&w, INT64_MIN, frame, scratch);
+      if (decoded != 0) {
+        status = decoded;
+        break;
+      }
+    }
+    int64_t at_frame = frame_time(&w, frame);
+    uint32_t ms = at_frame == INT64_MIN || at_frame < 0 ? 0 : (uint32_t)(at_frame / 1000);
+    status = scale_frame(frame, sar, box_w, box_h, t.swaps, &picture);
+    if (status != 0) break;
+    /* The coded size, not the decoded one (a smaller decode is the same picture). */
+    double shown_w = parameters->width, shown_h = parameters->height;
+    if (sar.num > 0 && sar.den > 0 && shown_w * sar.num / sar.den >= 1)
+      shown_w = shown_w * sar.num / sar.den;
+    fields.source_w = (uint32_t)lround(t.swaps ? shown_h : shown_w);
+    fields.source_h = (uint32_t)lround(t.swaps ? shown_w : shown_h);
+    if (!near_black(picture.rgb, picture.w, picture.h)) {
+      fields.frame_ms = ms;
+      break;
+    }
+    if (!fallback.rgb) {
+      fallback = picture;
+      fallback_ms = ms;
+    } else {
+      free(picture.rgb);
+    }
+    picture.rgb = NULL;
+  }
+  if (!picture.rgb && fallback.rgb) {
+    picture = fallback;
+    fallback.rgb = NULL;
+    fields.frame_ms = fallback_ms;
+    fields.flags |= TF_FLAG_DARK;
+    status = 0;
+  }
+  free(fallback.rgb);
+  if (status == 0 && picture.rgb) {
+    if (emit(picture.rgb, picture.w, picture.h, t, &fields) != 0)
+      status = fail(TF_EXIT_OUTPUT, "cannot write the frame");
+  } else if (status == 0) {
+    status = fail(TF_EXIT_CORRUPT, "no frame decodes");
+  }
+
+done:
+  free(picture.rgb);
+  av.frame_free(&frame);
+  av.frame_free(&scratch);
+  av.packet_free(&w.packet);
+  av.free_context(&w.codec);
+  av.close_input(&w.format);
+  av.av_free(io->buffer);
+  av.avio_free(&io);
+  return status;
+}
