@@ -123,6 +123,7 @@ public struct VideoFrames: FrameExtractor {
   static let headerSize = 36
   static let unknown: UInt32 = 0xFFFF_FFFF
 
+  /// The frame of the video open at `descriptor`, made by the worker in the sandbox.
   public func frame(
     ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
     cancellation: CancellationFlag?
@@ -247,6 +248,7 @@ public final class LazyVideoFrames: FrameExtractor {
     }
   }
 
+  /// The frame from the worker, set up now if this is the first video.
   public func frame(
     ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
     cancellation: CancellationFlag?
