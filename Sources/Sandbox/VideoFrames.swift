@@ -111,17 +111,31 @@ public struct VideoFrames: FrameExtractor {
     return nil
   }
 
-  /// The worker's exit codes (`thumbd-frame/include/frame.h`).
-  static let usageExit: Int32 = 64
-  static let unsupportedExit: Int32 = 65
-  static let corruptExit: Int32 = 66
-  static let tooLargeExit: Int32 = 67
-  static let unavailableExit: Int32 = 69
+  /// The run that makes one frame: the worker (open at `program`) bound at
+  /// ``SandboxJob/programPath``, reading the video from `input` as its stdin and writing to
+  /// `output` as its stdout, with the runtime folders it needs.
+  public func job(
+    name: String, box: (Int, Int), maxPixels: Int, input: Int32, output: Int32, program: Int32
+  ) -> SandboxJob {
+    var job = SandboxJob(arguments: [
+      SandboxJob.programPath, SandboxJob.inputName(for: name), String(box.0), String(box.1),
+      String(max(1, maxPixels)),
+    ])
+    job.standardInput = input
+    job.standardOutput = output
+    job.program = program
+    job.readOnlyFolders = runtimeFolders
+    return job
+  }
 
-  /// The header before the BMP (`frame.h`).
-  static let magic = Array("TDFRAME1".utf8)
-  static let headerSize = 36
-  static let unknown: UInt32 = 0xFFFF_FFFF
+  /// The worker's exit codes and header (`TF_*` in CSystem.h, which the worker writes by).
+  static let usageExit = Int32(TF_EXIT_USAGE)
+  static let unsupportedExit = Int32(TF_EXIT_UNSUPPORTED)
+  static let tooLargeExit = Int32(TF_EXIT_TOO_LARGE)
+  static let unavailableExit = Int32(TF_EXIT_UNAVAILABLE)
+  static let magic = Array(TF_MAGIC.utf8)
+  static let headerSize = Int(TF_HEADER_SIZE)
+  static let unknown = UInt32(TF_UNKNOWN)
 
   /// The frame of the video open at `descriptor`, made by the worker in the sandbox.
   public func frame(
@@ -141,14 +155,9 @@ public struct VideoFrames: FrameExtractor {
     let input = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     guard input >= 0 else { throw .io("cannot reopen the video read-only") }
     defer { close(input) }
-    var job = SandboxJob(arguments: [
-      SandboxJob.programPath, SandboxJob.inputName(for: name), String(box.0), String(box.1),
-      String(max(1, limits.maxPixels)),
-    ])
-    job.standardInput = input
-    job.program = program
-    job.readOnlyFolders = runtimeFolders
-    job.standardOutput = output
+    let job = job(
+      name: name, box: box, maxPixels: limits.maxPixels, input: input, output: output,
+      program: program)
     let stop = SandboxCancellation()
     cancellation?.whenCancelled { stop.cancel() }
     let run = sandbox.run(job, cancellation: stop)

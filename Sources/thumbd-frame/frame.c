@@ -361,12 +361,24 @@ typedef struct worker {
   int frames;
 } worker;
 
+/* Where times are counted from, microseconds on the file's clock: the file's start (as
+ * players and `ffmpeg -ss` count), else the stream's. */
+static int64_t origin(const worker *w) {
+  if (w->format->start_time != AV_NOPTS_VALUE) return w->format->start_time;
+  if (w->stream->start_time != AV_NOPTS_VALUE)
+    return av.rescale_q(w->stream->start_time, w->stream->time_base, (AVRational){1, 1000000});
+  return 0;
+}
+
+/* Microseconds from the start of a timestamp of the stream, or INT64_MIN when unknown. */
+static int64_t stream_time(const worker *w, int64_t pts) {
+  if (pts == AV_NOPTS_VALUE) return INT64_MIN;
+  return av.rescale_q(pts, w->stream->time_base, (AVRational){1, 1000000}) - origin(w);
+}
+
 /* Microseconds of `frame` from the file's start, or INT64_MIN when unknown. */
 static int64_t frame_time(const worker *w, const AVFrame *frame) {
-  int64_t pts = frame->best_effort_timestamp;
-  if (pts == AV_NOPTS_VALUE) return INT64_MIN;
-  int64_t start = w->stream->start_time == AV_NOPTS_VALUE ? 0 : w->stream->start_time;
-  return av.rescale_q(pts - start, w->stream->time_base, (AVRational){1, 1000000});
+  return stream_time(w, frame->best_effort_timestamp);
 }
 
 /* Decodes until a frame at or after `from` (microseconds; INT64_MIN for the first frame), or
@@ -415,10 +427,7 @@ static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch)
 
 /* The packet's time from the start, microseconds, or INT64_MIN when unknown. */
 static int64_t packet_time(const worker *w, const AVPacket *packet) {
-  int64_t pts = packet->pts != AV_NOPTS_VALUE ? packet->pts : packet->dts;
-  if (pts == AV_NOPTS_VALUE) return INT64_MIN;
-  int64_t start = w->stream->start_time == AV_NOPTS_VALUE ? 0 : w->stream->start_time;
-  return av.rescale_q(pts - start, w->stream->time_base, (AVRational){1, 1000000});
+  return stream_time(w, packet->pts != AV_NOPTS_VALUE ? packet->pts : packet->dts);
 }
 
 /* The next keyframe alone, when it is within KEYFRAME_REACH of `at`: its packet is decoded
@@ -470,11 +479,8 @@ static int decode_keyframe(worker *w, int64_t at, AVFrame *out, AVFrame *scratch
 
 /* Seeks so that decoding starts at or before `at` microseconds from the start. */
 static void seek_to(worker *w, int64_t at) {
-  int64_t start = w->format->start_time == AV_NOPTS_VALUE ? 0 : w->format->start_time;
-  int64_t stamp = av.rescale_q(at + start, (AVRational){1, 1000000}, w->stream->time_base);
-  if (w->stream->start_time != AV_NOPTS_VALUE)
-    stamp = av.rescale_q(at, (AVRational){1, 1000000}, w->stream->time_base) +
-            w->stream->start_time;
+  int64_t stamp =
+      av.rescale_q(at + origin(w), (AVRational){1, 1000000}, w->stream->time_base);
   if (av.seek_frame(w->format, w->stream->index, stamp, AVSEEK_FLAG_BACKWARD) >= 0)
     av.flush_buffers(w->codec);
 }

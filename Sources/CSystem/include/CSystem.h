@@ -269,4 +269,28 @@ const char *cs_library_of(const char *symbol);
 }
 #endif
 
+/* ---- the video worker's output (thumbd-frame, read by Sandbox/VideoFrames.swift) ------- */
+
+/* stdout: TF_HEADER_SIZE bytes (TF_MAGIC, then little-endian u32s: the BMP's width and height,
+ * the frame's time and the video's duration in milliseconds or TF_UNKNOWN, TF_FLAG_* flags,
+ * the displayed frame's width and height), then a top-down 24-bit BMP of that size. */
+#define TF_MAGIC "TDFRAME1"
+#define TF_HEADER_SIZE 36
+#define TF_UNKNOWN 0xFFFFFFFFu
+
+/* Every frame tried was almost black: this is the first of them. */
+#define TF_FLAG_DARK 1u
+
+/* The worker's exit codes. */
+enum {
+  TF_EXIT_OK = 0,
+  TF_EXIT_USAGE = 64,
+  TF_EXIT_UNSUPPORTED = 65,  /* not a video it reads, no video stream, no decoder */
+  TF_EXIT_CORRUPT = 66,      /* a video whose frames do not decode */
+  TF_EXIT_TOO_LARGE = 67,    /* frames over the pixel limit */
+  TF_EXIT_UNAVAILABLE = 69,  /* FFmpeg's libraries are not installed */
+  TF_EXIT_OUTPUT = 74,       /* stdout could not take the frame */
+};
+
+
 #endif

@@ -83,6 +83,7 @@ public struct Thumbnailer: Sendable {
   ) throws(ThumbnailError) -> (thumbnail: Thumbnail, timings: Timings) {
     let spec = spec.spec
     if let video = VideoContainer.sniff(bytes) {
+      _ = try frames(for: video)
       let started = ContinuousClock.now
       let file = try Self.memoryFile(holding: bytes)
       defer { close(file) }
@@ -133,8 +134,8 @@ public struct Thumbnailer: Sendable {
     contentsOf path: String, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail {
     try spec.validate()
-    if frames != nil {
-      // A video goes to the extractor by descriptor; so the file is opened once here.
+    do {
+      // A video goes to the extractor by descriptor; so a file is opened once here.
       let file = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
       if file >= 0 {
         defer { close(file) }
@@ -373,6 +374,16 @@ public struct Thumbnailer: Sendable {
     return readOnly
   }
 
+  /// The extractor for a video, or the refusal that names what is missing.
+  private func frames(for video: VideoContainer) throws(ThumbnailError) -> any FrameExtractor {
+    guard let frames else {
+      throw .unsupportedFormat(
+        "a video (\(video.rawValue)): video frames need thumbd's worker (thumbd-frame) and bubblewrap"
+      )
+    }
+    return frames
+  }
+
   /// What a video's thumbnail holds: the extractor's picture (at most twice the box each
   /// way, 3 bytes a pixel) and its decode.
   private func videoEstimate(_ spec: ThumbnailSpec) -> MemoryEstimate {
@@ -389,18 +400,25 @@ public struct Thumbnailer: Sendable {
     _ descriptor: Int32, name: String, _ video: VideoContainer, spec: ThumbnailSpec,
     cancellation: CancellationFlag?
   ) throws(ThumbnailError) -> Thumbnail {
-    guard let frames else {
-      throw .unsupportedFormat(
-        "a video (\(video.rawValue)): video frames need thumbd's worker (thumbd-frame) and bubblewrap"
-      )
-    }
-    let frame = try frames.frame(
+    let frame = try frames(for: video).frame(
       ofFile: descriptor, name: name, width: spec.pixelWidth, height: spec.pixelHeight,
       limits: limits, cancellation: cancellation)
+    // The box is applied to the video's own size: the frame's, rounded by the worker, could
+    // round the other side differently. So a contained thumbnail is asked for at the size
+    // the video gives, exactly.
+    var used = spec
+    var request = cRequest(spec)
+    var (width, height): (UInt32, UInt32) = (0, 0)
+    if let size = frame.sourceSize, spec.fit == .contain,
+      ic_output_size(UInt32(size.0), UInt32(size.1), 1, &request, &width, &height) == IC_OK
+    {
+      (used.width, used.height, used.scale, used.fit) = (Int(width), Int(height), 1, .fill)
+      used.allowUpscale = true
+    }
     var result = ic_result()
     frame.image.withUnsafeBufferPointer { buffer in
       var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
-      run(&source, spec, cancellation, &result)
+      run(&source, used, cancellation, &result)
     }
     var thumbnail = try finish(&result)
     if let size = frame.sourceSize {

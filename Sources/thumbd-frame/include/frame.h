@@ -1,6 +1,6 @@
 /*
- * What thumbd-frame writes and how it ends: the one header thumbd's reader
- * (Sandbox/VideoFrames.swift) and the worker share.
+ * The worker's entry. What it writes and how it ends (TF_* in CSystem.h, which thumbd's
+ * reader, Sandbox/VideoFrames.swift, sees too):
  *
  * stdin: the video, read with pread (the caller's offset is never moved).
  * stdout: TF_HEADER_SIZE bytes, then a BMP (BITMAPINFOHEADER, 24 bits, top-down) of the
@@ -19,23 +19,7 @@
 
 #include <stdint.h>
 
-#define TF_MAGIC "TDFRAME1"
-#define TF_HEADER_SIZE 36
-#define TF_UNKNOWN 0xFFFFFFFFu
-
-/* Every frame tried was almost black: this is the first of them. */
-#define TF_FLAG_DARK 1u
-
-/* Exit codes. */
-enum {
-  TF_EXIT_OK = 0,
-  TF_EXIT_USAGE = 64,
-  TF_EXIT_UNSUPPORTED = 65,  /* not a video it reads, no video stream, no decoder */
-  TF_EXIT_CORRUPT = 66,      /* a video whose frames do not decode */
-  TF_EXIT_TOO_LARGE = 67,    /* frames over the pixel limit */
-  TF_EXIT_UNAVAILABLE = 69,  /* FFmpeg's libraries are not installed */
-  TF_EXIT_OUTPUT = 74,       /* stdout could not take the frame */
-};
+#include <CSystem.h>
 
 typedef struct tf_header {
   uint32_t frame_ms;

@@ -1,0 +1,292 @@
+import CSystem
+import Foundation
+import ImagePipeline
+import Sandbox
+import Testing
+
+@testable import TestSupport
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Video frames from thumbd's worker in the sandbox (issue 54): every corpus video, the frame's
+/// time against `ffmpeg -ss`, the hostile shapes, and the sandbox around the worker.
+@Suite("Video frames", .serialized)
+struct VideoFramesTests {
+  /// The worker built beside this test runner, in a sandbox of its own.
+  static func frames(
+    limits: SandboxLimits = VideoFrames.limits(deadline: .seconds(20))
+  ) throws -> VideoFrames {
+    let worker = try #require(
+      VideoFrames.findWorker(), "thumbd-frame must be built beside the tests (swift build)")
+    let bwrap = try #require(Sandbox.findBubblewrap(), "scripts/bootstrap installs bubblewrap")
+    let folder = TestDaemon.makeDirectory()
+    chmod(folder, 0o711)
+    return VideoFrames(
+      sandbox: Sandbox(
+        bwrap: bwrap, workFolder: folder + "/work",
+        limits: limits),
+      worker: worker)
+  }
+
+  static func thumbnailer(_ frames: VideoFrames) -> Thumbnailer {
+    var thumbnailer = Thumbnailer()
+    thumbnailer.frames = frames
+    return thumbnailer
+  }
+
+  static func entries(_ expected: String) -> [Corpus.Entry] {
+    Corpus.formats2Entries.filter { $0.kind.hasPrefix("video") && $0.expected == expected }
+  }
+
+  @Test("the worker runs in the sandbox here")
+  func probe() throws {
+    #expect(try Self.frames().probe() == nil)
+  }
+
+  @Test(
+    "a decode-ok video gives an upright thumbnail of its displayed size, from memory and file",
+    arguments: entries("decode-ok"))
+  func decodes(_ entry: Corpus.Entry) throws {
+    try CorpusChecks.expectDecodes(entry, thumbnailer: Self.thumbnailer(Self.frames()), box: 256)
+  }
+
+  @Test("a must-reject video gets a typed refusal", arguments: entries("must-reject"))
+  func rejects(_ entry: Corpus.Entry) throws {
+    CorpusChecks.expectRejected(entry, thumbnailer: Self.thumbnailer(try Self.frames()), box: 256)
+  }
+
+  @Test("an either video decodes inside the box or is refused", arguments: entries("either"))
+  func handles(_ entry: Corpus.Entry) throws {
+    try CorpusChecks.expectHandled(entry, thumbnailer: Self.thumbnailer(Self.frames()), box: 256)
+  }
+
+  @Test("the video's own size and length are reported, not the frame's")
+  func sourceSizeAndLength() throws {
+    let entry = try #require(
+      Corpus.formats2Entries.first { $0.path.hasSuffix("bbb_800x640_768kbps_30fps_vp9.mp4") })
+    let thumbnail = try Self.thumbnailer(Self.frames()).thumbnail(
+      contentsOf: entry.url, spec: ThumbnailSpec(width: 64, height: 64))
+    #expect(thumbnail.sourceWidth == 1138 && thumbnail.sourceHeight == 640)
+    #expect(thumbnail.width == 64 && thumbnail.height == 36)
+    #expect(thumbnail.duration == .milliseconds(4000))
+  }
+
+  @Test("without a worker a video is refused as unsupported, naming what is missing")
+  func noWorker() throws {
+    let entry = try #require(Self.entries("decode-ok").first)
+    #expect {
+      _ = try Thumbnailer().thumbnail(
+        contentsOf: entry.url, spec: ThumbnailSpec(width: 64, height: 64))
+    } throws: { error in
+      guard let error = error as? ThumbnailError, case .unsupportedFormat(let message) = error
+      else { return false }
+      return message.contains("thumbd-frame")
+    }
+  }
+
+  /// Corpus videos long enough for the chosen time (10% in) to be past the first second.
+  static let timed = [
+    "video-valid/imageio-test-images/cockatoo.mp4", "video-valid/popcorn-js/trailer.ogv",
+    "video-valid/mdn-learning-area/rabbit320.webm", "video-valid/androidx-media/sample.avi",
+    "video-valid/metadata-extractor-images/sample.3gp",
+  ]
+
+  @Test(
+    "the frame is within 2 s of 10% in, and is the frame ffmpeg -ss gives at its time",
+    arguments: timed)
+  func chosenTime(_ relative: String) async throws {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
+      Issue.record("ffmpeg is needed (scripts/bootstrap installs it)")
+      return
+    }
+    let path = Corpus.path(relative)
+    let file = open(path, O_RDONLY | O_CLOEXEC)
+    try #require(file >= 0)
+    defer { close(file) }
+    let frame = try Self.frames().frame(
+      ofFile: file, name: relative, width: 160, height: 160, limits: DecodingLimits(),
+      cancellation: nil)
+    let duration = try #require(frame.duration)
+    let time = try #require(frame.time)
+    let chosen = duration / 10
+    #expect(time >= chosen - .seconds(2) && time <= chosen + .seconds(2), "\(time) for \(chosen)")
+    let ours = try Thumbnailer().decodeFullResolution(of: frame.image)
+    let milliseconds =
+      time.components.seconds * 1000 + time.components.attoseconds / 1_000_000_000_000_000
+    let seconds = "\(milliseconds / 1000).\(String(1000 + milliseconds % 1000).dropFirst())"
+    let output = TestDaemon.makeDirectory() + "/frame.rgb"
+    defer {
+      try? FileManager.default.removeItem(atPath: (output as NSString).deletingLastPathComponent)
+    }
+    let run = try await ChildProcess.runThumbd(
+      [
+        "-v", "error", "-ss", seconds, "-i", path, "-frames:v", "1", "-vf",
+        "scale=\(ours.width):\(ours.height):flags=area", "-f", "rawvideo", "-pix_fmt", "rgb24", "-",
+      ], standardOutput: output, binary: "/usr/bin/ffmpeg")
+    let pixels = Array((try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data())
+    guard pixels.count == ours.width * ours.height * 3 else {
+      Issue.record("ffmpeg gave no frame at \(seconds) s: \(run.standardError)")
+      return
+    }
+    let reference = Bitmap(pixels: pixels, width: ours.width, height: ours.height, channels: 3)
+    let psnr = ImageMetrics.psnr(ours, reference)
+    #expect(psnr >= 28, "\(relative) at \(seconds) s: \(psnr) dB against ffmpeg -ss")
+  }
+
+  @Test(
+    "each hostile shape gets a typed refusal, quickly", arguments: MatroskaWriter.hostile.indices)
+  func hostile(_ index: Int) throws {
+    let (name, bytes) = MatroskaWriter.hostile[index]
+    #expect(VideoContainer.sniff(bytes) == .matroska)
+    let started = ContinuousClock.now
+    #expect(throws: ThumbnailError.self, "\(name)") {
+      _ = try Self.thumbnailer(Self.frames()).thumbnail(
+        of: bytes, spec: ThumbnailSpec(width: 256, height: 256))
+    }
+    #expect(started.duration(to: .now) < .seconds(5), "\(name)")
+  }
+
+  /// A video on the host, outside what the worker is given, and files that name it.
+  static func planted() throws -> (folder: String, video: String) {
+    let folder = TestDaemon.makeDirectory()
+    chmod(folder, 0o755)
+    let video = folder + "/planted.webm"
+    try Data(Corpus.bytes("video-valid/mdn-learning-area/rabbit320.webm")).write(
+      to: URL(fileURLWithPath: video))
+    chmod(video, 0o644)
+    return (folder, video)
+  }
+
+  @Test("a playlist or concat list naming a planted video gets nothing of it")
+  func plantedThroughPlaylists() throws {
+    let (folder, video) = try Self.planted()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let frames = try Self.frames()
+    let lists = [
+      (
+        "list.m3u8",
+        "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nfile://\(video)\n#EXT-X-ENDLIST\n"
+      ),
+      ("list.ffconcat", "ffconcat version 1.0\nfile '\(video)'\n"),
+      ("list.m3u8", "#EXTM3U\n#EXTINF:10,\n\(video)\n"),
+    ]
+    for (name, text) in lists {
+      let path = folder + "/" + name
+      try text.write(toFile: path, atomically: false, encoding: .utf8)
+      let file = open(path, O_RDONLY | O_CLOEXEC)
+      try #require(file >= 0)
+      defer { close(file) }
+      #expect(throws: ThumbnailError.self, "\(name)") {
+        _ = try frames.frame(
+          ofFile: file, name: name, width: 64, height: 64, limits: DecodingLimits(),
+          cancellation: nil)
+      }
+    }
+  }
+
+  @Test("in the worker's sandbox a planted file outside its input cannot be opened")
+  func plantedStaysHidden() throws {
+    let (folder, video) = try Self.planted()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let frames = try Self.frames()
+    let input = open(Corpus.path(Self.timed[0]), O_RDONLY | O_CLOEXEC)
+    let output = ts_memory_file()
+    let program = open(frames.worker, O_RDONLY | O_CLOEXEC)
+    defer { for file in [input, output, program] { close(file) } }
+    var job = frames.job(
+      name: "x.mp4", box: (64, 64), maxPixels: 1 << 26, input: input, output: output,
+      program: program)
+    // The worker's whole setup, with a program that tries the planted path instead.
+    job.arguments = ["/usr/bin/head", "-c", "64", video]
+    let run = frames.sandbox.run(job, cancellation: nil)
+    run.discard()
+    #expect(run.outcome != .exited(0), "\(run.messages)")
+    var status = stat()
+    #expect(fstat(output, &status) == 0 && status.st_size == 0, "the child read the planted file")
+    // And the worker itself, with the same setup, works: the refusal is the sandbox's.
+    job.arguments = Array(
+      frames.job(
+        name: "x.mp4", box: (64, 64), maxPixels: 1 << 26, input: input, output: output,
+        program: program
+      ).arguments)
+    let worked = frames.sandbox.run(job, cancellation: nil)
+    worked.discard()
+    #expect(worked.outcome == .exited(0), "\(worked.messages)")
+  }
+
+  @Test("a worker past its deadline is killed, and no process of it is left")
+  func deadline() async throws {
+    var short = VideoFrames.limits(deadline: .seconds(1))
+    short.deadline = .milliseconds(300)
+    let frames = try Self.frames(limits: short)
+    let marker = 100_000_000 + Int.random(in: 0..<10_000_000)
+    let file = open(Corpus.path("video-valid/androidx-media/long_4k_av1.mp4"), O_RDONLY | O_CLOEXEC)
+    try #require(file >= 0)
+    defer { close(file) }
+    var limits = DecodingLimits()
+    limits.maxPixels = marker
+    let started = ContinuousClock.now
+    #expect {
+      _ = try frames.frame(
+        ofFile: file, name: "x.mp4", width: 0, height: 0, limits: limits, cancellation: nil)
+    } throws: { error in
+      guard let error = error as? ThumbnailError, case .timedOut = error else { return false }
+      return true
+    }
+    #expect(started.duration(to: .now) < .seconds(3))
+    await eventually("no worker left") { DelegatedFixtures.processes(holding: String(marker)) == 0 }
+  }
+
+  @Test("cancelling the decode kills the worker at once")
+  func cancellation() async throws {
+    let frames = try Self.frames()
+    let marker = 100_000_000 + Int.random(in: 0..<10_000_000)
+    let flag = CancellationFlag()
+    let path = Corpus.path("video-valid/androidx-media/long_4k_av1.mp4")
+    let running = Task.detached {
+      let file = open(path, O_RDONLY | O_CLOEXEC)
+      defer { close(file) }
+      var limits = DecodingLimits()
+      limits.maxPixels = marker
+      do throws(ThumbnailError) {
+        _ = try frames.frame(
+          ofFile: file, name: "x.mp4", width: 0, height: 0, limits: limits, cancellation: flag)
+        return "made"
+      } catch {
+        return error.kind
+      }
+    }
+    await eventually("the worker started") {
+      DelegatedFixtures.processes(holding: String(marker)) > 0
+    }
+    let started = ContinuousClock.now
+    flag.cancel()
+    #expect(await running.value == ThumbnailError.cancelled.kind)
+    #expect(started.duration(to: .now) < .seconds(1))
+    await eventually("no worker left") { DelegatedFixtures.processes(holding: String(marker)) == 0 }
+  }
+
+  @Test("a video's freedesktop entry carries its length and type")
+  func desktopEntry() throws {
+    let folder = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let cache = FreedesktopCache(directory: folder + "/thumbnails", software: "thumbd test")
+    let maker = DesktopThumbnailer(
+      cache: cache, thumbnailer: Self.thumbnailer(try Self.frames()), maxSourceBytes: 1 << 30)
+    let video = folder + "/clip.mp4"
+    try Data(Corpus.bytes("video-valid/imageio-test-images/cockatoo.mp4")).write(
+      to: URL(fileURLWithPath: video))
+    let outcome = maker.thumbnail(path: video, flavors: [.normal])
+    guard case .made(let entries) = outcome, let entry = entries[.normal] else {
+      Issue.record("\(outcome)")
+      return
+    }
+    let bytes = try Data(contentsOf: URL(fileURLWithPath: entry))
+    let text = String(decoding: bytes, as: UTF8.self)
+    #expect(text.contains("Thumb::Movie::Length\u{0}14"))
+    #expect(text.contains("Thumb::Mimetype\u{0}video/mp4"))
+    #expect(maker.mediaTypes.contains("video/webm"))
+  }
+}
