@@ -246,7 +246,6 @@ pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
   set_limit(RLIMIT_AS, limits->address_space);
   set_limit(RLIMIT_FSIZE, limits->file_size);
   set_limit(RLIMIT_NPROC, limits->processes);
-  set_limit(RLIMIT_NOFILE, limits->open_files);
   struct rlimit no_core = {0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
   /* Descriptors: 0 from stdin_fd (or /dev/null), 1 to stdout_fd, 1 (without one) and 2 to
@@ -271,6 +270,9 @@ pid_t ts_spawn_limited(const char *path, char *const argv[], char *const envp[],
   if (syscall(SYS_close_range, (unsigned)lowest, ~0u, 0) != 0) {
     for (int fd = lowest; fd < 4096; fd++) close(fd);
   }
+  /* The descriptor limit comes last: the copies above need free numbers, and a daemon with
+   * many connections has none below a small limit until its own are closed. */
+  set_limit(RLIMIT_NOFILE, limits->open_files);
   execve(path, argv, envp);
   _exit(127);
 }

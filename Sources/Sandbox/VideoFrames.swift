@@ -191,7 +191,7 @@ public struct VideoFrames: FrameExtractor {
 
   /// The header and picture in `file`, checked: the size no more than twice the box on a
   /// bounded side (or the pixel limit for a free box), the bytes exactly a 24-bit BMP's.
-  static func read(_ file: Int32, box: (Int, Int), maxPixels: Int) throws(ThumbnailError)
+  package static func read(_ file: Int32, box: (Int, Int), maxPixels: Int) throws(ThumbnailError)
     -> ExtractedFrame
   {
     var status = stat()

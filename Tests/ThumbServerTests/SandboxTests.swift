@@ -135,6 +135,24 @@ struct SandboxTests {
     #expect(report.contains("refused \(secretPath)"), "\(report)")
   }
 
+  @Test("a daemon holding hundreds of descriptors still starts children under a lower limit")
+  func manyDescriptors() async throws {
+    let bench = try Bench()
+    // Every number from 3 to past the child's descriptor limit taken, as a busy daemon's
+    // connections take them: the child's own copies must still find room.
+    var held: [Int32] = []
+    while held.count < 2 * Self.limits.openFiles {
+      let file = open("/dev/null", O_RDONLY | O_CLOEXEC)
+      guard file >= 0 else { break }
+      held.append(file)
+    }
+    defer { for file in held { close(file) } }
+    let (run, report) = try await bench.run(Self.prelude + "note('ran')\n")
+    defer { run.discard() }
+    #expect(run.outcome == .exited(0), "\(run.outcome) \(run.messages)")
+    #expect(report.contains("ran"))
+  }
+
   @Test("writing outside the output folder leaves nothing on the host")
   func writesStayInside() async throws {
     let bench = try Bench()
