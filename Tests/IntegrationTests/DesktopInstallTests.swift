@@ -39,7 +39,8 @@ struct DesktopInstallTests {
     #expect(
       Self.files(under: stage)
         == [
-          "home/someone/.local/bin/thumbd", "home/someone/\(services)Thumbnailer1.service",
+          "home/someone/.local/bin/thumbd", "home/someone/.local/bin/thumbd-frame",
+          "home/someone/\(services)Thumbnailer1.service",
           "home/someone/\(services)Cache1.service",
           "home/someone/.config/systemd/user/thumbd-desktop.service",
         ])
@@ -51,6 +52,11 @@ struct DesktopInstallTests {
     #expect(
       FileManager.default.contentsEqual(
         atPath: stage + home + "/.local/bin/thumbd", andPath: ChildProcess.installedThumbd))
+    // The video worker beside it, as thumbd looks for it.
+    #expect(
+      FileManager.default.contentsEqual(
+        atPath: stage + home + "/.local/bin/thumbd-frame",
+        andPath: ChildProcess.installedThumbd + "-frame"))
     let removed = try await Self.install(["--uninstall"], home: home, destdir: stage)
     #expect(removed.status == 0, "\(removed.standardError)")
     #expect(Self.files(under: stage).isEmpty)
@@ -60,7 +66,8 @@ struct DesktopInstallTests {
     #expect(
       Self.files(under: stage)
         == [
-          "usr/local/bin/thumbd", "usr/local/share/thumbnailers/thumbd.thumbnailer",
+          "usr/local/bin/thumbd", "usr/local/bin/thumbd-frame",
+          "usr/local/share/thumbnailers/thumbd.thumbnailer",
           "usr/local/share/dbus-1/services/org.freedesktop.thumbnails.Thumbnailer1.service",
           "usr/local/share/dbus-1/services/org.freedesktop.thumbnails.Cache1.service",
           "etc/systemd/user/thumbd-desktop.service",
