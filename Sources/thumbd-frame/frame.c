@@ -430,12 +430,13 @@ static int64_t packet_time(const worker *w, const AVPacket *packet) {
   return stream_time(w, packet->pts != AV_NOPTS_VALUE ? packet->pts : packet->dts);
 }
 
-/* The next keyframe alone, when it is within KEYFRAME_REACH of `at`: its packet is decoded
+/* The next keyframe alone, when it is within `reach` of `at`: its packet is decoded
  * and the decoder drained, so only that frame is held (a 4K frame, not a 4K decoder's whole
  * reference set). 0 with the frame in `out`; -1 when the keyframe is elsewhere or does not
  * decode alone (the caller seeks again and decodes up to the time). */
 enum { KEYFRAME_REACH = 1500000 };
-static int decode_keyframe(worker *w, int64_t at, AVFrame *out, AVFrame *scratch) {
+static int decode_keyframe(worker *w, int64_t at, int64_t reach, AVFrame *out,
+                           AVFrame *scratch) {
   while (w->packets < MAX_PACKETS) {
     if (av.read_frame(w->format, w->packet) < 0) return -1;
     if (w->packet->stream_index != w->stream->index) {
@@ -448,7 +449,7 @@ static int decode_keyframe(worker *w, int64_t at, AVFrame *out, AVFrame *scratch
       continue;
     }
     int64_t time = packet_time(w, w->packet);
-    if (time == INT64_MIN || time < at - KEYFRAME_REACH || time > at + KEYFRAME_REACH) {
+    if (time == INT64_MIN || time < at - reach || time > at + reach) {
       av.packet_unref(w->packet);
       return -1;
     }
@@ -478,11 +479,12 @@ static int decode_keyframe(worker *w, int64_t at, AVFrame *out, AVFrame *scratch
 }
 
 /* Seeks so that decoding starts at or before `at` microseconds from the start. */
-static void seek_to(worker *w, int64_t at) {
+/* Seeks to the keyframe at or before `at` microseconds from the start (AVSEEK_FLAG_BACKWARD),
+ * or at or after it (0), where the container's index allows. */
+static void seek_to(worker *w, int64_t at, int flags) {
   int64_t stamp =
       av.rescale_q(at + origin(w), (AVRational){1, 1000000}, w->stream->time_base);
-  if (av.seek_frame(w->format, w->stream->index, stamp, AVSEEK_FLAG_BACKWARD) >= 0)
-    av.flush_buffers(w->codec);
+  if (av.seek_frame(w->format, w->stream->index, stamp, flags) >= 0) av.flush_buffers(w->codec);
 }
 
 /* The frame's displayed size before the turn: its width stretched by the sample aspect
@@ -496,7 +498,8 @@ static void display_size(const AVFrame *frame, AVRational sar, double *w, double
 
 /* Back to the first byte, where the first frame is. */
 static void rewind_input(worker *w) {
-  if (av.seek_frame(w->format, w->stream->index, 0, AVSEEK_FLAG_BYTE) < 0) seek_to(w, 0);
+  if (av.seek_frame(w->format, w->stream->index, 0, AVSEEK_FLAG_BYTE) < 0)
+    seek_to(w, 0, AVSEEK_FLAG_BACKWARD);
   else av.flush_buffers(w->codec);
 }
 
@@ -683,16 +686,23 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     if (duration > 0 && at >= duration) break;
     /* Near the start, the file is read from where it is (a seek there can land past the
      * first keyframe of a short stream). */
-    if (attempt > 0 || at > KEYFRAME_REACH) seek_to(&w, at);
-    /* The keyframe at the chosen time, when there is one within reach; else the frame at or
-     * after a second before that time, decoded from the keyframe before it. */
-    int decoded = decode_keyframe(&w, at, frame, scratch);
+    if (attempt > 0 || at > KEYFRAME_REACH) seek_to(&w, at, AVSEEK_FLAG_BACKWARD);
+    /* The keyframe at the chosen time, when there is one within reach before it or after it;
+     * else the frame at or after a second before that time, decoded from the keyframe before
+     * it. */
+    int decoded = decode_keyframe(&w, at, KEYFRAME_REACH, frame, scratch);
+    if (decoded < 0 && (attempt > 0 || at > KEYFRAME_REACH)) {
+      /* A later try, past a dark frame, is a time of our own: any keyframe after it will do. */
+      seek_to(&w, at, 0);
+      decoded = decode_keyframe(&w, at, attempt > 0 ? INT64_MAX / 4 : KEYFRAME_REACH, frame,
+                                scratch);
+    }
     if (decoded > 0) {
       status = decoded;
       break;
     }
     if (decoded != 0) {
-      seek_to(&w, at);
+      seek_to(&w, at, AVSEEK_FLAG_BACKWARD);
       decoded = decode_until(&w, at - 1000000, frame, scratch);
     }
     if (decoded == TF_EXIT_TOO_LARGE) {
