@@ -136,8 +136,9 @@ struct VideoFramesTests {
   }
 
   @Test(
-    "each hostile shape gets a typed refusal, quickly", arguments: MatroskaWriter.hostile.indices)
-  func hostile(_ index: Int) throws {
+    "each hostile shape gets a typed refusal within 1 s of CPU and 64 MiB",
+    arguments: MatroskaWriter.hostile.indices)
+  func hostile(_ index: Int) async throws {
     let (name, bytes) = MatroskaWriter.hostile[index]
     #expect(VideoContainer.sniff(bytes) == .matroska)
     let started = ContinuousClock.now
@@ -146,6 +147,17 @@ struct VideoFramesTests {
         of: bytes, spec: ThumbnailSpec(width: 256, height: 256))
     }
     #expect(started.duration(to: .now) < .seconds(5), "\(name)")
+    // The worker alone under GNU time: its CPU and peak RSS, FFmpeg's libraries included.
+    let folder = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    try Data(bytes).write(to: URL(fileURLWithPath: folder + "/input.mkv"))
+    let worker = try Self.frames().worker
+    let run = try await ChildProcess.runThumbd(
+      ["input.mkv", "256", "256", "100000000"], measuringMemory: true,
+      standardInput: folder + "/input.mkv", binary: worker)
+    #expect([65, 66, 67].contains(run.status), "\(name): exit \(run.status) \(run.standardError)")
+    #expect(run.cpuSeconds < 1, "\(name): \(run.cpuSeconds) s of CPU")
+    #expect(run.maxRSSKiB > 0 && run.maxRSSKiB < 64 << 10, "\(name): \(run.maxRSSKiB) KiB")
   }
 
   /// A video on the host, outside what the worker is given, and files that name it.

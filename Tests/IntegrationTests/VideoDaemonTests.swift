@@ -1,0 +1,55 @@
+import Foundation
+import ImagePipeline
+import Testing
+
+@testable import Loopback
+@testable import TestSupport
+
+/// Videos through the real daemon (issue 54): its worker in the sandbox, over HTTP, with the
+/// file rewritten in place.
+@Suite("Videos through the daemon")
+struct VideoDaemonTests {
+  @Test("a video becomes a thumbnail of its displayed shape, and a rewritten one the new picture")
+  func httpAndRewrite() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let video = directory + "/clip.mp4"
+    // Portrait, from a display matrix: 1080x720 stored, 720x1080 shown.
+    try Data(Corpus.bytes("video-valid/androidx-media/sample_rotate_and_reflect.mp4")).write(
+      to: URL(fileURLWithPath: video))
+    let daemon = try await TestDaemon.start(
+      ["--file-root", directory, "--allow-scheme", "file"], directory: directory)
+    defer { daemon.stop() }
+    let target = "/v1/thumbnail?url=file://\(video)&w=96&h=96&format=png"
+    let first = SocketClient.request(daemon.socket, "GET", target)
+    #expect(SocketClient.status(of: first) == 200, "\(SocketClient.body(of: first))")
+    let picture = try Thumbnailer().decodeFullResolution(of: SocketClient.body(of: first))
+    #expect(picture.width == 64 && picture.height == 96)
+    // The same name, another video (landscape): the next answer is of it, never the old one.
+    try Data(Corpus.bytes("video-valid/imageio-test-images/cockatoo.mp4")).write(
+      to: URL(fileURLWithPath: video))
+    let later = Date().addingTimeInterval(5)
+    try FileManager.default.setAttributes([.modificationDate: later], ofItemAtPath: video)
+    let second = SocketClient.request(daemon.socket, "GET", target)
+    #expect(SocketClient.status(of: second) == 200)
+    let fresh = try Thumbnailer().decodeFullResolution(of: SocketClient.body(of: second))
+    #expect(fresh.width == 96 && fresh.height == 54)
+  }
+
+  @Test("a damaged video is a typed error, not a failure of the daemon")
+  func damaged() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let video = directory + "/broken.webm"
+    try Data(Corpus.bytes("video-corrupt/androidx-media/invalid-bitstream.webm")).write(
+      to: URL(fileURLWithPath: video))
+    let daemon = try await TestDaemon.start(
+      ["--file-root", directory, "--allow-scheme", "file"], directory: directory)
+    defer { daemon.stop() }
+    let response = SocketClient.request(
+      daemon.socket, "GET", "/v1/thumbnail?url=file://\(video)&w=96&h=96")
+    #expect(
+      SocketClient.status(of: response) == 415,
+      "\(String(decoding: SocketClient.body(of: response), as: UTF8.self))")
+    let health = SocketClient.request(daemon.socket, "GET", "/healthz")
+    #expect(SocketClient.status(of: health) == 200)
+  }
+}
