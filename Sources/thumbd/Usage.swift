@@ -30,7 +30,7 @@ enum Usage {
     """
 
   static let thumbnail = """
-    thumbd thumbnail: make thumbnails of \(SourceFormat.readableList) files.
+    thumbd thumbnail: make thumbnails of \(SourceFormat.readableList) files, and of videos.
 
     Usage:
       thumbd thumbnail INPUT... --size WxH [options] --output DIR/|FILE|-
@@ -50,7 +50,9 @@ enum Usage {
     and its extension names the format; '-' writes to standard output.
     Formats are recognised from their bytes, not names. Animations give their
     first frame. EXIF orientation (HEIF's own rotation and mirroring) is
-    applied, and the box applies to the upright image.
+    applied, and the box applies to the upright image. Videos give their frame
+    10% in, made by thumbd-frame (installed beside thumbd) in a bubblewrap
+    sandbox, turned as a player shows it.
 
     Options:
       --size WxH        Target box in points, e.g. 256x256. Use 256x0 or 0x256
