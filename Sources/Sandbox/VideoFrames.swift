@@ -211,7 +211,10 @@ public struct VideoFrames: FrameExtractor {
     let bounded =
       (box.0 == 0 && box.1 == 0) || (box.0 > 0 && width <= 2 * box.0 + 2)
       || (box.1 > 0 && height <= 2 * box.1 + 2)
-    guard width > 0, height > 0, bounded, width * height <= max(1, maxPixels) else {
+    // Each side first (the worker's widest is 32,768), so the product cannot overflow.
+    guard (1...65_535).contains(width), (1...65_535).contains(height), bounded,
+      width * height <= max(1, maxPixels)
+    else {
       throw .corrupt("the video worker wrote a frame of \(width)x\(height), not what was asked")
     }
     let stride = (width * 3 + 3) & ~3

@@ -73,6 +73,22 @@ struct VideoFramesTests {
     #expect(thumbnail.duration == .milliseconds(4000))
   }
 
+  @Test("a worker's header whose sides multiply past Int.max is refused, not a trap")
+  func overflowingHeader() throws {
+    let file = ts_memory_file()
+    try #require(file >= 0)
+    defer { close(file) }
+    var bytes = Array("TDFRAME1".utf8)
+    for field: UInt32 in [0xD200_0007, 0xE000_0004, 0, 0, 0, 0, 0] {
+      bytes += (0..<4).map { UInt8(truncatingIfNeeded: field >> (8 * $0)) }
+    }
+    bytes += [UInt8](repeating: 0x3C, count: 64)
+    #expect(bytes.withUnsafeBytes { pwrite(file, $0.baseAddress, $0.count, 0) } == bytes.count)
+    #expect(throws: ThumbnailError.self) {
+      _ = try VideoFrames.read(file, box: (0, 0), maxPixels: Int.max)
+    }
+  }
+
   @Test("without a worker a video is refused as unsupported, naming what is missing")
   func noWorker() throws {
     let entry = try #require(Self.entries("decode-ok").first)
