@@ -389,9 +389,56 @@ static uint32_t index_at(const layout *l, const uint8_t *row, size_t i) {
 }
 
 /* One stored row of `width` pixels as RGB(A), or as CMYK for the converter (channels 4). */
+/* Grey of 1, 2 or 4 bits a pixel, alone in its samples (fax pages, scans): a sample never
+ * straddles a byte, so it is a shift and a table, not a bit at a time. */
+static int grey_packed(const layout *l) {
+  return !l->palette && l->colours == 1 && !l->alpha && l->samples == 1 &&
+         l->sample == sample_packed && (l->bits == 1 || l->bits == 2 || l->bits == 4);
+}
+
+/* A byte of 1-bit grey as 8 RGB pixels: [0] black is 0, [1] white is 0 (min-is-white). */
+static uint8_t bilevel[2][256][24];
+static pthread_once_t bilevel_once = PTHREAD_ONCE_INIT;
+static void make_bilevel(void) {
+  for (int b = 0; b < 256; b++)
+    for (int i = 0; i < 8; i++) {
+      int set = (b >> (7 - i)) & 1;
+      memset(bilevel[0][b] + 3 * i, set ? 255 : 0, 3);
+      memset(bilevel[1][b] + 3 * i, set ? 0 : 255, 3);
+    }
+}
+
+static void expand_grey_packed(const layout *l, const uint8_t *src, uint8_t *dst, uint32_t width,
+                               int channels) {
+  int bits = l->bits, levels = 1 << bits, mask = levels - 1;
+  uint8_t value[16];
+  for (int v = 0; v < levels; v++) {
+    uint8_t grey = sample_packed((const uint8_t[]){(uint8_t)(v << (8 - bits))}, 0, bits);
+    value[v] = l->photometric == PHOTOMETRIC_MINISWHITE ? (uint8_t)(255 - grey) : grey;
+  }
+  uint32_t x = 0;
+  if (bits == 1 && channels == 3) {
+    /* Eight pixels a byte: each byte's 24 output bytes from a table, made once. */
+    pthread_once(&bilevel_once, make_bilevel);
+    const uint8_t(*table)[24] = bilevel[l->photometric == PHOTOMETRIC_MINISWHITE];
+    for (; x + 8 <= width; x += 8) memcpy(dst + (size_t)x * 3, table[src[x >> 3]], 24);
+  }
+  for (; x < width; x++) {
+    size_t bit = (size_t)x * (size_t)bits;
+    uint8_t grey = value[(src[bit >> 3] >> (8 - bits - (int)(bit & 7))) & mask];
+    uint8_t *p = dst + (size_t)x * channels;
+    p[0] = p[1] = p[2] = grey;
+    if (channels == 4) p[3] = 255;
+  }
+}
+
 static void expand(const layout *l, const uint8_t *src, uint8_t *dst, uint32_t width,
                    int channels) {
   size_t n = l->samples;
+  if (grey_packed(l)) {
+    expand_grey_packed(l, src, dst, width, channels);
+    return;
+  }
   if (l->photometric == PHOTOMETRIC_SEPARATED) {
     for (uint32_t x = 0; x < width; x++)
       for (int c = 0; c < 4; c++) dst[(size_t)x * 4 + c] = l->sample(src, x * n + c, l->bits);

@@ -1,6 +1,7 @@
 import Foundation
 import ImagePipeline
 import Testing
+import ThumbSystem
 
 @testable import TestSupport
 
@@ -180,6 +181,41 @@ extension DecodeSuites {
         of: twoPages, spec: ThumbnailSpec(width: 100, height: 100, format: .png))
       let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
       #expect(Array(shown.pixels[0..<3]) == [200, 0, 0])
+    }
+
+    @Test(
+      "1-, 2- and 4-bit grey, black or white as zero, at widths that end mid-byte",
+      arguments: [1, 2, 4], [0, 1])
+    func packedGrey(bits: Int, photometric: Int) throws {
+      let (width, height) = (29, 3)
+      var random = SeededRandom(seed: UInt64(bits * 10 + photometric))
+      let levels = 1 << bits
+      let values = (0..<width * height).map { _ in Int(random.next() % UInt64(levels)) }
+      var stored: [UInt8] = []
+      for y in 0..<height {
+        var row = [UInt8](repeating: 0, count: (width * bits + 7) / 8)
+        for x in 0..<width {
+          let bit = x * bits
+          row[bit / 8] |= UInt8(values[y * width + x] << (8 - bits - bit % 8))
+        }
+        stored += row
+      }
+      var b = RawFixtures.Builder()
+      let strip = b.blob(stored)
+      let ifd0 = b.directory([
+        (256, 4, [width]), (257, 4, [height]), (258, 3, [bits]), (259, 3, [1]),
+        (262, 3, [photometric]), (273, 4, [strip]), (277, 3, [1]), (278, 4, [height]),
+        (279, 4, [stored.count]),
+      ])
+      let decoded = try thumbnailer.decodeFullResolution(of: b.finish(ifd0: ifd0))
+      let expected = values.map { value -> UInt8 in
+        let grey = UInt8((value * 255 + (levels - 1) / 2) / (levels - 1))
+        return photometric == 0 ? 255 - grey : grey
+      }
+      #expect(decoded.width == width && decoded.height == height)
+      #expect(
+        stride(from: 0, to: decoded.pixels.count, by: decoded.channels).map { decoded.pixels[$0] }
+          == expected)
     }
 
     @Test("float samples: 0...1 as 8 bits, clamped outside it, NaN as 0")
