@@ -29,6 +29,13 @@ public struct VideoFrames: FrameExtractor {
   /// it); empty for an installed thumbd.
   public let runtimeFolders: [String]
 
+  /// Runs so far, by outcome: `made`, `refused` (not a video it reads, or frames over the
+  /// limit), `corrupt` (its frames do not decode), `timed_out`, `cancelled` (every caller
+  /// left: the sandbox was killed), `failed` (a signal, a crash, or no start) and
+  /// `unusable_output` (what it wrote is not a frame thumbd accepts).
+  public var runCounts: [String: Int] { counts.snapshot }
+  private let counts = SharedCounts()
+
   /// The worker's file name, installed beside `thumbd`.
   public static let workerName = "thumbd-frame"
 
@@ -163,6 +170,7 @@ public struct VideoFrames: FrameExtractor {
     let run = sandbox.run(job, cancellation: stop)
     run.discard()
     let reason = Self.reason(run.messages)
+    counts.count(Self.outcome(run.outcome))
     switch run.outcome {
     case .exited(0): break
     case .cancelled: throw .cancelled
@@ -178,7 +186,26 @@ public struct VideoFrames: FrameExtractor {
     case .exited(Self.unavailableExit): throw .io("video frames are unavailable\(reason)")
     case .exited(let code): throw .corrupt("the video's frames do not decode (\(code))\(reason)")
     }
-    return try Self.read(output, box: box, maxPixels: limits.maxPixels)
+    do {
+      let frame = try Self.read(output, box: box, maxPixels: limits.maxPixels)
+      counts.count("made")
+      return frame
+    } catch {
+      counts.count("unusable_output")
+      throw error
+    }
+  }
+
+  /// A run's outcome as `runCounts` names it (`made` is counted once its output is read).
+  static func outcome(_ outcome: SandboxOutcome) -> String {
+    switch outcome {
+    case .exited(0): "exited"
+    case .exited(unsupportedExit), .exited(tooLargeExit): "refused"
+    case .exited(Int32(TF_EXIT_CORRUPT)): "corrupt"
+    case .timedOut: "timed_out"
+    case .cancelled: "cancelled"
+    case .exited, .signalled, .failedToStart: "failed"
+    }
   }
 
   /// The first line the worker wrote about itself, for messages.
@@ -235,6 +262,18 @@ public struct VideoFrames: FrameExtractor {
       sourceSize: shown.0 > 0 && shown.1 > 0 && shown.0 <= 1 << 20 && shown.1 <= 1 << 20
         ? shown : nil)
   }
+}
+
+/// Counters shared by the copies of a `VideoFrames` (a value type).
+final class SharedCounts: Sendable {
+  private let counts = Mutex<[String: Int]>([:])
+
+  func count(_ outcome: String) {
+    guard outcome != "exited" else { return }
+    counts.withLock { $0[outcome, default: 0] += 1 }
+  }
+
+  var snapshot: [String: Int] { counts.withLock { $0 } }
 }
 
 /// `VideoFrames` set up when the first video comes (a command that never meets one never

@@ -972,3 +972,47 @@ extension InstalledThumbnailersBusTests {
     #expect(bench.daemon.metric(runs) == 1, "the entry ran for the file without a preview alone")
   }
 }
+
+extension InstalledThumbnailersBusTests {
+  @Test(
+    "500 videos queued, Dequeue after 20: thumbd's own worker makes them, and none is left within a second, its kills counted"
+  )
+  func dequeueVideos() async throws {
+    let bench = try await Self.start(entries: [:], decodeThreads: 4)
+    defer { bench.stop() }
+    let (setup, daemon) = (bench.setup, bench.daemon)
+    let clip = try Corpus.bytes("video-valid/androidx-media/sample.mkv")
+    var paths: [String] = []
+    for index in 0..<500 {
+      let path = setup.files + "/clip-\(index).mkv"
+      try Data(clip).write(to: URL(fileURLWithPath: path))
+      chmod(path, 0o644)
+      paths.append(path)
+    }
+    let report = try await setup.client([
+      DesktopBusTests.request(
+        "videos", paths,
+        extra: ["mime_types": paths.map { _ in "video/x-matroska" }, "dequeue_after": 20])
+    ])
+    let dequeued = ContinuousClock.now
+    let request = try #require(report.requests["videos"])
+    #expect(
+      request.ready.count >= 20 && request.ready.count < 100,
+      "\(request.ready.count) \(request.errors.prefix(3))")
+    // The worker's command line: the sandbox's program path and the input's name.
+    await eventually("no worker left") {
+      DelegatedFixtures.processes(holding: "/thumbd/program") == 0
+    }
+    #expect(dequeued.duration(to: .now) < .seconds(1))
+    #expect((daemon.metric(#"thumbd_video_frames_total{outcome="made"}"#) ?? 0) >= 20)
+    #expect(
+      (daemon.metric(#"thumbd_video_frames_total{outcome="cancelled"}"#) ?? 0) >= 1,
+      "\(daemon.metrics)")
+    // No installed thumbnailer ran: videos are thumbd's own.
+    #expect(!daemon.metrics.contains("thumbd_thumbnailer_runs_total{"))
+    let first = try #require(request.ready.first)
+    let entry = setup.cache + "/normal/" + FreedesktopCache.fileName(forURI: first)
+    let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: entry)), as: UTF8.self)
+    #expect(text.contains("Thumb::Movie::Length"))
+  }
+}

@@ -87,7 +87,7 @@ public final class Daemon: Sendable {
       HealthRoute(storage: storage).route,
       MetricsRoute(
         thumbnails: route, fetcher: loader, statuses: statuses, paths: paths,
-        delegation: delegation
+        delegation: delegation, frames: frames
       ).route,
       sessions.refusalRoute,
       PurgeRoute(pipeline: pipeline, overNetwork: config.networkPurge).route,

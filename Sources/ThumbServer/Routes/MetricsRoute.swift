@@ -1,4 +1,5 @@
 import ImagePipeline
+import Sandbox
 
 /// `GET /metrics`: the Prometheus text format, from the pipeline's figures, the router's
 /// response counts, the fetcher's, the signed path form's and the client limiter's.
@@ -13,6 +14,8 @@ public struct MetricsRoute: Sendable {
   public let paths: SignedPathRoute?
   /// The installed thumbnailers' runs, when the desktop service has them.
   package let delegation: DesktopDelegation?
+  /// The video worker's runs, when videos are read.
+  package let frames: VideoFrames?
 
   /// Creates the route.
   public init(
@@ -20,14 +23,16 @@ public struct MetricsRoute: Sendable {
     paths: SignedPathRoute? = nil
   ) {
     self.init(
-      thumbnails: thumbnails, fetcher: fetcher, statuses: statuses, paths: paths, delegation: nil)
+      thumbnails: thumbnails, fetcher: fetcher, statuses: statuses, paths: paths, delegation: nil,
+      frames: nil)
   }
 
-  /// Creates the route, with the installed thumbnailers' runs.
+  /// Creates the route, with the installed thumbnailers' runs and the video worker's.
   package init(
     thumbnails: ThumbnailRoute, fetcher: SourceLoader?, statuses: StatusCounts,
-    paths: SignedPathRoute?, delegation: DesktopDelegation?
+    paths: SignedPathRoute?, delegation: DesktopDelegation?, frames: VideoFrames?
   ) {
+    self.frames = frames
     self.thumbnails = thumbnails
     self.fetcher = fetcher
     self.statuses = statuses
@@ -48,7 +53,7 @@ public struct MetricsRoute: Sendable {
           memoryCache: pipeline.memoryCache.statistics,
           logFailures: Logger.writeFailures, invalidSignatures: paths?.invalidSignatures ?? 0,
           clientLimited: thumbnails.limiter?.refused ?? 0,
-          delegated: delegation?.runCounts ?? [:])
+          delegated: delegation?.runCounts ?? [:], videoFrames: frames?.runCounts ?? [:])
         return (
           HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

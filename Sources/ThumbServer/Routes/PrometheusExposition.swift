@@ -16,7 +16,8 @@ struct PrometheusExposition {
     fetcher: FetcherFigures? = nil,
     disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
     memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0,
-    invalidSignatures: Int = 0, clientLimited: Int = 0, delegated: [String: [String: Int]] = [:]
+    invalidSignatures: Int = 0, clientLimited: Int = 0, delegated: [String: [String: Int]] = [:],
+    videoFrames: [String: Int] = [:]
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -191,6 +192,12 @@ struct PrometheusExposition {
           "thumbd_thumbnailer_runs_total{entry=\"\(Self.label(entry))\",outcome=\"\(outcome)\"}",
           count)
       }
+    }
+    out.family(
+      "thumbd_video_frames_total", "counter",
+      "Runs of the video worker (thumbd-frame) in the sandbox, by outcome.")
+    for (outcome, count) in videoFrames.sorted(by: { $0.key < $1.key }) {
+      out.sample("thumbd_video_frames_total{outcome=\"\(outcome)\"}", count)
     }
     out.family("thumbd_process_resident_memory_bytes", "gauge", "Resident set size.")
     out.sample("thumbd_process_resident_memory_bytes", ProcessFigures.residentBytes())
