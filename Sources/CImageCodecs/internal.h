@@ -242,6 +242,13 @@ int ic_same_shape(uint32_t w1, uint32_t h1, uint32_t w2, uint32_t h2);
                              const ic_control *control, ic_result *result,              \
                              ic_decoder **decoder)
 IC_DECLARE_DECODER(jpeg);
+/* JPEG's DCT scale, num/8 (1, 2, 4 or 8), for a w x h image and a need: the one rule its
+ * decoder and a container of JPEG data (a TIFF's strips) choose by. */
+unsigned ic_jpeg_scale_for(uint32_t w, uint32_t h, uint32_t need_width, uint32_t need_height);
+/* Sets an open JPEG decoder's scale to num/8 and gives its size then; `rgb` says its three
+ * components are R, G and B whatever its markers say (a TIFF's photometric RGB). */
+void ic_jpeg_set_scale(ic_decoder *jpeg, unsigned num, int rgb, uint32_t *width,
+                       uint32_t *height);
 IC_DECLARE_DECODER(png);
 IC_DECLARE_DECODER(webp);
 IC_DECLARE_DECODER(gif);

@@ -337,26 +337,38 @@ static uint32_t scaled(uint32_t size, unsigned num) {
  */
 #define IC_JPEG_REDUCED_IDCT_HEADROOM (2.5 / 1.75)
 
+unsigned ic_jpeg_scale_for(uint32_t w, uint32_t h, uint32_t need_width, uint32_t need_height) {
+  /* Powers of two only: libjpeg-turbo has SIMD reduced IDCTs for them, and the odd sizes
+   * (3/8, 5/8...) measured worse against an exact area average. */
+  unsigned num = 1;
+  for (; num < 8; num *= 2) {
+    /* 1/8 is an exact 8x8 block average; the 2x2 and 4x4 IDCTs of 1/4 and 1/2 truncate each
+     * block's spectrum, which aliases fine detail, so they need more room above the output
+     * for the kernel to filter it (see IC_JPEG_REDUCED_IDCT_HEADROOM). */
+    double room = num == 1 ? 1.0 : IC_JPEG_REDUCED_IDCT_HEADROOM;
+    if (scaled(w, num) >= room * need_width && scaled(h, num) >= room * need_height) break;
+  }
+  return num;
+}
+
+void ic_jpeg_set_scale(ic_decoder *base, unsigned num, int rgb, uint32_t *width,
+                       uint32_t *height) {
+  jpeg_decoder *d = (jpeg_decoder *)base;
+  if (rgb && d->cinfo.num_components == 3) d->cinfo.jpeg_color_space = JCS_RGB;
+  d->scale_num = num;
+  base->pixel_scale = num / 8.0;
+  *width = scaled(d->cinfo.image_width, num);
+  *height = scaled(d->cinfo.image_height, num);
+}
+
 static void jpeg_choose_size(ic_decoder *base, uint32_t need_width,
                              uint32_t need_height, int allow_scaling,
                              uint32_t *width, uint32_t *height) {
   jpeg_decoder *d = (jpeg_decoder *)base;
   uint32_t w = d->cinfo.image_width, h = d->cinfo.image_height;
   unsigned num = 8;
-  if (d->preview) {
-    num = 1;
-  } else if (allow_scaling) {
-    /* Powers of two only: libjpeg-turbo has SIMD reduced IDCTs for them,
-     * and the odd sizes (3/8, 5/8...) measured worse against an exact area
-     * average. */
-    for (num = 1; num < 8; num *= 2) {
-      /* 1/8 is an exact 8x8 block average; the 2x2 and 4x4 IDCTs of 1/4 and 1/2 truncate
-       * each block's spectrum, which aliases fine detail, so they need more room above the
-       * output for the kernel to filter it (see IC_JPEG_REDUCED_IDCT_HEADROOM). */
-      double room = num == 1 ? 1.0 : IC_JPEG_REDUCED_IDCT_HEADROOM;
-      if (scaled(w, num) >= room * need_width && scaled(h, num) >= room * need_height) break;
-    }
-  }
+  if (d->preview) num = 1;
+  else if (allow_scaling) num = ic_jpeg_scale_for(w, h, need_width, need_height);
   d->scale_num = num;
   base->pixel_scale = num / 8.0;
   *width = scaled(w, num);

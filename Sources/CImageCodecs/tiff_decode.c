@@ -63,6 +63,8 @@ typedef struct tiff_decoder {
   tiff_io io;
   tiff_level levels[IC_TIFF_MAX_LEVELS];
   uint32_t level_count, chosen;
+  /* JPEG strips decoded by the JPEG decoder at num/8 (DCT scaling); 8 when libtiff decodes. */
+  unsigned jpeg_num;
 } tiff_decoder;
 
 int ic_tiff_sniff(const uint8_t *bytes, size_t size) {
@@ -624,6 +626,150 @@ static ic_status run_rgba(tiff_decoder *d, ic_sink *sink, uint32_t width, uint32
   return status;
 }
 
+/* ---- JPEG strips through thumbd's JPEG decoder, with DCT scaling ---- */
+
+/* The largest JPEGTables a file may give (the quantisation and Huffman tables of a few
+ * components take under 1 KiB). */
+#define IC_TIFF_JPEG_TABLES (64u << 10)
+
+static uint32_t jpeg_scaled(uint32_t size, unsigned num) {
+  return (uint32_t)(((uint64_t)size * num + 7) / 8);
+}
+
+/* Whether the current directory is JPEG strips the JPEG decoder reads as they are: 8-bit
+ * YCbCr, RGB or grey in one plane, no extra samples, not tiled (libtiff decodes the rest);
+ * `rows` gets the rows a strip. */
+static int jpeg_strips(TIFF *tif, uint32_t *rows) {
+  uint16_t compression = 0, photometric = 0, bits = 0, samples = 0, planar = 0, extra = 0;
+  uint16_t *extra_types = NULL;
+  TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_EXTRASAMPLES, &extra, &extra_types);
+  if (!TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric)) return 0;
+  int colours = photometric == PHOTOMETRIC_YCBCR || photometric == PHOTOMETRIC_RGB ? 3
+                : photometric == PHOTOMETRIC_MINISBLACK                           ? 1
+                                                                                  : 0;
+  if (compression != COMPRESSION_JPEG || TIFFIsTiled(tif) || bits != 8 || extra != 0 ||
+      colours == 0 || samples != colours || (samples > 1 && planar != PLANARCONFIG_CONTIG))
+    return 0;
+  uint32_t height = 0;
+  TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &height);
+  *rows = 0;
+  TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, rows);
+  if (*rows == 0 || *rows > height) *rows = height;
+  return 1;
+}
+
+/* Rows of one strip's JPEG decode passed on to the page's sink, counted. */
+typedef struct strip_sink {
+  ic_sink base;
+  ic_sink *to;
+  uint32_t width, rows, given;
+} strip_sink;
+
+static ic_status strip_begin(ic_sink *sink, uint32_t width, uint32_t height, int channels,
+                             ic_result *result) {
+  strip_sink *s = (strip_sink *)sink;
+  if (width != s->width || height != s->rows || channels != 3)
+    return ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG strip of %ux%u, not %ux%u", width,
+                   height, s->width, s->rows);
+  return IC_OK;
+}
+
+static ic_status strip_row(ic_sink *sink, const uint8_t *row, ic_result *result) {
+  strip_sink *s = (strip_sink *)sink;
+  if (s->given++ >= s->rows) return ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG strip too long");
+  return s->to->row(s->to, row, result);
+}
+
+/* Each strip as a JPEG of its own (the file's tables, then the strip's data after its SOI),
+ * decoded at jpeg_num/8 by thumbd's JPEG decoder, its rows straight to the sink. */
+static ic_status run_jpeg_strips(tiff_decoder *d, ic_sink *sink, uint32_t width, uint32_t height,
+                                 uint32_t out_width, uint32_t out_height, ic_result *result) {
+  TIFF *tif = d->tif;
+  uint32_t per_strip = 0;
+  jpeg_strips(tif, &per_strip);
+  uint32_t table_size = 0;
+  const uint8_t *tables = NULL;
+  if (!TIFFGetField(tif, TIFFTAG_JPEGTABLES, &table_size, &tables)) table_size = 0;
+  /* The tables' stream without its EOI (an empty one is 4 bytes: SOI, EOI). */
+  if (table_size > IC_TIFF_JPEG_TABLES) return ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG tables too large");
+  if (table_size < 4 || !tables || tables[0] != 0xFF || tables[1] != 0xD8) table_size = 0;
+  else table_size -= 2;
+  uint64_t *counts = NULL;
+  if (!TIFFGetField(tif, TIFFTAG_STRIPBYTECOUNTS, &counts) || !counts)
+    return ic_fail(result, IC_ERR_CORRUPT, "TIFF strips without byte counts");
+  ic_status status = sink->begin(sink, out_width, out_height, 3, result);
+  uint8_t *buffer = NULL;
+  size_t capacity = 0;
+  uint32_t strips = TIFFNumberOfStrips(tif), given = 0;
+  unsigned num = d->jpeg_num;
+  for (uint32_t strip = 0, y = 0; strip < strips && y < height && status == IC_OK; strip++) {
+    if (ic_check(d->control, result) != IC_OK) {
+      status = result->status;
+      break;
+    }
+    uint32_t rows = height - y < per_strip ? height - y : per_strip;
+    uint64_t bytes = counts[strip];
+    if (bytes < 4 || bytes > IC_TIFF_RAW_STRIP || bytes > d->io.bytes.size) {
+      status = ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG strip of %llu bytes",
+                       (unsigned long long)bytes);
+      break;
+    }
+    size_t need = table_size + (size_t)bytes;
+    if (need > capacity) {
+      uint8_t *grown = realloc(buffer, need);
+      if (!grown) {
+        status = ic_fail(result, IC_ERR_NO_MEMORY, "TIFF JPEG strip allocation failed");
+        break;
+      }
+      buffer = grown, capacity = need;
+    }
+    if (table_size) memcpy(buffer, tables, table_size);
+    tmsize_t read = TIFFReadRawStrip(tif, strip, buffer + table_size, (tmsize_t)bytes);
+    if (read < 4 || buffer[table_size] != 0xFF || buffer[table_size + 1] != 0xD8) {
+      status = result->status != IC_OK ? result->status : fail_from_tiff(d, "JPEG strip", result);
+      break;
+    }
+    /* With tables, the strip's own SOI goes: tables (SOI ... ) then its markers and data. */
+    const uint8_t *jpeg = table_size ? buffer : buffer + table_size;
+    size_t length = table_size ? table_size + (size_t)read - 2 : (size_t)read;
+    if (table_size) memmove(buffer + table_size, buffer + table_size + 2, (size_t)read - 2);
+    ic_source source = {jpeg, length, NULL, -1};
+    ic_stream stream;
+    ic_decoder *inner = NULL;
+    if (ic_stream_open(&stream, &source, result) != IC_OK) {
+      status = result->status;
+      break;
+    }
+    status = ic_jpeg_open(&stream, d->limits, d->control, result, &inner);
+    if (status == IC_OK) {
+      uint32_t w = 0, h = 0;
+      uint16_t photometric = 0;
+      TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+      ic_jpeg_set_scale(inner, num, photometric == PHOTOMETRIC_RGB, &w, &h);
+      strip_sink forward = {{strip_begin, strip_row}, sink, out_width, jpeg_scaled(rows, num), 0};
+      if (inner->header.width != width || inner->header.height != rows)
+        status = ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG strip is %ux%u, not %ux%u",
+                         inner->header.width, inner->header.height, width, rows);
+      else status = ic_decoder_run(inner, &forward.base, result);
+      if (status == IC_OK && forward.given != forward.rows)
+        status = ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG strip ended early");
+      given += forward.given;
+    }
+    if (inner) inner->ops->destroy(inner);
+    ic_stream_close(&stream);
+    y += rows;
+  }
+  free(buffer);
+  if (status == IC_OK && given != out_height)
+    status = ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG strips gave %u rows of %u", given,
+                     out_height);
+  return status;
+}
+
 static void tiff_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need_height,
                              int allow_scaling, uint32_t *width, uint32_t *height) {
   tiff_decoder *d = (tiff_decoder *)base;
@@ -636,6 +782,21 @@ static void tiff_choose_size(ic_decoder *base, uint32_t need_width, uint32_t nee
     }
   *width = d->levels[d->chosen].width;
   *height = d->levels[d->chosen].height;
+  d->jpeg_num = 8;
+  base->pixel_scale = 0;
+  uint32_t rows = 0;
+  ic_result scratch = {0};
+  if (!allow_scaling || set_level(d, &d->levels[d->chosen], &scratch) != IC_OK ||
+      !jpeg_strips(d->tif, &rows))
+    return;
+  unsigned num = ic_jpeg_scale_for(*width, *height, need_width, need_height);
+  /* Every strip but the last must give whole rows at the scale. */
+  while (num < 8 && rows < *height && (rows * num) % 8) num *= 2;
+  if (num == 8) return;
+  d->jpeg_num = num;
+  base->pixel_scale = num / 8.0;
+  *width = jpeg_scaled(*width, num);
+  *height = jpeg_scaled(*height, num);
 }
 
 static ic_status tiff_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
@@ -645,6 +806,9 @@ static ic_status tiff_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
       set_level(d, level, result) != IC_OK)
     return result->status;
   uint32_t width = level->width, height = level->height;
+  if (d->jpeg_num < 8)
+    return run_jpeg_strips(d, sink, width, height, jpeg_scaled(width, d->jpeg_num),
+                           jpeg_scaled(height, d->jpeg_num), result);
   layout l;
   int direct = read_layout(d->tif, &l);
   /* Tiles of packed pixels (under 8 bits) go to libtiff's reader. */
@@ -684,6 +848,12 @@ static uint64_t tiff_working_memory(ic_decoder *base) {
   ic_result scratch = {0};
   uint64_t bytes = (uint64_t)level->width * 4 * 3 + IC_DECODE_BASE_BYTES;
   if (set_level(d, level, &scratch) != IC_OK) return bytes;
+  uint32_t strip_rows = 0;
+  if (d->jpeg_num < 8 && jpeg_strips(d->tif, &strip_rows)) {
+    /* A strip's bytes with the tables, and the JPEG decoder's state for a strip of it. */
+    uint64_t raw = d->io.bytes.size < IC_TIFF_RAW_STRIP ? d->io.bytes.size : IC_TIFF_RAW_STRIP;
+    return bytes + raw + IC_TIFF_JPEG_TABLES + (uint64_t)level->width * 3 * 32;
+  }
   layout l;
   int direct = read_layout(d->tif, &l);
   if (TIFFIsTiled(d->tif)) {
@@ -760,6 +930,7 @@ ic_status ic_tiff_open(ic_stream *stream, const ic_limits *limits, const ic_cont
                        ic_result *result, ic_decoder **out) {
   pthread_once(&quiet_once, quiet_globals);
   tiff_decoder *d = ic_decoder_new(sizeof(*d), &tiff_ops, result);
+  if (d) d->jpeg_num = 8;
   if (!d) return result->status;
   d->control = control;
   d->limits = limits;

@@ -218,6 +218,31 @@ extension DecodeSuites {
           == expected)
     }
 
+    @Test(
+      "JPEG strips decode at a DCT scale (the JPEG decoder's), the same picture libtiff's full decode gives",
+      arguments: [
+        "tiff-valid/image-tiff/quad-jpeg.tif",
+        "tiff-valid/pillow/tiff_strip_ycbcr_jpeg_2x2_sampling.tif",
+      ])
+    func jpegStrips(_ relative: String) throws {
+      let bytes = try Corpus.bytes(relative)
+      let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
+      // The decode is a DCT scale of the page (1/2, 1/4 or 1/8), not the page.
+      let estimate = try thumbnailer.estimate(of: bytes, spec: spec)
+      #expect(
+        [2, 4, 8].contains { estimate.decodeWidth == (estimate.sourceWidth + $0 - 1) / $0 },
+        "\(estimate)")
+      var full = thumbnailer
+      full.shrinkOnLoad = false
+      #expect(try full.estimate(of: bytes, spec: spec).decodeWidth == estimate.sourceWidth)
+      let scaled = try thumbnailer.decodeFullResolution(
+        of: thumbnailer.thumbnail(of: bytes, spec: spec).data)
+      let reference = try thumbnailer.decodeFullResolution(
+        of: full.thumbnail(of: bytes, spec: spec).data)
+      #expect(scaled.width == reference.width && scaled.height == reference.height)
+      #expect(ImageMetrics.psnr(scaled, reference) >= 35)
+    }
+
     @Test("float samples: 0...1 as 8 bits, clamped outside it, NaN as 0")
     func floatSamples() throws {
       var b = RawFixtures.Builder()
