@@ -59,4 +59,28 @@ struct PlaceholderUnitTests {
       placeholder.outputSize(for: ThumbnailSpec(width: 100, height: 0, scale: 2)))
     #expect(retina == (200, 267))
   }
+
+  @Test(
+    "a thumbnail without its placeholder (a disk hit) is named with one made from its pixels, of its own colour"
+  )
+  func placeholderOfAHit() throws {
+    struct Nothing: DataLoading {
+      func load(_ request: SourceRequest) async throws -> SourceResponse {
+        throw PipelineError.queueFull
+      }
+      func currentValidator(of url: String, notBefore: ContinuousClock.Instant) -> SourceValidator?
+      {
+        nil
+      }
+    }
+    let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: Nothing()))
+    let red = try ImageEncoder.png(
+      Bitmap(pixels: Self.solid(40, 20, [220, 20, 20]), width: 40, height: 20, channels: 3))
+    let thumbnail = try Thumbnailer().thumbnail(
+      of: red, spec: ThumbnailSpec(width: 40, height: 40, format: .png))
+    #expect(thumbnail.placeholder == nil)
+    let named = try #require(pipeline.placeholder(for: "file:///a.png", rev: nil, of: thumbnail))
+    #expect(named.colour >> 16 > 180 && named.colour & 0xFF < 60, "\(named.colourHex)")
+    #expect(named.sourceWidth == 40 && named.sourceHeight == 20)
+  }
 }

@@ -52,4 +52,22 @@ struct VideoDaemonTests {
     let health = SocketClient.request(daemon.socket, "GET", "/healthz")
     #expect(SocketClient.status(of: health) == 200)
   }
+
+  @Test("video_frames=false refuses videos as unsupported, and no worker runs")
+  func switchedOff() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let video = directory + "/clip.webm"
+    try Data(Corpus.bytes("video-valid/mdn-learning-area/rabbit320.webm")).write(
+      to: URL(fileURLWithPath: video))
+    let daemon = try await TestDaemon.start(
+      ["--file-root", directory, "--allow-scheme", "file", "--video-frames=false"],
+      directory: directory)
+    defer { daemon.stop() }
+    let response = SocketClient.request(
+      daemon.socket, "GET", "/v1/thumbnail?url=file://\(video)&w=96&h=96")
+    #expect(SocketClient.status(of: response) == 415)
+    let body = String(decoding: SocketClient.body(of: response), as: UTF8.self)
+    #expect(body.contains("unsupported_format") && body.contains("thumbd-frame"), "\(body)")
+    #expect(!daemon.metrics.contains("thumbd_video_frames_total{"))
+  }
 }

@@ -67,14 +67,16 @@ extension ThumbnailPipeline {
   }
 
   /// The placeholder to name beside `thumbnail` (of `url` at `rev`, just judged current): the
-  /// one known for the same content, so every size shows one look, else the thumbnail's own.
+  /// one known for the same content, so every size shows one look, else the thumbnail's own,
+  /// else one made from its pixels (a disk hit carries none, and the one known may be of
+  /// another version of a file rewritten meanwhile). Never one of other content.
   public func placeholder(for url: String, rev: String?, of thumbnail: Thumbnail) -> Placeholder? {
     if let known = placeholders.known(url: url, rev: rev),
       known.source.sameContent(as: thumbnail.source)
     {
       return known.placeholder
     }
-    return thumbnail.placeholder
+    return thumbnail.placeholder ?? Placeholder(decoding: thumbnail)
   }
 
   /// The placeholder known for `url` at `rev`, in memory or on disk (read back into memory),

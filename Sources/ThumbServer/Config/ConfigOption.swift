@@ -71,6 +71,11 @@ public struct ConfigOption: Sendable {
     integer("max_pixels", 1...(1 << 40)) { $0.maxPixels = $1 },
     integer("max_dimension", 1...1_000_000) { $0.maxDimension = $1 },
     seconds("decode_timeout") { $0.decodeTimeout = $1 },
+    ConfigOption("video_frames", expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config.videoFrames = flag
+      return true
+    },
     list(
       "allowed_schemes", flag: "--allow-scheme", \.allowedSchemes,
       expects: "a list of http, https, file"

@@ -36,6 +36,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var maxDimension = 65_535
   /// Seconds a decode may take (422 `decode_timeout` beyond); 0 for none.
   public var decodeTimeout = 10.0
+  /// Whether videos get a frame from the sandboxed worker (`thumbd-frame`).
+  public var videoFrames = true
   /// URL schemes accepted.
   public var allowedSchemes = ["http", "https", "file"]
   /// Hosts accepted (a leading dot takes subdomains); empty accepts any public host.

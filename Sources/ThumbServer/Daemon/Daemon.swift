@@ -279,6 +279,7 @@ public final class Daemon: Sendable {
   /// Video frames from the sandboxed worker, when it runs here; otherwise a warning says why
   /// videos are refused.
   private static func videoFrames(_ config: DaemonConfig, logger: Logger) -> VideoFrames? {
+    guard config.videoFrames else { return nil }
     switch VideoFrames.installed(
       environment: SystemFiles.environment, deadline: .seconds(config.decodeTimeout))
     {
