@@ -33,14 +33,20 @@ import desktop  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "shared", "corpus")
-# The types thumbd decodes itself (SourceFormat.desktopMediaTypes); the rest are timed as the
-# installed thumbnailers' work.
+# The types thumbd decodes itself (SourceFormat.desktopMediaTypes, and videos through its
+# own worker: VideoContainer.desktopMediaTypes); the rest are timed as the installed
+# thumbnailers' work.
 NATIVE = ("image/jpeg", "image/png", "image/webp", "image/gif", "image/heif", "image/heic",
           "image/avif", "image/bmp", "image/x-bmp", "image/x-ms-bmp", "image/vnd.microsoft.icon",
           "image/x-icon", "image/x-win-bitmap", "image/tiff", "image/jxl", "image/x-dcraw",
           "image/x-adobe-dng", "image/x-canon-cr2", "image/x-canon-cr3", "image/x-canon-crw",
           "image/x-fuji-raf", "image/x-nikon-nef", "image/x-nikon-nrw", "image/x-olympus-orf",
-          "image/x-panasonic-rw2", "image/x-pentax-pef", "image/x-samsung-srw", "image/x-sony-arw")
+          "image/x-panasonic-rw2", "image/x-pentax-pef", "image/x-samsung-srw", "image/x-sony-arw",
+          "video/mp4", "video/quicktime", "video/x-m4v", "video/3gpp", "video/3gpp2",
+          "video/x-matroska", "video/webm", "video/x-msvideo", "video/vnd.avi", "video/avi",
+          "video/msvideo", "video/mp2t", "video/mpeg", "video/x-mpeg2", "video/x-flv",
+          "video/flv", "video/ogg", "video/x-ogm+ogg", "video/x-theora+ogg", "video/x-ms-wmv",
+          "video/x-ms-asf", "application/vnd.ms-asf")
 
 
 def corpus_rows(manifest):

@@ -318,11 +318,12 @@ static int near_black(const uint8_t *rgb, int w, int h) {
 
 /* ---- input: the descriptor, read with pread ---- */
 
-typedef struct input {
+typedef struct input input;
+struct input {
   int fd;
   int64_t position;
   int64_t size;
-} input;
+};
 
 static int input_read(void *opaque, uint8_t *buffer, int size) {
   input *in = opaque;
@@ -353,6 +354,10 @@ static int64_t input_seek(void *opaque, int64_t offset, int whence) {
 
 typedef struct worker {
   AVFormatContext *format;
+  AVIOContext *io;
+  input *in;
+  const char *name;
+  int index;
   AVCodecContext *codec;
   AVStream *stream;
   AVPacket *packet;
@@ -496,11 +501,61 @@ static void display_size(const AVFrame *frame, AVRational sar, double *w, double
   if (*w < 1 || *w > MAX_SIDE * 4.0) *w = frame->width;
 }
 
-/* Back to the first byte, where the first frame is. */
-static void rewind_input(worker *w) {
-  if (av.seek_frame(w->format, w->stream->index, 0, AVSEEK_FLAG_BYTE) < 0)
-    seek_to(w, 0, AVSEEK_FLAG_BACKWARD);
-  else av.flush_buffers(w->codec);
+/* Opens the container from the input's first byte: a fresh I/O context over the descriptor,
+ * the demuxers allowed, the probing bounded, its streams read. 0, or an exit code. */
+static int open_format(worker *w) {
+  enum { IO_BUFFER = 64 << 10 };
+  w->in->position = 0;
+  unsigned char *buffer = av.av_malloc(IO_BUFFER);
+  w->io = buffer ? av.avio_alloc(buffer, IO_BUFFER, 0, w->in, input_read, NULL, input_seek)
+                 : NULL;
+  w->format = w->io ? av.format_alloc() : NULL;
+  if (!w->format) {
+    if (!w->io) av.av_free(buffer);
+    return fail(TF_EXIT_CORRUPT, "no memory");
+  }
+  w->format->pb = w->io;
+  AVDictionary *options = NULL;
+  /* A nested open (a playlist's entries) has no protocol it may use. */
+  av.dict_set(&options, "protocol_whitelist", "none", 0);
+  av.dict_set(&options, "format_whitelist", format_whitelist, 0);
+  av.dict_set(&options, "probesize", TEXT(8388608), 0);
+  av.dict_set(&options, "analyzeduration", TEXT(5000000), 0);
+  av.dict_set(&options, "max_streams", TEXT(64), 0);
+  av.dict_set(&options, "fpsprobesize", "8", 0);
+  int opened = av.open_input(&w->format, w->name, NULL, &options);
+  av.dict_free(&options);
+  /* open_input freed the format context on failure; the I/O context is ours. */
+  if (opened < 0) return fail(TF_EXIT_UNSUPPORTED, "not a video container thumbd reads");
+  if (w->format->nb_streams > MAX_STREAMS)
+    return fail(TF_EXIT_CORRUPT, "%u streams, over %d", w->format->nb_streams, MAX_STREAMS);
+  if (av.find_stream_info(w->format, NULL) < 0)
+    return fail(TF_EXIT_CORRUPT, "its streams cannot be read");
+  return 0;
+}
+
+static void close_format(worker *w) {
+  if (w->format) av.close_input(&w->format);
+  if (w->io) {
+    av.av_free(w->io->buffer);
+    av.avio_free(&w->io);
+  }
+}
+
+/* Back to the first byte, where the first frame is: the container opened again (a damaged
+ * file's demuxer may not seek back from its end), the same stream chosen. 0, or an exit
+ * code. */
+static int rewind_input(worker *w) {
+  close_format(w);
+  int status = open_format(w);
+  if (status != 0) return status;
+  if (w->index >= (int)w->format->nb_streams)
+    return fail(TF_EXIT_CORRUPT, "its streams changed when read again");
+  for (unsigned i = 0; i < w->format->nb_streams; i++)
+    w->format->streams[i]->discard = (int)i == w->index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
+  w->stream = w->format->streams[w->index];
+  av.flush_buffers(w->codec);
+  return 0;
 }
 
 typedef struct scaled {
@@ -568,47 +623,17 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
   input in = {fd, 0, (int64_t)about.st_size};
   worker w = {0};
   w.max_pixels = max_pixels;
-  enum { IO_BUFFER = 64 << 10 };
-  unsigned char *buffer = av.av_malloc(IO_BUFFER);
-  AVIOContext *io = buffer ? av.avio_alloc(buffer, IO_BUFFER, 0, &in, input_read, NULL, input_seek)
-                           : NULL;
-  w.format = io ? av.format_alloc() : NULL;
-  if (!w.format) {
-    if (io) av.av_free(io->buffer);
-    else av.av_free(buffer);
-    av.avio_free(&io);
-    return fail(TF_EXIT_CORRUPT, "no memory");
-  }
-  w.format->pb = io;
-  AVDictionary *options = NULL;
-  /* A nested open (a playlist's entries) has no protocol it may use. */
-  av.dict_set(&options, "protocol_whitelist", "none", 0);
-  av.dict_set(&options, "format_whitelist", format_whitelist, 0);
-  av.dict_set(&options, "probesize", TEXT(8388608), 0);
-  av.dict_set(&options, "analyzeduration", TEXT(5000000), 0);
-  av.dict_set(&options, "max_streams", TEXT(64), 0);
-  av.dict_set(&options, "fpsprobesize", "8", 0);
-  int opened = av.open_input(&w.format, name, NULL, &options);
-  av.dict_free(&options);
-  if (opened < 0) {
-    /* open_input freed the context on failure; the I/O context is ours. */
-    av.av_free(io->buffer);
-    av.avio_free(&io);
-    return fail(TF_EXIT_UNSUPPORTED, "not a video container thumbd reads");
-  }
-  AVFrame *frame = av.frame_alloc(), *scratch = av.frame_alloc();
-  w.packet = av.packet_alloc();
+  w.in = &in;
+  w.name = name;
   scaled picture = {0};
+  AVFrame *frame = NULL, *scratch = NULL;
+  status = open_format(&w);
+  if (status != 0) goto done;
+  frame = av.frame_alloc();
+  scratch = av.frame_alloc();
+  w.packet = av.packet_alloc();
   if (!frame || !scratch || !w.packet) {
     status = fail(TF_EXIT_CORRUPT, "no memory");
-    goto done;
-  }
-  if (w.format->nb_streams > MAX_STREAMS) {
-    status = fail(TF_EXIT_CORRUPT, "%u streams, over %d", w.format->nb_streams, MAX_STREAMS);
-    goto done;
-  }
-  if (av.find_stream_info(w.format, NULL) < 0) {
-    status = fail(TF_EXIT_CORRUPT, "its streams cannot be read");
     goto done;
   }
   /* Only the chosen stream is read; cover art (an attached picture) is not a frame of the
@@ -633,6 +658,7 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     status = fail(TF_EXIT_UNSUPPORTED, "no video stream");
     goto done;
   }
+  w.index = index;
   w.stream = w.format->streams[index];
   w.stream->discard = AVDISCARD_DEFAULT;
   AVCodecParameters *parameters = w.stream->codecpar;
@@ -712,7 +738,7 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     if (decoded != 0) {
       /* A seek that lands nowhere: from the start, the first frame. */
       if (attempt > 0 || fallback.rgb) break;
-      rewind_input(&w);
+      if ((status = rewind_input(&w)) != 0) break;
       decoded = decode_until(&w, INT64_MIN, frame, scratch);
       if (decoded != 0) {
         status = decoded;
@@ -724,7 +750,8 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     status = scale_frame(frame, sar, box_w, box_h, t.swaps, &picture);
     if (status != 0) break;
     /* The coded size, not the decoded one (a smaller decode is the same picture). */
-    double shown_w = parameters->width, shown_h = parameters->height;
+    /* (The stream's parameters read again: a rewind opened the container anew.) */
+    double shown_w = w.stream->codecpar->width, shown_h = w.stream->codecpar->height;
     if (sar.num > 0 && sar.den > 0 && shown_w * sar.num / sar.den >= 1)
       shown_w = shown_w * sar.num / sar.den;
     fields.source_w = (uint32_t)lround(t.swaps ? shown_h : shown_w);
@@ -762,8 +789,6 @@ done:
   av.frame_free(&scratch);
   av.packet_free(&w.packet);
   av.free_context(&w.codec);
-  av.close_input(&w.format);
-  av.av_free(io->buffer);
-  av.avio_free(&io);
+  close_format(&w);
   return status;
 }

@@ -9,15 +9,23 @@ import Testing
 /// file rewritten in place.
 @Suite("Videos through the daemon")
 struct VideoDaemonTests {
+  /// A daemon serving a folder that holds the corpus's `relative` as `name`, and its path.
+  static func serving(
+    _ relative: String, as name: String, _ extra: [String] = []
+  ) async throws -> (TestDaemon, String) {
+    let directory = TestDaemon.makeDirectory()
+    let video = directory + "/" + name
+    try Data(Corpus.bytes(relative)).write(to: URL(fileURLWithPath: video))
+    let daemon = try await TestDaemon.start(
+      ["--file-root", directory, "--allow-scheme", "file"] + extra, directory: directory)
+    return (daemon, video)
+  }
+
   @Test("a video becomes a thumbnail of its displayed shape, and a rewritten one the new picture")
   func httpAndRewrite() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let video = directory + "/clip.mp4"
     // Portrait, from a display matrix: 1080x720 stored, 720x1080 shown.
-    try Data(Corpus.bytes("video-valid/androidx-media/sample_rotate_and_reflect.mp4")).write(
-      to: URL(fileURLWithPath: video))
-    let daemon = try await TestDaemon.start(
-      ["--file-root", directory, "--allow-scheme", "file"], directory: directory)
+    let (daemon, video) = try await Self.serving(
+      "video-valid/androidx-media/sample_rotate_and_reflect.mp4", as: "clip.mp4")
     defer { daemon.stop() }
     let target = "/v1/thumbnail?url=file://\(video)&w=96&h=96&format=png"
     let first = SocketClient.request(daemon.socket, "GET", target)
@@ -37,12 +45,8 @@ struct VideoDaemonTests {
 
   @Test("a damaged video is a typed error, not a failure of the daemon")
   func damaged() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let video = directory + "/broken.webm"
-    try Data(Corpus.bytes("video-corrupt/androidx-media/invalid-bitstream.webm")).write(
-      to: URL(fileURLWithPath: video))
-    let daemon = try await TestDaemon.start(
-      ["--file-root", directory, "--allow-scheme", "file"], directory: directory)
+    let (daemon, video) = try await Self.serving(
+      "video-corrupt/androidx-media/invalid-bitstream.webm", as: "broken.webm")
     defer { daemon.stop() }
     let response = SocketClient.request(
       daemon.socket, "GET", "/v1/thumbnail?url=file://\(video)&w=96&h=96")
@@ -55,13 +59,8 @@ struct VideoDaemonTests {
 
   @Test("video_frames=false refuses videos as unsupported, and no worker runs")
   func switchedOff() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let video = directory + "/clip.webm"
-    try Data(Corpus.bytes("video-valid/mdn-learning-area/rabbit320.webm")).write(
-      to: URL(fileURLWithPath: video))
-    let daemon = try await TestDaemon.start(
-      ["--file-root", directory, "--allow-scheme", "file", "--video-frames=false"],
-      directory: directory)
+    let (daemon, video) = try await Self.serving(
+      "video-valid/mdn-learning-area/rabbit320.webm", as: "clip.webm", ["--video-frames=false"])
     defer { daemon.stop() }
     let response = SocketClient.request(
       daemon.socket, "GET", "/v1/thumbnail?url=file://\(video)&w=96&h=96")
