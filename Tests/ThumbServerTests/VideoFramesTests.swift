@@ -269,12 +269,20 @@ struct VideoFramesTests {
     await eventually("no worker left") { DelegatedFixtures.processes(holding: String(marker)) == 0 }
   }
 
-  @Test("cancelling the decode kills the worker at once")
+  @Test("cancelling the decode kills the worker's whole group at once")
   func cancellation() async throws {
-    let frames = try Self.frames()
+    // A worker that never ends (a shell waiting on a child), so the cancellation always
+    // finds it running: what is tested is the flag reaching the sandbox.
+    let folder = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let script = folder + "/stuck-worker"
+    try "#!/bin/sh\nsleep 3600\n".write(toFile: script, atomically: false, encoding: .utf8)
+    chmod(script, 0o755)
+    let real = try Self.frames()
+    let frames = VideoFrames(sandbox: real.sandbox, worker: script)
     let marker = 100_000_000 + Int.random(in: 0..<10_000_000)
     let flag = CancellationFlag()
-    let path = Corpus.path("video-valid/androidx-media/long_4k_av1.mp4")
+    let path = Corpus.path(Self.timed[0])
     let running = Task.detached {
       let file = open(path, O_RDONLY | O_CLOEXEC)
       defer { close(file) }
@@ -295,7 +303,11 @@ struct VideoFramesTests {
     flag.cancel()
     #expect(await running.value == ThumbnailError.cancelled.kind)
     #expect(started.duration(to: .now) < .seconds(1))
-    await eventually("no worker left") { DelegatedFixtures.processes(holding: String(marker)) == 0 }
+    await eventually("no process of it left") {
+      DelegatedFixtures.processes(holding: String(marker)) == 0
+        && DelegatedFixtures.processes(holding: "sleep\u{0}3600") == 0
+    }
+    #expect(frames.runCounts["cancelled"] == 1)
   }
 
   @Test("a video's freedesktop entry carries its length and type")
