@@ -981,18 +981,23 @@ extension InstalledThumbnailersBusTests {
     let bench = try await Self.start(entries: [:], decodeThreads: 4)
     defer { bench.stop() }
     let (setup, daemon) = (bench.setup, bench.daemon)
-    let clip = try Corpus.bytes("video-valid/androidx-media/sample.mkv")
-    var paths: [String] = []
-    for index in 0..<500 {
-      let path = setup.files + "/clip-\(index).mkv"
-      try Data(clip).write(to: URL(fileURLWithPath: path))
-      chmod(path, 0o644)
+    // A clip whose frame takes the worker about 0.2 s (interlaced 1080-line H.264 in MPEG-TS),
+    // so the files being made when the Dequeue comes are in the worker, to be killed; one
+    // copy, and every other name a hard link to it.
+    let clip = setup.files + "/clip-0.mts"
+    try Data(Corpus.bytes("video-valid/file-type/fixture-raw.mts")).write(
+      to: URL(fileURLWithPath: clip))
+    chmod(clip, 0o644)
+    var paths = [clip]
+    for index in 1..<500 {
+      let path = setup.files + "/clip-\(index).mts"
+      #expect(link(clip, path) == 0)
       paths.append(path)
     }
     let report = try await setup.client([
       DesktopBusTests.request(
         "videos", paths,
-        extra: ["mime_types": paths.map { _ in "video/x-matroska" }, "dequeue_after": 20])
+        extra: ["mime_types": paths.map { _ in "video/mp2t" }, "dequeue_after": 20])
     ])
     let dequeued = ContinuousClock.now
     let request = try #require(report.requests["videos"])
