@@ -706,6 +706,9 @@ static ic_status run_jpeg_strips(tiff_decoder *d, ic_sink *sink, uint32_t width,
   size_t capacity = 0;
   uint32_t strips = TIFFNumberOfStrips(tif), given = 0;
   unsigned num = d->jpeg_num;
+  uint16_t photometric = 0;
+  TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+  int rgb = photometric == PHOTOMETRIC_RGB;
   for (uint32_t strip = 0, y = 0; strip < strips && y < height && status == IC_OK; strip++) {
     if (ic_check(d->control, result) != IC_OK) {
       status = result->status;
@@ -718,7 +721,10 @@ static ic_status run_jpeg_strips(tiff_decoder *d, ic_sink *sink, uint32_t width,
                        (unsigned long long)bytes);
       break;
     }
-    size_t need = table_size + (size_t)bytes;
+    /* The strip is read in over the tables' last two bytes, so its SOI lands there; they are
+     * put back: the tables (SOI, tables), then the strip's markers and data, with no copy. */
+    size_t at = table_size ? table_size - 2 : 0;
+    size_t need = at + (size_t)bytes;
     if (need > capacity) {
       uint8_t *grown = realloc(buffer, need);
       if (!grown) {
@@ -727,16 +733,19 @@ static ic_status run_jpeg_strips(tiff_decoder *d, ic_sink *sink, uint32_t width,
       }
       buffer = grown, capacity = need;
     }
-    if (table_size) memcpy(buffer, tables, table_size);
-    tmsize_t read = TIFFReadRawStrip(tif, strip, buffer + table_size, (tmsize_t)bytes);
-    if (read < 4 || buffer[table_size] != 0xFF || buffer[table_size + 1] != 0xD8) {
+    uint8_t kept[2] = {0, 0};
+    if (table_size) {
+      memcpy(buffer, tables, table_size);
+      memcpy(kept, buffer + at, 2);
+    }
+    tmsize_t read = TIFFReadRawStrip(tif, strip, buffer + at, (tmsize_t)bytes);
+    if (read < 4 || buffer[at] != 0xFF || buffer[at + 1] != 0xD8) {
       status = result->status != IC_OK ? result->status : fail_from_tiff(d, "JPEG strip", result);
       break;
     }
-    /* With tables, the strip's own SOI goes: tables (SOI ... ) then its markers and data. */
-    const uint8_t *jpeg = table_size ? buffer : buffer + table_size;
-    size_t length = table_size ? table_size + (size_t)read - 2 : (size_t)read;
-    if (table_size) memmove(buffer + table_size, buffer + table_size + 2, (size_t)read - 2);
+    if (table_size) memcpy(buffer + at, kept, 2);
+    const uint8_t *jpeg = buffer;
+    size_t length = at + (size_t)read;
     ic_source source = {jpeg, length, NULL, -1};
     ic_stream stream;
     ic_decoder *inner = NULL;
@@ -747,9 +756,7 @@ static ic_status run_jpeg_strips(tiff_decoder *d, ic_sink *sink, uint32_t width,
     status = ic_jpeg_open(&stream, d->limits, d->control, result, &inner);
     if (status == IC_OK) {
       uint32_t w = 0, h = 0;
-      uint16_t photometric = 0;
-      TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
-      ic_jpeg_set_scale(inner, num, photometric == PHOTOMETRIC_RGB, &w, &h);
+      ic_jpeg_set_scale(inner, num, rgb, &w, &h);
       strip_sink forward = {{strip_begin, strip_row}, sink, out_width, jpeg_scaled(rows, num), 0};
       if (inner->header.width != width || inner->header.height != rows)
         status = ic_fail(result, IC_ERR_CORRUPT, "TIFF JPEG strip is %ux%u, not %ux%u",
