@@ -83,12 +83,12 @@ public struct Thumbnailer: Sendable {
   ) throws(ThumbnailError) -> (thumbnail: Thumbnail, timings: Timings) {
     let spec = spec.spec
     if let video = VideoContainer.sniff(bytes) {
-      _ = try frames(for: video)
+      let extractor = try frames(for: video)
       let started = ContinuousClock.now
       let file = try Self.memoryFile(holding: bytes)
       defer { close(file) }
       let thumbnail = try videoThumbnail(
-        file, name: "input", video, spec: spec, cancellation: cancellation)
+        file, name: "input", extractor, spec: spec, cancellation: cancellation)
       return (thumbnail, Timings(decode: (ContinuousClock.now - started).seconds, encode: 0))
     }
     var result = ic_result()
@@ -134,17 +134,13 @@ public struct Thumbnailer: Sendable {
     contentsOf path: String, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail {
     try spec.validate()
-    do {
-      // A video goes to the extractor by descriptor; so a file is opened once here.
-      let file = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-      if file >= 0 {
-        defer { close(file) }
-        var status = stat()
-        if fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
-          let name = String(path.split(separator: "/").last ?? "input")
-          return try thumbnail(ofFile: file, name: name, spec: spec, cancellation: cancellation)
-        }
-      }
+    // A video goes to the extractor by descriptor; so a regular file is opened once here.
+    let file = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+    defer { if file >= 0 { close(file) } }
+    var status = stat()
+    if file >= 0, fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
+      let name = String(path.split(separator: "/").last ?? "input")
+      return try thumbnail(ofFile: file, name: name, spec: spec, cancellation: cancellation)
     }
     var result = ic_result()
     path.withCString { cPath in
@@ -172,7 +168,7 @@ public struct Thumbnailer: Sendable {
     try spec.validate()
     if let video = Self.video(in: descriptor) {
       return try videoThumbnail(
-        descriptor, name: name, video, spec: spec, cancellation: cancellation)
+        descriptor, name: name, frames(for: video), spec: spec, cancellation: cancellation)
     }
     var result = ic_result()
     var source = ic_source(data: nil, size: 0, path: nil, fd: descriptor)
@@ -397,10 +393,10 @@ public struct Thumbnailer: Sendable {
   /// The thumbnail of the video open at `descriptor`: the extractor's frame, decoded by the
   /// codecs here under `limits`, reporting the video's own displayed size and length.
   private func videoThumbnail(
-    _ descriptor: Int32, name: String, _ video: VideoContainer, spec: ThumbnailSpec,
+    _ descriptor: Int32, name: String, _ extractor: any FrameExtractor, spec: ThumbnailSpec,
     cancellation: CancellationFlag?
   ) throws(ThumbnailError) -> Thumbnail {
-    let frame = try frames(for: video).frame(
+    let frame = try extractor.frame(
       ofFile: descriptor, name: name, width: spec.pixelWidth, height: spec.pixelHeight,
       limits: limits, cancellation: cancellation)
     // The box is applied to the video's own size: the frame's, rounded by the worker, could
