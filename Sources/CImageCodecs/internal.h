@@ -354,6 +354,7 @@ int ic_exif_thumbnail(const uint8_t *tiff, size_t size, size_t *offset, size_t *
 
 /* Output geometry in the stored (pre-orientation) frame. */
 typedef struct ic_plan {
+  /* The resampled size, in the stored frame. */
   uint32_t out_width;
   uint32_t out_height;
   /* Source region, in full-resolution stored pixels, mapped to the output. */
@@ -361,11 +362,47 @@ typedef struct ic_plan {
   double crop_y;
   double crop_width;
   double crop_height;
+  /* What turns the resampled picture upright: the EXIF orientation, then the request's
+   * rotation and mirroring, as one orientation code (1...8). */
+  int orientation;
+  /* With a smart crop: the upright resample is larger than the result along one side, and
+   * a window_width x window_height part of it is chosen by saliency (ic_smart_window). */
+  int smart;
+  uint32_t window_width;
+  uint32_t window_height;
+  /* The final picture: the window placed at (place_x, place_y) on a canvas (the window
+   * itself when nothing is extended or padded). */
+  uint32_t canvas_width;
+  uint32_t canvas_height;
+  uint32_t place_x;
+  uint32_t place_y;
 } ic_plan;
 
+/* Plans the resample (source region, output size, orientation) and the canvas. */
 ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
                        const ic_request *request, ic_plan *plan,
                        ic_result *result);
+
+/* Sets the canvas from the window (after a preview has shrunk the output): extending and
+ * padding, as the request asks. */
+void ic_plan_canvas(ic_plan *plan, const ic_request *request);
+
+/* Where, along an axis of `outer` pixels, a part of `inner` pixels starts under `anchor`
+ * (horizontal when `vertical` is zero), kept inside. */
+double ic_anchor_place(const ic_anchor *anchor, int vertical, double outer, double inner);
+
+/* The window of the upright picture (pixels, width x height, channels) with the most
+ * detail, saturation and skin tone, of the plan's window size: its origin. */
+void ic_smart_window(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                     uint32_t window_width, uint32_t window_height, uint32_t *x, uint32_t *y);
+
+/* The final picture from the upright resample (width pixels a row): its window at
+ * (from_x, from_y), placed on the plan's canvas, with the geometry's background. The
+ * channels it has (3 with a background, 4 when transparent pixels were added, else the
+ * input's) go to out_channels. NULL when out of memory. */
+uint8_t *ic_canvas(const uint8_t *pixels, uint32_t width, int channels, uint32_t from_x,
+                   uint32_t from_y, const ic_plan *plan, const ic_geometry *geometry,
+                   int *out_channels);
 
 /* Streaming two-stage resampler: integer box shrink, then a kernel. */
 typedef struct ic_resizer ic_resizer;

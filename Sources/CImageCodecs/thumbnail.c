@@ -73,6 +73,33 @@ static ic_status resize_row(ic_sink *sink, const uint8_t *row,
   return IC_OK;
 }
 
+static int valid_anchor(const ic_anchor *anchor) {
+  return (unsigned)anchor->type <= IC_GRAVITY_SMART && isfinite(anchor->offset_x) &&
+         isfinite(anchor->offset_y) && fabs(anchor->offset_x) <= IC_MAX_GEOMETRY &&
+         fabs(anchor->offset_y) <= IC_MAX_GEOMETRY &&
+         (anchor->type != IC_GRAVITY_FOCUS ||
+          (anchor->focus_x >= 0 && anchor->focus_x <= 1 && anchor->focus_y >= 0 &&
+           anchor->focus_y <= 1));
+}
+
+static ic_status validate_geometry(const ic_geometry *g, ic_result *result) {
+  if (!valid_anchor(&g->gravity) || !valid_anchor(&g->crop_gravity) ||
+      !valid_anchor(&g->extend_gravity))
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "a gravity is unknown, or its focus or offsets out of range");
+  if (!(g->crop_width >= 0 && g->crop_width <= IC_MAX_GEOMETRY) ||
+      !(g->crop_height >= 0 && g->crop_height <= IC_MAX_GEOMETRY))
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "crop sides must be 0...%u",
+                   IC_MAX_GEOMETRY);
+  if (g->rotate != 0 && g->rotate != 90 && g->rotate != 180 && g->rotate != 270)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "rotation must be 0, 90, 180 or 270");
+  if (g->pad_top > IC_MAX_GEOMETRY || g->pad_right > IC_MAX_GEOMETRY ||
+      g->pad_bottom > IC_MAX_GEOMETRY || g->pad_left > IC_MAX_GEOMETRY)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "padding must be 0...%u",
+                   IC_MAX_GEOMETRY);
+  return IC_OK;
+}
+
 static ic_status validate(const ic_request *request, ic_result *result) {
   if (request->quality < 1 || request->quality > 100)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
@@ -80,7 +107,7 @@ static ic_status validate(const ic_request *request, ic_result *result) {
   if (request->png_level < 0 || request->png_level > 9)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "PNG level must be 0...9, got %d", request->png_level);
-  if ((unsigned)request->fit > IC_FIT_FILL || (unsigned)request->filter > IC_FILTER_LANCZOS3_AREA ||
+  if ((unsigned)request->fit > IC_FIT_AUTO || (unsigned)request->filter > IC_FILTER_LANCZOS3_AREA ||
       (request->format != IC_OUTPUT_AUTO && !ic_format_encodable((ic_format)request->format)))
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "unknown enum value");
   if ((unsigned)request->colour > IC_COLOUR_KEEP)
@@ -88,7 +115,7 @@ static ic_status validate(const ic_request *request, ic_result *result) {
   if (request->avif_speed < 0 || request->avif_speed > 9)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "AVIF speed must be 0...9, got %d",
                    request->avif_speed);
-  return IC_OK;
+  return validate_geometry(&request->geometry, result);
 }
 
 /* Drops an alpha channel that is opaque everywhere, in place. */
@@ -112,6 +139,15 @@ static void cap_to_decode(ic_plan *plan, uint32_t full_w, uint32_t full_h, uint3
   uint32_t h = (uint32_t)floor(plan->out_height * scale + 0.5);
   plan->out_width = w ? w : 1;
   plan->out_height = h ? h : 1;
+  w = (uint32_t)floor(plan->window_width * scale + 0.5);
+  h = (uint32_t)floor(plan->window_height * scale + 0.5);
+  plan->window_width = w ? w : 1;
+  plan->window_height = h ? h : 1;
+  if (!plan->smart) {
+    int swap = plan->orientation >= 5 && plan->orientation <= 8;
+    plan->window_width = swap ? plan->out_height : plan->out_width;
+    plan->window_height = swap ? plan->out_width : plan->out_height;
+  }
 }
 
 /* The output plan and the decode size for a request: the smallest decode whose crop still
@@ -129,6 +165,12 @@ static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "output %ux%u exceeds the pixel limit", plan->out_width,
                    plan->out_height);
+  if (plan->canvas_width > IC_MAX_GEOMETRY || plan->canvas_height > IC_MAX_GEOMETRY ||
+      (limits->max_pixels &&
+       (uint64_t)plan->canvas_width * plan->canvas_height > limits->max_pixels))
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "the extended or padded output %ux%u exceeds the limits",
+                   plan->canvas_width, plan->canvas_height);
   /* The 1e-9 keeps an exact size exact (256 * w / w must not round up to 257). */
   double headroom = decoder->exact_scaling ? 1.0 : IC_SHRINK_HEADROOM;
   uint32_t need_w = (uint32_t)ceil(headroom * plan->out_width *
@@ -137,15 +179,19 @@ static ic_status plan_decode(ic_decoder *decoder, const ic_request *request,
                                    (double)h->height / plan->crop_height - 1e-9);
   decoder->ops->choose_size(decoder, need_w, need_h, request->shrink_on_load, decode_w,
                        decode_h);
-  if (request->preview) cap_to_decode(plan, h->width, h->height, *decode_w, *decode_h);
+  if (request->preview) {
+    cap_to_decode(plan, h->width, h->height, *decode_w, *decode_h);
+    ic_plan_canvas(plan, request);
+  }
   return IC_OK;
 }
 
 static ic_status resample(ic_decoder *decoder, const ic_request *request,
-                          const ic_limits *limits, ic_result *result,
+                          const ic_limits *limits, ic_result *result, ic_plan *planned,
                           uint8_t **pixels, uint32_t *width, uint32_t *height,
                           int *channels, uint8_t **kept_icc, size_t *kept_size) {
   ic_plan plan;
+  memset(&plan, 0, sizeof(plan));
   const ic_header *h = &decoder->header;
   uint32_t decode_w, decode_h;
   ic_status status =
@@ -174,6 +220,7 @@ static ic_status resample(ic_decoder *decoder, const ic_request *request,
   }
   *kept_icc = sink.step.kept;
   *kept_size = sink.step.kept_size;
+  *planned = plan;
   ic_colour_step_end(&sink.step);
   ic_resizer_destroy(sink.resizer);
   return status;
@@ -271,8 +318,10 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   ic_status status = request->preview
                          ? ic_preview_open(&stream, limits, &control, result, &decoder)
                          : ic_decoder_open(&stream, limits, &control, result, &decoder);
+  ic_plan plan;
+  memset(&plan, 0, sizeof(plan));
   if (status == IC_OK) {
-    status = resample(decoder, request, limits, result, &pixels, &width,
+    status = resample(decoder, request, limits, result, &plan, &pixels, &width,
                       &height, &channels, &kept_icc, &kept_size);
     decoder->ops->destroy(decoder);
   }
@@ -284,8 +333,8 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
 
   uint32_t upright_w, upright_h;
   uint8_t *upright = pixels;
-  if (result->orientation != 1) {
-    upright = ic_orient(pixels, width, height, channels, result->orientation,
+  if (plan.orientation != 1) {
+    upright = ic_orient(pixels, width, height, channels, plan.orientation,
                         &upright_w, &upright_h);
     free(pixels);
     if (!upright) {
@@ -294,6 +343,28 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     }
     width = upright_w;
     height = upright_h;
+  }
+  const ic_geometry *geometry = &request->geometry;
+  if (plan.smart || plan.canvas_width != width || plan.canvas_height != height ||
+      geometry->has_background) {
+    uint32_t from_x = 0, from_y = 0;
+    /* The window is what the pixels hold: never more than the upright resample. */
+    if (!plan.smart || plan.window_width > width) plan.window_width = width;
+    if (!plan.smart || plan.window_height > height) plan.window_height = height;
+    ic_plan_canvas(&plan, request);
+    if (plan.smart)
+      ic_smart_window(upright, width, height, channels, plan.window_width, plan.window_height,
+                      &from_x, &from_y);
+    uint8_t *canvas =
+        ic_canvas(upright, width, channels, from_x, from_y, &plan, geometry, &channels);
+    free(upright);
+    if (!canvas) {
+      free(kept_icc);
+      return ic_fail(result, IC_ERR_NO_MEMORY, "canvas buffer failed");
+    }
+    upright = canvas;
+    width = plan.canvas_width;
+    height = plan.canvas_height;
   }
   uint64_t decoded = ic_now_ns();
   result->decode_ns = decoded - started;
@@ -356,7 +427,8 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
       size_t resizer = ic_resizer_memory(decode_w, decode_h, 4, plan.crop_width * sx,
                                          plan.crop_height * sy, plan.out_width,
                                          plan.out_height, request->filter);
-      uint64_t output = (uint64_t)plan.out_width * plan.out_height * 4;
+      uint64_t output = (uint64_t)plan.out_width * plan.out_height * 4 +
+                        (uint64_t)plan.canvas_width * plan.canvas_height * 4;
       /* Decoder and resampler run together; then the upright copy and the encoder's
        * buffer beside the result, and the encoder's library (AUTO writes PNG or JPEG, whose
        * libraries hold no more than the buffer). Counted together: freed decoder memory is

@@ -31,24 +31,28 @@ public enum ClientMessage: Sendable, Hashable {
     public var quality: Int?
     /// `srgb` or `keep`: what becomes of the source's colour profile.
     public var colour: String?
+    /// Processing options in imgproxy's path form, `/`-separated (`g:sm/rot:90`): gravity,
+    /// crop, rotation and the rest (docs/PROTOCOL.md, "Geometry").
+    public var options: String?
 
     /// A box with raw values, as a frame carries them (nil: not sent).
     public init(
       width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?,
-      colour: String? = nil
+      colour: String? = nil, options: String? = nil
     ) {
       (self.width, self.height, self.scale) = (width, height, scale)
       (self.fit, self.format, self.quality, self.colour) = (fit, format, quality, colour)
+      self.options = options
     }
 
     /// A box from the protocol's own vocabulary.
     public init(
       width: Int, height: Int, scale: Double = 1, fit: Fit = .contain, format: Format? = nil,
-      quality: Int? = nil, colour: String? = nil
+      quality: Int? = nil, colour: String? = nil, options: String? = nil
     ) {
       self.init(
         width: width, height: height, scale: Optional(scale), fit: Optional(fit.rawValue),
-        format: format?.rawValue, quality: quality, colour: colour)
+        format: format?.rawValue, quality: quality, colour: colour, options: options)
     }
   }
 
@@ -262,6 +266,7 @@ extension ClientMessage.Box {
     if let format { header["format"] = .string(format) }
     if let quality { header["quality"] = .integer(quality) }
     if let colour { header["colour"] = .string(colour) }
+    if let options { header["options"] = .string(options) }
   }
 }
 
@@ -336,7 +341,7 @@ private struct FrameFields {
     return ClientMessage.Box(
       width: width, height: height, scale: scale, fit: try optionalText("fit"),
       format: try optionalText("format"), quality: try optionalInteger("quality"),
-      colour: try optionalText("colour"))
+      colour: try optionalText("colour"), options: try optionalText("options"))
   }
 
   func items() throws(SessionFrameError) -> [ClientMessage.PrefetchItem] {

@@ -85,6 +85,8 @@ public enum Fit: String, Sendable, Hashable, CaseIterable {
   case cover
   /// Stretched to the box.
   case fill
+  /// `cover` when source and box have the same orientation, else `contain`.
+  case auto
 }
 
 /// The encoded format asked for (`format`).

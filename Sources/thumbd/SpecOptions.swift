@@ -1,7 +1,8 @@
 import ImagePipeline
+import ThumbServer
 
 /// The thumbnail options shared by `thumbnail` and `warm`: --size, --scale, --fit, --format,
-/// --quality, --upscale and --colour.
+/// --quality, --upscale, --colour and --options.
 enum SpecOptions {
   /// Applies `argument` to `spec` if it is one of these options; false when it is not.
   static func parse(
@@ -26,7 +27,7 @@ enum SpecOptions {
     case "--fit":
       let value = try cursor.value(for: argument)
       guard let fit = FitMode(rawValue: value) else {
-        throw .init(message: "--fit expects contain, cover or fill, got '\(value)'")
+        throw .init(message: "--fit expects \(FitMode.names), got '\(value)'")
       }
       spec.fit = fit
     case "--format":
@@ -46,6 +47,13 @@ enum SpecOptions {
         throw .init(message: "--colour expects \(ColourMode.names), got '\(value)'")
       }
       spec.colour = colour
+    case "--options":
+      let value = try cursor.value(for: argument)
+      do {
+        try spec.apply(options: value)
+      } catch {
+        throw .init(message: "--options: \(error.message)")
+      }
     default:
       return false
     }

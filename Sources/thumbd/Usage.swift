@@ -60,7 +60,9 @@ enum Usage {
       --scale N         Device pixel ratio: the box in pixels is W*N x H*N.
                         Default 1.
       --fit MODE        contain (inside the box, default), cover (fill the box,
-                        centre crop) or fill (stretch to the box).
+                        centre crop), fill (stretch to the box) or auto (cover
+                        when source and box are both landscape or both
+                        portrait, else contain).
       --format FMT      auto (PNG when the result has alpha, else JPEG; the
                         default), png, jpeg, webp or avif. For an output
                         file, its extension decides; both must agree.
@@ -71,6 +73,10 @@ enum Usage {
                         scaled decoding, no HEIF embedded thumbnail (for
                         reference measurements).
       --upscale         Allow output larger than the source.
+      --options OPTS    imgproxy processing options, separated by /, e.g.
+                        g:sm/rot:90/pd:8/bg:ffffff: gravity, crop, rotation,
+                        flip, padding, background, enlarge, extend
+                        (docs/PROTOCOL.md, "Geometry").
       --colour MODE     srgb (convert through the embedded colour profile to
                         sRGB, output untagged; the default) or keep (pixels
                         as they are, the RGB profile copied into the output).

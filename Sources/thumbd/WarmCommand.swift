@@ -303,6 +303,10 @@ enum WarmCommand {
     var cursor = ArgumentCursor(arguments)
     while let argument = cursor.next() {
       if try SpecOptions.parse(argument, &cursor, into: &options.spec) {
+        // The daemon is asked through the query form, which names geometry by parameter.
+        guard argument.name != "--options" else {
+          throw .init(message: "warm does not take --options; give thumbnail's or a preset")
+        }
         options.given.insert(argument.name)
         continue
       }

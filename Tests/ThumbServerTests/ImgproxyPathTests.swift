@@ -1,3 +1,4 @@
+import ImagePipeline
 import Testing
 import ThumbProtocol
 import ThumbSystem
@@ -22,25 +23,41 @@ struct ImgproxyPathTests {
     #expect(ImgproxyPath(target: "/sig/plain/x")?.signed == "/plain/x")
   }
 
-  @Test(
-    "imgproxy's documented path: fill 300x400, centre-ish gravity refused, Base64 source in pieces, png"
-  )
+  @Test("imgproxy's documented path: fill 300x400, smart gravity, Base64 source in pieces, png")
   func documented() throws {
-    // g:sm (smart gravity) is not something thumbd does: refused by name.
-    let smart = Self.parse(
-      "/s/rs:fill:300:400:0/g:sm/aHR0cDovL2V4YW1w/bGUuY29tL2ltYWdl/cy9jdXJpb3NpdHku/anBn.png")
-    guard case .failure(let error)? = smart else {
-      Issue.record("g:sm was accepted")
-      return
-    }
-    #expect(error.message.contains("gravity"))
     let request = try #require(
       try Self.parse(
-        "/s/rs:fill:300:400:0/g:ce/aHR0cDovL2V4YW1w/bGUuY29tL2ltYWdl/cy9jdXJpb3NpdHku/anBn.png")?
+        "/s/rs:fill:300:400:0/g:sm/aHR0cDovL2V4YW1w/bGUuY29tL2ltYWdl/cy9jdXJpb3NpdHku/anBn.png")?
         .get())
     #expect(request.source == "http://example.com/images/curiosity.jpg")
     #expect(request.width == 300 && request.height == 400 && request.fit == "cover")
-    #expect(request.format == "png")
+    #expect(request.format == "png" && request.geometry.gravity == Gravity(.smart))
+    #expect(request.enlarge == false)
+  }
+
+  @Test("geometry options read into one typed value, in any order")
+  func geometry() throws {
+    let request = try #require(
+      try Self.parse(
+        "/s/rs:fit:300:200:1:1:so/g:noea:5:6/c:0.5:100:fp:0.25:0.75/rot:-90/fl:1/pd:1:2:3"
+          + "/bg:10:20:30/plain/http://a/b.jpg")?.get())
+    var expected = Geometry()
+    expected.gravity = Gravity(.northEast, offsetX: 5, offsetY: 6)
+    (expected.cropWidth, expected.cropHeight) = (0.5, 100)
+    expected.cropGravity = Gravity(.focus, focusX: 0.25, focusY: 0.75)
+    expected.rotation = 270
+    expected.flipHorizontal = true
+    expected.extend = Gravity(.south)
+    expected.padding = Padding(top: 1, right: 2, bottom: 3, left: 2)
+    expected.background = RGBColour(red: 10, green: 20, blue: 30)
+    #expect(request.geometry == expected && request.enlarge == true)
+    let reordered = try #require(
+      try Self.parse(
+        "/s/bg:0a141e/pd:1:2:3:2/fl:t:f/rot:270/c:0.5:100:fp:0.25:0.75/g:noea:5:6/ex:1:so"
+          + "/el:1/rs:fit:300:200/plain/http://a/b.jpg")?.get())
+    #expect(reordered.options == request.options, "options that commute make the same value")
+    #expect(try Self.parse("/s/rt:auto/plain/http://a/b.jpg")?.get().fit == "auto")
+    #expect(try Self.parse("/s/ex:1/plain/http://a/b.jpg")?.get().geometry.extend == .centre)
   }
 
   @Test(
@@ -69,11 +86,23 @@ struct ImgproxyPathTests {
     "what thumbd does not do is refused, naming it",
     arguments: [
       ("/s/bl:5/plain/http://a/b.jpg", "'bl'"),
-      ("/s/rs:auto:1:1/plain/http://a/b.jpg", "'auto'"),
-      ("/s/rs:fit:1:1:1/plain/http://a/b.jpg", "enlarge"),
-      ("/s/s:1:1:0:1/plain/http://a/b.jpg", "extend"),
-      ("/s/ex:true/plain/http://a/b.jpg", "extend"),
-      ("/s/g:no/plain/http://a/b.jpg", "gravity"),
+      ("/s/rs:smart:1:1/plain/http://a/b.jpg", "'smart'"),
+      ("/s/rs:fit:1:1:2/plain/http://a/b.jpg", "boolean"),
+      ("/s/g:up/plain/http://a/b.jpg", "gravity must be"),
+      ("/s/g:fp:0.5/plain/http://a/b.jpg", "focus point"),
+      ("/s/g:fp:nan:0.5/plain/http://a/b.jpg", "'nan'"),
+      ("/s/g:fp:2:0.5/plain/http://a/b.jpg", "focus point"),
+      ("/s/g:no:1e9:0/plain/http://a/b.jpg", "offsets"),
+      ("/s/c:100:100:sm/plain/http://a/b.jpg", "smart"),
+      ("/s/c:1e9:1/plain/http://a/b.jpg", "not a size"),
+      ("/s/rot:45/plain/http://a/b.jpg", "multiple of 90"),
+      ("/s/pd:2147483648/plain/http://a/b.jpg", "not a padding"),
+      ("/s/pd:1:2:3:4:5/plain/http://a/b.jpg", "1 to 4"),
+      ("/s/bg:fff/plain/http://a/b.jpg", "hex"),
+      ("/s/bg:1:2:256/plain/http://a/b.jpg", "'256'"),
+      ("/s/ar:0/plain/http://a/b.jpg", "auto_rotate"),
+      ("/s/exar:1/plain/http://a/b.jpg", "'exar'"),
+      ("/s/" + String(repeating: "rot:90/", count: 10_000) + "plain/http://a/b.jpg", "at most 64"),
       ("/s/f:tiff/plain/http://a/b.jpg", "tiff"),
       ("/s/w:-1/plain/http://a/b.jpg", "'-1'"),
       ("/s/plain/http://a/b.jpg@gif", "'gif'"),

@@ -74,8 +74,76 @@ typedef enum ic_fit {
   /** Fills the box, aspect kept, centre cropped. */
   IC_FIT_COVER = 1,
   /** Exactly the box, aspect ignored. */
-  IC_FIT_FILL = 2
+  IC_FIT_FILL = 2,
+  /** COVER when the displayed source and the box have the same orientation (both
+   * landscape, or both portrait or square), else CONTAIN: imgproxy's `rt:auto`. */
+  IC_FIT_AUTO = 3
 } ic_fit;
+
+/** The largest crop side, offset, padding or canvas side a request may ask for. */
+#define IC_MAX_GEOMETRY 65535u
+
+/** Where a window sits in what it is cut from, or a picture in a larger canvas: an edge or
+ * corner (imgproxy's compass), the centre, a focus point, or, for crops, the most salient
+ * part. */
+typedef enum ic_gravity {
+  IC_GRAVITY_CENTRE = 0,
+  IC_GRAVITY_NORTH = 1,
+  IC_GRAVITY_SOUTH = 2,
+  IC_GRAVITY_EAST = 3,
+  IC_GRAVITY_WEST = 4,
+  IC_GRAVITY_NORTH_EAST = 5,
+  IC_GRAVITY_NORTH_WEST = 6,
+  IC_GRAVITY_SOUTH_EAST = 7,
+  IC_GRAVITY_SOUTH_WEST = 8,
+  /** Centred on (focus_x, focus_y), fractions of the width and height, moved no further
+   * than the edges. */
+  IC_GRAVITY_FOCUS = 9,
+  /** The window holding the most detail, saturation and skin tone (a cover crop only;
+   * elsewhere it is the centre). */
+  IC_GRAVITY_SMART = 10
+} ic_gravity;
+
+/** A gravity with its arguments. Offsets move the window away from the edges it is
+ * anchored to (both ways from the centre), in the pixels of what is being cut or filled. */
+typedef struct ic_anchor {
+  ic_gravity type;
+  double focus_x;
+  double focus_y;
+  double offset_x;
+  double offset_y;
+} ic_anchor;
+
+/** Geometry around the resize, all in displayed (upright) terms. Zeroed (ic_request_init):
+ * none of it. */
+typedef struct ic_geometry {
+  /** Where a cover (or auto) crop's window sits. */
+  ic_anchor gravity;
+  /** A crop of the displayed source before resizing, in source pixels, or fractions of
+   * the side below 1; 0 keeps that side whole. */
+  double crop_width;
+  double crop_height;
+  /** Where that crop sits (offsets in source pixels). */
+  ic_anchor crop_gravity;
+  /** Clockwise rotation after the EXIF orientation: 0, 90, 180 or 270. */
+  int rotate;
+  /** Mirroring after the rotation. */
+  int flip_horizontal;
+  int flip_vertical;
+  /** When nonzero, a result smaller than the box is placed on a canvas of the box's size
+   * (a side of 0 stays the result's), by extend_gravity. */
+  int extend;
+  ic_anchor extend_gravity;
+  /** Output pixels added around the result, after extending. */
+  uint32_t pad_top;
+  uint32_t pad_right;
+  uint32_t pad_bottom;
+  uint32_t pad_left;
+  /** When nonzero, added pixels are `background` and a result with alpha is flattened
+   * onto it; else added pixels are transparent. */
+  int has_background;
+  uint8_t background[3];
+} ic_geometry;
 
 /** Requested output encoding: a writable ic_format, or AUTO (PNG when the result has
  * alpha, JPEG otherwise). */
@@ -207,6 +275,8 @@ typedef struct ic_request {
    * picture; the plan, orientation and source size are the image's own.
    * IC_ERR_UNSUPPORTED when the bytes carry none. */
   int preview;
+  /** Crop, gravity, rotation, mirroring, extending, padding and background. */
+  ic_geometry geometry;
 } ic_request;
 
 /** What the first bytes of a download offer a preview (ic_preview_prefix). */

@@ -6,6 +6,15 @@ public enum FitMode: String, Sendable, Hashable, CaseIterable {
   case cover
   /// Exactly the box, aspect ratio ignored.
   case fill
+  /// `cover` when the source and the box have the same orientation (both landscape, or both
+  /// portrait or square), else `contain`: imgproxy's `rt:auto`.
+  case auto
+
+  /// "contain, cover, fill or auto", from the cases.
+  public static let names: String = {
+    let names = allCases.map(\.rawValue)
+    return names.dropLast().joined(separator: ", ") + " or " + names.last!
+  }()
 }
 
 /// The encoding a caller asks for. `auto` is PNG when the result has alpha, JPEG otherwise;
@@ -60,8 +69,10 @@ public struct ThumbnailSpec: Sendable, Hashable {
   public var allowUpscale: Bool
   /// What happens to the source's colour profile.
   public var colour: ColourMode
+  /// Crop, gravity, rotation, mirroring, extending, padding and background.
+  public var geometry = Geometry()
 
-  /// Creates a spec; call `validate()` before use with untrusted values.
+  /// Creates a spec; `ValidSpec` checks it.
   public init(
     width: Int, height: Int, scale: Double = 1, fit: FitMode = .contain,
     format: OutputFormat = .auto, quality: Int = 80, allowUpscale: Bool = false,
@@ -104,5 +115,6 @@ public struct ThumbnailSpec: Sendable, Hashable {
     guard (1...100).contains(quality) else {
       throw .invalidSpec("quality must be between 1 and 100")
     }
+    try geometry.validate(scale: scale)
   }
 }

@@ -316,6 +316,7 @@ public struct Thumbnailer: Sendable {
       case .contain: IC_FIT_CONTAIN
       case .cover: IC_FIT_COVER
       case .fill: IC_FIT_FILL
+      case .auto: IC_FIT_AUTO
       }
     request.format =
       spec.format.imageFormat.map { ic_output_format($0.codecFormat.rawValue) }
@@ -328,6 +329,7 @@ public struct Thumbnailer: Sendable {
     request.shrink_on_load = shrinkOnLoad ? 1 : 0
     request.colour = spec.colour.cValue
     request.summary = makesPlaceholders ? 1 : 0
+    request.geometry = spec.geometry.cValue(scale: spec.scale)
     return request
   }
 
@@ -405,11 +407,15 @@ public struct Thumbnailer: Sendable {
     var used = spec
     var request = cRequest(spec)
     var (width, height): (UInt32, UInt32) = (0, 0)
-    if let size = frame.sourceSize, spec.fit == .contain,
+    if let size = frame.sourceSize, spec.fit == .contain, spec.geometry.isIdentity,
       ic_output_size(UInt32(size.0), UInt32(size.1), 1, &request, &width, &height) == IC_OK
     {
       (used.width, used.height, used.scale, used.fit) = (Int(width), Int(height), 1, .fill)
       used.allowUpscale = true
+    }
+    // A crop is in the video's pixels; the frame is smaller.
+    if let size = frame.sourceSize, size.0 > 0, let frameWidth = Self.bitmapWidth(frame.image) {
+      used.geometry.scaleCrop(by: Double(frameWidth) / Double(size.0))
     }
     var result = ic_result()
     frame.image.withUnsafeBufferPointer { buffer in
@@ -424,6 +430,15 @@ public struct Thumbnailer: Sendable {
     }
     thumbnail.duration = frame.duration
     return thumbnail
+  }
+
+  /// The width a BMP's header gives (what the frame worker writes), or nil.
+  static func bitmapWidth(_ image: [UInt8]) -> Int? {
+    guard image.count >= 26, image[0] == UInt8(ascii: "B"), image[1] == UInt8(ascii: "M") else {
+      return nil
+    }
+    let width = (18..<22).reversed().reduce(0) { $0 << 8 | Int(image[$1]) }
+    return width > 0 && width < 1 << 20 ? width : nil
   }
 
   private func finish(_ result: inout ic_result) throws(ThumbnailError) -> Thumbnail {

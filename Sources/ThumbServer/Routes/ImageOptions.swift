@@ -19,6 +19,10 @@ struct ImageOptions: Sendable, Hashable {
   var quality: Int?
   /// `srgb` or `keep`; nil for the default.
   var colour: String?
+  /// Whether the result may be larger than its source; nil for the default (no).
+  var enlarge: Bool?
+  /// Crop, gravity, rotation, mirroring, extending, padding and background.
+  var geometry = Geometry()
 }
 
 extension ThumbnailParameters {
@@ -26,7 +30,8 @@ extension ThumbnailParameters {
   func spec(_ options: ImageOptions) -> Result<ValidSpec, ParameterError> {
     spec(
       width: options.width, height: options.height, scale: options.scale, fit: options.fit,
-      format: options.format, quality: options.quality, colour: options.colour)
+      format: options.format, quality: options.quality, colour: options.colour,
+      enlarge: options.enlarge ?? false, geometry: options.geometry)
   }
 }
 

@@ -58,8 +58,13 @@ struct ImgproxyPath: Sendable, Hashable {
       }
     } else {
       // Options are the segments with a ':'; the source starts at the first without one.
+      var count = 0
       while let segment = segments.first, segment.contains(":") {
         segments.removeFirst()
+        count += 1
+        guard count <= Self.maxOptions else {
+          return .failure(ParameterError("at most \(Self.maxOptions) options in a path"))
+        }
         if let problem = Self.apply(segment, to: &request.options, presets: presets) {
           return .failure(problem)
         }
@@ -98,6 +103,27 @@ struct ImgproxyPath: Sendable, Hashable {
     return .success(request)
   }
 
+  /// The most options one path (or one session box) may name.
+  static let maxOptions = 64
+
+  /// Applies `text`, options in the path form separated by `/` (a session box's `options`,
+  /// the CLI's `--options`); the problem when one cannot be served as asked.
+  static func apply(
+    options text: String, to request: inout ImageOptions, presets: Presets?
+  ) -> ParameterError? {
+    let segments = text.split(separator: "/")
+    guard segments.count <= maxOptions else {
+      return ParameterError("at most \(maxOptions) options")
+    }
+    for segment in segments {
+      guard segment.contains(":") else {
+        return ParameterError("'\(segment)' is not an option (name:arguments)")
+      }
+      if let problem = apply(segment, to: &request, presets: presets) { return problem }
+    }
+    return nil
+  }
+
   /// thumbd's name of an imgproxy format or extension.
   static func format(_ name: Substring) -> String? {
     switch name.lowercased() {
@@ -129,12 +155,18 @@ struct ImgproxyPath: Sendable, Hashable {
       target = value
       return nil
     }
-    func refusesTrue(_ index: Int, _ what: String) -> ParameterError? {
-      guard let text = argument(index) else { return nil }
-      switch text {
-      case "0", "f", "false": return nil
-      case "1", "t", "true": return ParameterError("\(what) is not supported")
-      default: return ParameterError("\(name): '\(text)' is not a boolean")
+    /// The enlarge and extend arguments of `rs` and `s`, from `index` on.
+    func enlargeAndExtend(_ index: Int) -> ParameterError? {
+      do throws(ParameterError) {
+        if let text = argument(index) {
+          request.enlarge = try GeometryOptions.flag(name, text)
+        }
+        if argument(index + 1) != nil {
+          try GeometryOptions.extend(name, arguments[(index + 1)...], into: &request)
+        }
+        return nil
+      } catch {
+        return error
       }
     }
     switch name {
@@ -143,16 +175,20 @@ struct ImgproxyPath: Sendable, Hashable {
         return problem
       }
       return integer(1, into: &request.width) ?? integer(2, into: &request.height)
-        ?? refusesTrue(3, "enlarge") ?? refusesTrue(4, "extend")
+        ?? enlargeAndExtend(3)
     case "s", "size":
       return integer(0, into: &request.width) ?? integer(1, into: &request.height)
-        ?? refusesTrue(2, "enlarge") ?? refusesTrue(3, "extend")
+        ?? enlargeAndExtend(2)
     case "rt", "resizing_type":
       return argument(0).flatMap { resizingType($0, into: &request) }
     case "w", "width": return integer(0, into: &request.width)
     case "h", "height": return integer(0, into: &request.height)
-    case "el", "enlarge": return refusesTrue(0, "enlarge")
-    case "ex", "extend": return refusesTrue(0, "extend")
+    case "ar", "auto_rotate":
+      // thumbd always applies the EXIF orientation.
+      guard let text = argument(0), (try? GeometryOptions.flag(name, text)) == true else {
+        return ParameterError("auto_rotate:0 (ignoring the EXIF orientation) is not supported")
+      }
+      return nil
     case "dpr":
       guard let text = argument(0), let value = Double(text), value > 0 else {
         return ParameterError("dpr must be a positive number")
@@ -176,18 +212,16 @@ struct ImgproxyPath: Sendable, Hashable {
       guard let presets else { return ParameterError("a preset cannot name presets") }
       guard !arguments.isEmpty else { return ParameterError("pr: name a preset") }
       return presets.apply(names: segment.dropFirst(name.count + 1), to: &request)
-    case "g", "gravity":
-      guard argument(0) == "ce", arguments.count == 1 else {
-        return ParameterError("gravity other than ce (centre) is not supported")
-      }
-      return nil
     default:
-      return ParameterError("option '\(name)' is not supported")
+      guard GeometryOptions.names.contains(name) else {
+        return ParameterError("option '\(name)' is not supported")
+      }
+      return GeometryOptions.apply(name, arguments[...], to: &request)
     }
   }
 
-  /// imgproxy's resizing types as thumbd's fits: fit is contain, fill (and fill-down, since
-  /// thumbd never enlarges) is cover, force is fill.
+  /// imgproxy's resizing types as thumbd's fits: fit is contain, fill and fill-down are
+  /// cover, force is fill, auto is auto.
   private static func resizingType(_ name: Substring, into request: inout ImageOptions)
     -> ParameterError?
   {
@@ -195,6 +229,7 @@ struct ImgproxyPath: Sendable, Hashable {
     case "fit": request.fit = "contain"
     case "fill", "fill-down": request.fit = "cover"
     case "force": request.fit = "fill"
+    case "auto": request.fit = "auto"
     default: return ParameterError("resizing type '\(name)' is not supported")
     }
     return nil

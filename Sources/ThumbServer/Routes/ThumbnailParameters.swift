@@ -41,18 +41,25 @@ public struct ThumbnailParameters: Sendable, Hashable {
       == .auto
   }
 
-  /// The spec a protocol box asks for, checked.
+  /// The spec a protocol box asks for, checked: its fields, then its imgproxy `options`.
   func spec(_ box: ClientMessage.Box) -> Result<ValidSpec, ParameterError> {
-    spec(
-      width: box.width, height: box.height, scale: box.scale, fit: box.fit, format: box.format,
-      quality: box.quality, colour: box.colour)
+    var options = ImageOptions()
+    (options.width, options.height, options.scale) = (box.width, box.height, box.scale)
+    (options.fit, options.format, options.quality) = (box.fit, box.format, box.quality)
+    options.colour = box.colour
+    if let text = box.options,
+      let problem = ImgproxyPath.apply(options: text, to: &options, presets: presets)
+    {
+      return .failure(problem)
+    }
+    return spec(options)
   }
 
   /// A checked spec, or the message explaining what is wrong: with the session decoder and
   /// the CLI, the one place a request's spec is checked (`ValidSpec`).
   func spec(
     width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?,
-    colour: String? = nil
+    colour: String? = nil, enlarge: Bool = false, geometry: Geometry = Geometry()
   ) -> Result<ValidSpec, ParameterError> {
     var colourMode = defaultColour
     if let colour {
@@ -64,7 +71,7 @@ public struct ThumbnailParameters: Sendable, Hashable {
     var fitMode = FitMode.contain
     if let fit {
       guard let value = FitMode(rawValue: fit) else {
-        return .failure(ParameterError("fit must be contain, cover or fill"))
+        return .failure(ParameterError("fit must be " + FitMode.names))
       }
       fitMode = value
     }
@@ -77,9 +84,10 @@ public struct ThumbnailParameters: Sendable, Hashable {
     }
     outputFormat = FormatNegotiation.resolve(
       outputFormat, accepted: accepted, avifEnabled: avifInAuto)
-    let spec = ThumbnailSpec(
+    var spec = ThumbnailSpec(
       width: width, height: height, scale: scale ?? 1, fit: fitMode, format: outputFormat,
-      quality: quality ?? defaultQuality, colour: colourMode)
+      quality: quality ?? defaultQuality, allowUpscale: enlarge, colour: colourMode)
+    spec.geometry = geometry
     do {
       return .success(try ValidSpec(spec))
     } catch {

@@ -277,6 +277,13 @@ public struct ThumbnailRoute: Sendable {
   /// `proxy_cache_key`) must key on each that shapes the answer, which a test holds it to.
   enum ThumbnailQuery: String, CaseIterable {
     case url, w, h, scale, fit, format, quality, colour, rev, priority, preset, placeholder
+    case gravity, crop, rotate, flip, padding, background, enlarge, extend
+
+    /// The geometry parameters, each imgproxy's option of the same name with its arguments
+    /// as the value (`gravity=no:10:5` is `gravity:no:10:5`).
+    static let geometry: [ThumbnailQuery] = [
+      .gravity, .crop, .rotate, .flip, .padding, .background, .enlarge, .extend,
+    ]
 
     /// Whether the parameter changes the image (priority only orders the work; placeholder
     /// adds a header naming the image's placeholder).
@@ -351,6 +358,15 @@ public struct ThumbnailRoute: Sendable {
     options.fit = value(.fit) ?? options.fit
     options.format = value(.format) ?? options.format
     options.colour = value(.colour) ?? options.colour
+    for parameter in ThumbnailQuery.geometry {
+      guard let text = value(parameter) else { continue }
+      let arguments = text.split(separator: ":", omittingEmptySubsequences: false)
+      if let problem = GeometryOptions.apply(
+        parameter.rawValue[...], arguments[...], to: &options)
+      {
+        return bad(problem.message)
+      }
+    }
     let spec: ValidSpec
     let varies: [String]
     switch parameters.spec(options, of: request) {

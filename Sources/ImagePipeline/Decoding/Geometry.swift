@@ -1,0 +1,225 @@
+import CImageCodecs
+
+/// Where a window sits in what it is cut from, or a picture on a larger canvas: imgproxy's
+/// gravity. Offsets move it away from the edges it is anchored to (both ways from the
+/// centre); the window never leaves what it is cut from.
+public struct Gravity: Sendable, Hashable {
+  /// The anchor, named as imgproxy names it.
+  public enum Kind: String, Sendable, Hashable, CaseIterable {
+    case centre = "ce"
+    case north = "no"
+    case south = "so"
+    case east = "ea"
+    case west = "we"
+    case northEast = "noea"
+    case northWest = "nowe"
+    case southEast = "soea"
+    case southWest = "sowe"
+    /// Centred on a focus point (`focusX`, `focusY`).
+    case focus = "fp"
+    /// The part with the most detail, saturation and skin tone (a cover crop only).
+    case smart = "sm"
+  }
+
+  /// The anchor.
+  public var kind: Kind
+  /// With `focus`: the point, as fractions of the width and height (0...1).
+  public var focusX: Double
+  /// With `focus`: the point, as fractions of the width and height (0...1).
+  public var focusY: Double
+  /// Horizontal offset, in the pixels of what is cut (output points for the box's crop).
+  public var offsetX: Double
+  /// Vertical offset, in the same pixels.
+  public var offsetY: Double
+
+  /// A gravity.
+  public init(
+    _ kind: Kind, focusX: Double = 0.5, focusY: Double = 0.5, offsetX: Double = 0,
+    offsetY: Double = 0
+  ) {
+    self.kind = kind
+    self.focusX = focusX
+    self.focusY = focusY
+    self.offsetX = offsetX
+    self.offsetY = offsetY
+  }
+
+  /// The centre, without offsets (the default).
+  public static let centre = Gravity(.centre)
+
+  /// The canonical text: `kind[:x:y]`, the focus for `fp`, else the offsets when not zero.
+  var key: String {
+    switch kind {
+    case .focus: "fp:\(focusX):\(focusY)"
+    case .smart: "sm"
+    default: offsetX == 0 && offsetY == 0 ? kind.rawValue : "\(kind.rawValue):\(offsetX):\(offsetY)"
+    }
+  }
+
+  func check(_ what: String, smart: Bool) throws(ThumbnailError) {
+    guard smart || kind != .smart else {
+      throw .invalidSpec("\(what): smart gravity applies to the box's crop only")
+    }
+    guard kind != .focus || ((0...1).contains(focusX) && (0...1).contains(focusY)) else {
+      throw .invalidSpec("\(what): a focus point is two fractions, each 0 to 1")
+    }
+    let limit = Double(Geometry.maxSide)
+    guard offsetX.isFinite, offsetY.isFinite, abs(offsetX) <= limit, abs(offsetY) <= limit else {
+      throw .invalidSpec("\(what): offsets must be at most \(Geometry.maxSide) pixels")
+    }
+  }
+
+  func cValue(scale: Double) -> ic_anchor {
+    ic_anchor(
+      type: ic_gravity(UInt32(Kind.allCases.firstIndex(of: kind)!)), focus_x: focusX,
+      focus_y: focusY, offset_x: offsetX * scale, offset_y: offsetY * scale)
+  }
+}
+
+/// An opaque colour.
+public struct RGBColour: Sendable, Hashable {
+  /// The channels.
+  public var red, green, blue: UInt8
+
+  /// A colour.
+  public init(red: UInt8, green: UInt8, blue: UInt8) {
+    (self.red, self.green, self.blue) = (red, green, blue)
+  }
+
+  /// Six hex digits, lower case.
+  public var hex: String {
+    [red, green, blue].map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+  }
+}
+
+/// Space added around the result, in points (the spec's scale makes them pixels).
+public struct Padding: Sendable, Hashable {
+  /// The sides.
+  public var top, right, bottom, left: Int
+
+  /// Padding; CSS's order.
+  public init(top: Int = 0, right: Int = 0, bottom: Int = 0, left: Int = 0) {
+    (self.top, self.right, self.bottom, self.left) = (top, right, bottom, left)
+  }
+}
+
+/// What happens around the resize, in displayed (upright) terms: a crop of the source, where
+/// a cover crop's window sits, rotation and mirroring, extending to the box, padding, and the
+/// background that fills what is added. Each field is one of imgproxy's processing options
+/// (docs/PROTOCOL.md, "Geometry"). The default does nothing.
+public struct Geometry: Sendable, Hashable {
+  /// The largest crop side, offset or padding (in pixels) a request may ask for.
+  public static let maxSide = Int(IC_MAX_GEOMETRY)
+
+  /// Where a cover crop's window sits (`g`); offsets in output points.
+  public var gravity = Gravity.centre
+  /// A crop of the source before resizing (`c`), in source pixels, or fractions below 1;
+  /// 0 keeps that side whole.
+  public var cropWidth: Double = 0
+  /// The crop's height, as `cropWidth`.
+  public var cropHeight: Double = 0
+  /// Where that crop sits; nil for `gravity` (offsets in source pixels).
+  public var cropGravity: Gravity?
+  /// Clockwise rotation after the EXIF orientation (`rot`): 0, 90, 180 or 270.
+  public var rotation = 0
+  /// Mirroring after the rotation (`fl`).
+  public var flipHorizontal = false
+  /// Mirroring after the rotation (`fl`).
+  public var flipVertical = false
+  /// Where a result smaller than the box sits on a canvas of the box's size (`ex`); nil
+  /// leaves the result its own size.
+  public var extend: Gravity?
+  /// Space added around the result (`pd`).
+  public var padding = Padding()
+  /// What fills added space, and what a result with alpha is flattened onto (`bg`); nil
+  /// leaves added space transparent.
+  public var background: RGBColour?
+
+  /// Nothing around the resize.
+  public init() {}
+
+  /// Whether this does nothing.
+  public var isIdentity: Bool { self == Geometry() }
+
+  /// Throws `invalidSpec` when a field is out of range; `scale` turns points into pixels.
+  func validate(scale: Double) throws(ThumbnailError) {
+    try gravity.check("gravity", smart: true)
+    try cropGravity?.check("crop", smart: false)
+    try extend?.check("extend", smart: false)
+    let limit = Double(Self.maxSide)
+    for side in [cropWidth, cropHeight] {
+      guard side.isFinite, side >= 0, side <= limit else {
+        throw .invalidSpec("crop sides must be 0 to \(Self.maxSide) pixels, or fractions")
+      }
+    }
+    guard [0, 90, 180, 270].contains(rotation) else {
+      throw .invalidSpec("rotation must be 0, 90, 180 or 270")
+    }
+    for side in [padding.top, padding.right, padding.bottom, padding.left] {
+      guard side >= 0, Double(side) * scale <= Double(ThumbnailSpec.maxPixelSide) else {
+        throw .invalidSpec("padding may be at most \(ThumbnailSpec.maxPixelSide) pixels a side")
+      }
+    }
+  }
+
+  /// The canonical text of every field that is not its default, for cache keys: equal
+  /// geometries have equal keys, whatever order a request named them in.
+  public var key: String {
+    var parts: [String] = []
+    if gravity != .centre { parts.append("g=" + gravity.key) }
+    if cropWidth != 0 || cropHeight != 0 {
+      parts.append("c=\(cropWidth)x\(cropHeight)@" + (cropGravity ?? gravity).key)
+    }
+    if rotation != 0 { parts.append("rot=\(rotation)") }
+    if flipHorizontal || flipVertical {
+      parts.append("fl=\(flipHorizontal ? 1 : 0)\(flipVertical ? 1 : 0)")
+    }
+    if let extend { parts.append("ex=" + extend.key) }
+    if padding != Padding() {
+      parts.append("pd=\(padding.top),\(padding.right),\(padding.bottom),\(padding.left)")
+    }
+    if let background { parts.append("bg=" + background.hex) }
+    return parts.joined(separator: ";")
+  }
+
+  /// Makes a crop in pixels (and its offsets) `factor` times as long: for a picture that
+  /// stands for its source at another size (a video's frame).
+  mutating func scaleCrop(by factor: Double) {
+    guard factor.isFinite, factor > 0 else { return }
+    if cropWidth >= 1 { cropWidth = max(1, cropWidth * factor) }
+    if cropHeight >= 1 { cropHeight = max(1, cropHeight * factor) }
+    if cropWidth != 0 || cropHeight != 0 {
+      var anchor = cropGravity ?? gravity
+      anchor.offsetX *= factor
+      anchor.offsetY *= factor
+      cropGravity = anchor
+    }
+  }
+
+  /// The codecs' form, with points made pixels by `scale`.
+  func cValue(scale: Double) -> ic_geometry {
+    var g = ic_geometry()
+    g.gravity = gravity.cValue(scale: scale)
+    g.crop_width = cropWidth
+    g.crop_height = cropHeight
+    g.crop_gravity = (cropGravity ?? gravity).cValue(scale: 1)
+    if g.crop_gravity.type == IC_GRAVITY_SMART { g.crop_gravity.type = IC_GRAVITY_CENTRE }
+    g.rotate = Int32(rotation)
+    g.flip_horizontal = flipHorizontal ? 1 : 0
+    g.flip_vertical = flipVertical ? 1 : 0
+    if let extend {
+      g.extend = 1
+      g.extend_gravity = extend.cValue(scale: scale)
+    }
+    let pixels = { (points: Int) in UInt32(clamping: Int((Double(points) * scale).rounded())) }
+    g.pad_top = pixels(padding.top)
+    g.pad_right = pixels(padding.right)
+    g.pad_bottom = pixels(padding.bottom)
+    g.pad_left = pixels(padding.left)
+    if let background {
+      g.has_background = 1
+      g.background = (background.red, background.green, background.blue)
+    }
+    return g
+  }
+}

@@ -1,0 +1,201 @@
+import ImagePipeline
+
+/// imgproxy's geometry options, read into `Geometry`: `g`, `c`, `rot`, `fl`, `pd`, `bg`,
+/// `el`, `ex` (and the enlarge and extend of `rs` and `s`). The one reader of their
+/// arguments: the path form, the query form (`gravity=no:10:5` is `gravity:no:10:5`), the
+/// session's `options` and the CLI's `--options` all come here.
+enum GeometryOptions {
+  /// The option names this reads, short and long, as imgproxy spells them.
+  static let names: Set<Substring> = [
+    "g", "gravity", "c", "crop", "rot", "rotate", "fl", "flip", "pd", "padding", "bg",
+    "background", "el", "enlarge", "ex", "extend",
+  ]
+
+  /// Applies option `name` with `arguments`; the problem when they are not valid.
+  static func apply(
+    _ name: Substring, _ arguments: ArraySlice<Substring>, to options: inout ImageOptions
+  ) -> ParameterError? {
+    do throws(ParameterError) {
+      switch name {
+      case "g", "gravity":
+        options.geometry.gravity = try gravity(name, arguments, smart: true)
+      case "c", "crop":
+        guard arguments.count >= 1 else { throw ParameterError("\(name): give a width") }
+        options.geometry.cropWidth = try cropSide(name, arguments.first!)
+        options.geometry.cropHeight = 0
+        if let height = arguments.dropFirst().first {
+          options.geometry.cropHeight = try cropSide(name, height)
+        }
+        let rest = arguments.dropFirst(2)
+        options.geometry.cropGravity =
+          rest.isEmpty || rest.first!.isEmpty ? nil : try gravity(name, rest, smart: false)
+      case "rot", "rotate":
+        guard arguments.count == 1, let angle = Int(arguments.first!), angle % 90 == 0 else {
+          throw ParameterError("\(name): the angle must be a multiple of 90")
+        }
+        options.geometry.rotation = (angle % 360 + 360) % 360
+      case "fl", "flip":
+        guard (1...2).contains(arguments.count) else {
+          throw ParameterError("\(name): give horizontal[:vertical]")
+        }
+        options.geometry.flipHorizontal = try flag(name, arguments.first!)
+        options.geometry.flipVertical = false
+        if let vertical = arguments.dropFirst().first {
+          options.geometry.flipVertical = try flag(name, vertical)
+        }
+      case "pd", "padding":
+        options.geometry.padding = try padding(name, arguments)
+      case "bg", "background":
+        options.geometry.background = try colour(name, arguments)
+      case "el", "enlarge":
+        guard arguments.count == 1 else { throw ParameterError("\(name): give 1 or 0") }
+        options.enlarge = try flag(name, arguments.first!)
+      case "ex", "extend":
+        try extend(name, arguments, into: &options)
+      default:
+        throw ParameterError("option '\(name)' is not supported")
+      }
+      return nil
+    } catch {
+      return error
+    }
+  }
+
+  /// `ex:EXTEND[:GRAVITY[:X:Y]]`, also the extend argument of `rs` and `s`.
+  static func extend(
+    _ name: Substring, _ arguments: ArraySlice<Substring>, into options: inout ImageOptions
+  ) throws(ParameterError) {
+    guard let first = arguments.first else { throw ParameterError("\(name): give 1 or 0") }
+    let rest = arguments.dropFirst()
+    options.geometry.extend =
+      try flag(name, first)
+      ? (rest.isEmpty || rest.first!.isEmpty ? .centre : try gravity(name, rest, smart: false))
+      : nil
+  }
+
+  /// imgproxy's booleans: `1`, `t`, `true`, `0`, `f`, `false`.
+  static func flag(_ name: Substring, _ text: Substring) throws(ParameterError) -> Bool {
+    switch text {
+    case "1", "t", "true": return true
+    case "0", "f", "false": return false
+    default: throw ParameterError("\(name): '\(text)' is not a boolean")
+    }
+  }
+
+  /// `TYPE[:X:Y]`, or `fp:X:Y` (a focus point), or `sm`.
+  static func gravity(
+    _ name: Substring, _ arguments: ArraySlice<Substring>, smart: Bool
+  ) throws(ParameterError) -> Gravity {
+    guard let type = arguments.first, let kind = Gravity.Kind(rawValue: String(type)) else {
+      let names = Gravity.Kind.allCases.map(\.rawValue).joined(separator: " ")
+      throw ParameterError("\(name): gravity must be one of \(names)")
+    }
+    guard smart || kind != .smart else {
+      throw ParameterError("\(name): smart gravity applies to the box's crop (g:sm) only")
+    }
+    let numbers = arguments.dropFirst()
+    guard numbers.count <= 2 else { throw ParameterError("\(name): too many arguments") }
+    var values: [Double] = []
+    for text in numbers {
+      guard let value = Double(text), value.isFinite else {
+        throw ParameterError("\(name): '\(text)' is not a number")
+      }
+      values.append(value)
+    }
+    switch kind {
+    case .focus:
+      guard values.count == 2, values.allSatisfy({ (0...1).contains($0) }) else {
+        throw ParameterError("\(name): a focus point is fp:X:Y, each 0 to 1")
+      }
+      return Gravity(.focus, focusX: values[0], focusY: values[1])
+    case .smart:
+      guard values.isEmpty else { throw ParameterError("\(name): sm takes no offsets") }
+      return Gravity(.smart)
+    default:
+      let limit = Double(Geometry.maxSide)
+      guard values.allSatisfy({ abs($0) <= limit }) else {
+        throw ParameterError("\(name): offsets must be at most \(Geometry.maxSide)")
+      }
+      return Gravity(
+        kind, offsetX: values.first ?? 0, offsetY: values.dropFirst().first ?? 0)
+    }
+  }
+
+  /// A crop side: pixels, a fraction below 1, or 0 for the whole side.
+  static func cropSide(_ name: Substring, _ text: Substring) throws(ParameterError) -> Double {
+    guard let value = Double(text), value.isFinite, value >= 0,
+      value <= Double(Geometry.maxSide)
+    else {
+      throw ParameterError("\(name): '\(text)' is not a size (0 to \(Geometry.maxSide))")
+    }
+    return value
+  }
+
+  /// `TOP[:RIGHT[:BOTTOM[:LEFT]]]`, as CSS fills in the missing sides.
+  static func padding(
+    _ name: Substring, _ arguments: ArraySlice<Substring>
+  ) throws(ParameterError) -> Padding {
+    guard (1...4).contains(arguments.count) else {
+      throw ParameterError("\(name): give 1 to 4 sides")
+    }
+    var sides: [Int] = []
+    for text in arguments {
+      guard let value = Int(text), (0...ThumbnailSpec.maxPixelSide).contains(value) else {
+        throw ParameterError(
+          "\(name): '\(text)' is not a padding (0 to \(ThumbnailSpec.maxPixelSide))")
+      }
+      sides.append(value)
+    }
+    let top = sides[0]
+    let right = sides.count > 1 ? sides[1] : top
+    let bottom = sides.count > 2 ? sides[2] : top
+    let left = sides.count > 3 ? sides[3] : right
+    return Padding(top: top, right: right, bottom: bottom, left: left)
+  }
+
+  /// `R:G:B` or `RRGGBB`; empty for none.
+  static func colour(
+    _ name: Substring, _ arguments: ArraySlice<Substring>
+  ) throws(ParameterError) -> RGBColour? {
+    if arguments.isEmpty || (arguments.count == 1 && arguments.first!.isEmpty) { return nil }
+    if arguments.count == 3 {
+      var channels: [UInt8] = []
+      for text in arguments {
+        guard let value = UInt8(text) else {
+          throw ParameterError("\(name): '\(text)' is not 0 to 255")
+        }
+        channels.append(value)
+      }
+      return RGBColour(red: channels[0], green: channels[1], blue: channels[2])
+    }
+    guard arguments.count == 1, let hex = arguments.first, hex.utf8.count == 6,
+      let value = UInt32(hex, radix: 16)
+    else { throw ParameterError("\(name): give R:G:B or six hex digits") }
+    return RGBColour(
+      red: UInt8(value >> 16), green: UInt8(value >> 8 & 255), blue: UInt8(value & 255))
+  }
+}
+
+extension ThumbnailSpec {
+  /// Applies options in imgproxy's path form, separated by `/` (`rs:fill:300:200/g:sm`), as
+  /// the HTTP forms read them: the CLI's `--options`. Throws `invalidSpec` naming the
+  /// problem; presets cannot be named here.
+  public mutating func apply(options text: String) throws(ThumbnailError) {
+    var options = ImageOptions()
+    (options.width, options.height, options.scale) = (width, height, scale)
+    (options.fit, options.format, options.quality) = (fit.rawValue, format.rawValue, quality)
+    (options.colour, options.enlarge, options.geometry) = (colour.rawValue, allowUpscale, geometry)
+    if let problem = ImgproxyPath.apply(options: text, to: &options, presets: nil) {
+      throw .invalidSpec(problem.message)
+    }
+    guard let fit = options.fit.flatMap(FitMode.init(rawValue:)),
+      let format = options.format.flatMap(OutputFormat.init(rawValue:))
+    else { throw .invalidSpec("the options name an unknown fit or format") }
+    (width, height, scale, self.fit, self.format) = (
+      options.width, options.height, options.scale ?? scale, fit, format
+    )
+    (quality, allowUpscale, geometry) = (
+      options.quality ?? quality, options.enlarge ?? allowUpscale, options.geometry
+    )
+  }
+}
