@@ -31,7 +31,7 @@ public struct FuzzTarget: Sendable {
       httpRequest, thumbnailQuery, imgproxyPath, sessionFrames, json, config, sourceURL,
       responseHead, ipAddress, diskEntry, desktopEntry, thumbnailerEntry, mediaTypeGlobs,
       freshness,
-    ] + decoders + [colourProfile, videoFrame]
+    ] + decoders + [colourProfile, videoFrame, geometry]
 
   /// The target called `name`.
   public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

@@ -101,16 +101,17 @@ public final class ThumbClient: Sendable {
   /// (the daemon drops its interest in it). `colour` is `srgb` or `keep` (nil: the daemon's
   /// default). With `preview`, a `.preview` event may come ahead of the image when the source
   /// carries an early picture (a JPEG's EXIF thumbnail or first DC scans, a HEIF's thumbnail).
+  /// `options` are imgproxy's processing options, `/`-separated (`g:sm/rot:90`).
   public func load(
     slot: Int, item: String, token: Int, url: String, width: Int, height: Int, scale: Double = 1,
     fit: Fit = .contain, format: Format? = nil, quality: Int? = nil,
     priority: Priority = .visible, rev: String? = nil, colour: String? = nil,
-    preview: Bool = false
+    preview: Bool = false, options: String? = nil
   ) throws(ClientError) {
     current.withLock { $0[slot] = SlotBinding(item: item, token: token, rev: rev) }
     let box = ClientMessage.Box(
       width: width, height: height, scale: scale, fit: fit, format: format, quality: quality,
-      colour: colour)
+      colour: colour, options: options)
     try send(
       .load(
         ClientMessage.Load(

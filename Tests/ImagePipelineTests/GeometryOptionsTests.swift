@@ -1,0 +1,334 @@
+import Testing
+
+@testable import ImagePipeline
+@testable import TestSupport
+
+/// imgproxy's geometry (`Geometry`): gravity, crop, rotation, mirroring, extending, padding,
+/// background and smart crop, checked pixel by pixel on pictures whose answer is known.
+@Suite("Geometry options")
+struct GeometryOptionsTests {
+  let thumbnailer = Thumbnailer()
+
+  /// Three vertical bands, red, green and blue, `width` x `height`.
+  static func bands(width: Int = 300, height: Int = 100) throws -> [UInt8] {
+    var pixels: [UInt8] = []
+    for _ in 0..<height {
+      for x in 0..<width {
+        pixels += x < width / 3 ? [255, 0, 0] : x < 2 * width / 3 ? [0, 255, 0] : [0, 0, 255]
+      }
+    }
+    return try ImageEncoder.png(Bitmap(pixels: pixels, width: width, height: height, channels: 3))
+  }
+
+  func picture(_ source: [UInt8], _ spec: ThumbnailSpec) throws -> Bitmap {
+    var spec = spec
+    spec.format = .png
+    let made = try thumbnailer.thumbnail(of: source, spec: spec)
+    return try thumbnailer.decodeFullResolution(of: made.data)
+  }
+
+  func picture(_ path: String, _ spec: ThumbnailSpec) throws -> Bitmap {
+    var spec = spec
+    spec.format = .png
+    let made = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
+    return try thumbnailer.decodeFullResolution(of: made.data)
+  }
+
+  /// The pixel at (x, y).
+  static func pixel(_ image: Bitmap, _ x: Int, _ y: Int) -> [UInt8] {
+    let at = (y * image.width + x) * image.channels
+    return Array(image.pixels[at..<at + image.channels])
+  }
+
+  /// Which band colour the picture shows most: 0 red, 1 green, 2 blue.
+  static func dominant(_ image: Bitmap) -> Int {
+    var sums = [0, 0, 0]
+    for i in stride(from: 0, to: image.pixels.count, by: image.channels) {
+      for c in 0..<3 { sums[c] += Int(image.pixels[i + c]) }
+    }
+    return sums.firstIndex(of: sums.max()!)!
+  }
+
+  /// Turned a quarter clockwise, written independently of the codecs.
+  static func quarterTurn(_ image: Bitmap) -> Bitmap {
+    var out = Bitmap(
+      pixels: [UInt8](repeating: 0, count: image.pixels.count), width: image.height,
+      height: image.width, channels: image.channels)
+    for y in 0..<image.height {
+      for x in 0..<image.width {
+        let (tx, ty) = (image.height - 1 - y, x)
+        for c in 0..<image.channels {
+          out.pixels[(ty * out.width + tx) * out.channels + c] =
+            image.pixels[(y * image.width + x) * image.channels + c]
+        }
+      }
+    }
+    return out
+  }
+
+  /// Mirrored left to right.
+  static func mirrored(_ image: Bitmap) -> Bitmap {
+    var out = image
+    for y in 0..<image.height {
+      for x in 0..<image.width {
+        for c in 0..<image.channels {
+          out.pixels[(y * image.width + x) * image.channels + c] =
+            image.pixels[(y * image.width + image.width - 1 - x) * image.channels + c]
+        }
+      }
+    }
+    return out
+  }
+
+  static func flipped(_ image: Bitmap) -> Bitmap {
+    quarterTurn(quarterTurn(mirrored(image)))
+  }
+
+  @Test(
+    "rotation and mirroring after every EXIF orientation are exactly the plain thumbnail turned",
+    arguments: 1...8)
+  func rotationAndMirroring(orientation: Int) throws {
+    let path = Corpus.path("exif-orientation/recurser/Landscape_\(orientation).jpg")
+    let box = ThumbnailSpec(width: 120, height: 120)
+    let plain = try picture(path, box)
+    for rotation in [0, 90, 180, 270] {
+      for (horizontal, vertical) in [(false, false), (true, false), (false, true), (true, true)] {
+        var spec = box
+        spec.geometry.rotation = rotation
+        (spec.geometry.flipHorizontal, spec.geometry.flipVertical) = (horizontal, vertical)
+        var expected = plain
+        for _ in 0..<rotation / 90 { expected = Self.quarterTurn(expected) }
+        if horizontal { expected = Self.mirrored(expected) }
+        if vertical { expected = Self.flipped(expected) }
+        let same = try picture(path, spec) == expected
+        #expect(
+          same,
+          "orientation \(orientation), rotation \(rotation), flips \(horizontal) \(vertical)")
+      }
+    }
+  }
+
+  @Test("a cover crop's window sits where the gravity says, offsets and focus points included")
+  func gravity() throws {
+    let source = try Self.bands()
+    func shown(_ gravity: Gravity, rotation: Int = 0) throws -> Int {
+      var spec = ThumbnailSpec(width: 100, height: 100, fit: .cover)
+      spec.geometry.gravity = gravity
+      spec.geometry.rotation = rotation
+      return Self.dominant(try picture(source, spec))
+    }
+    #expect(try shown(.centre) == 1)
+    #expect(try shown(Gravity(.west)) == 0)
+    #expect(try shown(Gravity(.southWest)) == 0)
+    #expect(try shown(Gravity(.east)) == 2)
+    #expect(try shown(Gravity(.northEast)) == 2)
+    #expect(try shown(Gravity(.north)) == 1)
+    #expect(try shown(Gravity(.west, offsetX: 100)) == 1, "offset inward from the west edge")
+    #expect(try shown(Gravity(.east, offsetX: 100)) == 1)
+    #expect(try shown(Gravity(.centre, offsetX: -100)) == 0)
+    #expect(try shown(Gravity(.west, offsetX: -500)) == 0, "an offset never leaves the image")
+    #expect(try shown(Gravity(.focus, focusX: 0.9, focusY: 0.5)) == 2)
+    #expect(try shown(Gravity(.focus, focusX: 0.1, focusY: 0.5)) == 0)
+    // Turned a quarter clockwise the red band is on top: gravity is in displayed terms.
+    #expect(try shown(Gravity(.north), rotation: 90) == 0)
+    #expect(try shown(Gravity(.south), rotation: 90) == 2)
+    #expect(try shown(Gravity(.north), rotation: 270) == 2)
+  }
+
+  @Test("a crop is cut from the displayed source before resizing, in pixels or fractions")
+  func crop() throws {
+    let source = try Self.bands()
+    func cut(_ width: Double, _ height: Double, _ gravity: Gravity?) throws -> Bitmap {
+      var spec = ThumbnailSpec(width: 400, height: 400)
+      (spec.geometry.cropWidth, spec.geometry.cropHeight) = (width, height)
+      spec.geometry.cropGravity = gravity
+      return try picture(source, spec)
+    }
+    let east = try cut(100, 100, Gravity(.east))
+    #expect(east.width == 100 && east.height == 100 && Self.dominant(east) == 2)
+    #expect(Self.pixel(east, 0, 50) == [0, 0, 255], "nothing of the green band")
+    let west = try cut(0.3, 0, Gravity(.west))
+    #expect(west.width == 90 && west.height == 100 && Self.dominant(west) == 0)
+    let outside = try cut(5000, 5000, nil)
+    #expect(outside.width == 300 && outside.height == 100, "a crop past the edges is the image")
+    let focus = try cut(50, 50, Gravity(.focus, focusX: 1, focusY: 1))
+    #expect(Self.pixel(focus, 49, 49) == [0, 0, 255])
+  }
+
+  @Test("extend places the result on a box-sized canvas of the background, or transparent")
+  func extend() throws {
+    let source = try Self.bands()
+    var spec = ThumbnailSpec(width: 600, height: 300)
+    spec.geometry.extend = Gravity(.north)
+    spec.geometry.background = RGBColour(red: 10, green: 20, blue: 30)
+    let filled = try picture(source, spec)
+    #expect(filled.width == 600 && filled.height == 300 && filled.channels == 3)
+    #expect(Self.pixel(filled, 300, 50) == [0, 255, 0], "the image, at the top centre")
+    #expect(
+      Self.pixel(filled, 300, 150) == [10, 20, 30] && Self.pixel(filled, 0, 0) == [10, 20, 30])
+    spec.geometry.background = nil
+    spec.geometry.extend = Gravity(.southEast)
+    let clear = try picture(source, spec)
+    #expect(clear.channels == 4 && Self.pixel(clear, 0, 0)[3] == 0)
+    #expect(Self.pixel(clear, 599, 299) == [0, 0, 255, 255])
+    #expect(Self.pixel(clear, 299, 199)[3] == 0 && Self.pixel(clear, 300, 200)[3] == 255)
+  }
+
+  @Test("padding adds exactly its pixels on each side, at the device scale")
+  func padding() throws {
+    let source = try Self.bands()
+    var spec = ThumbnailSpec(width: 150, height: 150, scale: 2)
+    spec.geometry.padding = Padding(top: 1, right: 2, bottom: 3, left: 4)
+    spec.geometry.background = RGBColour(red: 255, green: 255, blue: 0)
+    let padded = try picture(source, spec)
+    #expect(padded.width == 300 + 12 && padded.height == 100 + 8)
+    #expect(Self.pixel(padded, 7, 1) == [255, 255, 0] && Self.pixel(padded, 8, 2) == [255, 0, 0])
+    #expect(
+      Self.pixel(padded, 307, 101) == [0, 0, 255] && Self.pixel(padded, 308, 101) == [255, 255, 0])
+    #expect(Self.pixel(padded, 307, 102) == [255, 255, 0])
+  }
+
+  @Test("a background flattens alpha onto itself")
+  func flatten() throws {
+    let pixels = [UInt8]((0..<64).flatMap { _ in [200, 0, 0, 128] as [UInt8] })
+    let source = try ImageEncoder.png(Bitmap(pixels: pixels, width: 8, height: 8, channels: 4))
+    var spec = ThumbnailSpec(width: 8, height: 8)
+    spec.geometry.background = RGBColour(red: 0, green: 0, blue: 255)
+    let flat = try picture(source, spec)
+    #expect(flat.channels == 3)
+    // 200 * 128/255 and 255 * 127/255, rounded.
+    #expect(Self.pixel(flat, 4, 4) == [100, 0, 127])
+  }
+
+  @Test("rt:auto covers when source and box share an orientation, else contains")
+  func autoFit() throws {
+    let source = try Self.bands()
+    let wide = try thumbnailer.thumbnail(
+      of: source, spec: ThumbnailSpec(width: 100, height: 50, fit: .auto))
+    #expect(wide.width == 100 && wide.height == 50)
+    let tall = try thumbnailer.thumbnail(
+      of: source, spec: ThumbnailSpec(width: 50, height: 100, fit: .auto))
+    #expect(tall.width == 50 && tall.height == 17)
+  }
+
+  @Test("smart crop keeps the detailed, skin-toned subject a centre crop cuts off")
+  func smart() throws {
+    // Flat grey, 400x100, with a textured skin-toned square near the right edge.
+    var pixels: [UInt8] = []
+    for y in 0..<100 {
+      for x in 0..<400 {
+        if (310..<380).contains(x) && (15..<85).contains(y) {
+          pixels += (x / 4 + y / 4) % 2 == 0 ? [224, 172, 140] : [190, 130, 100]
+        } else {
+          pixels += [128, 128, 128]
+        }
+      }
+    }
+    let source = try ImageEncoder.png(Bitmap(pixels: pixels, width: 400, height: 100, channels: 3))
+    var spec = ThumbnailSpec(width: 100, height: 100, fit: .cover)
+    spec.geometry.gravity = Gravity(.smart)
+    let chosen = try picture(source, spec)
+    #expect(chosen.width == 100 && chosen.height == 100)
+    let subject = (0..<100).filter { Self.pixel(chosen, $0, 50) != [128, 128, 128] }.count
+    #expect(subject >= 60, "the subject is in the window (\(subject) of its 70 columns)")
+    let again = try picture(source, spec) == chosen
+    #expect(again, "the same window every time")
+    let centre = try picture(source, ThumbnailSpec(width: 100, height: 100, fit: .cover))
+    #expect((0..<100).allSatisfy { Self.pixel(centre, $0, 50) == [128, 128, 128] })
+  }
+
+  @Test("the size a placeholder announces is the size made, whatever the geometry")
+  func announcedSize() throws {
+    var random = SystemRandomNumberGenerator()
+    var maker = Thumbnailer()
+    maker.makesPlaceholders = true
+    let kinds = Gravity.Kind.allCases.filter { $0 != .smart && $0 != .focus }
+    for _ in 0..<60 {
+      let (width, height) = (
+        Int.random(in: 3...90, using: &random), Int.random(in: 3...90, using: &random)
+      )
+      let pixels = [UInt8](repeating: 90, count: width * height * 3)
+      let source = try ImageEncoder.png(
+        Bitmap(pixels: pixels, width: width, height: height, channels: 3))
+      var spec = ThumbnailSpec(
+        width: Int.random(in: 0...120, using: &random),
+        height: Int.random(in: 1...120, using: &random),
+        scale: [1, 1.5, 2].randomElement(using: &random)!,
+        fit: FitMode.allCases.randomElement(using: &random)!,
+        allowUpscale: Bool.random(using: &random))
+      spec.geometry.gravity = Gravity([.smart, .centre, .north].randomElement(using: &random)!)
+      spec.geometry.rotation = [0, 90, 180, 270].randomElement(using: &random)!
+      spec.geometry.flipVertical = Bool.random(using: &random)
+      if Bool.random(using: &random) {
+        spec.geometry.cropWidth = [0, 0.5, 10, 200].randomElement(using: &random)!
+        spec.geometry.cropHeight = [0, 0.3, 7, 500].randomElement(using: &random)!
+      }
+      if Bool.random(using: &random) {
+        spec.geometry.extend = Gravity(kinds.randomElement(using: &random)!)
+      }
+      spec.geometry.padding = Padding(
+        top: Int.random(in: 0...3, using: &random), left: Int.random(in: 0...3, using: &random))
+      let made = try maker.thumbnail(of: source, spec: spec)
+      let announced = try #require(made.placeholder?.outputSize(for: spec))
+      #expect(
+        announced.width == made.width && announced.height == made.height,
+        "\(width)x\(height) \(spec)")
+    }
+  }
+
+  @Test("hostile geometry is refused before any work")
+  func hostile() {
+    func refused(_ change: (inout Geometry) -> Void) -> Bool {
+      var spec = ThumbnailSpec(width: 64, height: 64)
+      change(&spec.geometry)
+      return (try? ValidSpec(spec)) == nil
+    }
+    #expect(refused { $0.padding.top = 1 << 31 })
+    #expect(refused { $0.padding.left = -1 })
+    #expect(refused { $0.gravity = Gravity(.focus, focusX: .nan, focusY: 0.5) })
+    #expect(refused { $0.gravity = Gravity(.north, offsetX: .infinity) })
+    #expect(refused { $0.extend = Gravity(.smart) })
+    #expect(refused { $0.cropWidth = -1 })
+    #expect(refused { $0.cropHeight = 1e12 })
+    #expect(refused { $0.rotation = 45 })
+    #expect(!refused { $0.padding = Padding(top: 16_384) })
+  }
+
+  @Test("a canvas over the pixel limit is refused, not allocated")
+  func canvasLimit() throws {
+    var limited = Thumbnailer()
+    limited.limits.maxPixels = 100_000
+    var spec = ThumbnailSpec(width: 64, height: 64)
+    spec.geometry.padding = Padding(top: 16_000, right: 16_000)
+    #expect(throws: ThumbnailError.self) {
+      try limited.thumbnail(of: try Self.bands(), spec: spec)
+    }
+  }
+
+  @Test("disk keys: every geometry its own, the default keeping the key it had")
+  func diskKeys() {
+    let url = "https://example.com/a.jpg"
+    func key(_ change: (inout Geometry) -> Void) -> String {
+      var spec = ThumbnailSpec(width: 64, height: 64, fit: .cover)
+      change(&spec.geometry)
+      return ThumbnailDiskFormat.key(for: ImageRequest(url: url, spec: spec), filter: .lanczos3Area)
+    }
+    let plain = key { _ in }
+    #expect(plain.hasPrefix("thumb-v4|") && plain.hasSuffix("|srgb|" + url))
+    let changes: [(inout Geometry) -> Void] = [
+      { $0.gravity = Gravity(.north) }, { $0.gravity = Gravity(.north, offsetX: 1) },
+      { $0.gravity = Gravity(.smart) }, { $0.gravity = Gravity(.focus, focusX: 0.2) },
+      { $0.cropWidth = 10 }, { $0.cropHeight = 10 },
+      {
+        $0.cropWidth = 10
+        $0.cropGravity = Gravity(.east)
+      },
+      { $0.rotation = 90 }, { $0.flipHorizontal = true }, { $0.flipVertical = true },
+      { $0.extend = .centre }, { $0.extend = Gravity(.south) }, { $0.padding.left = 1 },
+      { $0.padding.right = 1 }, { $0.background = RGBColour(red: 0, green: 0, blue: 0) },
+    ]
+    let keys = changes.map { key($0) }
+    #expect(Set(keys + [plain]).count == changes.count + 1, "\(keys)")
+    #expect(keys.allSatisfy { $0.hasPrefix("thumb-v5|") && $0.hasSuffix("|" + url) })
+  }
+}

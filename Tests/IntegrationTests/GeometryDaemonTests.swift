@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+import ThumbClient
+import ThumbProtocol
+import ThumbServer
+import ThumbSystem
+
+@testable import Loopback
+@testable import TestSupport
+
+/// Geometry options through the real daemon: signed paths with options in random orders, the
+/// query form, and what each shares.
+@Suite("Geometry through the daemon", .serialized)
+struct GeometryDaemonTests {
+  /// Independent choices, each of whose values changes the bytes of an 80x40 cover of a
+  /// portrait photo, turned or not (none equals a combination of the others).
+  static let dimensions: [[String?]] = [
+    [nil, "g:no", "g:so", "g:fp:0.5:0.6"],
+    [nil, "rot:90"],
+    [nil, "fl:1", "fl:0:1"],
+    [nil, "pd:3", "pd:3/bg:ff0000"],
+    [nil, "c:0.6:0.6:we"],
+  ]
+
+  @Test("requests differing in one option never share an entry or an ETag; reordered ones do")
+  func keys() async throws {
+    let setup = try await SignedPathTests.Setup()
+    defer { setup.stop() }
+    let source = PercentEncoding.encode(setup.origin.url("/photo.jpg"))
+    var random = SeededRandom(seed: UInt64(Date().timeIntervalSince1970))
+    var etags: [[String?]: String] = [:]
+    var decodes = setup.decodes
+    var choice: [String?] = []
+    for round in 0..<32 {
+      // Every other round repeats the last combination in another order.
+      if round % 2 == 0 {
+        choice = Self.dimensions.map { $0[Int(random.next() % UInt64($0.count))] }
+      }
+      var options = (["rs:fill:80:40"] + choice.compactMap { $0 })
+        .flatMap { $0.split(separator: "/").map(String.init) }
+      options.shuffle(using: &random)
+      let answer = setup.get(
+        SignedPathTests.signing.signedPath(
+          "/" + options.joined(separator: "/") + "/plain/" + source))
+      #expect(answer.status == 200, "\(options)")
+      let etag = try #require(SocketClient.header("ETag", in: Array(answer.head.utf8)))
+      let cache = SocketClient.header("X-Thumbd-Cache", in: Array(answer.head.utf8))
+      let before = decodes
+      decodes = setup.decodes
+      if let known = etags[choice] {
+        #expect(etag == known, "the same options in another order: \(options)")
+        #expect(cache == "memory" && decodes == before, "served from the same entry")
+      } else {
+        #expect(!etags.values.contains(etag), "a new combination shares no ETag: \(options)")
+        #expect(cache == "miss" && decodes == before + 1, "a new combination is its own work")
+        etags[choice] = etag
+      }
+    }
+  }
+
+  @Test("the query form names the same options, and imgproxy's examples get imgproxy's sizes")
+  func queryForm() async throws {
+    let setup = try await SignedPathTests.Setup(["--allow-unsigned-tcp"])
+    defer { setup.stop() }
+    let url = PercentEncoding.encode(setup.origin.url("/photo.jpg"))
+    let query = setup.get(
+      "/v1/thumbnail?url=\(url)&w=100&h=50&fit=cover&gravity=ea:5:0&rotate=90&flip=1"
+        + "&padding=2:4&background=00ff00&format=png")
+    #expect(query.status == 200)
+    #expect(SignedPathTests.size(query.body).map { [$0.0, $0.1] } == [108, 54])
+    let path = setup.get(
+      SignedPathTests.signing.signedPath(
+        "/bg:0:255:0/pd:2:4/fl:1/rot:90/g:ea:5:0/rs:fill:100:50/plain/\(url)@png"))
+    #expect(path.body == query.body, "the same image by either form")
+    let bad = setup.get("/v1/thumbnail?url=\(url)&w=100&h=50&rotate=45")
+    #expect(bad.status == 400 && String(decoding: bad.body, as: UTF8.self).contains("90"))
+    // imgproxy's documented shapes: extend to the box, and rt:auto.
+    for (options, size) in [
+      ("rs:fit:300:300:0:1/bg:255:255:255", [300, 300]),
+      ("rs:auto:100:300", [100, 300]),
+      ("rs:fit:100:100/pd:10", [100, 120]),
+      ("rs:fill:100:100/g:sm", [100, 100]),
+      ("c:200:100/rs:fit:0:50", [100, 50]),
+    ] {
+      let answer = setup.get(SignedPathTests.signing.signedPath("/\(options)/plain/\(url)@png"))
+      #expect(answer.status == 200, "\(options)")
+      #expect(SignedPathTests.size(answer.body).map { [$0.0, $0.1] } == size, "\(options)")
+    }
+  }
+}
+
+extension GeometryDaemonTests {
+  @Test("a session box's options are the path form's; a bad one fails that slot only")
+  func sessionOptions() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let photo = directory + "/photo.jpg"
+    try Data(SignedPathTests.photo).write(to: URL(fileURLWithPath: photo))
+    let daemon = try await TestDaemon.start(
+      ["--file-root", directory, "--allow-scheme", "file"], directory: directory)
+    defer { daemon.stop() }
+    let client = try ThumbClient(endpoint: .unix(daemon.socket))
+    defer { client.close() }
+    try client.load(
+      slot: 0, item: "bad", token: 1, url: "file://" + photo, width: 64, height: 64,
+      options: "rot:45")
+    try client.load(
+      slot: 1, item: "turned", token: 2, url: "file://" + photo, width: 100, height: 50,
+      fit: .cover, format: .png, options: "rot:90/pd:2/bg:ffffff")
+    var failed: String?
+    var shown: [UInt8]?
+    for await event in client.events {
+      switch event {
+      case .error(let slot, _, _, _, let message) where slot == 0: failed = message
+      case .image(let image) where image.slot == 1: shown = image.data
+      default: break
+      }
+      if failed != nil && shown != nil { break }
+    }
+    #expect(failed?.contains("90") == true)
+    let bytes = try #require(shown)
+    #expect(SignedPathTests.size(bytes).map { [$0.0, $0.1] } == [104, 54])
+    let path = SocketClient.request(
+      daemon.socket, "GET",
+      "/v1/thumbnail?url=file://\(photo)&w=100&h=50&fit=cover&format=png&rotate=90&padding=2"
+        + "&background=ffffff")
+    #expect(SocketClient.body(of: path) == bytes, "the same image by HTTP")
+  }
+}
