@@ -404,6 +404,13 @@ uint8_t *ic_canvas(const uint8_t *pixels, uint32_t width, int channels, uint32_t
                    uint32_t from_y, const ic_plan *plan, const ic_geometry *geometry,
                    int *out_channels);
 
+/* Applies the effects to an upright picture in place (straight alpha kept straight: colour
+ * is weighted by alpha). Bounded: each row checks `control`, and the working rows of a
+ * blur are refused past 64 MiB. */
+ic_status ic_apply_effects(uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                           const ic_effects *effects, const ic_control *control,
+                           ic_result *result);
+
 /* Streaming two-stage resampler: integer box shrink, then a kernel. */
 typedef struct ic_resizer ic_resizer;
 

@@ -82,7 +82,8 @@ static int valid_anchor(const ic_anchor *anchor) {
            anchor->focus_y <= 1));
 }
 
-static ic_status validate_geometry(const ic_geometry *g, ic_result *result) {
+static ic_status validate_geometry(const ic_request *request, ic_result *result) {
+  const ic_geometry *g = &request->geometry;
   if (!valid_anchor(&g->gravity) || !valid_anchor(&g->crop_gravity) ||
       !valid_anchor(&g->extend_gravity))
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
@@ -93,6 +94,13 @@ static ic_status validate_geometry(const ic_geometry *g, ic_result *result) {
                    IC_MAX_GEOMETRY);
   if (g->rotate != 0 && g->rotate != 90 && g->rotate != 180 && g->rotate != 270)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "rotation must be 0, 90, 180 or 270");
+  const ic_effects *e = &request->effects;
+  if (!(e->blur_sigma >= 0 && e->blur_sigma <= IC_MAX_SIGMA) ||
+      !(e->sharpen_sigma >= 0 && e->sharpen_sigma <= IC_MAX_SIGMA) ||
+      e->pixelate > IC_MAX_GEOMETRY)
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "blur and sharpen sigmas must be 0...%g, pixelate 0...%u", IC_MAX_SIGMA,
+                   IC_MAX_GEOMETRY);
   if (g->pad_top > IC_MAX_GEOMETRY || g->pad_right > IC_MAX_GEOMETRY ||
       g->pad_bottom > IC_MAX_GEOMETRY || g->pad_left > IC_MAX_GEOMETRY)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "padding must be 0...%u",
@@ -115,7 +123,7 @@ static ic_status validate(const ic_request *request, ic_result *result) {
   if (request->avif_speed < 0 || request->avif_speed > 9)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "AVIF speed must be 0...9, got %d",
                    request->avif_speed);
-  return validate_geometry(&request->geometry, result);
+  return validate_geometry(request, result);
 }
 
 /* Drops an alpha channel that is opaque everywhere, in place. */
@@ -345,18 +353,41 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     height = upright_h;
   }
   const ic_geometry *geometry = &request->geometry;
-  if (plan.smart || plan.canvas_width != width || plan.canvas_height != height ||
-      geometry->has_background) {
+  const ic_effects *effects = &request->effects;
+  /* The window (a smart crop's part of the upright resample), filtered, then placed. */
+  if (!plan.smart || plan.window_width > width) plan.window_width = width;
+  if (!plan.smart || plan.window_height > height) plan.window_height = height;
+  if (plan.smart) {
     uint32_t from_x = 0, from_y = 0;
-    /* The window is what the pixels hold: never more than the upright resample. */
-    if (!plan.smart || plan.window_width > width) plan.window_width = width;
-    if (!plan.smart || plan.window_height > height) plan.window_height = height;
-    ic_plan_canvas(&plan, request);
-    if (plan.smart)
-      ic_smart_window(upright, width, height, channels, plan.window_width, plan.window_height,
-                      &from_x, &from_y);
-    uint8_t *canvas =
-        ic_canvas(upright, width, channels, from_x, from_y, &plan, geometry, &channels);
+    ic_smart_window(upright, width, height, channels, plan.window_width, plan.window_height,
+                    &from_x, &from_y);
+    ic_plan window = plan;
+    ic_geometry bare;
+    memset(&bare, 0, sizeof(bare));
+    window.canvas_width = plan.window_width;
+    window.canvas_height = plan.window_height;
+    window.place_x = window.place_y = 0;
+    uint8_t *cut = ic_canvas(upright, width, channels, from_x, from_y, &window, &bare, &channels);
+    free(upright);
+    upright = cut;
+    width = plan.window_width;
+    height = plan.window_height;
+    if (!upright) {
+      free(kept_icc);
+      return ic_fail(result, IC_ERR_NO_MEMORY, "window buffer failed");
+    }
+  }
+  if (effects->blur_sigma > 0 || effects->sharpen_sigma > 0 || effects->pixelate > 1) {
+    status = ic_apply_effects(upright, width, height, channels, effects, &control, result);
+    if (status != IC_OK) {
+      free(upright);
+      free(kept_icc);
+      return status;
+    }
+  }
+  ic_plan_canvas(&plan, request);
+  if (plan.canvas_width != width || plan.canvas_height != height || geometry->has_background) {
+    uint8_t *canvas = ic_canvas(upright, width, channels, 0, 0, &plan, geometry, &channels);
     free(upright);
     if (!canvas) {
       free(kept_icc);

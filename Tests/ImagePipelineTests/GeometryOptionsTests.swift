@@ -1,4 +1,6 @@
+import Foundation
 import Testing
+import ThumbSystem
 
 @testable import ImagePipeline
 @testable import TestSupport
@@ -330,5 +332,109 @@ struct GeometryOptionsTests {
     let keys = changes.map { key($0) }
     #expect(Set(keys + [plain]).count == changes.count + 1, "\(keys)")
     #expect(keys.allSatisfy { $0.hasPrefix("thumb-v5|") && $0.hasSuffix("|" + url) })
+  }
+
+  /// A gaussian blur written directly (two dimensions at once, doubles, clamped edges, colour
+  /// weighted by alpha), with the kernel's rule: it ends below 0.2 of its peak.
+  static func referenceBlur(_ image: Bitmap, sigma: Double) -> Bitmap {
+    var radius = 0
+    while exp(-Double((radius + 1) * (radius + 1)) / (2 * sigma * sigma)) >= 0.2 { radius += 1 }
+    let weights = (-radius...radius).map { exp(-Double($0 * $0) / (2 * sigma * sigma)) }
+    let total = weights.reduce(0, +)
+    var out = image
+    let channels = image.channels
+    for y in 0..<image.height {
+      for x in 0..<image.width {
+        var sums = [Double](repeating: 0, count: channels)
+        for dy in -radius...radius {
+          for dx in -radius...radius {
+            let sx = min(max(x + dx, 0), image.width - 1)
+            let sy = min(max(y + dy, 0), image.height - 1)
+            let w = weights[dx + radius] * weights[dy + radius] / (total * total)
+            let at = (sy * image.width + sx) * channels
+            let alpha = channels == 4 ? Double(image.pixels[at + 3]) / 255 : 1
+            for c in 0..<channels {
+              sums[c] += w * Double(image.pixels[at + c]) * (c == 3 ? 1 : alpha)
+            }
+          }
+        }
+        let alpha = channels == 4 ? sums[3] / 255 : 1
+        for c in 0..<channels {
+          let value = c == 3 ? sums[3] : alpha > 0 ? sums[c] / alpha : 0
+          out.pixels[(y * image.width + x) * channels + c] = UInt8(
+            min(255, max(0, value.rounded())))
+        }
+      }
+    }
+    return out
+  }
+
+  @Test("blur is a gaussian within a level of one written directly, alpha and edges included")
+  func blur() throws {
+    var random = SeededRandom(seed: 7)
+    for channels in [3, 4] {
+      let pixels = (0..<(37 * 29 * channels)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+      let bitmap = Bitmap(pixels: pixels, width: 37, height: 29, channels: channels)
+      let source = try ImageEncoder.png(bitmap)
+      for sigma in [0.5, 1.3, 4.0] {
+        var spec = ThumbnailSpec(width: 37, height: 29)
+        spec.filters.blur = sigma
+        let made = try picture(source, spec)
+        let expected = Self.referenceBlur(bitmap, sigma: sigma)
+        #expect(made.width == 37 && made.channels == channels)
+        let worst = zip(made.pixels, expected.pixels).map { abs(Int($0) - Int($1)) }.max() ?? 0
+        #expect(worst <= 1, "channels \(channels), sigma \(sigma): off by \(worst)")
+      }
+    }
+  }
+
+  @Test("sharpening steepens an edge and leaves flat areas alone; pixelate averages blocks")
+  func sharpenAndPixelate() throws {
+    var pixels: [UInt8] = []
+    for _ in 0..<40 {
+      for x in 0..<40 { pixels += x < 20 ? [90, 90, 90] : [160, 160, 160] }
+    }
+    let source = try ImageEncoder.png(Bitmap(pixels: pixels, width: 40, height: 40, channels: 3))
+    var spec = ThumbnailSpec(width: 40, height: 40)
+    spec.filters.sharpen = 2
+    let sharp = try picture(source, spec)
+    #expect(Self.pixel(sharp, 18, 20)[0] < 90 && Self.pixel(sharp, 21, 20)[0] > 160, "overshoot")
+    #expect(
+      Self.pixel(sharp, 2, 20) == [90, 90, 90] && Self.pixel(sharp, 37, 20) == [160, 160, 160])
+    spec.filters = Filters()
+    spec.filters.pixelate = 8
+    let blocks = try picture(source, spec)
+    // The block over columns 16-23 averages four columns of each side.
+    #expect(
+      Self.pixel(blocks, 16, 3) == [125, 125, 125] && Self.pixel(blocks, 23, 39) == [125, 125, 125])
+    #expect(
+      Self.pixel(blocks, 15, 3) == [90, 90, 90] && Self.pixel(blocks, 24, 3) == [160, 160, 160])
+  }
+
+  @Test("filters run on the window before extending: the canvas stays the background")
+  func filtersBeforeCanvas() throws {
+    var spec = ThumbnailSpec(width: 600, height: 300)
+    spec.geometry.extend = .centre
+    spec.geometry.background = RGBColour(red: 0, green: 0, blue: 0)
+    spec.filters.blur = 5
+    let made = try picture(try Self.bands(), spec)
+    #expect(Self.pixel(made, 0, 0) == [0, 0, 0] && Self.pixel(made, 150, 99) == [0, 0, 0])
+    #expect(Self.pixel(made, 150, 100) == [255, 0, 0], "the window's edge clamps, never blends")
+  }
+
+  @Test("hostile filters are refused before any work")
+  func hostileFilters() {
+    func refused(_ change: (inout Filters) -> Void, scale: Double = 1) -> Bool {
+      var spec = ThumbnailSpec(width: 64, height: 64, scale: scale)
+      change(&spec.filters)
+      return (try? ValidSpec(spec)) == nil
+    }
+    #expect(refused { $0.blur = 1e9 })
+    #expect(refused { $0.sharpen = .nan })
+    #expect(refused { $0.blur = -1 })
+    #expect(refused({ $0.blur = 60 }, scale: 2), "the sigma is in points: 120 pixels")
+    #expect(refused { $0.pixelate = -1 })
+    #expect(!refused { $0.pixelate = 0 })
+    #expect(!refused { $0.blur = 100 })
   }
 }

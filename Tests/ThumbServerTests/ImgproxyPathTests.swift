@@ -85,7 +85,9 @@ struct ImgproxyPathTests {
   @Test(
     "what thumbd does not do is refused, naming it",
     arguments: [
-      ("/s/bl:5/plain/http://a/b.jpg", "'bl'"),
+      ("/s/wm:0.5/plain/http://a/b.jpg", "'wm'"),
+      ("/s/bl:1e9/plain/http://a/b.jpg", "sigma"),
+      ("/s/pix:0x/plain/http://a/b.jpg", "size"),
       ("/s/rs:smart:1:1/plain/http://a/b.jpg", "'smart'"),
       ("/s/rs:fit:1:1:2/plain/http://a/b.jpg", "boolean"),
       ("/s/g:up/plain/http://a/b.jpg", "gravity must be"),

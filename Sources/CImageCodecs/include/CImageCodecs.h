@@ -244,6 +244,22 @@ typedef struct ic_limits {
   uint32_t threads_per_decode;
 } ic_limits;
 
+/** The largest blur or sharpen sigma a request may ask for, in output pixels. */
+#define IC_MAX_SIGMA 100.0
+
+/** Filters on the result: after the crop and orientation, before extending and padding.
+ * Zeroed (ic_request_init): none. */
+typedef struct ic_effects {
+  /** A gaussian blur's sigma, in output pixels; 0 for none. Its kernel stops where the
+   * gaussian falls below 0.2 of its peak, as libvips' gaussblur does. */
+  double blur_sigma;
+  /** Sharpening's sigma: an unsharp mask on lightness through libvips' sharpen curve (flat
+   * below 2 L*, slope 3 above, at most +10 and -20 L*); 0 for none. */
+  double sharpen_sigma;
+  /** Blocks of this many output pixels a side, each its average; 0 or 1 for none. */
+  uint32_t pixelate;
+} ic_effects;
+
 /** What thumbnail to make. The box is in output pixels (scale applied). */
 typedef struct ic_request {
   /** Target box; 0 on one side leaves that side unconstrained. */
@@ -277,6 +293,8 @@ typedef struct ic_request {
   int preview;
   /** Crop, gravity, rotation, mirroring, extending, padding and background. */
   ic_geometry geometry;
+  /** Blur, sharpening and pixelation. */
+  ic_effects effects;
 } ic_request;
 
 /** What the first bytes of a download offer a preview (ic_preview_prefix). */

@@ -223,3 +223,51 @@ public struct Geometry: Sendable, Hashable {
     return g
   }
 }
+
+/// Filters on the result, after the crop and before extending and padding, in imgproxy's
+/// order (blur, sharpen, pixelate). Sizes are in output points, so the spec's scale applies.
+/// The default does nothing.
+public struct Filters: Sendable, Hashable {
+  /// The largest sigma, in pixels (with the scale applied).
+  public static let maxSigma = IC_MAX_SIGMA
+
+  /// A gaussian blur's sigma (`bl`); 0 for none.
+  public var blur: Double = 0
+  /// Sharpening's sigma (`sh`): an unsharp mask on lightness, through libvips' curve; 0 for
+  /// none.
+  public var sharpen: Double = 0
+  /// Blocks this many points a side, each its average (`pix`); 0 for none.
+  public var pixelate = 0
+
+  /// No filter.
+  public init() {}
+
+  /// Whether this does nothing.
+  public var isIdentity: Bool { self == Filters() }
+
+  /// The canonical text of the filters that are on, for cache keys.
+  public var key: String {
+    var parts: [String] = []
+    if blur > 0 { parts.append("bl=\(blur)") }
+    if sharpen > 0 { parts.append("sh=\(sharpen)") }
+    if pixelate > 0 { parts.append("pix=\(pixelate)") }
+    return parts.joined(separator: ";")
+  }
+
+  func validate(scale: Double) throws(ThumbnailError) {
+    for (name, sigma) in [("blur", blur), ("sharpen", sharpen)] {
+      guard sigma.isFinite, sigma >= 0, sigma * scale <= Self.maxSigma else {
+        throw .invalidSpec("\(name)'s sigma must be 0 to \(Self.maxSigma) pixels")
+      }
+    }
+    guard pixelate >= 0, Double(pixelate) * scale <= Double(Geometry.maxSide) else {
+      throw .invalidSpec("pixelate must be 0 to \(Geometry.maxSide) pixels")
+    }
+  }
+
+  func cValue(scale: Double) -> ic_effects {
+    ic_effects(
+      blur_sigma: blur * scale, sharpen_sigma: sharpen * scale,
+      pixelate: UInt32(clamping: Int((Double(pixelate) * scale).rounded())))
+  }
+}

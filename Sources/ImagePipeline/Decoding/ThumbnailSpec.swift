@@ -71,6 +71,8 @@ public struct ThumbnailSpec: Sendable, Hashable {
   public var colour: ColourMode
   /// Crop, gravity, rotation, mirroring, extending, padding and background.
   public var geometry = Geometry()
+  /// Blur, sharpening and pixelation.
+  public var filters = Filters()
 
   /// Creates a spec; `ValidSpec` checks it.
   public init(
@@ -116,5 +118,6 @@ public struct ThumbnailSpec: Sendable, Hashable {
       throw .invalidSpec("quality must be between 1 and 100")
     }
     try geometry.validate(scale: scale)
+    try filters.validate(scale: scale)
   }
 }

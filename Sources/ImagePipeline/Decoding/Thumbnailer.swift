@@ -330,6 +330,7 @@ public struct Thumbnailer: Sendable {
     request.colour = spec.colour.cValue
     request.summary = makesPlaceholders ? 1 : 0
     request.geometry = spec.geometry.cValue(scale: spec.scale)
+    request.effects = spec.filters.cValue(scale: spec.scale)
     return request
   }
 

@@ -1,14 +1,16 @@
 import ImagePipeline
 
-/// imgproxy's geometry options, read into `Geometry`: `g`, `c`, `rot`, `fl`, `pd`, `bg`,
-/// `el`, `ex` (and the enlarge and extend of `rs` and `s`). The one reader of their
+/// imgproxy's geometry and filter options, read into `Geometry` and `Filters`: `g`, `c`,
+/// `rot`, `fl`, `pd`, `bg`, `el`, `ex` (and the enlarge and extend of `rs` and `s`), `bl`,
+/// `sh` and `pix`. The one reader of their
 /// arguments: the path form, the query form (`gravity=no:10:5` is `gravity:no:10:5`), the
 /// session's `options` and the CLI's `--options` all come here.
 enum GeometryOptions {
   /// The option names this reads, short and long, as imgproxy spells them.
   static let names: Set<Substring> = [
     "g", "gravity", "c", "crop", "rot", "rotate", "fl", "flip", "pd", "padding", "bg",
-    "background", "el", "enlarge", "ex", "extend",
+    "background", "el", "enlarge", "ex", "extend", "bl", "blur", "sh", "sharpen", "pix",
+    "pixelate",
   ]
 
   /// Applies option `name` with `arguments`; the problem when they are not valid.
@@ -52,6 +54,15 @@ enum GeometryOptions {
         options.enlarge = try flag(name, arguments.first!)
       case "ex", "extend":
         try extend(name, arguments, into: &options)
+      case "bl", "blur":
+        options.filters.blur = try sigma(name, arguments)
+      case "sh", "sharpen":
+        options.filters.sharpen = try sigma(name, arguments)
+      case "pix", "pixelate":
+        guard arguments.count == 1, let size = Int(arguments.first!),
+          (0...Geometry.maxSide).contains(size)
+        else { throw ParameterError("\(name): the size must be 0 to \(Geometry.maxSide)") }
+        options.filters.pixelate = size
       default:
         throw ParameterError("option '\(name)' is not supported")
       }
@@ -59,6 +70,16 @@ enum GeometryOptions {
     } catch {
       return error
     }
+  }
+
+  /// A blur or sharpen sigma: 0 (none) to `Filters.maxSigma`.
+  static func sigma(
+    _ name: Substring, _ arguments: ArraySlice<Substring>
+  ) throws(ParameterError) -> Double {
+    guard arguments.count == 1, let value = Double(arguments.first!), value.isFinite,
+      (0...Filters.maxSigma).contains(value)
+    else { throw ParameterError("\(name): sigma must be 0 to \(Filters.maxSigma)") }
+    return value
   }
 
   /// `ex:EXTEND[:GRAVITY[:X:Y]]`, also the extend argument of `rs` and `s`.
@@ -185,6 +206,7 @@ extension ThumbnailSpec {
     (options.width, options.height, options.scale) = (width, height, scale)
     (options.fit, options.format, options.quality) = (fit.rawValue, format.rawValue, quality)
     (options.colour, options.enlarge, options.geometry) = (colour.rawValue, allowUpscale, geometry)
+    options.filters = filters
     if let problem = ImgproxyPath.apply(options: text, to: &options, presets: nil) {
       throw .invalidSpec(problem.message)
     }
@@ -197,5 +219,6 @@ extension ThumbnailSpec {
     (quality, allowUpscale, geometry) = (
       options.quality ?? quality, options.enlarge ?? allowUpscale, options.geometry
     )
+    filters = options.filters
   }
 }

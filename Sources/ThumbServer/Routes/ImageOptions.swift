@@ -23,6 +23,8 @@ struct ImageOptions: Sendable, Hashable {
   var enlarge: Bool?
   /// Crop, gravity, rotation, mirroring, extending, padding and background.
   var geometry = Geometry()
+  /// Blur, sharpening and pixelation.
+  var filters = Filters()
 }
 
 extension ThumbnailParameters {
@@ -31,7 +33,7 @@ extension ThumbnailParameters {
     spec(
       width: options.width, height: options.height, scale: options.scale, fit: options.fit,
       format: options.format, quality: options.quality, colour: options.colour,
-      enlarge: options.enlarge ?? false, geometry: options.geometry)
+      enlarge: options.enlarge ?? false, geometry: options.geometry, filters: options.filters)
   }
 }
 

@@ -59,7 +59,8 @@ public struct ThumbnailParameters: Sendable, Hashable {
   /// the CLI, the one place a request's spec is checked (`ValidSpec`).
   func spec(
     width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?,
-    colour: String? = nil, enlarge: Bool = false, geometry: Geometry = Geometry()
+    colour: String? = nil, enlarge: Bool = false, geometry: Geometry = Geometry(),
+    filters: Filters = Filters()
   ) -> Result<ValidSpec, ParameterError> {
     var colourMode = defaultColour
     if let colour {
@@ -88,6 +89,7 @@ public struct ThumbnailParameters: Sendable, Hashable {
       width: width, height: height, scale: scale ?? 1, fit: fitMode, format: outputFormat,
       quality: quality ?? defaultQuality, allowUpscale: enlarge, colour: colourMode)
     spec.geometry = geometry
+    spec.filters = filters
     do {
       return .success(try ValidSpec(spec))
     } catch {

@@ -277,12 +277,14 @@ public struct ThumbnailRoute: Sendable {
   /// `proxy_cache_key`) must key on each that shapes the answer, which a test holds it to.
   enum ThumbnailQuery: String, CaseIterable {
     case url, w, h, scale, fit, format, quality, colour, rev, priority, preset, placeholder
-    case gravity, crop, rotate, flip, padding, background, enlarge, extend
+    case gravity, crop, rotate, flip, padding, background, enlarge, extend, blur, sharpen
+    case pixelate
 
-    /// The geometry parameters, each imgproxy's option of the same name with its arguments
-    /// as the value (`gravity=no:10:5` is `gravity:no:10:5`).
+    /// The geometry and filter parameters, each imgproxy's option of the same name with its
+    /// arguments as the value (`gravity=no:10:5` is `gravity:no:10:5`).
     static let geometry: [ThumbnailQuery] = [
-      .gravity, .crop, .rotate, .flip, .padding, .background, .enlarge, .extend,
+      .gravity, .crop, .rotate, .flip, .padding, .background, .enlarge, .extend, .blur,
+      .sharpen, .pixelate,
     ]
 
     /// Whether the parameter changes the image (priority only orders the work; placeholder
