@@ -3,39 +3,30 @@
  * padding, background). Everything here works on the small upright result.
  *
  * Rules kept here:
- * - Saliency is scored on cells, so its memory is fixed (at most SALIENCY_CELLS a side of
- *   prefix sums) whatever the result's size, and its work is one pass over the pixels.
- * - It is deterministic: the best window wins, and among equals the one nearest the centre.
+ * - Saliency is scored on a fixed grid of cells from at most SALIENCY_SAMPLES samples a side
+ *   (every pixel of a small result), so its memory and work are bounded whatever the
+ *   result's size. The map is blurred over
+ *   about the window's size and the window centred on its peak.
+ * - It is deterministic: the highest peak wins, and among equals the one nearest the centre.
  * - Added pixels are the background when one is asked for, else transparent; a background
  *   also flattens the picture's own alpha onto it.
  */
 #include "internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SALIENCY_CELLS 128
+/* The score map's cells a side, and the most samples scored along a side. */
+#define SALIENCY_CELLS 32
+#define SALIENCY_SAMPLES 96
 
-static int luma(const uint8_t *p) { return (77 * p[0] + 150 * p[1] + 29 * p[2]) >> 8; }
 
-/* A pixel's interest: detail (the luma gradient), saturation, and skin tone, which counts
- * most (a face is the usual subject). Transparent pixels are of no interest. */
-static uint32_t interest(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
-                         uint32_t x, uint32_t y) {
-  const uint8_t *p = pixels + ((size_t)y * width + x) * channels;
-  const uint8_t *left = x > 0 ? p - channels : p, *right = x + 1 < width ? p + channels : p;
-  const uint8_t *up = y > 0 ? p - (size_t)width * channels : p;
-  const uint8_t *down = y + 1 < height ? p + (size_t)width * channels : p;
-  int r = p[0], g = p[1], b = p[2];
-  int max = r > g ? (r > b ? r : b) : (g > b ? g : b);
-  int min = r < g ? (r < b ? r : b) : (g < b ? g : b);
-  uint32_t detail = (uint32_t)abs(luma(right) - luma(left)) + (uint32_t)abs(luma(down) - luma(up));
-  uint32_t saturation = max - min > 48 ? (uint32_t)(max - min) / 2 : 0;
-  int skin = r > 95 && g > 40 && b > 20 && max - min > 15 && r - g > 15 && r > b;
-  uint32_t score = detail + saturation + (skin ? 96 : 0);
-  if (channels == 4) score = score * p[3] / 255;
-  return score;
+static int is_skin(const float *lab) {
+  return lab[1] >= 3 && lab[1] <= 22 && lab[2] >= 4 && lab[2] <= 31 && lab[0] >= 15;
 }
+
+static int is_vivid(const float *lab) { return lab[1] * lab[1] + lab[2] * lab[2] > 60 * 60; }
 
 void ic_smart_window(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
                      uint32_t window_width, uint32_t window_height, uint32_t *x, uint32_t *y) {
@@ -44,46 +35,100 @@ void ic_smart_window(const uint8_t *pixels, uint32_t width, uint32_t height, int
   *x = room_x / 2;
   *y = room_y / 2;
   if (room_x == 0 && room_y == 0) return;
-  uint32_t longest = width > height ? width : height;
-  uint32_t cell = (longest + SALIENCY_CELLS - 1) / SALIENCY_CELLS;
-  uint32_t cols = (width + cell - 1) / cell, rows = (height + cell - 1) / cell;
-  /* Prefix sums over cells: sums[(r) * (cols + 1) + c] covers cells above r and left of c. */
-  uint64_t *sums = calloc((size_t)(cols + 1) * (rows + 1), sizeof(uint64_t));
-  if (!sums) return; /* the centre, as without a smart crop */
-  for (uint32_t py = 0; py < height; py++)
-    for (uint32_t px = 0; px < width; px++)
-      sums[(size_t)(py / cell + 1) * (cols + 1) + px / cell + 1] +=
-          interest(pixels, width, height, channels, px, py);
-  for (uint32_t r = 1; r <= rows; r++)
-    for (uint32_t c = 1; c <= cols; c++)
-      sums[(size_t)r * (cols + 1) + c] += sums[(size_t)(r - 1) * (cols + 1) + c] +
-                                          sums[(size_t)r * (cols + 1) + c - 1] -
-                                          sums[(size_t)(r - 1) * (cols + 1) + c - 1];
-  uint32_t span_c = (window_width + cell / 2) / cell, span_r = (window_height + cell / 2) / cell;
-  if (span_c < 1) span_c = 1;
-  if (span_r < 1) span_r = 1;
-  if (span_c > cols) span_c = cols;
-  if (span_r > rows) span_r = rows;
-  uint64_t best = 0;
-  int64_t best_distance = INT64_MAX;
-  for (uint32_t r = 0; r + span_r <= rows; r++)
-    for (uint32_t c = 0; c + span_c <= cols; c++) {
-      size_t top = (size_t)r * (cols + 1), bottom = (size_t)(r + span_r) * (cols + 1);
-      uint64_t total = sums[bottom + c + span_c] - sums[top + c + span_c] - sums[bottom + c] +
-                       sums[top + c];
-      /* Where this window would sit in pixels, and how far that is from the centre. */
-      uint32_t at_x = c * cell > room_x ? room_x : c * cell;
-      uint32_t at_y = r * cell > room_y ? room_y : r * cell;
-      int64_t dx = (int64_t)at_x - room_x / 2, dy = (int64_t)at_y - room_y / 2;
-      int64_t distance = dx * dx + dy * dy;
-      if (total > best || (total == best && distance < best_distance)) {
-        best = total;
+  /* Samples (every pixel up to SALIENCY_SAMPLES a side), each pixel's Lab once. */
+  uint32_t sw = width < SALIENCY_SAMPLES ? width : SALIENCY_SAMPLES;
+  uint32_t sh = height < SALIENCY_SAMPLES ? height : SALIENCY_SAMPLES;
+  float *lab = malloc(sizeof(float) * 4 * sw * sh);
+  if (!lab) return; /* the centre, as without a smart crop */
+  for (uint32_t j = 0; j < sh; j++)
+    for (uint32_t i = 0; i < sw; i++) {
+      const uint8_t *p = pixels + ((size_t)((j * 2 + 1) * (uint64_t)height / (2 * sh)) * width +
+                                   (size_t)((i * 2 + 1) * (uint64_t)width / (2 * sw))) *
+                                      channels;
+      float *q = lab + 4 * ((size_t)j * sw + i);
+      ic_srgb_to_lab(p, q);
+      q[3] = channels == 4 ? p[3] / 255.0f : 1;
+    }
+  /* Each sample's interest, summed into a coarse grid: detail (a Sobel gradient of
+   * lightness over the samples), a skin tone (a and b in the range of human skin, not too
+   * dark) and strong colour (chroma over 60). A tone or colour counts as much as a strong
+   * edge when it is rare, less the more of the picture it covers: a wall of wood or a field of
+   * flowers is the background, a face or a toy on it the subject. Transparent samples count
+   * for nothing. */
+  uint32_t cols = width < SALIENCY_CELLS ? width : SALIENCY_CELLS;
+  uint32_t rows = height < SALIENCY_CELLS ? height : SALIENCY_CELLS;
+  float map[SALIENCY_CELLS * SALIENCY_CELLS];
+  memset(map, 0, sizeof(map));
+  size_t skins = 0, vivids = 0, samples = (size_t)sw * sh;
+  for (size_t k = 0; k < samples; k++) {
+    skins += is_skin(lab + 4 * k);
+    vivids += is_vivid(lab + 4 * k);
+  }
+  float skin_weight = 255.0f * (1 - (float)skins / samples);
+  float vivid_weight = 255.0f * (1 - (float)vivids / samples);
+#define L_AT(i, j)                                                                          \
+  lab[4 * ((size_t)((j) < 0 ? 0 : (j) >= (long)sh ? sh - 1 : (j)) * sw +                   \
+           (size_t)((i) < 0 ? 0 : (i) >= (long)sw ? sw - 1 : (i)))]
+  for (long j = 0; j < (long)sh; j++)
+    for (long i = 0; i < (long)sw; i++) {
+      float gx = (L_AT(i + 1, j - 1) + 2 * L_AT(i + 1, j) + L_AT(i + 1, j + 1)) -
+                 (L_AT(i - 1, j - 1) + 2 * L_AT(i - 1, j) + L_AT(i - 1, j + 1));
+      float gy = (L_AT(i - 1, j + 1) + 2 * L_AT(i, j + 1) + L_AT(i + 1, j + 1)) -
+                 (L_AT(i - 1, j - 1) + 2 * L_AT(i, j - 1) + L_AT(i + 1, j - 1));
+      const float *q = lab + 4 * ((size_t)j * sw + i);
+      float score = (fabsf(gx) + fabsf(gy) + (is_skin(q) ? skin_weight : 0) +
+                     (is_vivid(q) ? vivid_weight : 0)) *
+                    q[3];
+      map[(size_t)j * rows / sh * cols + (size_t)i * cols / sw] += score;
+    }
+#undef L_AT
+  free(lab);
+  /* Blurred over about the window's size, so the peak is where a window gathers most. */
+  double wx = (double)window_width * cols / width, wy = (double)window_height * rows / height;
+  double sigma = sqrt(wx * wx + wy * wy) / 6;
+  if (sigma < 0.5) sigma = 0.5;
+  /* The kernel ends below 0.2 of its peak; the map's edges repeat outwards. */
+  int radius = (int)floor(sigma * sqrt(-2 * log(0.2)));
+  float kernel[4 * SALIENCY_CELLS + 1];
+  if (radius > 2 * SALIENCY_CELLS) radius = 2 * SALIENCY_CELLS;
+  for (int i = -radius; i <= radius; i++)
+    kernel[i + radius] = (float)exp(-(double)i * i / (2 * sigma * sigma));
+  float across[SALIENCY_CELLS * SALIENCY_CELLS];
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t c = 0; c < cols; c++) {
+      float sum = 0;
+      for (int i = -radius; i <= radius; i++) {
+        long at = (long)c + i;
+        at = at < 0 ? 0 : at >= (long)cols ? (long)cols - 1 : at;
+        sum += kernel[i + radius] * map[r * cols + at];
+      }
+      across[r * cols + c] = sum;
+    }
+  float best = -1;
+  double best_distance = 0;
+  uint32_t best_r = rows / 2, best_c = cols / 2;
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t c = 0; c < cols; c++) {
+      float sum = 0;
+      for (int i = -radius; i <= radius; i++) {
+        long at = (long)r + i;
+        at = at < 0 ? 0 : at >= (long)rows ? (long)rows - 1 : at;
+        sum += kernel[i + radius] * across[at * cols + c];
+      }
+      double dx = c + 0.5 - cols / 2.0, dy = r + 0.5 - rows / 2.0;
+      double distance = dx * dx + dy * dy;
+      if (sum > best || (sum == best && distance < best_distance)) {
+        best = sum;
         best_distance = distance;
-        *x = at_x;
-        *y = at_y;
+        best_r = r;
+        best_c = c;
       }
     }
-  free(sums);
+  /* The window centred on the peak's cell, kept inside. */
+  double centre_x = (best_c + 0.5) * width / cols, centre_y = (best_r + 0.5) * height / rows;
+  double left = centre_x - window_width / 2.0, top = centre_y - window_height / 2.0;
+  *x = left < 0 ? 0 : left > room_x ? room_x : (uint32_t)(left + 0.5);
+  *y = top < 0 ? 0 : top > room_y ? room_y : (uint32_t)(top + 0.5);
 }
 
 uint8_t *ic_canvas(const uint8_t *pixels, uint32_t width, int channels, uint32_t from_x,

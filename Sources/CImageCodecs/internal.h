@@ -404,6 +404,9 @@ uint8_t *ic_canvas(const uint8_t *pixels, uint32_t width, int channels, uint32_t
                    uint32_t from_y, const ic_plan *plan, const ic_geometry *geometry,
                    int *out_channels);
 
+/* CIE Lab (D65) of an 8-bit sRGB pixel (effects.c, which sharpens in it). */
+void ic_srgb_to_lab(const uint8_t *pixel, float *lab);
+
 /* Applies the effects to an upright picture in place (straight alpha kept straight: colour
  * is weighted by alpha). Bounded: each row checks `control`, and the working rows of a
  * blur are refused past 64 MiB. */
