@@ -92,7 +92,7 @@ def iou(a, b):
 
 
 def crops(binary, work):
-    print("\n## Crops: subject held (of the labelled boxes), and overlap with libvips\n")
+    print("\n### Crops: subject held (of the labelled boxes), and overlap with libvips\n")
     print("| photo | box | subject | thumbd g:sm | vips attention | centre | IoU sm/attention |")
     print("|---|---|---|---|---|---|---|")
     totals = {"sm": 0, "attention": 0, "centre": 0, "n": 0}
@@ -136,7 +136,7 @@ def crops(binary, work):
 
 
 def filters(binary, work):
-    print("\n## Filters: PSNR against libvips at the same sigma (dB)\n")
+    print("\n### Filters: PSNR against libvips at the same sigma (dB)\n")
     print("| photo | bl:1 | bl:3 | bl:10 | sh:1 | sh:3 | sh:10 |")
     print("|---|---|---|---|---|---|---|")
     for name in FILTER_PHOTOS:
@@ -159,7 +159,7 @@ def filters(binary, work):
 
 
 def geometry(binary, work):
-    print("\n## Geometry: pixels equal to libvips' (lossless operations)\n")
+    print("\n### Geometry: pixels equal to libvips' (lossless operations)\n")
     cases = [
         ("rot:90", ["rot", "d90"]), ("rot:180", ["rot", "d180"]), ("rot:270", ["rot", "d270"]),
         ("fl:1", ["flip", "horizontal"]), ("fl:0:1", ["flip", "vertical"]),
@@ -197,7 +197,7 @@ def geometry(binary, work):
 
 
 def cost(binary, work, rounds, copies, only_variants=None):
-    print(f"\n## Cost: {copies} copies of a 12 MP JPEG to 256x256, one process, --jobs 1\n")
+    print(f"\n### Cost: {copies} copies of a 12 MP JPEG to 256x256, one process, --jobs 1\n")
     folder = os.path.join(work, "set")
     os.makedirs(folder, exist_ok=True)
     for i in range(copies):

@@ -32,7 +32,7 @@ public enum ClientMessage: Sendable, Hashable {
     /// `srgb` or `keep`: what becomes of the source's colour profile.
     public var colour: String?
     /// Processing options in imgproxy's path form, `/`-separated (`g:sm/rot:90`): gravity,
-    /// crop, rotation and the rest (docs/PROTOCOL.md, "Geometry").
+    /// crop, rotation and the rest (docs/PROTOCOL.md, "Geometry and filters").
     public var options: String?
 
     /// A box with raw values, as a frame carries them (nil: not sent).

@@ -75,8 +75,9 @@ enum Usage {
       --upscale         Allow output larger than the source.
       --options OPTS    imgproxy processing options, separated by /, e.g.
                         g:sm/rot:90/pd:8/bg:ffffff: gravity, crop, rotation,
-                        flip, padding, background, enlarge, extend
-                        (docs/PROTOCOL.md, "Geometry").
+                        flip, padding, background, enlarge, extend, blur,
+                        sharpen, pixelate (docs/PROTOCOL.md, "Geometry and
+                        filters"). Later flags override earlier ones.
       --colour MODE     srgb (convert through the embedded colour profile to
                         sRGB, output untagged; the default) or keep (pixels
                         as they are, the RGB profile copied into the output).

@@ -106,7 +106,7 @@ public struct Padding: Sendable, Hashable {
 /// What happens around the resize, in displayed (upright) terms: a crop of the source, where
 /// a cover crop's window sits, rotation and mirroring, extending to the box, padding, and the
 /// background that fills what is added. Each field is one of imgproxy's processing options
-/// (docs/PROTOCOL.md, "Geometry"). The default does nothing.
+/// (docs/PROTOCOL.md, "Geometry and filters"). The default does nothing.
 public struct Geometry: Sendable, Hashable {
   /// The largest crop side, offset or padding (in pixels) a request may ask for.
   public static let maxSide = Int(IC_MAX_GEOMETRY)
