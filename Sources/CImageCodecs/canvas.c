@@ -164,3 +164,105 @@ uint8_t *ic_canvas(const uint8_t *pixels, uint32_t width, int channels, uint32_t
   *out_channels = out;
   return canvas;
 }
+
+/* The watermark at `width` x `height`, premultiplied: through the resampler (which takes and
+ * gives straight alpha). NULL when out of memory. */
+static uint8_t *scaled_watermark(const ic_watermark *w, uint32_t width, uint32_t height,
+                                 ic_filter filter) {
+  ic_resizer *resizer = ic_resizer_create(w->width, w->height, 4, 0, 0, w->width, w->height,
+                                          width, height, filter);
+  uint8_t *row = malloc((size_t)w->width * 4);
+  if (!resizer || !row) {
+    ic_resizer_destroy(resizer);
+    free(row);
+    return NULL;
+  }
+  for (uint32_t y = 0; y < w->height; y++) {
+    const uint8_t *src = w->pixels + (size_t)y * w->width * 4;
+    for (uint32_t x = 0; x < w->width; x++) {
+      uint32_t a = src[x * 4 + 3];
+      for (int c = 0; c < 3; c++)
+        row[x * 4 + c] = a ? (uint8_t)((src[x * 4 + c] * 255u + a / 2) / a) : 0;
+      row[x * 4 + 3] = (uint8_t)a;
+    }
+    ic_resizer_push_row(resizer, row);
+  }
+  free(row);
+  uint8_t *out = ic_resizer_finish(resizer);
+  ic_resizer_destroy(resizer);
+  if (!out) return NULL;
+  for (size_t i = 0; i < (size_t)width * height; i++) {
+    uint32_t a = out[i * 4 + 3];
+    for (int c = 0; c < 3; c++) out[i * 4 + c] = (uint8_t)((out[i * 4 + c] * a + 127) / 255);
+  }
+  return out;
+}
+
+/* One copy of the watermark (premultiplied, ww x wh) over the picture at (left, top), clipped. */
+static void blend(uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                  const uint8_t *mark, uint32_t ww, uint32_t wh, long left, long top,
+                  float opacity) {
+  for (uint32_t j = 0; j < wh; j++) {
+    long y = top + (long)j;
+    if (y < 0 || y >= (long)height) continue;
+    for (uint32_t i = 0; i < ww; i++) {
+      long x = left + (long)i;
+      if (x < 0 || x >= (long)width) continue;
+      const uint8_t *m = mark + ((size_t)j * ww + i) * 4;
+      float a = m[3] * opacity / 255.0f;
+      if (a <= 0) continue;
+      uint8_t *p = pixels + ((size_t)y * width + (size_t)x) * channels;
+      if (channels == 4) {
+        /* Straight colour under it: out = mark + picture * (1 - a), in premultiplied terms. */
+        float below = p[3] / 255.0f, out = a + below * (1 - a);
+        for (int c = 0; c < 3; c++) {
+          float v = (m[c] * opacity + p[c] * below * (1 - a)) / (out > 0 ? out : 1);
+          p[c] = (uint8_t)(v > 255 ? 255 : v + 0.5f);
+        }
+        p[3] = (uint8_t)(out * 255 + 0.5f);
+      } else {
+        for (int c = 0; c < 3; c++) {
+          float v = m[c] * opacity + p[c] * (1 - a);
+          p[c] = (uint8_t)(v > 255 ? 255 : v + 0.5f);
+        }
+      }
+    }
+  }
+}
+
+ic_status ic_apply_watermark(uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                             const ic_watermark *w, ic_filter filter, ic_result *result) {
+  if (!w->pixels || w->width == 0 || w->height == 0 || !(w->opacity > 0)) return IC_OK;
+  /* Its size: a fraction of the picture's width, or its own; never past the picture. */
+  double ww = w->width, wh = w->height;
+  if (w->scale > 0) {
+    wh = wh * (w->scale * width) / ww;
+    ww = w->scale * width;
+  }
+  double fit = fmin(1.0, fmin(width / ww, height / wh));
+  uint32_t mw = (uint32_t)floor(ww * fit + 0.5), mh = (uint32_t)floor(wh * fit + 0.5);
+  if (mw == 0) mw = 1;
+  if (mh == 0) mh = 1;
+  const uint8_t *mark = w->pixels;
+  uint8_t *scaled = NULL;
+  if (mw != w->width || mh != w->height) {
+    scaled = scaled_watermark(w, mw, mh, filter);
+    if (!scaled) return ic_fail(result, IC_ERR_NO_MEMORY, "watermark buffer failed");
+    mark = scaled;
+  }
+  float opacity = (float)(w->opacity > 1 ? 1 : w->opacity);
+  if (w->replicate) {
+    /* Tiles from the top left, the offsets as gaps: at most one blend per picture pixel. */
+    long gap_x = w->position.offset_x > 0 ? (long)w->position.offset_x : 0;
+    long gap_y = w->position.offset_y > 0 ? (long)w->position.offset_y : 0;
+    for (long top = 0; top < (long)height; top += (long)mh + gap_y)
+      for (long left = 0; left < (long)width; left += (long)mw + gap_x)
+        blend(pixels, width, height, channels, mark, mw, mh, left, top, opacity);
+  } else {
+    long left = (long)floor(ic_anchor_place(&w->position, 0, width, mw) + 0.5);
+    long top = (long)floor(ic_anchor_place(&w->position, 1, height, mh) + 0.5);
+    blend(pixels, width, height, channels, mark, mw, mh, left, top, opacity);
+  }
+  free(scaled);
+  return IC_OK;
+}

@@ -414,6 +414,12 @@ ic_status ic_apply_effects(uint8_t *pixels, uint32_t width, uint32_t height, int
                            const ic_effects *effects, const ic_control *control,
                            ic_result *result);
 
+/* Lays the watermark over the picture in place (scaled with the resampler when asked). IC_OK,
+ * or IC_ERR_NO_MEMORY. */
+ic_status ic_apply_watermark(uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                             const ic_watermark *watermark, ic_filter filter,
+                             ic_result *result);
+
 /* Streaming two-stage resampler: integer box shrink, then a kernel. */
 typedef struct ic_resizer ic_resizer;
 

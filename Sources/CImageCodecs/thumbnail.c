@@ -101,6 +101,12 @@ static ic_status validate_geometry(const ic_request *request, ic_result *result)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "blur and sharpen sigmas must be 0...%g, pixelate 0...%u", IC_MAX_SIGMA,
                    IC_MAX_GEOMETRY);
+  const ic_watermark *w = &request->watermark;
+  if (w->pixels && (!(w->opacity >= 0 && w->opacity <= 1) || !(w->scale >= 0 && w->scale <= 1) ||
+                    !valid_anchor(&w->position) || w->width > IC_MAX_GEOMETRY ||
+                    w->height > IC_MAX_GEOMETRY))
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
+                   "a watermark's opacity and scale must be 0...1, its position known");
   if (g->pad_top > IC_MAX_GEOMETRY || g->pad_right > IC_MAX_GEOMETRY ||
       g->pad_bottom > IC_MAX_GEOMETRY || g->pad_left > IC_MAX_GEOMETRY)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "padding must be 0...%u",
@@ -396,6 +402,13 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     upright = canvas;
     width = plan.canvas_width;
     height = plan.canvas_height;
+  }
+  if (request->watermark.pixels &&
+      ic_apply_watermark(upright, width, height, channels, &request->watermark,
+                         request->filter, result) != IC_OK) {
+    free(upright);
+    free(kept_icc);
+    return result->status;
   }
   uint64_t decoded = ic_now_ns();
   result->decode_ns = decoded - started;

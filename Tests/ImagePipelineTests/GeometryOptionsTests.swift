@@ -437,4 +437,79 @@ struct GeometryOptionsTests {
     #expect(!refused { $0.pixelate = 0 })
     #expect(!refused { $0.blur = 100 })
   }
+
+  /// A watermark file: `width` x `height` of `pixel` (RGBA).
+  static func watermark(_ pixel: [UInt8], width: Int, height: Int) throws -> Watermark {
+    let path = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-watermark-\(UUID().uuidString).png").path
+    let pixels = (0..<width * height).flatMap { _ in pixel }
+    try Data(
+      try ImageEncoder.png(Bitmap(pixels: pixels, width: width, height: height, channels: 4))
+    )
+    .write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try Watermark(name: "mark", contentsOf: path)
+  }
+
+  /// A flat blue picture, `width` x `height`.
+  static func blue(width: Int, height: Int) throws -> [UInt8] {
+    let pixels = (0..<width * height).flatMap { _ in [0, 0, 255] as [UInt8] }
+    return try ImageEncoder.png(Bitmap(pixels: pixels, width: width, height: height, channels: 3))
+  }
+
+  @Test("a watermark lies where its position says, at its opacity, scaled and tiled as asked")
+  func watermarks() throws {
+    let red = try Self.watermark([255, 0, 0, 255], width: 10, height: 10)
+    let source = try Self.blue(width: 100, height: 50)
+    var spec = ThumbnailSpec(width: 100, height: 50)
+    spec.watermark = WatermarkPlacement(
+      image: red, opacity: 0.5, position: Gravity(.southEast, offsetX: 5, offsetY: 5))
+    let marked = try picture(source, spec)
+    #expect(Self.pixel(marked, 90, 40) == [128, 0, 128], "half red over blue: (85...94, 35...44)")
+    #expect(
+      Self.pixel(marked, 85, 35) == [128, 0, 128] && Self.pixel(marked, 84, 35) == [0, 0, 255])
+    #expect(
+      Self.pixel(marked, 95, 45) == [0, 0, 255] && Self.pixel(marked, 94, 44) == [128, 0, 128])
+    spec.watermark = WatermarkPlacement(image: red, opacity: 1, position: .centre, scale: 0.5)
+    let scaled = try picture(source, spec)
+    let covered = (0..<100).filter { Self.pixel(scaled, $0, 25) == [255, 0, 0] }
+    #expect(covered == Array(25..<75), "half the width, centred")
+    spec.watermark = WatermarkPlacement(
+      image: red, opacity: 1, position: Gravity(.centre, offsetX: 10, offsetY: 15), replicate: true)
+    let tiled = try picture(source, spec)
+    #expect(Self.pixel(tiled, 0, 0) == [255, 0, 0] && Self.pixel(tiled, 10, 0) == [0, 0, 255])
+    #expect(Self.pixel(tiled, 20, 25) == [255, 0, 0] && Self.pixel(tiled, 20, 12) == [0, 0, 255])
+    let clear = try Self.watermark([255, 0, 0, 0], width: 10, height: 10)
+    spec.watermark = WatermarkPlacement(image: clear, opacity: 1)
+    let untouched = try picture(source, spec)
+    #expect((0..<100).allSatisfy { Self.pixel(untouched, $0, 25) == [0, 0, 255] })
+    var other = spec
+    other.watermark?.opacity = 0.4
+    #expect(other != spec)
+    let key = { (spec: ThumbnailSpec) in
+      ThumbnailDiskFormat.key(for: ImageRequest(url: "file:///a.png", spec: spec), filter: .area)
+    }
+    #expect(key(other) != key(spec) && key(spec).contains("wm=mark@"))
+  }
+
+  @Test("a larger watermark shrinks to fit, and bad placements are refused")
+  func watermarkBounds() throws {
+    let large = try Self.watermark([0, 255, 0, 255], width: 400, height: 40)
+    var spec = ThumbnailSpec(width: 100, height: 50)
+    spec.watermark = WatermarkPlacement(image: large, opacity: 1)
+    let fitted = try picture(try Self.blue(width: 100, height: 50), spec)
+    #expect(Self.pixel(fitted, 0, 25) == [0, 255, 0] && Self.pixel(fitted, 99, 25) == [0, 255, 0])
+    #expect(Self.pixel(fitted, 50, 10) == [0, 0, 255], "100x10, centred: rows 20...29")
+    for bad in [
+      WatermarkPlacement(image: large, opacity: 2), WatermarkPlacement(image: large, opacity: .nan),
+      WatermarkPlacement(image: large, opacity: 1, scale: 3),
+      WatermarkPlacement(image: large, opacity: 1, position: Gravity(.smart)),
+      WatermarkPlacement(
+        image: large, opacity: 1, position: Gravity(.centre, offsetX: -1), replicate: true),
+    ] {
+      var asked = spec
+      asked.watermark = bad
+      #expect((try? ValidSpec(asked)) == nil, "\(bad)")
+    }
+  }
 }

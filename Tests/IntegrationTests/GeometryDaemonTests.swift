@@ -1,4 +1,5 @@
 import Foundation
+import ImagePipeline
 import Testing
 import ThumbClient
 import ThumbProtocol
@@ -124,5 +125,51 @@ extension GeometryDaemonTests {
       "/v1/thumbnail?url=file://\(photo)&w=100&h=50&fit=cover&format=png&rotate=90&padding=2"
         + "&background=ffffff")
     #expect(SocketClient.body(of: path) == bytes, "the same image by HTTP")
+  }
+}
+
+extension GeometryDaemonTests {
+  @Test("watermarks come from the config by name: placed, keyed, and refused when unknown")
+  func watermarks() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let mark = directory + "/mark.png"
+    let red = (0..<(16 * 16)).flatMap { _ in [255, 0, 0, 255] as [UInt8] }
+    try Data(try ImageEncoder.png(Bitmap(pixels: red, width: 16, height: 16, channels: 4)))
+      .write(to: URL(fileURLWithPath: mark))
+    let setup = try await SignedPathTests.Setup(["--watermark", "logo=" + mark])
+    defer { setup.stop() }
+    let url = PercentEncoding.encode(setup.origin.url("/photo.jpg"))
+    func get(_ options: String) -> (status: Int, head: String, body: [UInt8]) {
+      setup.get(SignedPathTests.signing.signedPath("/\(options)/plain/\(url)@png"))
+    }
+    let plain = get("rs:fit:100:100")
+    let marked = get("rs:fit:100:100/wm:1:nowe:0:0:0")
+    let named = get("rs:fit:100:100/wm:1:nowe:0:0:0:logo")
+    #expect(plain.status == 200 && marked.status == 200 && named.status == 200)
+    #expect(marked.body != plain.body && named.body == marked.body)
+    let image = try Thumbnailer().decodeFullResolution(of: marked.body)
+    let at = { (x: Int, y: Int) in
+      let start = (y * image.width + x) * image.channels
+      return Array(image.pixels[start..<start + 3])
+    }
+    #expect(at(0, 0) == [255, 0, 0] && at(15, 15) == [255, 0, 0] && at(16, 16) != [255, 0, 0])
+    #expect(
+      SocketClient.header("ETag", in: Array(marked.head.utf8))
+        != SocketClient.header("ETag", in: Array(plain.head.utf8)))
+    let unknown = get("rs:fit:100:100/wm:1:ce:0:0:0:seal")
+    #expect(unknown.status == 400 && String(decoding: unknown.body, as: UTF8.self).contains("seal"))
+    let bad = get("rs:fit:100:100/wm:2")
+    #expect(bad.status == 400)
+    #expect(get("rs:fit:100:100/wm:0").body == plain.body, "opacity 0 is no watermark")
+  }
+
+  @Test("a daemon with no watermarks refuses wm, naming the config key")
+  func noWatermarks() async throws {
+    let setup = try await SignedPathTests.Setup()
+    defer { setup.stop() }
+    let url = PercentEncoding.encode(setup.origin.url("/photo.jpg"))
+    let answer = setup.get(SignedPathTests.signing.signedPath("/wm:0.5/plain/\(url)"))
+    #expect(
+      answer.status == 400 && String(decoding: answer.body, as: UTF8.self).contains("watermarks"))
   }
 }

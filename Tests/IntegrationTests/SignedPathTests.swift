@@ -90,8 +90,9 @@ struct SignedPathTests {
     #expect(Self.size(second.body).map { [$0.0, $0.1] } == [64, 64])
     // An option thumbd does not do is refused naming it, signed or not.
     let blurred = setup.get(
-      Self.signing.signedPath("/wm:0.5/plain/" + PercentEncoding.encode(source)))
-    #expect(blurred.status == 400 && String(decoding: blurred.body, as: UTF8.self).contains("'wm'"))
+      Self.signing.signedPath("/exar:1/plain/" + PercentEncoding.encode(source)))
+    #expect(
+      blurred.status == 400 && String(decoding: blurred.body, as: UTF8.self).contains("'exar'"))
     let trimmed = setup.get(
       Self.signing.signedPath("/t:10/plain/" + PercentEncoding.encode(source)))
     #expect(trimmed.status == 400 && String(decoding: trimmed.body, as: UTF8.self).contains("'t'"))

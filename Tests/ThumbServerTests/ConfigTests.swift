@@ -103,7 +103,7 @@ struct ConfigTests {
       "allowed_schemes": ["http", "file"], "allowed_networks": ["10.0.0.0/8", "::1/128"],
       "trusted_proxies": ["10.0.0.1", "192.168.0.0/16"],
       "signing_keys": ["00ff", "ab"], "signing_salts": ["01", "02"],
-      "presets": ["a=w:1", "b=h:2"],
+      "presets": ["a=w:1", "b=h:2"], "watermarks": ["logo=/one.png", "seal=/two.png"],
     ]
     for option in ConfigOption.all {
       guard let field = option.listField else { continue }

@@ -85,7 +85,8 @@ struct ImgproxyPathTests {
   @Test(
     "what thumbd does not do is refused, naming it",
     arguments: [
-      ("/s/wm:0.5/plain/http://a/b.jpg", "'wm'"),
+      ("/s/wm:0.5:up/plain/http://a/b.jpg", "position"),
+      ("/s/wmu:aHR0cA/plain/http://a/b.jpg", "'wmu'"),
       ("/s/bl:1e9/plain/http://a/b.jpg", "sigma"),
       ("/s/pix:0x/plain/http://a/b.jpg", "size"),
       ("/s/rs:smart:1:1/plain/http://a/b.jpg", "'smart'"),

@@ -260,6 +260,23 @@ typedef struct ic_effects {
   uint32_t pixelate;
 } ic_effects;
 
+/** A picture laid over the result last (after padding): imgproxy's `wm`. Zeroed: none. */
+typedef struct ic_watermark {
+  /** Premultiplied RGBA, width x height; NULL for none. Must outlive the call. */
+  const uint8_t *pixels;
+  uint32_t width;
+  uint32_t height;
+  /** 0...1: how much of it shows. */
+  double opacity;
+  /** Where it sits (offsets in output pixels); with replicate, tiled from the top left with
+   * the offsets as the gaps between tiles. */
+  ic_anchor position;
+  int replicate;
+  /** Its width as a fraction of the result's (0: its own size); never larger than the
+   * result, aspect kept. */
+  double scale;
+} ic_watermark;
+
 /** What thumbnail to make. The box is in output pixels (scale applied). */
 typedef struct ic_request {
   /** Target box; 0 on one side leaves that side unconstrained. */
@@ -295,6 +312,8 @@ typedef struct ic_request {
   ic_geometry geometry;
   /** Blur, sharpening and pixelation. */
   ic_effects effects;
+  /** A watermark. */
+  ic_watermark watermark;
 } ic_request;
 
 /** What the first bytes of a download offer a preview (ic_preview_prefix). */

@@ -1,13 +1,14 @@
 /// How a thumbnail is keyed and described in the disk cache.
 enum ThumbnailDiskFormat {
   /// The disk key: every field that changes the output bytes, the thumbnailer's kernel
-  /// among them, versioned (v4: the kernel; v5: geometry or filters, length-prefixed after the colour
+  /// among them, versioned (v4: the kernel; v5: geometry, filters or a watermark, length-prefixed after the colour
   /// mode, so v4 keys stay valid). The revision is length-prefixed too, so no URL or revision
   /// can make another request's key.
   static func key(for request: ImageRequest, filter: ResamplingFilter) -> String {
     let s = request.spec
     let rev = request.rev.map { "r\($0.utf8.count):\($0)" } ?? "-"
-    let geometry = [s.geometry.key, s.filters.key].filter { !$0.isEmpty }.joined(separator: ";")
+    let geometry = [s.geometry.key, s.filters.key, s.watermark?.key ?? ""].filter { !$0.isEmpty }
+      .joined(separator: ";")
     return
       "thumb-v\(geometry.isEmpty ? 4 : 5)|\(filter.rawValue)|\(rev)|\(s.pixelWidth)x\(s.pixelHeight)"
       + "|\(s.scale)|\(s.fit.rawValue)|\(s.format.rawValue)|q\(s.quality)"

@@ -73,6 +73,8 @@ public struct ThumbnailSpec: Sendable, Hashable {
   public var geometry = Geometry()
   /// Blur, sharpening and pixelation.
   public var filters = Filters()
+  /// A watermark laid over the result last; nil for none.
+  public var watermark: WatermarkPlacement?
 
   /// Creates a spec; `ValidSpec` checks it.
   public init(
@@ -119,5 +121,6 @@ public struct ThumbnailSpec: Sendable, Hashable {
     }
     try geometry.validate(scale: scale)
     try filters.validate(scale: scale)
+    try watermark?.validate()
   }
 }

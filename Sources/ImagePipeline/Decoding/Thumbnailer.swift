@@ -342,7 +342,14 @@ public struct Thumbnailer: Sendable {
     var request = cRequest(spec)
     request.preview = preview ? 1 : 0
     var limits = cLimits
-    _ = ic_thumbnail(&source, &request, &limits, cancellation?.storage, &result)
+    guard let watermark = spec.watermark else {
+      _ = ic_thumbnail(&source, &request, &limits, cancellation?.storage, &result)
+      return
+    }
+    watermark.image.pixels.withUnsafeBufferPointer { pixels in
+      request.watermark = watermark.cValue(scale: spec.scale, pixels: pixels.baseAddress!)
+      _ = ic_thumbnail(&source, &request, &limits, cancellation?.storage, &result)
+    }
   }
 
   /// The video container of the open file's first bytes, or nil.

@@ -233,6 +233,10 @@ extension ConfigOption {
       "`[]`",
       "named option sets in imgproxy's form, `NAME=OPTION/OPTION` (`card=rs:fill:400:300/q:75`), used as `preset=NAME` in the query form and `pr:NAME` in the path form; `default` applies to every request; each is checked at start-up (imgproxy's `IMGPROXY_PRESETS`)"
     ),
+    "watermarks": (
+      "`[]`",
+      "pictures requests may lay over images with `wm` (docs/PROTOCOL.md), `NAME=PATH`; each is decoded once at start-up (any format thumbd reads, at most 4096 px a side) and kept premultiplied in memory; `wm` without a name uses `default`, or the only one. Requests name them, never a path or URL"
+    ),
     "presets_only": (
       "false",
       "refuse every option that does not come from a preset (400): the query form takes `url`, `rev`, `priority`, `preset` and `placeholder` only, spelled exactly (any other parameter is refused), and the path form's options segment is a list of preset names, `/SIGNATURE/NAME:NAME/plain/...` (imgproxy's `IMGPROXY_ONLY_PRESETS`); the TCP listener then takes no sessions"

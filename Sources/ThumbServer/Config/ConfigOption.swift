@@ -156,6 +156,9 @@ public struct ConfigOption: Sendable {
       return true
     },
     list("presets", flag: "--preset", \.presets),
+    list(
+      "watermarks", flag: "--watermark", \.watermarks, expects: "a list of NAME=PATH",
+      valid: { $0.contains("=") }),
     ConfigOption("presets_only", expects: "true or false", isSwitch: true) { config, value in
       guard let flag = value.boolean() else { return false }
       config.presetsOnly = flag

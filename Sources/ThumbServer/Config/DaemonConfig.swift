@@ -136,6 +136,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var presets: [String] = []
   /// Whether only presets may shape an image.
   public var presetsOnly = false
+  /// Watermarks requests may lay over images (`wm`), `NAME=PATH`.
+  public var watermarks: [String] = []
   /// Whether client hints choose the width and scale a request leaves open.
   public var clientHints = false
   /// The widest image, in device pixels, a `Width` hint may ask for.

@@ -36,11 +36,12 @@ public final class Daemon: Sendable {
     let frames = Self.videoFrames(config, logger: logger)
     pipeline = ThumbnailPipeline(
       configuration: try Self.pipelineConfiguration(config, loader, storage, frames: frames))
-    let parameters = ThumbnailParameters(
+    var parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
       defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF,
       defaultColour: config.colour, presets: try Self.presets(config),
       clientHints: try Self.clientHints(config))
+    parameters.watermarks = try Self.watermarks(config)
     if !ColourManagement.useStandardCMYKProfile(
       contentsOf: config.cmykProfile.isEmpty ? nil : config.cmykProfile),
       !config.cmykProfile.isEmpty
@@ -290,6 +291,23 @@ public final class Daemon: Sendable {
       logger.log(.info, "video_frames", ["worker": frames.worker])
       return frames
     }
+  }
+
+  /// The watermarks, each decoded once; a `StartupError` naming the one that is unusable.
+  private static func watermarks(_ config: DaemonConfig) throws -> [String: Watermark] {
+    var table: [String: Watermark] = [:]
+    for definition in config.watermarks {
+      let parts = definition.split(separator: "=", maxSplits: 1).map(String.init)
+      guard parts.count == 2, !parts[0].isEmpty, table[parts[0]] == nil else {
+        throw StartupError(message: "watermarks: '\(definition.prefix(64))' is not a new NAME=PATH")
+      }
+      do {
+        table[parts[0]] = try Watermark(name: parts[0], contentsOf: parts[1])
+      } catch {
+        throw StartupError(message: "watermarks: \(parts[0]): \(error.description)")
+      }
+    }
+    return table
   }
 
   /// The presets, checked; a `StartupError` naming the one that is unusable.

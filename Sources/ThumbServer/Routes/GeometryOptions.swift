@@ -1,8 +1,8 @@
 import ImagePipeline
 
-/// imgproxy's geometry and filter options, read into `Geometry` and `Filters`: `g`, `c`,
-/// `rot`, `fl`, `pd`, `bg`, `el`, `ex` (and the enlarge and extend of `rs` and `s`), `bl`,
-/// `sh` and `pix`. The one reader of their
+/// imgproxy's geometry, filter and watermark options, read into `Geometry`, `Filters` and a
+/// `WatermarkRequest`: `g`, `c`, `rot`, `fl`, `pd`, `bg`, `el`, `ex` (and the enlarge and
+/// extend of `rs` and `s`), `bl`, `sh`, `pix` and `wm`. The one reader of their
 /// arguments: the path form, the query form (`gravity=no:10:5` is `gravity:no:10:5`), the
 /// session's `options` and the CLI's `--options` all come here.
 enum GeometryOptions {
@@ -10,7 +10,7 @@ enum GeometryOptions {
   static let names: Set<Substring> = [
     "g", "gravity", "c", "crop", "rot", "rotate", "fl", "flip", "pd", "padding", "bg",
     "background", "el", "enlarge", "ex", "extend", "bl", "blur", "sh", "sharpen", "pix",
-    "pixelate",
+    "pixelate", "wm", "watermark",
   ]
 
   /// Applies option `name` with `arguments`; the problem when they are not valid.
@@ -58,6 +58,8 @@ enum GeometryOptions {
         options.filters.blur = try sigma(name, arguments)
       case "sh", "sharpen":
         options.filters.sharpen = try sigma(name, arguments)
+      case "wm", "watermark":
+        options.watermark = try watermark(name, arguments)
       case "pix", "pixelate":
         guard arguments.count == 1, let size = Int(arguments.first!),
           (0...Geometry.maxSide).contains(size)
@@ -70,6 +72,46 @@ enum GeometryOptions {
     } catch {
       return error
     }
+  }
+
+  /// `OPACITY[:POSITION[:X:Y[:SCALE[:NAME]]]]`; POSITION is a compass gravity or `re`
+  /// (replicate, the offsets then the gaps between tiles). Opacity 0 is none.
+  static func watermark(
+    _ name: Substring, _ arguments: ArraySlice<Substring>
+  ) throws(ParameterError) -> WatermarkRequest? {
+    guard (1...6).contains(arguments.count) else {
+      throw ParameterError("\(name): give OPACITY[:POSITION:X:Y:SCALE:NAME]")
+    }
+    let parts = Array(arguments)
+    func number(_ index: Int, _ range: ClosedRange<Double>) throws(ParameterError) -> Double? {
+      guard index < parts.count, !parts[index].isEmpty else { return nil }
+      guard let value = Double(parts[index]), value.isFinite, range.contains(value) else {
+        throw ParameterError("\(name): '\(parts[index])' must be \(range.lowerBound) to \(range.upperBound)")
+      }
+      return value
+    }
+    let opacity = try number(0, 0...1) ?? 0
+    guard opacity > 0 else { return nil }
+    var request = WatermarkRequest(opacity: opacity)
+    let limit = Double(Geometry.maxSide)
+    let x = try number(2, -limit...limit) ?? 0
+    let y = try number(3, -limit...limit) ?? 0
+    if parts.count > 1, !parts[1].isEmpty {
+      if parts[1] == "re" {
+        guard x >= 0, y >= 0 else { throw ParameterError("\(name): gaps must be 0 or more") }
+        request.replicate = true
+        request.position = Gravity(.centre, offsetX: x, offsetY: y)
+      } else {
+        guard let kind = Gravity.Kind(rawValue: String(parts[1])), kind != .focus, kind != .smart
+        else { throw ParameterError("\(name): position must be a compass gravity or re") }
+        request.position = Gravity(kind, offsetX: x, offsetY: y)
+      }
+    } else {
+      request.position = Gravity(.centre, offsetX: x, offsetY: y)
+    }
+    request.scale = try number(4, 0...1) ?? 0
+    if parts.count > 5, !parts[5].isEmpty { request.name = String(parts[5]) }
+    return request
   }
 
   /// A blur or sharpen sigma: 0 (none) to `Filters.maxSigma`.
@@ -209,6 +251,9 @@ extension ThumbnailSpec {
     options.filters = filters
     if let problem = ImgproxyPath.apply(options: text, to: &options, presets: nil) {
       throw .invalidSpec(problem.message)
+    }
+    guard options.watermark == nil else {
+      throw .invalidSpec("wm: watermarks are the daemon's (watermarks), not the CLI's")
     }
     guard let fit = options.fit.flatMap(FitMode.init(rawValue:)),
       let format = options.format.flatMap(OutputFormat.init(rawValue:))

@@ -25,6 +25,18 @@ struct ImageOptions: Sendable, Hashable {
   var geometry = Geometry()
   /// Blur, sharpening and pixelation.
   var filters = Filters()
+  /// A watermark, by name (resolved against the configured ones when the spec is made).
+  var watermark: WatermarkRequest?
+}
+
+/// `wm:OPACITY:POSITION:X:Y:SCALE[:NAME]` as read: the watermark by its configured name (nil:
+/// the default one).
+struct WatermarkRequest: Sendable, Hashable {
+  var name: String?
+  var opacity: Double
+  var position = Gravity.centre
+  var replicate = false
+  var scale: Double = 0
 }
 
 extension ThumbnailParameters {
@@ -33,7 +45,8 @@ extension ThumbnailParameters {
     spec(
       width: options.width, height: options.height, scale: options.scale, fit: options.fit,
       format: options.format, quality: options.quality, colour: options.colour,
-      enlarge: options.enlarge ?? false, geometry: options.geometry, filters: options.filters)
+      enlarge: options.enlarge ?? false, geometry: options.geometry, filters: options.filters,
+      watermark: options.watermark)
   }
 }
 

@@ -18,6 +18,8 @@ public struct ThumbnailParameters: Sendable, Hashable {
   public var presets: Presets
   /// Whether (and how far) the HTTP forms take the width and scale from client hints.
   public var clientHints: ClientHints?
+  /// The watermarks requests may name (`watermarks`), by name.
+  public var watermarks: [String: Watermark] = [:]
 
   /// Creates the defaults.
   public init(
@@ -60,7 +62,7 @@ public struct ThumbnailParameters: Sendable, Hashable {
   func spec(
     width: Int, height: Int, scale: Double?, fit: String?, format: String?, quality: Int?,
     colour: String? = nil, enlarge: Bool = false, geometry: Geometry = Geometry(),
-    filters: Filters = Filters()
+    filters: Filters = Filters(), watermark: WatermarkRequest? = nil
   ) -> Result<ValidSpec, ParameterError> {
     var colourMode = defaultColour
     if let colour {
@@ -90,6 +92,12 @@ public struct ThumbnailParameters: Sendable, Hashable {
       quality: quality ?? defaultQuality, allowUpscale: enlarge, colour: colourMode)
     spec.geometry = geometry
     spec.filters = filters
+    if let watermark, watermark.opacity > 0 {
+      switch placement(watermark) {
+      case .success(let placed): spec.watermark = placed
+      case .failure(let problem): return .failure(problem)
+      }
+    }
     do {
       return .success(try ValidSpec(spec))
     } catch {
@@ -99,6 +107,29 @@ public struct ThumbnailParameters: Sendable, Hashable {
 }
 
 extension ThumbnailParameters {
+  /// The configured watermark `request` names (`default`, or the only one, when it names
+  /// none), placed as it asks.
+  func placement(_ request: WatermarkRequest) -> Result<WatermarkPlacement, ParameterError> {
+    let image =
+      if let name = request.name {
+        watermarks[name]
+      } else {
+        watermarks["default"] ?? (watermarks.count == 1 ? watermarks.values.first : nil)
+      }
+    guard let image else {
+      return .failure(
+        ParameterError(
+          watermarks.isEmpty
+            ? "wm: no watermark is configured (watermarks)"
+            : request.name.map { "wm: watermark '\($0.prefix(64))' is not configured" }
+              ?? "wm: name a watermark, or configure one called default"))
+    }
+    return .success(
+      WatermarkPlacement(
+        image: image, opacity: request.opacity, position: request.position,
+        replicate: request.replicate, scale: request.scale))
+  }
+
   /// "auto, png, jpeg, webp or avif", from the cases.
   static let formatNames: String = {
     let names =
