@@ -86,7 +86,8 @@ enum GeometryOptions {
     func number(_ index: Int, _ range: ClosedRange<Double>) throws(ParameterError) -> Double? {
       guard index < parts.count, !parts[index].isEmpty else { return nil }
       guard let value = Double(parts[index]), value.isFinite, range.contains(value) else {
-        throw ParameterError("\(name): '\(parts[index])' must be \(range.lowerBound) to \(range.upperBound)")
+        throw ParameterError(
+          "\(name): '\(parts[index])' must be \(range.lowerBound) to \(range.upperBound)")
       }
       return value
     }
