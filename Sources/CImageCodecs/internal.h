@@ -420,6 +420,17 @@ ic_status ic_apply_watermark(uint8_t *pixels, uint32_t width, uint32_t height, i
                              const ic_watermark *watermark, ic_filter filter,
                              ic_result *result);
 
+/* What is left of an upright picture when its borders of one colour are cut (trim.c): the
+ * rectangle (x, y, width, height); all of it when nothing, or everything, would be cut. */
+void ic_trim_box(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
+                 const ic_geometry *geometry, uint32_t *x, uint32_t *y, uint32_t *out_width,
+                 uint32_t *out_height);
+
+/* A decoder over a rectangle of pixels in memory (`stride` pixels a row), upright, without a
+ * profile: what the second stage of a trim reads. The pixels must outlive it. */
+ic_decoder *ic_memory_decoder(const uint8_t *pixels, uint32_t stride, int channels, uint32_t x,
+                              uint32_t y, uint32_t width, uint32_t height, ic_result *result);
+
 /* Streaming two-stage resampler: integer box shrink, then a kernel. */
 typedef struct ic_resizer ic_resizer;
 

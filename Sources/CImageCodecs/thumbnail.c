@@ -101,6 +101,8 @@ static ic_status validate_geometry(const ic_request *request, ic_result *result)
     return ic_fail(result, IC_ERR_INVALID_ARGUMENT,
                    "blur and sharpen sigmas must be 0...%g, pixelate 0...%u", IC_MAX_SIGMA,
                    IC_MAX_GEOMETRY);
+  if (g->trim && !(g->trim_threshold >= 0 && g->trim_threshold <= 255))
+    return ic_fail(result, IC_ERR_INVALID_ARGUMENT, "trim's threshold must be 0...255");
   const ic_watermark *w = &request->watermark;
   if (w->pixels && (!(w->opacity >= 0 && w->opacity <= 1) || !(w->scale >= 0 && w->scale <= 1) ||
                     !valid_anchor(&w->position) || w->width > IC_MAX_GEOMETRY ||
@@ -311,6 +313,68 @@ ic_status ic_summarize(const uint8_t *pixels, uint32_t width, uint32_t height, i
   return IC_OK;
 }
 
+/* A trim's first stage (trim.c): the whole picture upright at a working size (twice the box,
+ * 512 to 4096 a side, the box when larger), its borders found; `decoder` becomes one over what
+ * is left, and `next` the request for it: rotation and mirroring done, a crop's pixels made
+ * the working picture's. */
+static ic_status trim_first_stage(ic_decoder **decoder, const ic_request *request,
+                                  const ic_limits *limits, ic_result *result, ic_request *next,
+                                  uint8_t **first, uint8_t **kept_icc, size_t *kept_size) {
+  ic_request whole = *request;
+  memset(&whole.geometry, 0, sizeof(whole.geometry));
+  memset(&whole.effects, 0, sizeof(whole.effects));
+  memset(&whole.watermark, 0, sizeof(whole.watermark));
+  whole.geometry.rotate = request->geometry.rotate;
+  whole.geometry.flip_horizontal = request->geometry.flip_horizontal;
+  whole.geometry.flip_vertical = request->geometry.flip_vertical;
+  whole.summary = 0;
+  whole.fit = IC_FIT_CONTAIN;
+  whole.allow_upscale = 0;
+  uint32_t longest = request->width > request->height ? request->width : request->height;
+  uint32_t side = longest > 2048 ? longest : 2 * longest < 512 ? 512 : 2 * longest;
+  whole.width = whole.height = side;
+  ic_header header = (*decoder)->header;
+  ic_plan plan;
+  uint8_t *pixels = NULL;
+  uint32_t width = 0, height = 0;
+  int channels = 0;
+  ic_status status = resample(*decoder, &whole, limits, result, &plan, &pixels, &width,
+                              &height, &channels, kept_icc, kept_size);
+  (*decoder)->ops->destroy(*decoder);
+  *decoder = NULL;
+  if (status != IC_OK) return status;
+  uint8_t *upright = pixels;
+  if (plan.orientation != 1) {
+    uint32_t w, h;
+    upright = ic_orient(pixels, width, height, channels, plan.orientation, &w, &h);
+    free(pixels);
+    if (!upright) return ic_fail(result, IC_ERR_NO_MEMORY, "orientation buffer failed");
+    width = w;
+    height = h;
+  }
+  uint32_t x, y, w, h;
+  ic_trim_box(upright, width, height, channels, &request->geometry, &x, &y, &w, &h);
+  *decoder = ic_memory_decoder(upright, width, channels, x, y, w, h, result);
+  if (!*decoder) {
+    free(upright);
+    return result->status;
+  }
+  *first = upright;
+  *next = *request;
+  next->geometry.trim = 0;
+  next->geometry.rotate = 0;
+  next->geometry.flip_horizontal = next->geometry.flip_vertical = 0;
+  int swap = plan.orientation >= 5 && plan.orientation <= 8;
+  double shown = swap ? header.height : header.width;
+  double factor = shown > 0 ? width / shown : 1;
+  if (next->geometry.crop_width >= 1) next->geometry.crop_width = fmax(1, next->geometry.crop_width * factor);
+  if (next->geometry.crop_height >= 1)
+    next->geometry.crop_height = fmax(1, next->geometry.crop_height * factor);
+  next->geometry.crop_gravity.offset_x *= factor;
+  next->geometry.crop_gravity.offset_y *= factor;
+  return IC_OK;
+}
+
 ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
                        const ic_limits *limits, const int32_t *cancel_flag,
                        ic_result *result) {
@@ -334,11 +398,33 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
                          : ic_decoder_open(&stream, limits, &control, result, &decoder);
   ic_plan plan;
   memset(&plan, 0, sizeof(plan));
-  if (status == IC_OK) {
-    status = resample(decoder, request, limits, result, &plan, &pixels, &width,
-                      &height, &channels, &kept_icc, &kept_size);
-    decoder->ops->destroy(decoder);
+  ic_request trimmed;
+  uint8_t *first = NULL; /* a trim's first stage, which the second reads */
+  if (status == IC_OK && request->geometry.trim && !request->preview) {
+    status = trim_first_stage(&decoder, request, limits, result, &trimmed, &first, &kept_icc,
+                              &kept_size);
+    if (status == IC_OK) request = &trimmed;
   }
+  if (status == IC_OK) {
+    /* The first stage's orientation and colour outcome are the source's; its profile, when
+     * kept, too. */
+    ic_result first_stage = *result;
+    uint8_t *icc = NULL;
+    size_t icc_size = 0;
+    status = resample(decoder, request, limits, result, &plan, &pixels, &width,
+                      &height, &channels, &icc, &icc_size);
+    decoder->ops->destroy(decoder);
+    if (first) {
+      result->orientation = first_stage.orientation;
+      result->profile = first_stage.profile;
+      result->transform_cached = first_stage.transform_cached;
+      free(icc);
+    } else {
+      kept_icc = icc;
+      kept_size = icc_size;
+    }
+  }
+  free(first);
   ic_stream_close(&stream);
   if (status != IC_OK) {
     free(kept_icc);

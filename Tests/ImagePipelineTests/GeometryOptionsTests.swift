@@ -512,4 +512,44 @@ struct GeometryOptionsTests {
       #expect((try? ValidSpec(asked)) == nil, "\(bad)")
     }
   }
+
+  /// A red `inner` rectangle on white, placed at (left, top) of a `width` x `height` picture.
+  static func framed(
+    width: Int, height: Int, left: Int, top: Int, inner: (Int, Int)
+  ) throws -> [UInt8] {
+    var pixels: [UInt8] = []
+    for y in 0..<height {
+      for x in 0..<width {
+        let inside = (left..<left + inner.0).contains(x) && (top..<top + inner.1).contains(y)
+        pixels += inside ? [255, 0, 0] : [255, 255, 255]
+      }
+    }
+    return try ImageEncoder.png(Bitmap(pixels: pixels, width: width, height: height, channels: 3))
+  }
+
+  @Test("trim cuts borders of one colour first; the rest of the request sees what is left")
+  func trim() throws {
+    let source = try Self.framed(width: 300, height: 200, left: 40, top: 30, inner: (120, 60))
+    var spec = ThumbnailSpec(width: 60, height: 60)
+    spec.geometry.trim = Trim(threshold: 10)
+    let cut = try picture(source, spec)
+    #expect(cut.width == 60 && cut.height == 30, "the 120x60 rectangle, contained")
+    #expect(Self.pixel(cut, 0, 0) == [255, 0, 0] && Self.pixel(cut, 59, 29) == [255, 0, 0])
+    spec.geometry.trim = Trim(threshold: 10, equalHorizontal: true, equalVertical: true)
+    let even = try picture(source, spec)
+    // Left 40 and right 140 become 40 each; top 30 and bottom 110, 30 each: 220x140.
+    #expect(even.width == 60 && even.height == 38)
+    spec.geometry.trim = Trim(threshold: 10, colour: RGBColour(red: 0, green: 0, blue: 0))
+    #expect(try picture(source, spec).width == 60, "no black border: the whole 300x200")
+    #expect(try picture(source, spec).height == 40)
+    spec.geometry.trim = Trim(threshold: 255)
+    let all = try picture(source, spec)
+    #expect(all.width == 60 && all.height == 40, "a colour that matches everything cuts nothing")
+    spec.geometry.trim = Trim(threshold: 10)
+    spec.geometry.rotation = 90
+    spec.geometry.cropWidth = 0.5
+    let turned = try picture(source, spec)
+    #expect(turned.width == 15 && turned.height == 60, "turned, then half its width kept")
+    #expect(Self.pixel(turned, 7, 30) == [255, 0, 0])
+  }
 }

@@ -24,7 +24,7 @@ struct FrontDoorRuleTests {
     "presets: definitions checked at start-up, each failure naming the definition",
     arguments: [
       ("card", "NAME=OPTIONS"), ("=w:1", "name"), ("a b=w:1", "name"),
-      ("x=bl:3", "preset 'x': option 'bl'"), ("x=pr:y", "cannot name presets"),
+      ("x=exar:1", "preset 'x': option 'exar'"), ("x=pr:y", "cannot name presets"),
       ("x=w:-4", "'-4'"),
     ])
   func presetErrors(definition: String, naming: String) {

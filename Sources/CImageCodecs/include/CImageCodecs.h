@@ -143,6 +143,17 @@ typedef struct ic_geometry {
    * onto it; else added pixels are transparent. */
   int has_background;
   uint8_t background[3];
+  /** When nonzero, borders of one colour are cut first (imgproxy's `t`), decided on a small
+   * upright resample; the rest of the request (crop included) applies to what is left. */
+  int trim;
+  /** How far (0...255, on any channel) a pixel may be from the colour and be border. */
+  double trim_threshold;
+  /** The border colour; without it, the top-left pixel's. */
+  int trim_has_colour;
+  uint8_t trim_colour[3];
+  /** Cut as much from the right as from the left, from the bottom as from the top. */
+  int trim_equal_horizontal;
+  int trim_equal_vertical;
 } ic_geometry;
 
 /** Requested output encoding: a writable ic_format, or AUTO (PNG when the result has

@@ -103,6 +103,32 @@ public struct Padding: Sendable, Hashable {
   }
 }
 
+/// Borders of one colour cut before anything else (imgproxy's `t`), decided on a small
+/// resample of the whole picture.
+public struct Trim: Sendable, Hashable {
+  /// How far (0...255, on any channel) a pixel may be from the colour and be border.
+  public var threshold: Double
+  /// The border colour; nil for the top-left pixel's.
+  public var colour: RGBColour?
+  /// Cut as much from the right as from the left.
+  public var equalHorizontal = false
+  /// Cut as much from the bottom as from the top.
+  public var equalVertical = false
+
+  /// A trim.
+  public init(
+    threshold: Double, colour: RGBColour? = nil, equalHorizontal: Bool = false,
+    equalVertical: Bool = false
+  ) {
+    (self.threshold, self.colour) = (threshold, colour)
+    (self.equalHorizontal, self.equalVertical) = (equalHorizontal, equalVertical)
+  }
+
+  var key: String {
+    "\(threshold):\(colour?.hex ?? "-"):\(equalHorizontal ? 1 : 0)\(equalVertical ? 1 : 0)"
+  }
+}
+
 /// What happens around the resize, in displayed (upright) terms: a crop of the source, where
 /// a cover crop's window sits, rotation and mirroring, extending to the box, padding, and the
 /// background that fills what is added. Each field is one of imgproxy's processing options
@@ -134,6 +160,9 @@ public struct Geometry: Sendable, Hashable {
   /// What fills added space, and what a result with alpha is flattened onto (`bg`); nil
   /// leaves added space transparent.
   public var background: RGBColour?
+  /// Borders cut first (`t`); nil for none. The size a placeholder announces is then the
+  /// untrimmed picture's: the trim is known only from the pixels.
+  public var trim: Trim?
 
   /// Nothing around the resize.
   public init() {}
@@ -151,6 +180,9 @@ public struct Geometry: Sendable, Hashable {
       guard side.isFinite, side >= 0, side <= limit else {
         throw .invalidSpec("crop sides must be 0 to \(Self.maxSide) pixels, or fractions")
       }
+    }
+    if let trim, !(trim.threshold.isFinite && (0...255).contains(trim.threshold)) {
+      throw .invalidSpec("trim's threshold must be 0 to 255")
     }
     guard [0, 90, 180, 270].contains(rotation) else {
       throw .invalidSpec("rotation must be 0, 90, 180 or 270")
@@ -179,6 +211,7 @@ public struct Geometry: Sendable, Hashable {
       parts.append("pd=\(padding.top),\(padding.right),\(padding.bottom),\(padding.left)")
     }
     if let background { parts.append("bg=" + background.hex) }
+    if let trim { parts.append("t=" + trim.key) }
     return parts.joined(separator: ";")
   }
 
@@ -219,6 +252,16 @@ public struct Geometry: Sendable, Hashable {
     if let background {
       g.has_background = 1
       g.background = (background.red, background.green, background.blue)
+    }
+    if let trim {
+      g.trim = 1
+      g.trim_threshold = trim.threshold
+      if let colour = trim.colour {
+        g.trim_has_colour = 1
+        g.trim_colour = (colour.red, colour.green, colour.blue)
+      }
+      g.trim_equal_horizontal = trim.equalHorizontal ? 1 : 0
+      g.trim_equal_vertical = trim.equalVertical ? 1 : 0
     }
     return g
   }

@@ -10,7 +10,7 @@ enum GeometryOptions {
   static let names: Set<Substring> = [
     "g", "gravity", "c", "crop", "rot", "rotate", "fl", "flip", "pd", "padding", "bg",
     "background", "el", "enlarge", "ex", "extend", "bl", "blur", "sh", "sharpen", "pix",
-    "pixelate", "wm", "watermark",
+    "pixelate", "wm", "watermark", "t", "trim",
   ]
 
   /// Applies option `name` with `arguments`; the problem when they are not valid.
@@ -58,6 +58,8 @@ enum GeometryOptions {
         options.filters.blur = try sigma(name, arguments)
       case "sh", "sharpen":
         options.filters.sharpen = try sigma(name, arguments)
+      case "t", "trim":
+        options.geometry.trim = try trim(name, arguments)
       case "wm", "watermark":
         options.watermark = try watermark(name, arguments)
       case "pix", "pixelate":
@@ -113,6 +115,24 @@ enum GeometryOptions {
     request.scale = try number(4, 0...1) ?? 0
     if parts.count > 5, !parts[5].isEmpty { request.name = String(parts[5]) }
     return request
+  }
+
+  /// `THRESHOLD[:COLOUR[:EQUAL_HOR[:EQUAL_VER]]]`, COLOUR six hex digits (empty: the top-left
+  /// pixel's).
+  static func trim(
+    _ name: Substring, _ arguments: ArraySlice<Substring>
+  ) throws(ParameterError) -> Trim? {
+    let parts = Array(arguments)
+    guard (1...4).contains(parts.count), let threshold = Double(parts[0]), threshold.isFinite,
+      (0...255).contains(threshold)
+    else { throw ParameterError("\(name): the threshold must be 0 to 255") }
+    var trim = Trim(threshold: threshold)
+    if parts.count > 1, !parts[1].isEmpty {
+      trim.colour = try colour(name, parts[1...1])
+    }
+    if parts.count > 2, !parts[2].isEmpty { trim.equalHorizontal = try flag(name, parts[2]) }
+    if parts.count > 3, !parts[3].isEmpty { trim.equalVertical = try flag(name, parts[3]) }
+    return trim
   }
 
   /// A blur or sharpen sigma: 0 (none) to `Filters.maxSigma`.

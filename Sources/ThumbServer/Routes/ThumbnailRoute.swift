@@ -278,13 +278,13 @@ public struct ThumbnailRoute: Sendable {
   enum ThumbnailQuery: String, CaseIterable {
     case url, w, h, scale, fit, format, quality, colour, rev, priority, preset, placeholder
     case gravity, crop, rotate, flip, padding, background, enlarge, extend, blur, sharpen
-    case pixelate
+    case pixelate, trim
 
     /// The geometry and filter parameters, each imgproxy's option of the same name with its
     /// arguments as the value (`gravity=no:10:5` is `gravity:no:10:5`).
     static let geometry: [ThumbnailQuery] = [
       .gravity, .crop, .rotate, .flip, .padding, .background, .enlarge, .extend, .blur,
-      .sharpen, .pixelate,
+      .sharpen, .pixelate, .trim,
     ]
 
     /// Whether the parameter changes the image (priority only orders the work; placeholder
