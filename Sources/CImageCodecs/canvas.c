@@ -253,8 +253,8 @@ ic_status ic_apply_watermark(uint8_t *pixels, uint32_t width, uint32_t height, i
   float opacity = (float)(w->opacity > 1 ? 1 : w->opacity);
   if (w->replicate) {
     /* Tiles from the top left, the offsets as gaps: at most one blend per picture pixel. */
-    long gap_x = w->position.offset_x > 0 ? (long)w->position.offset_x : 0;
-    long gap_y = w->position.offset_y > 0 ? (long)w->position.offset_y : 0;
+    long gap_x = (long)ic_offset_pixels(w->position.offset_x > 0 ? w->position.offset_x : 0, mw);
+    long gap_y = (long)ic_offset_pixels(w->position.offset_y > 0 ? w->position.offset_y : 0, mh);
     for (long top = 0; top < (long)height; top += (long)mh + gap_y)
       for (long left = 0; left < (long)width; left += (long)mw + gap_x)
         blend(pixels, width, height, channels, mark, mw, mh, left, top, opacity);

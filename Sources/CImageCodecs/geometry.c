@@ -7,7 +7,8 @@
  *   orientation and the request's rotation and mirroring, composed into one orientation
  *   code. Planning happens in that frame; only the final source region is mapped back to
  *   the stored frame, where decoding and resampling happen.
- * - A window never leaves what it is cut from: gravity and offsets are clamped.
+ * - A window never leaves what it is cut from: gravity and offsets are clamped. An offset
+ *   below 1 either way is a fraction of the side it moves along (imgproxy's rule).
  * - A smart crop resamples the whole region at the cover scale and leaves the window to
  *   ic_smart_window; the free side is capped so the extra resample stays small.
  */
@@ -75,11 +76,15 @@ static int upright_orientation(int exif, const ic_geometry *g) {
   return o;
 }
 
+double ic_offset_pixels(double offset, double outer) {
+  if (!isfinite(offset)) return 0;
+  return fabs(offset) < 1 ? offset * outer : offset;
+}
+
 double ic_anchor_place(const ic_anchor *anchor, int vertical, double outer, double inner) {
   double room = outer - inner;
   if (room <= 0) return 0;
-  double offset = vertical ? anchor->offset_y : anchor->offset_x;
-  if (!isfinite(offset)) offset = 0;
+  double offset = ic_offset_pixels(vertical ? anchor->offset_y : anchor->offset_x, outer);
   double start;
   switch (anchor->type) {
   case IC_GRAVITY_FOCUS: {
@@ -178,10 +183,11 @@ ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
       out_w = ww * s;
       out_h = wh * s;
     } else {
-      /* Offsets are output pixels: in the region's pixels they are 1/s as long. */
+      /* Offsets in pixels are output pixels: in the region's they are 1/s as long (a
+       * fraction of the side is the same in both). */
       ic_anchor anchor = g->gravity;
-      anchor.offset_x /= s;
-      anchor.offset_y /= s;
+      if (fabs(anchor.offset_x) >= 1) anchor.offset_x /= s;
+      if (fabs(anchor.offset_y) >= 1) anchor.offset_y /= s;
       wx = rx + ic_anchor_place(&anchor, 0, rw, ww);
       wy = ry + ic_anchor_place(&anchor, 1, rh, wh);
       out_w = final_w;

@@ -387,6 +387,10 @@ ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
  * padding, as the request asks. */
 void ic_plan_canvas(ic_plan *plan, const ic_request *request);
 
+/* An offset in pixels along an axis of `outer` pixels: as given from 1 either way, a fraction
+ * of `outer` below (imgproxy's relative offsets). */
+double ic_offset_pixels(double offset, double outer);
+
 /* Where, along an axis of `outer` pixels, a part of `inner` pixels starts under `anchor`
  * (horizontal when `vertical` is zero), kept inside. */
 double ic_anchor_place(const ic_anchor *anchor, int vertical, double outer, double inner);

@@ -370,8 +370,8 @@ static ic_status trim_first_stage(ic_decoder **decoder, const ic_request *reques
   if (next->geometry.crop_width >= 1) next->geometry.crop_width = fmax(1, next->geometry.crop_width * factor);
   if (next->geometry.crop_height >= 1)
     next->geometry.crop_height = fmax(1, next->geometry.crop_height * factor);
-  next->geometry.crop_gravity.offset_x *= factor;
-  next->geometry.crop_gravity.offset_y *= factor;
+  if (fabs(next->geometry.crop_gravity.offset_x) >= 1) next->geometry.crop_gravity.offset_x *= factor;
+  if (fabs(next->geometry.crop_gravity.offset_y) >= 1) next->geometry.crop_gravity.offset_y *= factor;
   return IC_OK;
 }
 

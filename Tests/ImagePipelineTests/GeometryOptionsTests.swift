@@ -129,6 +129,8 @@ struct GeometryOptionsTests {
     #expect(try shown(Gravity(.east, offsetX: 100)) == 1)
     #expect(try shown(Gravity(.centre, offsetX: -100)) == 0)
     #expect(try shown(Gravity(.west, offsetX: -500)) == 0, "an offset never leaves the image")
+    #expect(try shown(Gravity(.west, offsetX: 0.34)) == 1, "below 1: a fraction of the width")
+    #expect(try shown(Gravity(.east, offsetX: 0.34)) == 1)
     #expect(try shown(Gravity(.focus, focusX: 0.9, focusY: 0.5)) == 2)
     #expect(try shown(Gravity(.focus, focusX: 0.1, focusY: 0.5)) == 0)
     // Turned a quarter clockwise the red band is on top: gravity is in displayed terms.

@@ -173,3 +173,52 @@ extension GeometryDaemonTests {
       answer.status == 400 && String(decoding: answer.body, as: UTF8.self).contains("watermarks"))
   }
 }
+
+extension GeometryDaemonTests {
+  /// imgproxy's documented forms of each option (its processing guide), with the size its
+  /// rules give the 1080x1350 photo.
+  static let documented: [(String, [Int])] = [
+    ("pr:sharp/rs:fill:300:400:0/g:sm", [300, 400]),
+    ("resize:fill:300:400:0/gravity:sm", [300, 400]),
+    ("rs:force:100:200/padding:10", [120, 220]),
+    ("size:300:300:0:1/background:255:0:0", [300, 300]),
+    ("rt:fill-down/w:200/h:100", [200, 100]),
+    ("rt:auto/w:300/h:100", [80, 100]),
+    ("w:200/enlarge:1/extend:1:so", [200, 250]),
+    ("rs:fit:2000:2000:1", [1600, 2000]),
+    ("crop:0.5:0.5:nowe/w:100", [100, 125]),
+    ("c:300:200:fp:0.5:0.5/w:150", [150, 100]),
+    ("g:noea:0.1:0.1/rs:fill:100:100", [100, 100]),
+    ("rotate:90/w:100", [100, 80]),
+    ("rot:270/flip:1:1/h:100", [125, 100]),
+    ("trim:10/w:100", [100, 125]),
+    ("t:10:ffffff:1:1/w:100", [100, 125]),
+    ("blur:3/w:100", [100, 125]),
+    ("sharpen:0.5/w:100", [100, 125]),
+    ("pixelate:4/w:100", [100, 125]),
+    ("watermark:0.5:soea:10:10:0.2/w:100", [100, 125]),
+    ("wm:1:re:0.1:0.1/w:100", [100, 125]),
+    ("ar:1/bg:/w:100", [100, 125]),
+  ]
+
+  @Test("imgproxy's documented option forms get 200 and the size its rules give")
+  func documentedExamples() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let mark = directory + "/mark.png"
+    let grey = (0..<(40 * 20)).flatMap { _ in [90, 90, 90, 200] as [UInt8] }
+    try Data(try ImageEncoder.png(Bitmap(pixels: grey, width: 40, height: 20, channels: 4)))
+      .write(to: URL(fileURLWithPath: mark))
+    let setup = try await SignedPathTests.Setup([
+      "--watermark", "default=" + mark, "--preset", "sharp=sh:0.7",
+    ])
+    defer { setup.stop() }
+    let url = PercentEncoding.encode(setup.origin.url("/photo.jpg"))
+    for (options, size) in Self.documented {
+      let answer = setup.get(SignedPathTests.signing.signedPath("/\(options)/plain/\(url)@png"))
+      #expect(
+        answer.status == 200,
+        "\(options): \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
+      #expect(SignedPathTests.size(answer.body).map { [$0.0, $0.1] } == size, "\(options)")
+    }
+  }
+}

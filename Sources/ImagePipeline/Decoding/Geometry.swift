@@ -27,7 +27,8 @@ public struct Gravity: Sendable, Hashable {
   public var focusX: Double
   /// With `focus`: the point, as fractions of the width and height (0...1).
   public var focusY: Double
-  /// Horizontal offset, in the pixels of what is cut (output points for the box's crop).
+  /// Horizontal offset, in the pixels of what is cut (output points for the box's crop); below
+  /// 1 either way, a fraction of the width.
   public var offsetX: Double
   /// Vertical offset, in the same pixels.
   public var offsetY: Double
@@ -69,10 +70,13 @@ public struct Gravity: Sendable, Hashable {
     }
   }
 
+  /// The codecs' form: offsets in points made pixels by `scale`; an offset below 1 either way
+  /// is a fraction of the side (imgproxy's relative offsets), which no scale changes.
   func cValue(scale: Double) -> ic_anchor {
-    ic_anchor(
+    let pixels = { (offset: Double) in abs(offset) < 1 ? offset : offset * scale }
+    return ic_anchor(
       type: ic_gravity(UInt32(Kind.allCases.firstIndex(of: kind)!)), focus_x: focusX,
-      focus_y: focusY, offset_x: offsetX * scale, offset_y: offsetY * scale)
+      focus_y: focusY, offset_x: pixels(offsetX), offset_y: pixels(offsetY))
   }
 }
 
@@ -223,8 +227,8 @@ public struct Geometry: Sendable, Hashable {
     if cropHeight >= 1 { cropHeight = max(1, cropHeight * factor) }
     if cropWidth != 0 || cropHeight != 0 {
       var anchor = cropGravity ?? gravity
-      anchor.offsetX *= factor
-      anchor.offsetY *= factor
+      if abs(anchor.offsetX) >= 1 { anchor.offsetX *= factor }
+      if abs(anchor.offsetY) >= 1 { anchor.offsetY *= factor }
       cropGravity = anchor
     }
   }
