@@ -132,12 +132,7 @@ enum OutputPlan {
 
   /// Eight hex digits of FNV-1a over the path: stable across runs and machines.
   private static func hex8(_ text: String) -> String {
-    var hash: UInt32 = 0x811C_9DC5
-    for byte in text.utf8 {
-      hash ^= UInt32(byte)
-      hash = hash &* 0x0100_0193
-    }
-    let digits = String(hash, radix: 16)
+    let digits = String(FNV1a.hash32(text.utf8), radix: 16)
     return String(repeating: "0", count: 8 - digits.count) + digits
   }
 

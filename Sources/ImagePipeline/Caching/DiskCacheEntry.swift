@@ -1,3 +1,5 @@
+import ThumbSystem
+
 /// The on-disk layout of one cache entry, and the hashes that name and check it.
 ///
 /// Layout (little-endian): magic "TDC1", key length (u32), key, metadata length (u32),
@@ -14,13 +16,13 @@ enum DiskCacheEntry {
     for key: String, group: String? = nil, extension suffix: String = fileExtension
   ) -> String {
     let bytes = Array(key.utf8)
-    return (group.map(groupPrefix) ?? "") + hex(fnv1a(bytes, seed: 0xCBF2_9CE4_8422_2325))
-      + hex(fnv1a(bytes, seed: 0x84222325_CBF29CE4)) + "." + suffix
+    return (group.map(groupPrefix) ?? "") + hex(FNV1a.hash(bytes))
+      + hex(FNV1a.hash(bytes, seed: 0x84222325_CBF29CE4)) + "." + suffix
   }
 
   /// What the names of a group's entries start with.
   static func groupPrefix(_ group: String) -> String {
-    hex(fnv1a(Array(group.utf8), seed: 0x9E37_79B9_7F4A_7C15)) + "-"
+    hex(FNV1a.hash(group.utf8, seed: 0x9E37_79B9_7F4A_7C15)) + "-"
   }
 
   /// The group part of a file name (its prefix through the dash), nil for an entry in none.
@@ -67,23 +69,9 @@ enum DiskCacheEntry {
   }
 
   static func checksum(_ parts: [UInt8]...) -> UInt64 {
-    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-    for part in parts {
-      for byte in part {
-        hash ^= UInt64(byte)
-        hash = hash &* 0x0000_0100_0000_01B3
-      }
-    }
-    return hash
-  }
-
-  private static func fnv1a(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
-    var hash = seed
-    for byte in bytes {
-      hash ^= UInt64(byte)
-      hash = hash &* 0x0000_0100_0000_01B3
-    }
-    return hash
+    var hash = FNV1a()
+    for part in parts { hash.combine(part) }
+    return hash.value
   }
 
   private static func hex(_ value: UInt64) -> String {

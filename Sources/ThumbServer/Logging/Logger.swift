@@ -1,5 +1,6 @@
 import Synchronization
 import ThumbProtocol
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -126,12 +127,7 @@ public final class Logger: Sendable {
 public enum LogRedaction {
   /// `https://images.example.com#5f0c3a1b9e2d4c77`.
   public static func source(_ url: String) -> String {
-    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-    for byte in url.utf8 {
-      hash ^= UInt64(byte)
-      hash = hash &* 0x0000_0100_0000_01B3
-    }
-    let hex = String(hash, radix: 16)
+    let hex = String(FNV1a.hash(url.utf8), radix: 16)
     let digest = String(repeating: "0", count: 16 - hex.count) + hex
     // scheme "://" [userinfo "@"] host [":" port], cut before the path, query or fragment;
     // parsed by hand because this runs for every logged request.

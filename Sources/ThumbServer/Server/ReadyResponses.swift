@@ -1,4 +1,5 @@
 import ImagePipeline
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc
@@ -194,22 +195,7 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   /// not be: a head that collides with a known one is told apart by its bytes (and is only
   /// parsed), and the dictionary hashes the key again with its own seed.
   private static func key(of head: ArraySlice<UInt8>) -> Int {
-    head.withUnsafeBytes { bytes in
-      var hash: UInt64 = 0xcbf2_9ce4_8422_2325 ^ UInt64(bytes.count)
-      var offset = 0
-      while offset + 8 <= bytes.count {
-        hash =
-          (hash ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-          &* 0x100_0000_01b3
-        hash ^= hash >> 29
-        offset += 8
-      }
-      while offset < bytes.count {
-        hash = (hash ^ UInt64(bytes[offset])) &* 0x100_0000_01b3
-        offset += 1
-      }
-      return Int(truncatingIfNeeded: hash)
-    }
+    head.withUnsafeBytes { Int(truncatingIfNeeded: FNV1a.words($0)) }
   }
 
   /// Keeps `response` for `request`'s key when it says how it may be given again, and the
