@@ -118,7 +118,7 @@ let package = Package(
     ),
     .target(
       name: "TestSupport",
-      dependencies: ["ImagePipeline", "CSystem", "ThumbSystem", "Loopback"],
+      dependencies: ["ImagePipeline", "CSystem", "ThumbSystem", "Loopback", "CLibWebPDemux"],
       path: "Tests/TestSupport"
     ),
     .testTarget(

@@ -435,6 +435,19 @@ void ic_trim_box(const uint8_t *pixels, uint32_t width, uint32_t height, int cha
 ic_decoder *ic_memory_decoder(const uint8_t *pixels, uint32_t stride, int channels, uint32_t x,
                               uint32_t y, uint32_t width, uint32_t height, ic_result *result);
 
+/* After orientation: the smart crop's window (chosen once: with *smart_chosen set, the one
+ * at *smart_x, *smart_y), filters, the canvas and the watermark, in place of *pixels. */
+ic_status ic_finish_upright(uint8_t **pixels, uint32_t *width, uint32_t *height, int *channels,
+                            ic_plan *plan, const ic_request *request,
+                            const ic_control *control, int *smart_chosen, uint32_t *smart_x,
+                            uint32_t *smart_y, ic_result *result);
+
+/* An animated GIF or WebP (`bytes`, of `format`) to an animated WebP (animation.c), or
+ * IC_ERR_UNSUPPORTED, with nothing done, when it has one frame. */
+ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
+                     const ic_request *request, const ic_limits *limits,
+                     const ic_control *control, ic_result *result);
+
 /* Streaming two-stage resampler: integer box shrink, then a kernel. */
 typedef struct ic_resizer ic_resizer;
 

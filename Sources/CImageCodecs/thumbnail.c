@@ -313,6 +313,62 @@ ic_status ic_summarize(const uint8_t *pixels, uint32_t width, uint32_t height, i
   return IC_OK;
 }
 
+ic_status ic_finish_upright(uint8_t **pixels, uint32_t *width_io, uint32_t *height_io,
+                            int *channels_io, ic_plan *plan, const ic_request *request,
+                            const ic_control *control, int *smart_chosen, uint32_t *smart_x,
+                            uint32_t *smart_y, ic_result *result) {
+  const ic_geometry *geometry = &request->geometry;
+  const ic_effects *effects = &request->effects;
+  uint8_t *upright = *pixels;
+  uint32_t width = *width_io, height = *height_io;
+  int channels = *channels_io;
+  /* The window (a smart crop's part of the upright resample), filtered, then placed. */
+  if (!plan->smart || plan->window_width > width) plan->window_width = width;
+  if (!plan->smart || plan->window_height > height) plan->window_height = height;
+  if (plan->smart) {
+    if (!*smart_chosen) {
+      ic_smart_window(upright, width, height, channels, plan->window_width,
+                      plan->window_height, smart_x, smart_y);
+      *smart_chosen = 1;
+    }
+    ic_plan window = *plan;
+    ic_geometry bare;
+    memset(&bare, 0, sizeof(bare));
+    window.canvas_width = plan->window_width;
+    window.canvas_height = plan->window_height;
+    window.place_x = window.place_y = 0;
+    uint8_t *cut = ic_canvas(upright, width, channels, *smart_x, *smart_y, &window, &bare,
+                             &channels);
+    free(upright);
+    *pixels = upright = cut;
+    if (!upright) return ic_fail(result, IC_ERR_NO_MEMORY, "window buffer failed");
+    width = plan->window_width;
+    height = plan->window_height;
+  }
+  if (effects->blur_sigma > 0 || effects->sharpen_sigma > 0 || effects->pixelate > 1) {
+    ic_status status = ic_apply_effects(upright, width, height, channels, effects, control,
+                                        result);
+    if (status != IC_OK) return status;
+  }
+  ic_plan_canvas(plan, request);
+  if (plan->canvas_width != width || plan->canvas_height != height || geometry->has_background) {
+    uint8_t *canvas = ic_canvas(upright, width, channels, 0, 0, plan, geometry, &channels);
+    free(upright);
+    *pixels = upright = canvas;
+    if (!canvas) return ic_fail(result, IC_ERR_NO_MEMORY, "canvas buffer failed");
+    width = plan->canvas_width;
+    height = plan->canvas_height;
+  }
+  *width_io = width;
+  *height_io = height;
+  *channels_io = channels;
+  if (request->watermark.pixels &&
+      ic_apply_watermark(upright, width, height, channels, &request->watermark,
+                         request->filter, result) != IC_OK)
+    return result->status;
+  return IC_OK;
+}
+
 /* A trim's first stage (trim.c): the whole picture upright at a working size (twice the box,
  * 512 to 4096 a side, the box when larger), its borders found; `decoder` becomes one over what
  * is left, and `next` the request for it: rotation and mirroring done, a crop's pixels made
@@ -387,6 +443,31 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   if (validate(request, result) != IC_OK) return result->status;
   ic_stream stream;
   if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
+  if (request->max_frames > 1 && request->format == IC_OUTPUT_WEBP && !request->preview) {
+    /* An animated GIF or WebP stays animated; a still goes on as usual. */
+    if (ic_stream_read_head(&stream, result) != IC_OK) {
+      ic_stream_close(&stream);
+      return result->status;
+    }
+    size_t magic_size = 0;
+    const uint8_t *magic = ic_stream_magic(&stream, &magic_size);
+    ic_format sniffed = ic_sniff(magic, magic_size);
+    if (sniffed == IC_FORMAT_GIF || sniffed == IC_FORMAT_WEBP) {
+      const uint8_t *bytes = NULL;
+      size_t size = 0;
+      ic_status status = ic_stream_contents(&stream, limits, &control, &bytes, &size, result);
+      if (status == IC_OK) status = ic_animate(bytes, size, sniffed, request, limits, &control,
+                                               result);
+      if (status != IC_ERR_UNSUPPORTED) {
+        ic_stream_close(&stream);
+        result->decode_ns = ic_now_ns() - started;
+        return status;
+      }
+      memset(result, 0, sizeof(*result));
+      ic_stream_close(&stream);
+      if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
+    }
+  }
   ic_decoder *decoder = NULL;
   uint8_t *pixels = NULL;
   uint32_t width = 0, height = 0;
@@ -444,57 +525,14 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     width = upright_w;
     height = upright_h;
   }
-  const ic_geometry *geometry = &request->geometry;
-  const ic_effects *effects = &request->effects;
-  /* The window (a smart crop's part of the upright resample), filtered, then placed. */
-  if (!plan.smart || plan.window_width > width) plan.window_width = width;
-  if (!plan.smart || plan.window_height > height) plan.window_height = height;
-  if (plan.smart) {
-    uint32_t from_x = 0, from_y = 0;
-    ic_smart_window(upright, width, height, channels, plan.window_width, plan.window_height,
-                    &from_x, &from_y);
-    ic_plan window = plan;
-    ic_geometry bare;
-    memset(&bare, 0, sizeof(bare));
-    window.canvas_width = plan.window_width;
-    window.canvas_height = plan.window_height;
-    window.place_x = window.place_y = 0;
-    uint8_t *cut = ic_canvas(upright, width, channels, from_x, from_y, &window, &bare, &channels);
-    free(upright);
-    upright = cut;
-    width = plan.window_width;
-    height = plan.window_height;
-    if (!upright) {
-      free(kept_icc);
-      return ic_fail(result, IC_ERR_NO_MEMORY, "window buffer failed");
-    }
-  }
-  if (effects->blur_sigma > 0 || effects->sharpen_sigma > 0 || effects->pixelate > 1) {
-    status = ic_apply_effects(upright, width, height, channels, effects, &control, result);
-    if (status != IC_OK) {
-      free(upright);
-      free(kept_icc);
-      return status;
-    }
-  }
-  ic_plan_canvas(&plan, request);
-  if (plan.canvas_width != width || plan.canvas_height != height || geometry->has_background) {
-    uint8_t *canvas = ic_canvas(upright, width, channels, 0, 0, &plan, geometry, &channels);
-    free(upright);
-    if (!canvas) {
-      free(kept_icc);
-      return ic_fail(result, IC_ERR_NO_MEMORY, "canvas buffer failed");
-    }
-    upright = canvas;
-    width = plan.canvas_width;
-    height = plan.canvas_height;
-  }
-  if (request->watermark.pixels &&
-      ic_apply_watermark(upright, width, height, channels, &request->watermark,
-                         request->filter, result) != IC_OK) {
+  int smart_chosen = 0;
+  uint32_t smart_x = 0, smart_y = 0;
+  status = ic_finish_upright(&upright, &width, &height, &channels, &plan, request, &control,
+                             &smart_chosen, &smart_x, &smart_y, result);
+  if (status != IC_OK) {
     free(upright);
     free(kept_icc);
-    return result->status;
+    return status;
   }
   uint64_t decoded = ic_now_ns();
   result->decode_ns = decoded - started;
@@ -530,6 +568,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   free(kept_icc);
   result->encode_ns = ic_now_ns() - decoded;
   result->width = width;
+  result->frames = 1;
   result->height = height;
   return status;
 }

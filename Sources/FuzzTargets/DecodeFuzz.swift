@@ -14,8 +14,15 @@ extension SourceFormat {
     case .png:
       ("decode-png", "libpng streaming and the fast inflate path, chunk limits and budgets")
     case .webp:
-      ("decode-webp", "libwebp scaled incremental decoding, first frames, EXIF chunks")
-    case .gif: ("decode-gif", "giflib records and LZW, the first frame on its screen, interlacing")
+      (
+        "decode-webp",
+        "libwebp scaled incremental decoding, first frames, EXIF chunks; animations through libwebp's animation decoder and encoder"
+      )
+    case .gif:
+      (
+        "decode-gif",
+        "giflib records and LZW, the first frame on its screen, interlacing; animations kept as animated WebP (our block walker, disposal, delays)"
+      )
     case .heic, .avif:
       ("decode-heif", "libheif boxes, HEVC and AV1 images, transforms, thumbnails")
     case .tiff:
@@ -117,7 +124,27 @@ extension FuzzTarget {
           }
         }
       }
+      if sniffed == .gif || sniffed == .webp { animated(bytes, thumbnailer) }
       previews(of: bytes, thumbnailer)
+    }
+  }
+
+  /// An animated GIF or WebP kept animated (at most 8 frames, with a rotation and padding on
+  /// every frame): a WebP inside the box, or a typed error; never a decode timeout.
+  private static func animated(_ bytes: [UInt8], _ thumbnailer: Thumbnailer) {
+    var spec = ThumbnailSpec(width: 40, height: 30, fit: .cover, format: .webp)
+    spec.maxFrames = 8
+    spec.geometry.rotation = 90
+    spec.geometry.padding = Padding(top: 1)
+    do throws(ThumbnailError) {
+      let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: spec)
+      require(thumbnail.frames >= 1 && thumbnail.frames <= 8, "\(thumbnail.frames) frames")
+      require(
+        thumbnail.width <= spec.pixelWidth && thumbnail.height <= spec.pixelHeight + 1,
+        "\(thumbnail.width)x\(thumbnail.height) outside the box")
+      require(ImageFormat.sniff(thumbnail.data) == .webp, "an animation that is not a WebP")
+    } catch {
+      require(error.kind != "decode_timeout", "an animation ran into the deadline")
     }
   }
 

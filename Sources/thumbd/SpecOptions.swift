@@ -2,7 +2,7 @@ import ImagePipeline
 import ThumbServer
 
 /// The thumbnail options shared by `thumbnail` and `warm`: --size, --scale, --fit, --format,
-/// --quality, --upscale, --colour and --options.
+/// --quality, --upscale, --frames, --colour and --options.
 enum SpecOptions {
   /// Applies `argument` to `spec` if it is one of these options; false when it is not.
   static func parse(
@@ -41,6 +41,8 @@ enum SpecOptions {
       spec.quality = try cursor.integer(for: argument, in: 1...100)
     case "--upscale":
       spec.allowUpscale = true
+    case "--frames":
+      spec.maxFrames = try cursor.integer(for: argument, in: 1...ThumbnailSpec.maxAnimationFrames)
     case "--colour":
       let value = try cursor.value(for: argument)
       guard let colour = ColourMode(rawValue: value) else {

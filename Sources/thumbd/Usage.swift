@@ -73,6 +73,8 @@ enum Usage {
                         scaled decoding, no HEIF embedded thumbnail (for
                         reference measurements).
       --upscale         Allow output larger than the source.
+      --frames N        With WebP output, an animated GIF or WebP keeps up to N
+                        frames, as an animated WebP. Default 1 (a still).
       --options OPTS    imgproxy processing options, separated by /, e.g.
                         g:sm/rot:90/pd:8/bg:ffffff: gravity, crop, rotation,
                         flip, padding, background, enlarge, extend, blur,

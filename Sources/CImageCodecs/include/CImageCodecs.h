@@ -325,6 +325,9 @@ typedef struct ic_request {
   ic_effects effects;
   /** A watermark. */
   ic_watermark watermark;
+  /** With WebP output: an animated GIF or WebP keeps up to this many frames, as an animated
+   * WebP; 0 or 1 for its first frame alone (a still). */
+  uint32_t max_frames;
 } ic_request;
 
 /** What the first bytes of a download offer a preview (ic_preview_prefix). */
@@ -411,6 +414,8 @@ typedef struct ic_result {
   uint8_t *summary;
   uint32_t summary_width;
   uint32_t summary_height;
+  /** Frames written: more than 1 for an animated output, else 1 (0 before encoding). */
+  uint32_t frames;
 } ic_result;
 
 /** Fills result->summary (as ic_request.summary does) from an upright bitmap of 3 or 4

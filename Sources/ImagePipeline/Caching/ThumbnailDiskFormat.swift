@@ -7,8 +7,11 @@ enum ThumbnailDiskFormat {
   static func key(for request: ImageRequest, filter: ResamplingFilter) -> String {
     let s = request.spec
     let rev = request.rev.map { "r\($0.utf8.count):\($0)" } ?? "-"
-    let geometry = [s.geometry.key, s.filters.key, s.watermark?.key ?? ""].filter { !$0.isEmpty }
-      .joined(separator: ";")
+    let frames = s.maxFrames > 1 && s.format == .webp ? "frames=\(s.maxFrames)" : ""
+    let geometry = [s.geometry.key, s.filters.key, s.watermark?.key ?? "", frames].filter {
+      !$0.isEmpty
+    }
+    .joined(separator: ";")
     return
       "thumb-v\(geometry.isEmpty ? 4 : 5)|\(filter.rawValue)|\(rev)|\(s.pixelWidth)x\(s.pixelHeight)"
       + "|\(s.scale)|\(s.fit.rawValue)|\(s.format.rawValue)|q\(s.quality)"

@@ -48,6 +48,9 @@ public struct Thumbnail: Sendable, Hashable {
   public var placeholder: Placeholder?
   /// A video's length, when the source is a video and its length is known.
   public var duration: Duration?
+  /// Frames in `data`: more than 1 for an animated WebP made from an animated source
+  /// (`ThumbnailSpec.maxFrames`); not stored in caches.
+  public var frames = 1
 
   /// Creates a thumbnail value.
   public init(

@@ -75,6 +75,13 @@ public struct ThumbnailSpec: Sendable, Hashable {
   public var filters = Filters()
   /// A watermark laid over the result last; nil for none.
   public var watermark: WatermarkPlacement?
+  /// With WebP output, how many frames of an animated GIF or WebP are kept, as an animated
+  /// WebP (1, the default: the first frame alone, a still). Frames times the source's
+  /// pixels must stay within the pixel limit.
+  public var maxFrames = 1
+
+  /// The most frames an animated result may keep.
+  public static let maxAnimationFrames = 10_000
 
   /// Creates a spec; `ValidSpec` checks it.
   public init(
@@ -122,5 +129,8 @@ public struct ThumbnailSpec: Sendable, Hashable {
     try geometry.validate(scale: scale)
     try filters.validate(scale: scale)
     try watermark?.validate()
+    guard (1...Self.maxAnimationFrames).contains(maxFrames) else {
+      throw .invalidSpec("frames must be 1 to \(Self.maxAnimationFrames)")
+    }
   }
 }

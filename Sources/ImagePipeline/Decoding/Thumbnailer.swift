@@ -331,6 +331,7 @@ public struct Thumbnailer: Sendable {
     request.summary = makesPlaceholders ? 1 : 0
     request.geometry = spec.geometry.cValue(scale: spec.scale)
     request.effects = spec.filters.cValue(scale: spec.scale)
+    request.max_frames = UInt32(clamping: spec.maxFrames)
     return request
   }
 
@@ -465,6 +466,7 @@ public struct Thumbnailer: Sendable {
     thumbnail.decodeBandShare = Double(result.jpeg_band_share) / 1000
     thumbnail.profile = ProfileOutcome(result.profile)
     thumbnail.profileTransformCached = result.transform_cached != 0
+    thumbnail.frames = max(1, Int(result.frames))
     if let summary = result.summary {
       let (width, height) = (Int(result.summary_width), Int(result.summary_height))
       thumbnail.placeholder = Placeholder(

@@ -177,6 +177,10 @@ extension ConfigOption {
       "let `format=auto` choose AVIF for clients whose `Accept` names `image/avif` (off: AVIF encoding costs several times WebP's; see docs/BENCHMARKS.md, \"Encoding\")"
     ),
     "avif_speed": ("8", "AVIF encoder speed, 0 (slowest, smallest) to 9"),
+    "max_animation_frames": (
+      "1",
+      "frames an animated GIF or WebP keeps when the result is WebP (imgproxy's `IMGPROXY_MAX_ANIMATION_FRAMES`): above 1, an animated WebP of at most that many frames, delays and loop count kept, each frame through the same resize, geometry and filters; frames times the source's pixels must stay within `max_pixels` (else 422, before any frame is decoded). 1 keeps the first frame alone"
+    ),
     "colour": (
       "srgb",
       "what becomes of embedded colour profiles when a request gives no `colour`: `srgb` converts to sRGB (output untagged), `keep` leaves the pixels and copies an RGB profile into the output"

@@ -120,6 +120,9 @@ public struct ConfigOption: Sendable {
       return true
     },
     integer("avif_speed", 0...9) { $0.avifSpeed = $1 },
+    integer("max_animation_frames", 1...ThumbnailSpec.maxAnimationFrames) {
+      $0.maxAnimationFrames = $1
+    },
     ConfigOption("colour", expects: ColourMode.names) { config, value in
       guard let text = value.string(), let mode = ColourMode(rawValue: text) else { return false }
       config.colour = mode

@@ -91,6 +91,8 @@ public struct DaemonConfig: Sendable, Hashable {
   public var autoAVIF = false
   /// AVIF encoder speed, 0 (slowest, smallest) ... 9.
   public var avifSpeed = Thumbnailer.defaultAVIFSpeed
+  /// Frames an animated GIF or WebP keeps in a WebP result; 1 for the first frame alone.
+  public var maxAnimationFrames = 1
   /// What becomes of colour profiles when a request does not say: `srgb` or `keep`.
   public var colour = ColourMode.srgb
   /// The standard CMYK profile for CMYK JPEGs without a usable one of their own; empty for

@@ -42,6 +42,7 @@ public final class Daemon: Sendable {
       defaultColour: config.colour, presets: try Self.presets(config),
       clientHints: try Self.clientHints(config))
     parameters.watermarks = try Self.watermarks(config)
+    parameters.maxAnimationFrames = config.maxAnimationFrames
     if !ColourManagement.useStandardCMYKProfile(
       contentsOf: config.cmykProfile.isEmpty ? nil : config.cmykProfile),
       !config.cmykProfile.isEmpty

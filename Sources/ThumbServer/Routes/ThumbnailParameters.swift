@@ -20,6 +20,8 @@ public struct ThumbnailParameters: Sendable, Hashable {
   public var clientHints: ClientHints?
   /// The watermarks requests may name (`watermarks`), by name.
   public var watermarks: [String: Watermark] = [:]
+  /// Frames an animated source keeps in a WebP result (`max_animation_frames`).
+  public var maxAnimationFrames = 1
 
   /// Creates the defaults.
   public init(
@@ -92,6 +94,7 @@ public struct ThumbnailParameters: Sendable, Hashable {
       quality: quality ?? defaultQuality, allowUpscale: enlarge, colour: colourMode)
     spec.geometry = geometry
     spec.filters = filters
+    if outputFormat == .webp { spec.maxFrames = maxAnimationFrames }
     if let watermark, watermark.opacity > 0 {
       switch placement(watermark) {
       case .success(let placed): spec.watermark = placed

@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+
+@testable import ImagePipeline
+@testable import TestSupport
+
+/// Animated GIF and WebP to animated WebP (`ThumbnailSpec.maxFrames`), read back by libwebp's
+/// own demuxer: frames, delays and loop count kept, the limits applied before any frame.
+@Suite("Animation")
+struct AnimationTests {
+  let gif = Corpus.path("gif-valid/danbooru/test-animated-3.35s.gif")
+
+  func animated(_ path: String, frames: Int, _ change: (inout ThumbnailSpec) -> Void = { _ in })
+    throws -> Thumbnail
+  {
+    var spec = ThumbnailSpec(width: 120, height: 120, format: .webp)
+    spec.maxFrames = frames
+    change(&spec)
+    return try Thumbnailer().thumbnail(contentsOf: path, spec: spec)
+  }
+
+  @Test("a GIF's 47 frames, their delays (as browsers play them) and its loop count are kept")
+  func gifToWebP() throws {
+    let made = try animated(gif, frames: 100)
+    #expect(made.frames == 47 && made.width == 120 && made.height == 89)
+    let read = try #require(WebPAnimation.read(made.data))
+    #expect(read.durations.count == 47 && read.loop == 0)
+    #expect(read.width == 120 && read.height == 89)
+    // 3.35 s, as its name says: 10 ms delays play as 100 ms.
+    #expect(read.durations.reduce(0, +) == 3350, "\(read.durations)")
+    #expect(Array(read.durations.prefix(3)) == [40, 40, 100])
+  }
+
+  @Test("frames are cut at the limit; one frame, or another output format, is a still")
+  func limitsAndStills() throws {
+    let ten = try animated(gif, frames: 10)
+    #expect(ten.frames == 10 && WebPAnimation.read(ten.data)?.durations.count == 10)
+    let still = try animated(gif, frames: 1)
+    #expect(still.frames == 1 && WebPAnimation.read(still.data)?.durations.count == 1)
+    let png = try animated(gif, frames: 100) { $0.format = .png }
+    #expect(png.frames == 1 && png.format == .png)
+  }
+
+  @Test("an animated WebP stays animated, and geometry applies to every frame")
+  func webpToWebP() throws {
+    let first = try animated(gif, frames: 100)
+    let path = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-animated-\(UUID().uuidString).webp").path
+    try Data(first.data).write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let again = try animated(path, frames: 100) {
+      $0.width = 60
+      $0.geometry.rotation = 90
+      $0.geometry.padding = Padding(top: 2)
+    }
+    let read = try #require(WebPAnimation.read(again.data))
+    #expect(read.durations.count == 47 && read.durations.reduce(0, +) == 3350)
+    // 120x89 turned is 89x120, contained in 60x120 is 60x81, padded by 2 on top.
+    #expect(read.width == 60 && read.height == 83, "turned, then padded")
+    #expect(again.width == 60 && again.height == 83)
+  }
+
+  @Test("frames times pixels over the limit are refused before any frame is decoded")
+  func refusedBeforeDecoding() throws {
+    // A GIF header declaring three 8000x8000 frames, with no image data at all: a decode
+    // would fail as truncated, so the refusal must come first.
+    var bytes = Array("GIF89a".utf8) + [0x40, 0x1F, 0x40, 0x1F, 0, 0, 0]
+    for _ in 0..<3 {
+      bytes += [0x2C, 0, 0, 0, 0, 0x40, 0x1F, 0x40, 0x1F, 0, 2, 0]
+    }
+    bytes += [0x3B]
+    var spec = ThumbnailSpec(width: 64, height: 64, format: .webp)
+    spec.maxFrames = 3
+    #expect {
+      try Thumbnailer().thumbnail(of: bytes, spec: spec)
+    } throws: { error in
+      guard case .tooComplex(let message)? = error as? ThumbnailError else { return false }
+      return message.contains("pixel limit")
+    }
+  }
+}
