@@ -7,7 +7,8 @@
  *   and refused past the pixel limit (IC_ERR_TOO_COMPLEX): a GIF's blocks are walked without
  *   decompressing them, a WebP's demuxer reads its frame headers.
  * - One full-size canvas is composed at a time (a GIF's disposal needs the one before it),
- *   then resampled to the output and encoded: the output frames are never all held.
+ *   its frames read one by one, then resampled to the output and encoded: neither the
+ *   source's frames nor the output's are ever all held.
  * - The control is checked per frame, so the decode deadline covers the whole animation.
  * - Frame delays and the loop count are kept; a GIF delay under 20 ms is 100 ms, as browsers
  *   play it.
@@ -21,12 +22,11 @@
 #include <webp/encode.h>
 #include <webp/mux.h>
 
-/* A GIF's frame count, the pixels of all its frames (what giflib's slurp will hold) and its
- * loop count (1 without a NETSCAPE block, as browsers play it), from its blocks, without
- * decompressing a frame; 0 frames when the blocks do not parse. */
-static uint32_t gif_frames(const uint8_t *p, size_t n, int *loop, uint64_t *area) {
+/* A GIF's frame count, the pixels of all its frames and its loop count as WebP counts plays
+ * (1 without a NETSCAPE block, as browsers play it), from its blocks, without decompressing a
+ * frame; 0 frames when the blocks do not parse. */
+static uint32_t gif_frames(const uint8_t *p, size_t n, int *loop) {
   *loop = 1;
-  *area = 0;
   if (n < 13) return 0;
   size_t i = 13;
   if (p[10] & 0x80) i += 3u << ((p[10] & 7) + 1);
@@ -37,7 +37,6 @@ static uint32_t gif_frames(const uint8_t *p, size_t n, int *loop, uint64_t *area
     if (kind == 0x2C) {
       if (i + 9 > n) break;
       uint8_t flags = p[i + 8];
-      *area += (uint64_t)(p[i + 4] | p[i + 5] << 8) * (uint64_t)(p[i + 6] | p[i + 7] << 8);
       i += 9;
       if (flags & 0x80) i += 3u << ((flags & 7) + 1);
       i += 1; /* LZW minimum code size */
@@ -46,8 +45,12 @@ static uint32_t gif_frames(const uint8_t *p, size_t n, int *loop, uint64_t *area
       if (i + 1 > n) break;
       uint8_t label = p[i++];
       if (label == 0xFF && i + 12 <= n && p[i] == 11 && memcmp(p + i + 1, "NETSCAPE2.0", 11) == 0 &&
-          i + 16 <= n && p[i + 12] == 3 && p[i + 13] == 1)
-        *loop = p[i + 14] | p[i + 15] << 8;
+          i + 16 <= n && p[i + 12] == 3 && p[i + 13] == 1) {
+        /* The GIF's count is of repeats after the first play; WebP's, of plays (0: for
+         * ever in both). */
+        int repeats = p[i + 14] | p[i + 15] << 8;
+        *loop = repeats == 0 ? 0 : repeats + 1;
+      }
     } else {
       break;
     }
@@ -184,35 +187,26 @@ static ic_status finish_webp(animation_out *out, int loop, ic_result *result) {
   return IC_OK;
 }
 
-static ic_status animate_gif(const uint8_t *bytes, size_t size, uint32_t frames,
-                             animation_out *out, const ic_control *control, ic_result *result) {
-  memory_reader reader = {bytes, size, 0};
-  int error = 0;
-  GifFileType *gif = DGifOpen(&reader, read_memory, &error);
-  if (!gif) return ic_fail(result, IC_ERR_CORRUPT, "GIF open failed");
-  if (DGifSlurp(gif) != GIF_OK && gif->ImageCount == 0) {
-    DGifCloseFile(gif, NULL);
-    return ic_fail(result, IC_ERR_CORRUPT, "GIF frames failed");
-  }
-  uint32_t w = out->source_w, h = out->source_h;
-  uint8_t *canvas = calloc((size_t)w * h, 4), *previous = malloc((size_t)w * h * 4);
-  ic_status status = canvas && previous ? IC_OK : ic_fail(result, IC_ERR_NO_MEMORY, "canvas failed");
-  for (int f = 0; f < gif->ImageCount && (uint32_t)f < frames && status == IC_OK; f++) {
-    SavedImage *image = &gif->SavedImages[f];
-    GraphicsControlBlock gcb = {.DisposalMode = DISPOSAL_UNSPECIFIED, .DelayTime = 0,
-                                .TransparentColor = NO_TRANSPARENT_COLOR};
-    DGifSavedExtensionToGCB(gif, f, &gcb);
-    ColorMapObject *map = image->ImageDesc.ColorMap ? image->ImageDesc.ColorMap : gif->SColorMap;
-    if (gcb.DisposalMode == DISPOSE_PREVIOUS) memcpy(previous, canvas, (size_t)w * h * 4);
-    GifImageDesc *d = &image->ImageDesc;
-    for (int y = 0; y < d->Height && image->RasterBits; y++) {
+/* One frame's rows, read by giflib straight onto the canvas (interlaced rows to their place),
+ * its transparent index skipped. */
+static ic_status gif_frame_onto(GifFileType *gif, uint8_t *canvas, uint32_t w, uint32_t h,
+                                const GraphicsControlBlock *gcb, GifPixelType *line,
+                                ic_result *result) {
+  GifImageDesc *d = &gif->Image;
+  ColorMapObject *map = d->ColorMap ? d->ColorMap : gif->SColorMap;
+  static const int starts[4] = {0, 4, 2, 1}, steps[4] = {8, 8, 4, 2};
+  int passes = d->Interlace ? 4 : 1;
+  for (int pass = 0; pass < passes; pass++) {
+    int start = d->Interlace ? starts[pass] : 0, step = d->Interlace ? steps[pass] : 1;
+    for (int y = start; y < d->Height; y += step) {
+      if (DGifGetLine(gif, line, d->Width) != GIF_OK)
+        return ic_fail(result, IC_ERR_CORRUPT, "GIF frame rows failed");
       long sy = (long)d->Top + y;
       if (sy < 0 || sy >= (long)h) continue;
       for (int x = 0; x < d->Width; x++) {
         long sx = (long)d->Left + x;
-        if (sx < 0 || sx >= (long)w) continue;
-        int index = image->RasterBits[(size_t)y * d->Width + x];
-        if (index == gcb.TransparentColor) continue;
+        int index = line[x];
+        if (sx < 0 || sx >= (long)w || index == gcb->TransparentColor) continue;
         uint8_t *q = canvas + ((size_t)sy * w + (size_t)sx) * 4;
         if (map && index < map->ColorCount) {
           q[0] = map->Colors[index].Red;
@@ -224,24 +218,88 @@ static ic_status animate_gif(const uint8_t *bytes, size_t size, uint32_t frames,
         q[3] = 255;
       }
     }
+  }
+  return IC_OK;
+}
+
+/* Frames read one at a time (never giflib's slurp of them all): one canvas, and the one
+ * before it for a frame that restores it. */
+static ic_status animate_gif(const uint8_t *bytes, size_t size, uint32_t frames,
+                             animation_out *out, const ic_control *control, ic_result *result) {
+  memory_reader reader = {bytes, size, 0};
+  int error = 0;
+  GifFileType *gif = DGifOpen(&reader, read_memory, &error);
+  if (!gif) return ic_fail(result, IC_ERR_CORRUPT, "GIF open failed");
+  uint32_t w = out->source_w, h = out->source_h;
+  uint8_t *canvas = calloc((size_t)w * h, 4), *previous = malloc((size_t)w * h * 4);
+  GifPixelType *line = malloc(65536);
+  ic_status status =
+      canvas && previous && line ? IC_OK : ic_fail(result, IC_ERR_NO_MEMORY, "canvas failed");
+  GraphicsControlBlock gcb = {.DisposalMode = DISPOSAL_UNSPECIFIED, .DelayTime = 0,
+                              .TransparentColor = NO_TRANSPARENT_COLOR};
+  uint32_t done = 0;
+  while (status == IC_OK && done < frames) {
+    GifRecordType type;
+    if (DGifGetRecordType(gif, &type) != GIF_OK) {
+      status = ic_fail(result, IC_ERR_CORRUPT, "GIF record failed");
+      break;
+    }
+    if (type == TERMINATE_RECORD_TYPE) break;
+    if (type == EXTENSION_RECORD_TYPE) {
+      int code;
+      GifByteType *block;
+      if (DGifGetExtension(gif, &code, &block) != GIF_OK) {
+        status = ic_fail(result, IC_ERR_CORRUPT, "GIF extension failed");
+        break;
+      }
+      if (code == GRAPHICS_EXT_FUNC_CODE && block && block[0] >= 4)
+        DGifExtensionToGCB(block[0], block + 1, &gcb);
+      while (block && status == IC_OK) {
+        if (DGifGetExtensionNext(gif, &block) != GIF_OK)
+          status = ic_fail(result, IC_ERR_CORRUPT, "GIF extension failed");
+      }
+      continue;
+    }
+    if (type != IMAGE_DESC_RECORD_TYPE) continue;
+    if (DGifGetImageDesc(gif) != GIF_OK) {
+      status = ic_fail(result, IC_ERR_CORRUPT, "GIF frame header failed");
+      break;
+    }
+    GifImageDesc desc = gif->Image;
+    if (desc.Width <= 0 || desc.Height <= 0 || desc.Width > 65535) {
+      status = ic_fail(result, IC_ERR_CORRUPT, "GIF frame of %dx%d", desc.Width, desc.Height);
+      break;
+    }
+    if (gcb.DisposalMode == DISPOSE_PREVIOUS) memcpy(previous, canvas, (size_t)w * h * 4);
+    status = gif_frame_onto(gif, canvas, w, h, &gcb, line, result);
+    if (status != IC_OK) break;
     int delay = gcb.DelayTime * 10;
     status = add_frame(out, canvas, delay < 20 ? 100 : delay, control, result);
+    done++;
     /* Disposal before the next frame. */
     if (gcb.DisposalMode == DISPOSE_BACKGROUND) {
-      for (int y = 0; y < d->Height; y++) {
-        long sy = (long)d->Top + y;
+      for (int y = 0; y < desc.Height; y++) {
+        long sy = (long)desc.Top + y;
         if (sy < 0 || sy >= (long)h) continue;
-        for (int x = 0; x < d->Width; x++) {
-          long sx = (long)d->Left + x;
+        for (int x = 0; x < desc.Width; x++) {
+          long sx = (long)desc.Left + x;
           if (sx >= 0 && sx < (long)w) memset(canvas + ((size_t)sy * w + (size_t)sx) * 4, 0, 4);
         }
       }
     } else if (gcb.DisposalMode == DISPOSE_PREVIOUS) {
       memcpy(canvas, previous, (size_t)w * h * 4);
     }
+    gcb = (GraphicsControlBlock){.DisposalMode = DISPOSAL_UNSPECIFIED, .DelayTime = 0,
+                                 .TransparentColor = NO_TRANSPARENT_COLOR};
+  }
+  /* A damaged tail after frames were made keeps them, as a browser plays them. */
+  if (status == IC_ERR_CORRUPT && done > 0) {
+    status = result->status = IC_OK;
+    result->message[0] = 0;
   }
   free(canvas);
   free(previous);
+  free(line);
   DGifCloseFile(gif, NULL);
   return status;
 }
@@ -277,9 +335,8 @@ ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
                      const ic_control *control, ic_result *result) {
   uint32_t frames = 0, w = 0, h = 0;
   int loop = 0;
-  uint64_t area = 0;
   if (format == IC_FORMAT_GIF) {
-    frames = gif_frames(bytes, size, &loop, &area);
+    frames = gif_frames(bytes, size, &loop);
     w = size >= 10 ? (uint32_t)(bytes[6] | bytes[7] << 8) : 0;
     h = size >= 10 ? (uint32_t)(bytes[8] | bytes[9] << 8) : 0;
   } else {
@@ -298,11 +355,6 @@ ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
   if (ic_fail_over_limits(result, "animation canvas ", w, h, limits->max_width,
                           limits->max_height, limits->max_pixels) != IC_OK)
     return result->status;
-  /* Every frame giflib will hold counts, past the frames kept too. */
-  if (limits->max_pixels && area > limits->max_pixels)
-    return ic_fail(result, IC_ERR_TOO_COMPLEX,
-                   "a GIF whose frames hold %llu pixels passes the pixel limit of %llu",
-                   (unsigned long long)area, (unsigned long long)limits->max_pixels);
   if (limits->max_pixels && (uint64_t)frames * w * h > limits->max_pixels)
     return ic_fail(result, IC_ERR_TOO_COMPLEX,
                    "an animation of %u frames of %ux%u passes the pixel limit of %llu", frames,
