@@ -609,6 +609,11 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
       /* The profile stays until encoding (copied into the output with IC_COLOUR_KEEP). */
       estimate->bytes = decoder->ops->working_memory(decoder) + resizer +
                         2 * output + library + 2 * (uint64_t)h->colour.icc_size;
+      /* An animation (animation.c) composes on two full canvases beside the resampler, and
+       * libwebp's animation encoder keeps about four output frames. */
+      if (request->max_frames > 1 && request->format == IC_OUTPUT_WEBP &&
+          (result->source_format == IC_FORMAT_GIF || result->source_format == IC_FORMAT_WEBP))
+        estimate->bytes += (uint64_t)h->width * h->height * 4 * 2 + 4 * output;
       estimate->decode_width = decode_w;
       estimate->decode_height = decode_h;
       estimate->source_width = h->width;

@@ -78,4 +78,13 @@ struct AnimationTests {
       return message.contains("pixel limit")
     }
   }
+
+  @Test("an animation's memory estimate counts its canvases")
+  func estimate() throws {
+    var spec = ThumbnailSpec(width: 120, height: 120, format: .webp)
+    let still = try Thumbnailer().estimate(contentsOf: gif, spec: spec)
+    spec.maxFrames = 100
+    let animated = try Thumbnailer().estimate(contentsOf: gif, spec: spec)
+    #expect(animated.bytes >= still.bytes + 241 * 178 * 4 * 2)
+  }
 }
