@@ -159,7 +159,7 @@ static ic_status finish_webp(animation_out *out, int loop, ic_result *result) {
   WebPDataInit(&data);
   int ok = WebPAnimEncoderAdd(out->encoder, NULL, out->timestamp, NULL) &&
            WebPAnimEncoderAssemble(out->encoder, &data);
-  if (ok && loop != 0) {
+  if (ok && loop != 0 && out->frames > 1) {
     /* The loop count the source asked for (0: for ever, the encoder's default). */
     WebPMux *mux = WebPMuxCreate(&data, 1);
     WebPMuxAnimParams params;
@@ -191,7 +191,7 @@ static ic_status finish_webp(animation_out *out, int loop, ic_result *result) {
  * its transparent index skipped. */
 static ic_status gif_frame_onto(GifFileType *gif, uint8_t *canvas, uint32_t w, uint32_t h,
                                 const GraphicsControlBlock *gcb, GifPixelType *line,
-                                ic_result *result) {
+                                const ic_control *control, ic_result *result) {
   GifImageDesc *d = &gif->Image;
   ColorMapObject *map = d->ColorMap ? d->ColorMap : gif->SColorMap;
   static const int starts[4] = {0, 4, 2, 1}, steps[4] = {8, 8, 4, 2};
@@ -201,6 +201,7 @@ static ic_status gif_frame_onto(GifFileType *gif, uint8_t *canvas, uint32_t w, u
     for (int y = start; y < d->Height; y += step) {
       if (DGifGetLine(gif, line, d->Width) != GIF_OK)
         return ic_fail(result, IC_ERR_CORRUPT, "GIF frame rows failed");
+      if ((y & 63) == 63 && ic_check(control, result) != IC_OK) return result->status;
       long sy = (long)d->Top + y;
       if (sy < 0 || sy >= (long)h) continue;
       for (int x = 0; x < d->Width; x++) {
@@ -225,7 +226,8 @@ static ic_status gif_frame_onto(GifFileType *gif, uint8_t *canvas, uint32_t w, u
 /* Frames read one at a time (never giflib's slurp of them all): one canvas, and the one
  * before it for a frame that restores it. */
 static ic_status animate_gif(const uint8_t *bytes, size_t size, uint32_t frames,
-                             animation_out *out, const ic_control *control, ic_result *result) {
+                             animation_out *out, const ic_limits *limits,
+                             const ic_control *control, ic_result *result) {
   memory_reader reader = {bytes, size, 0};
   int error = 0;
   GifFileType *gif = DGifOpen(&reader, read_memory, &error);
@@ -270,8 +272,15 @@ static ic_status animate_gif(const uint8_t *bytes, size_t size, uint32_t frames,
       status = ic_fail(result, IC_ERR_CORRUPT, "GIF frame of %dx%d", desc.Width, desc.Height);
       break;
     }
+    /* A frame may reach past the screen, which clips it, but its rows are decoded all the
+     * same: its own size is held to the limits before any of them. */
+    if (ic_fail_over_limits(result, "GIF frame ", (uint32_t)desc.Width, (uint32_t)desc.Height,
+                            limits->max_width, limits->max_height, limits->max_pixels) != IC_OK) {
+      status = result->status;
+      break;
+    }
     if (gcb.DisposalMode == DISPOSE_PREVIOUS) memcpy(previous, canvas, (size_t)w * h * 4);
-    status = gif_frame_onto(gif, canvas, w, h, &gcb, line, result);
+    status = gif_frame_onto(gif, canvas, w, h, &gcb, line, control, result);
     if (status != IC_OK) break;
     int delay = gcb.DelayTime * 10;
     status = add_frame(out, canvas, delay < 20 ? 100 : delay, control, result);
@@ -375,7 +384,7 @@ ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
   result->source_height = h;
   result->orientation = 1;
   ic_status status = format == IC_FORMAT_GIF
-                         ? animate_gif(bytes, size, frames, &out, control, result)
+                         ? animate_gif(bytes, size, frames, &out, limits, control, result)
                          : animate_webp(bytes, size, frames, &out, control, result);
   if (status == IC_OK && out.frames == 0)
     status = ic_fail(result, IC_ERR_CORRUPT, "the animation has no frames");

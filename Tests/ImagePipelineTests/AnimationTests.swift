@@ -87,4 +87,32 @@ struct AnimationTests {
     let animated = try Thumbnailer().estimate(contentsOf: gif, spec: spec)
     #expect(animated.bytes >= still.bytes + 241 * 178 * 4 * 2)
   }
+
+  @Test("a frame larger than the limits, on a small screen, is refused before its rows")
+  func oversizedFrame() throws {
+    // A 4x4 screen and a first frame of 4x4 (as Pillow writes one), then a frame that declares
+    // 60000x60000 with no data: its rows must never be asked for.
+    var bytes = Array("GIF89a".utf8) + [4, 0, 4, 0, 0x80, 0, 0] + [0, 0, 0, 0, 0, 0]
+    bytes += [0x2C, 0, 0, 0, 0, 4, 0, 4, 0, 0, 8, 9, 0, 1, 8, 28, 72, 176, 32, 128, 128, 0]
+    bytes += [0x2C, 0, 0, 0, 0, 0x60, 0xEA, 0x60, 0xEA, 0, 8, 0, 0x3B]
+    var spec = ThumbnailSpec(width: 4, height: 4, format: .webp)
+    spec.maxFrames = 2
+    #expect {
+      try Thumbnailer().thumbnail(of: bytes, spec: spec)
+    } throws: { error in
+      guard case .tooLarge? = error as? ThumbnailError else { return false }
+      return true
+    }
+  }
+
+  @Test("a damaged later frame keeps the frames before it, as browsers play them")
+  func damagedTail() throws {
+    var bytes = Array("GIF89a".utf8) + [4, 0, 4, 0, 0x80, 0, 0] + [0, 0, 0, 0, 0, 0]
+    bytes += [0x2C, 0, 0, 0, 0, 4, 0, 4, 0, 0, 8, 9, 0, 1, 8, 28, 72, 176, 32, 128, 128, 0]
+    bytes += [0x2C, 0, 0, 0, 0, 4, 0, 4, 0, 0, 8, 0, 0x3B]
+    var spec = ThumbnailSpec(width: 4, height: 4, format: .webp)
+    spec.maxFrames = 2
+    let made = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+    #expect(made.frames == 1 && WebPAnimation.read(made.data)?.durations.count == 1)
+  }
 }
