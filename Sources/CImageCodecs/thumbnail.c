@@ -452,7 +452,11 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
     size_t magic_size = 0;
     const uint8_t *magic = ic_stream_magic(&stream, &magic_size);
     ic_format sniffed = ic_sniff(magic, magic_size);
-    if (sniffed == IC_FORMAT_GIF || sniffed == IC_FORMAT_WEBP) {
+    /* A WebP says in its first bytes whether it is animated (VP8X's animation flag), so a
+     * still is never read whole twice; a GIF's frames are counted from its blocks. */
+    int webp_animated = sniffed == IC_FORMAT_WEBP && magic_size >= 21 &&
+                        memcmp(magic + 12, "VP8X", 4) == 0 && (magic[20] & 0x02);
+    if (sniffed == IC_FORMAT_GIF || webp_animated) {
       const uint8_t *bytes = NULL;
       size_t size = 0;
       ic_status status = ic_stream_contents(&stream, limits, &control, &bytes, &size, result);
@@ -464,9 +468,10 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
         return status;
       }
       memset(result, 0, sizeof(*result));
-      ic_stream_close(&stream);
-      if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
     }
+    /* A still: from the start again, as the decoders read their own heads. */
+    ic_stream_close(&stream);
+    if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
   }
   ic_decoder *decoder = NULL;
   uint8_t *pixels = NULL;

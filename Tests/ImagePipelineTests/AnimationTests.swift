@@ -39,6 +39,12 @@ struct AnimationTests {
     #expect(still.frames == 1 && WebPAnimation.read(still.data)?.durations.count == 1)
     let png = try animated(gif, frames: 100) { $0.format = .png }
     #expect(png.frames == 1 && png.format == .png)
+    let stillWebP = try animated(
+      Corpus.path("webp-valid/image-rs/simple_xmp.webp"), frames: 100)
+    #expect(stillWebP.frames == 1 && WebPAnimation.read(stillWebP.data)?.durations.count == 1)
+    // Every other source is read from its start again after the look at its first bytes.
+    let jpeg = try animated(Corpus.path("photo/coil/normal.jpg"), frames: 100)
+    #expect(jpeg.frames == 1 && jpeg.format == .webp && jpeg.height == 120)
   }
 
   @Test("an animated WebP stays animated, and geometry applies to every frame")
