@@ -52,15 +52,14 @@ typedef struct ring_blur {
 } ring_blur;
 
 /* Work rows past MAX_RING_BYTES are refused. */
-static ic_status ring_begin(ring_blur *ring, const float *k, int radius, uint32_t width,
-                            uint32_t height, int stride_floats, ic_result *result) {
+static ic_status ring_begin(ring_blur *ring, const float *k, int radius, uint32_t height,
+                            int stride_floats, ic_result *result) {
   memset(ring, 0, sizeof(*ring));
   ring->k = k;
   ring->radius = radius;
   ring->count = 2 * radius + 1;
   ring->width = (uint32_t)stride_floats;
   ring->height = height;
-  (void)width;
   uint64_t bytes = ((uint64_t)ring->count + 2) * stride_floats * sizeof(float) +
                    (uint64_t)2 * radius * 4 * sizeof(float);
   if (bytes > MAX_RING_BYTES)
@@ -133,7 +132,7 @@ static ic_status blur(uint8_t *pixels, uint32_t w, uint32_t h, int ch, double si
   }
   size_t stride = (size_t)w * ch;
   ring_blur ring;
-  ic_status status = ring_begin(&ring, k, r, w, h, (int)stride, result);
+  ic_status status = ring_begin(&ring, k, r, h, (int)stride, result);
   uint32_t next = 0;
   for (uint32_t y = 0; y < h && status == IC_OK; y++) {
     for (; next < h && next <= y + (uint32_t)r; next++) {
@@ -249,7 +248,7 @@ static ic_status sharpen(uint8_t *pixels, uint32_t w, uint32_t h, int ch, double
   pthread_once(&tables, tables_once);
   size_t stride = (size_t)w * ch;
   ring_blur ring;
-  ic_status status = ring_begin(&ring, k, r, w, h, (int)w, result);
+  ic_status status = ring_begin(&ring, k, r, h, (int)w, result);
   uint32_t next = 0;
   for (uint32_t y = 0; y < h && status == IC_OK; y++) {
     for (; next < h && next <= y + (uint32_t)r; next++) {

@@ -20,19 +20,11 @@ static int is_border(const uint8_t *p, int channels, const uint8_t *colour, int 
   return 1;
 }
 
-static int row_is_border(const uint8_t *pixels, uint32_t width, int channels, uint32_t y,
-                         uint32_t from, uint32_t to, const uint8_t *colour, int threshold) {
-  for (uint32_t x = from; x < to; x++)
-    if (!is_border(pixels + ((size_t)y * width + x) * channels, channels, colour, threshold))
-      return 0;
-  return 1;
-}
-
-static int column_is_border(const uint8_t *pixels, uint32_t width, int channels, uint32_t x,
-                            uint32_t from, uint32_t to, const uint8_t *colour, int threshold) {
-  for (uint32_t y = from; y < to; y++)
-    if (!is_border(pixels + ((size_t)y * width + x) * channels, channels, colour, threshold))
-      return 0;
+/* Whether `count` pixels from `first`, `step` pixels apart (a row or a column), are all border. */
+static int line_is_border(const uint8_t *pixels, size_t first, size_t step, uint32_t count,
+                          int channels, const uint8_t *colour, int threshold) {
+  for (uint32_t i = 0; i < count; i++)
+    if (!is_border(pixels + (first + i * step) * channels, channels, colour, threshold)) return 0;
   return 1;
 }
 
@@ -48,18 +40,17 @@ void ic_trim_box(const uint8_t *pixels, uint32_t width, uint32_t height, int cha
   else memcpy(colour, pixels, (size_t)channels);
   int threshold = (int)(g->trim_threshold < 0 ? 0 : g->trim_threshold > 255 ? 255 : g->trim_threshold);
   uint32_t top = 0, bottom = height, left = 0, right = width;
-  while (top < bottom && row_is_border(pixels, width, channels, top, 0, width, colour, threshold))
-    top++;
+#define ROW(y) line_is_border(pixels, (size_t)(y) * width, 1, width, channels, colour, threshold)
+#define COLUMN(x)                                                                            \
+  line_is_border(pixels, (size_t)top * width + (x), width, bottom - top, channels, colour,   \
+                 threshold)
+  while (top < bottom && ROW(top)) top++;
   if (top == bottom) return; /* all border: keep it all */
-  while (bottom > top &&
-         row_is_border(pixels, width, channels, bottom - 1, 0, width, colour, threshold))
-    bottom--;
-  while (left < right &&
-         column_is_border(pixels, width, channels, left, top, bottom, colour, threshold))
-    left++;
-  while (right > left &&
-         column_is_border(pixels, width, channels, right - 1, top, bottom, colour, threshold))
-    right--;
+  while (bottom > top && ROW(bottom - 1)) bottom--;
+  while (left < right && COLUMN(left)) left++;
+  while (right > left && COLUMN(right - 1)) right--;
+#undef ROW
+#undef COLUMN
   if (g->trim_equal_horizontal) {
     uint32_t cut = left < width - right ? left : width - right;
     left = cut;
