@@ -315,6 +315,43 @@ struct ReadyResponsesTests {
     #expect(harness.pipeline.metrics.snapshot().sourceChanges == 1)
   }
 
+  @Test(
+    "the same options in another order share one kept response; another option does not; a change ends it for every order"
+  )
+  func reorderedTargetsShare() async throws {
+    let harness = try Harness()
+    let url = harness.encodedURL
+    let first = "/v1/thumbnail?url=\(url)&w=64&h=64&rotate=90&blur=2"
+    let reordered = "/v1/thumbnail?blur=2&h=64&rotate=90&w=64&url=\(url)"
+    let other = "/v1/thumbnail?url=\(url)&w=64&h=64&rotate=180&blur=2"
+    try await harness.warm(first)
+    try await harness.warm(other)
+    harness.send(first)
+    harness.send(reordered)
+    var answers = harness.responses()
+    #expect(answers.count == 2 && answers.allSatisfy { $0.head.status == 200 })
+    #expect(answers.count == 2 && answers[1].body == answers[0].body)
+    #expect(answers.count == 2 && Self.fields(answers[1].head) == Self.fields(answers[0].head))
+    #expect(harness.ready.count == 1 && harness.ready.aliasCount == 1)
+    #expect(harness.ready.sharedAcrossTargets == 1 && harness.ready.reused == 0)
+    // The reordered target is now found in the table before any routing.
+    harness.send(reordered)
+    #expect(harness.responses().count == 1 && harness.ready.reused == 1)
+    // Another option is another answer: an entry of its own, never the first's bytes.
+    harness.send(other)
+    answers = harness.responses()
+    #expect(answers.count == 1 && answers.first?.body != nil)
+    #expect(harness.ready.count == 2 && harness.ready.aliasCount == 1)
+    let otherBody = harness.ready.entry(target: other)?.response.body
+    #expect(otherBody != nil && otherBody != harness.ready.entry(target: first)?.response.body)
+    // A changed file: the reordered target finds it, and neither order is kept any more.
+    try Data(try Corpus.bytes("photo/coil/large.jpg")).write(
+      to: URL(fileURLWithPath: harness.photo))
+    harness.send(reordered)
+    #expect(harness.responses().isEmpty, "made anew, not given from the table")
+    #expect(harness.ready.entry(target: first) == nil && harness.ready.aliasCount == 0)
+  }
+
   @Test("a kept response is not given after a purge")
   func purged() async throws {
     let harness = try Harness()

@@ -45,6 +45,11 @@ public struct ResponseReuse: Sendable {
   /// no later than the request it checked, while `epoch` reads the same as before that check
   /// and the wall-clock second is the same (`ReadyResponses` keeps when it checked).
   public let shared: Shared?
+  /// What the response answers, when other targets may be answered by the same kept response:
+  /// two responses with the same identity, equal byte for byte (but `Date`) and asked for with
+  /// the same headers, are kept once for both targets (`ReadyResponses`). A thumbnail's is its
+  /// image request and priority, so the same options written in another order share it.
+  public let identity: (any Hashable & Sendable)?
 
   /// What lets requests share a check.
   public struct Shared: Sendable {
@@ -63,11 +68,14 @@ public struct ResponseReuse: Sendable {
     }
   }
 
-  /// A reuse whose checks `again` makes, shared by requests when `shared` is set.
+  /// A reuse whose checks `again` makes, shared by requests when `shared` is set, and by
+  /// other targets with the same `identity` when it is given.
   public init(
-    again: @escaping @Sendable (HTTPRequest) -> RouteAnswer?, shared: Shared? = nil
+    again: @escaping @Sendable (HTTPRequest) -> RouteAnswer?, shared: Shared? = nil,
+    identity: (any Hashable & Sendable)? = nil
   ) {
     self.again = again
     self.shared = shared
+    self.identity = identity
   }
 }

@@ -160,8 +160,18 @@ public struct ThumbnailRoute: Sendable {
     response.reuse = ResponseReuse(
       again: { [self] later in
         again(later, imageRequest, priority, varies, kept: hit.thumbnail, cacheControl: control)
-      }, shared: shared)
+      }, shared: shared,
+      identity: HitIdentity(request: imageRequest, priority: priority, varies: varies))
     return response
+  }
+
+  /// What a memory hit's kept response answers: everything its later checks read from the
+  /// first request but the client (`ResponseReuse.identity`). The path form's options in
+  /// another order, or the query's parameters, name the same one.
+  private struct HitIdentity: Hashable, Sendable {
+    var request: ImageRequest
+    var priority: ImagePriority
+    var varies: [String]
   }
 
   /// A later request with the same target and headers as one answered by `kept`: the same

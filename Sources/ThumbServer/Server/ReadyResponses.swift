@@ -16,7 +16,12 @@ import ThumbSystem
 /// Every header is part of the key but those no route reads (`ignores`), so a header a route
 /// starts reading later is keyed without a change here. One entry per target (the latest
 /// variant); at most `maxEntries` entries and `maxBytes` of heads and bodies, an arbitrary one
-/// leaving when either would be passed. A body is the memory cache's own storage while the
+/// leaving when either would be passed.
+///
+/// Targets that name the same answer (the same options in another order: `ResponseReuse`'s
+/// `identity`) share one entry: a response the route made for another target, equal to a kept
+/// one byte for byte and asked for with the same headers, makes its target another name of
+/// that entry (at most `aliasesPerEntry`) and goes out as the entry's bytes. A body is the memory cache's own storage while the
 /// cache holds it, so the bytes bound only what an entry keeps alive after the cache let go.
 ///
 /// The table also knows the request heads that found its entries, byte for byte
@@ -48,6 +53,11 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
     var bytes: Int
     /// The keys in `heads` of the heads known to find this entry.
     var heads: [Int] = []
+    /// What the response answers (`ResponseReuse.identity`), with the request's listener and
+    /// headers: the key in `identities`.
+    var identity: Identity?
+    /// The other targets this entry answers.
+    var aliases: [String] = []
     /// The last check that found the kept response still the answer, when its reuse lets
     /// requests share checks.
     var checked: Check?
@@ -61,6 +71,14 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
     var second: Int
     /// The reuse's epoch, read before it was made.
     var epoch: UInt64
+  }
+
+  /// What a kept response answers, and for which requests: other targets with the same
+  /// identity may share its entry.
+  struct Identity: Hashable {
+    var answer: AnyHashable
+    var overNetwork: Bool
+    var headers: [String]
   }
 
   /// A request head known byte for byte, and what it parsed to.
@@ -82,6 +100,12 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   /// The wall-clock second a `Date` made now names (a test's own clock in tests).
   private let second: () -> Int
   private var entries: [String: Entry] = [:]
+  /// Targets another target's entry answers too: alias to the target its entry is kept under.
+  private var aliases: [String: String] = [:]
+  /// Entries by what they answer: identity to target.
+  private var identities: [Identity: String] = [:]
+  /// Targets one entry answers at most besides its own.
+  static let aliasesPerEntry = 8
   /// Bytes kept now.
   private(set) var bytes = 0
   /// Requests answered with a kept response so far.
@@ -90,6 +114,8 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   private(set) var headsFound = 0
   /// Requests that shared an earlier request's check so far.
   private(set) var sharedChecks = 0
+  /// Responses the route made that went out as another target's kept bytes so far.
+  private(set) var sharedAcrossTargets = 0
 
   /// A table of at most `maxEntries` entries and `maxBytes` bytes.
   init(
@@ -103,6 +129,12 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
 
   /// Entries kept now.
   var count: Int { entries.count }
+
+  /// Targets answered by another target's entry now.
+  var aliasCount: Int { aliases.count }
+
+  /// The target `target`'s entry is kept under: its own, or the one it is an alias of.
+  private func home(_ target: String) -> String { aliases[target] ?? target }
 
   /// Request headers no route reads, left out of the key: they never choose an answer.
   /// (`Connection` chooses only whether the connection stays open, which is read per
@@ -121,7 +153,7 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   /// The entry for `request` when one is kept under its key.
   func entry(for request: HTTPRequest) -> Entry? {
     guard request.method == "GET" || request.method == "HEAD",
-      let entry = entries[request.target], entry.overNetwork == request.overNetwork
+      let entry = entries[home(request.target)], entry.overNetwork == request.overNetwork
     else { return nil }
     var kept = entry.headers.makeIterator()
     for field in request.headers where !Self.ignores(field.name) {
@@ -153,7 +185,7 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   /// Notes that `check` (from `beginCheck`) found the entry for `request` still the answer.
   func checked(_ request: HTTPRequest, _ check: Check?) {
     guard let check else { return }
-    entries[request.target]?.checked = check
+    entries[home(request.target)]?.checked = check
   }
 
   /// The bytes that answer `request` with the kept `entry`: the kept-alive GET's own bytes
@@ -169,8 +201,8 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
     let second = self.second()
     if second == entry.second { return entry.wire }
     let wire = entry.response.wire(keepAlive: true)
-    entries[request.target]?.wire = wire
-    entries[request.target]?.second = second
+    entries[home(request.target)]?.wire = wire
+    entries[home(request.target)]?.second = second
     return wire
   }
 
@@ -209,32 +241,72 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
     guard let reuse = response.reuse, request.method == "GET" || request.method == "HEAD" else {
       return nil
     }
+    let headers = request.headers.filter { !Self.ignores($0.name) }
+    let identity = reuse.identity.map {
+      Identity(
+        answer: AnyHashable($0), overNetwork: request.overNetwork,
+        headers: headers.map { $0.name + ":" + $0.value })
+    }
+    if let identity, let shared = share(response, for: request, as: identity) {
+      know(request, limits: limits)
+      return shared
+    }
     // Read before the bytes are made: a second that turns meanwhile costs one more renewal.
     let second = self.second()
     let bytes = response.wire(keepAlive: true)
     let size = request.target.utf8.count + bytes.head.count + bytes.body.count
     guard size <= maxBytes / 8 else { return bytes }
     remove(request.target)
+    if let identity, let other = identities[identity] { remove(other) }
     while entries.count >= maxEntries || self.bytes + size > maxBytes,
       let any = entries.keys.first
     {
       remove(any)
     }
     entries[request.target] = Entry(
-      headers: request.headers.filter { !Self.ignores($0.name) },
-      overNetwork: request.overNetwork, response: response,
+      headers: headers, overNetwork: request.overNetwork, response: response,
       format: response.imageFormat.flatMap(ImageFormat.init(rawValue:)), source: source,
-      reuse: reuse, wire: bytes, second: second, bytes: size)
+      reuse: reuse, wire: bytes, second: second, bytes: size, identity: identity)
+    if let identity { identities[identity] = request.target }
     self.bytes += size
     know(request, limits: limits)
     return bytes
   }
 
+  /// The kept bytes of the entry that answers `identity`, when `response` (made by the route
+  /// for `request`, another target) equals that entry's response byte for byte but `Date`:
+  /// `request`'s target becomes another name of the entry. Nil when there is none, it differs,
+  /// or the entry has all the names it may.
+  private func share(_ response: HTTPResponse, for request: HTTPRequest, as identity: Identity)
+    -> (head: [UInt8], body: [UInt8])?
+  {
+    guard let target = identities[identity], target != request.target,
+      var entry = entries[target], entry.response == response,
+      entry.aliases.count < Self.aliasesPerEntry,
+      bytes + request.target.utf8.count <= maxBytes
+    else { return nil }
+    if aliases[request.target] != target {
+      remove(request.target)
+      entry.aliases.append(request.target)
+      entry.bytes += request.target.utf8.count
+      bytes += request.target.utf8.count
+      aliases[request.target] = target
+    }
+    let second = self.second()
+    if second != entry.second {
+      (entry.wire, entry.second) = (response.wire(keepAlive: true), second)
+    }
+    entries[target] = entry
+    sharedAcrossTargets += 1
+    return entry.wire
+  }
+
   /// Notes `request`'s head as known, when it was parsed (not known already), carries no
   /// body, and found an entry that has room for another head.
   func know(_ request: HTTPRequest, limits: HTTPLimits) {
+    let target = home(request.target)
     guard let head = request.rawHead, request.body.isEmpty,
-      var entry = entries[request.target], entry.heads.count < Self.headsPerEntry,
+      var entry = entries[target], entry.heads.count < Self.headsPerEntry,
       bytes + head.count <= maxBytes
     else { return }
     let key = Self.key(of: head[...])
@@ -245,17 +317,23 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
     entry.heads.append(key)
     entry.bytes += head.count
     bytes += head.count
-    entries[request.target] = entry
+    entries[target] = entry
   }
 
-  /// The entry kept for `target`, whatever the headers (for tests).
-  func entry(target: String) -> Entry? { entries[target] }
+  /// The entry kept for `target` (or that it is an alias of), whatever the headers (for
+  /// tests).
+  func entry(target: String) -> Entry? { entries[home(target)] }
 
-  /// Forgets the entry for `target`, if any, and the heads known to find it.
+  /// Forgets the entry for `target` (its own, or the one it is an alias of), if any, with the
+  /// heads known to find it and every other name it has: a kept response no longer the answer
+  /// for one of its targets is the answer for none.
   func remove(_ target: String) {
-    guard let gone = entries.removeValue(forKey: target) else { return }
+    let kept = home(target)
+    guard let gone = entries.removeValue(forKey: kept) else { return }
     bytes -= gone.bytes
     for key in gone.heads { heads[key] = nil }
+    for alias in gone.aliases { aliases[alias] = nil }
+    if let identity = gone.identity, identities[identity] == kept { identities[identity] = nil }
   }
 
   /// Heads known now (for tests).
