@@ -1,6 +1,6 @@
 /*
- * Animated output: an animated GIF or WebP to an animated WebP, frame by frame through the
- * same plan, resampler and finishing stages as a still (ic_thumbnail's).
+ * Animated output: an animated GIF or WebP to an animated WebP or GIF (gif_encode.c), frame
+ * by frame through the same plan, resampler and finishing stages as a still (ic_thumbnail's).
  *
  * Rules kept here:
  * - Frames times canvas pixels are counted from the container before any frame is decoded,
@@ -75,9 +75,13 @@ static int read_memory(GifFileType *gif, GifByteType *out, int length) {
   return (int)take;
 }
 
-/* One output frame at a time into the encoder. */
+/* One output frame at a time into the encoder of the output format. */
 typedef struct animation_out {
+  ic_format format;
+  /* Plays as WebP counts them (0: for ever), for a GIF's loop block before its frames. */
+  int plays;
   WebPAnimEncoder *encoder;
+  ic_gif_writer *gif;
   WebPConfig config;
   int timestamp;
   uint32_t frames;
@@ -125,6 +129,23 @@ static ic_status add_frame(animation_out *out, const uint8_t *canvas, int delay,
   if (out->frames == 0) {
     out->width = width;
     out->height = height;
+    if (out->request->summary) ic_summarize(pixels, width, height, channels, result);
+  }
+  if (width != out->width || height != out->height) {
+    free(pixels);
+    return ic_fail(result, IC_ERR_ENCODE, "animation frame of %ux%u after %ux%u", width,
+                   height, out->width, out->height);
+  }
+  if (out->format == IC_FORMAT_GIF) {
+    if (!out->gif) out->gif = ic_gif_writer_create(width, height, 1, out->plays, result);
+    ic_status added =
+        out->gif ? ic_gif_writer_add(out->gif, pixels, channels, delay, result) : result->status;
+    free(pixels);
+    if (added != IC_OK) return added;
+    out->frames++;
+    return ic_check(control, result);
+  }
+  if (out->frames == 0) {
     WebPAnimEncoderOptions options;
     if (!WebPAnimEncoderOptionsInit(&options)) {
       free(pixels);
@@ -136,7 +157,6 @@ static ic_status add_frame(animation_out *out, const uint8_t *canvas, int delay,
       free(pixels);
       return ic_fail(result, IC_ERR_NO_MEMORY, "WebP animation encoder failed");
     }
-    if (out->request->summary) ic_summarize(pixels, width, height, channels, result);
   }
   WebPPicture picture;
   int ok = WebPPictureInit(&picture);
@@ -339,6 +359,11 @@ static ic_status animate_webp(const uint8_t *bytes, size_t size, uint32_t frames
   return status;
 }
 
+int ic_animates(const ic_request *request) {
+  return request->max_frames > 1 &&
+         (request->format == IC_OUTPUT_WEBP || request->format == IC_OUTPUT_GIF);
+}
+
 ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
                      const ic_request *request, const ic_limits *limits,
                      const ic_control *control, ic_result *result) {
@@ -376,6 +401,8 @@ ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
   out.plan = &plan;
   out.source_w = w;
   out.source_h = h;
+  out.format = (ic_format)request->format;
+  out.plays = loop;
   out.filter = request->filter;
   if (!WebPConfigInit(&out.config)) return ic_fail(result, IC_ERR_ENCODE, "WebP config failed");
   out.config.quality = (float)request->quality;
@@ -388,10 +415,13 @@ ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
                          : animate_webp(bytes, size, frames, &out, control, result);
   if (status == IC_OK && out.frames == 0)
     status = ic_fail(result, IC_ERR_CORRUPT, "the animation has no frames");
-  if (status == IC_OK) status = finish_webp(&out, loop, result);
+  if (status == IC_OK)
+    status = out.gif ? ic_gif_writer_finish(out.gif, &result->data, &result->size, result)
+                     : finish_webp(&out, loop, result);
   if (out.encoder) WebPAnimEncoderDelete(out.encoder);
+  ic_gif_writer_destroy(out.gif);
   if (status != IC_OK) return status;
-  result->format = IC_FORMAT_WEBP;
+  result->format = out.format;
   result->width = out.width;
   result->height = out.height;
   result->has_alpha = 1;

@@ -442,8 +442,11 @@ ic_status ic_finish_upright(uint8_t **pixels, uint32_t *width, uint32_t *height,
                             const ic_control *control, int *smart_chosen, uint32_t *smart_x,
                             uint32_t *smart_y, ic_result *result);
 
-/* An animated GIF or WebP (`bytes`, of `format`) to an animated WebP (animation.c), or
- * IC_ERR_UNSUPPORTED, with nothing done, when it has one frame. */
+/* Whether the request asks for animated output: more than one frame, as WebP or GIF. */
+int ic_animates(const ic_request *request);
+
+/* An animated GIF or WebP (`bytes`, of `format`) to an animated WebP or GIF, as the request
+ * asks (animation.c), or IC_ERR_UNSUPPORTED, with nothing done, when it has one frame. */
 ic_status ic_animate(const uint8_t *bytes, size_t size, ic_format format,
                      const ic_request *request, const ic_limits *limits,
                      const ic_control *control, ic_result *result);
@@ -486,6 +489,19 @@ IC_DECLARE_ENCODER(jpeg);
 IC_DECLARE_ENCODER(png);
 IC_DECLARE_ENCODER(webp);
 IC_DECLARE_ENCODER(avif);
+IC_DECLARE_ENCODER(gif);
+
+/* GIF frames one at a time (gif_encode.c): a still (animated 0) or an animation played
+ * `plays` times (0: for ever), every frame width x height, RGB or straight RGBA. */
+typedef struct ic_gif_writer ic_gif_writer;
+ic_gif_writer *ic_gif_writer_create(uint32_t width, uint32_t height, int animated, int plays,
+                                    ic_result *result);
+ic_status ic_gif_writer_add(ic_gif_writer *writer, const uint8_t *pixels, int channels,
+                            int delay_ms, ic_result *result);
+/* Hands over the file (malloc'd); the writer is then only to be destroyed. */
+ic_status ic_gif_writer_finish(ic_gif_writer *writer, uint8_t **out, size_t *out_size,
+                               ic_result *result);
+void ic_gif_writer_destroy(ic_gif_writer *writer);
 
 /* Encodes with the table's encoder for format (IC_ERR_INVALID_ARGUMENT when none). */
 ic_status ic_encode_as(ic_format format, const uint8_t *pixels, uint32_t width,

@@ -443,7 +443,7 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
   if (validate(request, result) != IC_OK) return result->status;
   ic_stream stream;
   if (ic_stream_open(&stream, source, result) != IC_OK) return result->status;
-  if (request->max_frames > 1 && request->format == IC_OUTPUT_WEBP && !request->preview) {
+  if (ic_animates(request) && !request->preview) {
     /* An animated GIF or WebP stays animated; a still goes on as usual. */
     if (ic_stream_read_head(&stream, result) != IC_OK) {
       ic_stream_close(&stream);
@@ -616,7 +616,7 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
                         2 * output + library + 2 * (uint64_t)h->colour.icc_size;
       /* An animation (animation.c) composes on two full canvases beside the resampler, and
        * libwebp's animation encoder keeps about four output frames. */
-      if (request->max_frames > 1 && request->format == IC_OUTPUT_WEBP &&
+      if (ic_animates(request) &&
           (result->source_format == IC_FORMAT_GIF || result->source_format == IC_FORMAT_WEBP))
         estimate->bytes += (uint64_t)h->width * h->height * 4 * 2 + 4 * output;
       estimate->decode_width = decode_w;

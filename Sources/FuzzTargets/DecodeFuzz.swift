@@ -130,9 +130,11 @@ extension FuzzTarget {
   }
 
   /// An animated GIF or WebP kept animated (at most 8 frames, with a rotation and padding on
-  /// every frame): a WebP inside the box, or a typed error; never a decode timeout.
+  /// every frame), as WebP or GIF by the input's length: an animation of that format inside
+  /// the box that our own decoder reads again, or a typed error; never a decode timeout.
   private static func animated(_ bytes: [UInt8], _ thumbnailer: Thumbnailer) {
-    var spec = ThumbnailSpec(width: 40, height: 30, fit: .cover, format: .webp)
+    let format: OutputFormat = bytes.count % 2 == 0 ? .webp : .gif
+    var spec = ThumbnailSpec(width: 40, height: 30, fit: .cover, format: format)
     spec.maxFrames = 8
     spec.geometry.rotation = 90
     spec.geometry.padding = Padding(top: 1)
@@ -142,7 +144,13 @@ extension FuzzTarget {
       require(
         thumbnail.width <= spec.pixelWidth && thumbnail.height <= spec.pixelHeight + 1,
         "\(thumbnail.width)x\(thumbnail.height) outside the box")
-      require(ImageFormat.sniff(thumbnail.data) == .webp, "an animation that is not a WebP")
+      require(
+        ImageFormat.sniff(thumbnail.data) == format.imageFormat, "an animation not a \(format)")
+      do throws(ThumbnailError) {
+        _ = try thumbnailer.thumbnail(of: thumbnail.data, spec: ThumbnailSpec(width: 8, height: 8))
+      } catch {
+        require(false, "the animation made does not read again: \(error.kind)")
+      }
     } catch {
       require(error.kind != "decode_timeout", "an animation ran into the deadline")
     }

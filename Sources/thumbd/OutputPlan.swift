@@ -38,6 +38,7 @@ enum OutputPlan {
       case .png: return [resolved(.png)]
       case .webp: return [resolved(.webp)]
       case .avif: return [resolved(.avif)]
+      case .gif: return [resolved(.gif)]
       }
     }
   }
@@ -54,11 +55,8 @@ enum OutputPlan {
     let name = path.split(separator: "/").last.map(String.init) ?? path
     guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
     switch name[name.index(after: dot)...].lowercased() {
-    case "jpg", "jpeg": return .jpeg
-    case "png": return .png
-    case "webp": return .webp
-    case "avif": return .avif
-    default: return nil
+    case "jpg": return .jpeg
+    case let name: return OutputFormat(rawValue: name).flatMap { $0 == .auto ? nil : $0 }
     }
   }
 
@@ -83,7 +81,7 @@ enum OutputPlan {
     case (nil, nil):
       throw .init(
         message: "cannot tell the output format from '\(path)'; end it with .jpg, .png, "
-          + ".webp or .avif, give --format, or end it with / for a directory")
+          + ".webp, .avif or .gif, give --format, or end it with / for a directory")
     }
   }
 

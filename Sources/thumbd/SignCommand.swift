@@ -1,3 +1,4 @@
+import ImagePipeline
 import ThumbProtocol
 import ThumbServer
 import ThumbSystem
@@ -137,7 +138,8 @@ enum SignCommand {
     case "--fit":
       return ["contain": "rt:fit", "cover": "rt:fill", "fill": "rt:force"][value]
     case "--format":
-      return ["jpeg", "jpg", "png", "webp", "avif"].contains(value) ? "f:" + value : nil
+      let named = value == "jpg" || OutputFormat(rawValue: value).map { $0 != .auto } == true
+      return named ? "f:" + value : nil
     case "--preset", "--option":
       guard !value.isEmpty, !value.contains("/") else { return nil }
       return flag == "--preset" ? "pr:" + value : value

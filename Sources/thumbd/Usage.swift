@@ -43,8 +43,8 @@ enum Usage {
 
     --output is a directory when it ends with '/' or is one already: each input
     becomes a file there with its base name and its format's extension (.jpg,
-    .png, .webp or .avif). Inputs that would share a name are taken in path
-    order: the first keeps it, the others get a suffix made from their path
+    .png, .webp, .avif or .gif). Inputs that would share a name are taken in
+    path order: the first keeps it, the others get a suffix made from their path
     (IMG_0001-5b873ffb.jpg), the same on every run. With --keep-paths the input
     tree is mirrored instead. Otherwise --output is one file for one input,
     and its extension names the format; '-' writes to standard output.
@@ -64,7 +64,7 @@ enum Usage {
                         when source and box are both landscape or both
                         portrait, else contain).
       --format FMT      auto (PNG when the result has alpha, else JPEG; the
-                        default), png, jpeg, webp or avif. For an output
+                        default), png, jpeg, webp, avif or gif. For an output
                         file, its extension decides; both must agree.
       --quality Q       JPEG, WebP and AVIF quality, 1-100. Default 80.
       --avif-speed N    AVIF encoder speed, 0 (slowest, smallest) to 9.
@@ -73,8 +73,8 @@ enum Usage {
                         scaled decoding, no HEIF embedded thumbnail (for
                         reference measurements).
       --upscale         Allow output larger than the source.
-      --frames N        With WebP output, an animated GIF or WebP keeps up to N
-                        frames, as an animated WebP. Default 1 (a still).
+      --frames N        With WebP or GIF output, an animated GIF or WebP keeps
+                        up to N frames, as an animation. Default 1 (a still).
       --options OPTS    imgproxy processing options, separated by /, e.g.
                         g:sm/rot:90/pd:8/bg:ffffff: gravity, crop, rotation,
                         flip, padding, background, enlarge, extend, blur,

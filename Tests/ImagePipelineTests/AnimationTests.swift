@@ -4,8 +4,9 @@ import Testing
 @testable import ImagePipeline
 @testable import TestSupport
 
-/// Animated GIF and WebP to animated WebP (`ThumbnailSpec.maxFrames`), read back by libwebp's
-/// own demuxer: frames, delays and loop count kept, the limits applied before any frame.
+/// Animated GIF and WebP to animated WebP or GIF (`ThumbnailSpec.maxFrames`), read back by
+/// libwebp's own demuxer and by Pillow: frames, delays and loop count kept, the limits applied
+/// before any frame.
 @Suite("Animation")
 struct AnimationTests {
   let gif = Corpus.path("gif-valid/danbooru/test-animated-3.35s.gif")
@@ -120,5 +121,98 @@ struct AnimationTests {
     spec.maxFrames = 2
     let made = try Thumbnailer().thumbnail(of: bytes, spec: spec)
     #expect(made.frames == 1 && WebPAnimation.read(made.data)?.durations.count == 1)
+  }
+
+  @Test("GIF out: the frames, their delays and the loop count kept, each frame close to a still")
+  func gifToGIF() throws {
+    let made = try animated(gif, frames: 100) { $0.format = .gif }
+    #expect(made.format == .gif && made.frames == 47 && made.width == 120 && made.height == 89)
+    let read = try #require(GIFAnimation.read(made.data))
+    #expect(read.width == 120 && read.height == 89 && read.loop == 0)
+    #expect(read.durations.count == 47 && read.durations.reduce(0, +) == 3350)
+    #expect(Array(read.durations.prefix(3)) == [40, 40, 100])
+    // The first frame against the same picture as a lossless still (PNG): one palette of
+    // 255 colours, dithered, keeps it within 30 dB.
+    let still = try animated(gif, frames: 1) { $0.format = .png }
+    let reference = try Thumbnailer().decodeFullResolution(of: still.data)
+    let first = Bitmap(pixels: read.frames[0], width: 120, height: 89, channels: 4)
+    let psnr = ImageMetrics.psnr(
+      ImageMetrics.flattened(first), ImageMetrics.flattened(reference))
+    #expect(psnr >= 30, "\(psnr) dB")
+    // A source that plays once is written without a loop block; one that plays three times
+    // repeats twice.
+    for (plays, repeats) in [(1, nil), (3, 2)] as [(Int, Int?)] {
+      let source = try Self.twoFrameGIF(plays: plays)
+      var spec = ThumbnailSpec(width: 4, height: 4, format: .gif)
+      spec.maxFrames = 2
+      let again = try #require(
+        GIFAnimation.read(try Thumbnailer().thumbnail(of: source, spec: spec).data))
+      #expect(again.durations.count == 2 && again.loop == repeats, "plays \(plays)")
+    }
+  }
+
+  @Test(
+    "GIF out keeps transparency where alpha is under 128, and a pixel that turns clear shows clear")
+  func gifTransparency() throws {
+    // Frame 1: opaque red, cleared after it is shown. Frame 2: its left half transparent, its
+    // right half blue: clear on the left, as a browser shows it.
+    var spec = ThumbnailSpec(width: 4, height: 4, format: .gif)
+    spec.maxFrames = 2
+    let made = try Thumbnailer().thumbnail(of: try Self.twoFrameGIF(plays: 0), spec: spec)
+    let read = try #require(GIFAnimation.read(made.data))
+    #expect(read.frames.count == 2)
+    for (index, frame) in read.frames.enumerated() {
+      let alpha = stride(from: 3, to: frame.count, by: 4).map { frame[$0] }
+      if index == 0 {
+        #expect(alpha.allSatisfy { $0 == 255 }, "frame 1 is opaque")
+        #expect(frame[0] > 200 && frame[1] < 40, "frame 1 is red")
+      } else {
+        for x in 0..<4 {
+          let pixel = Array(frame[(x * 4)..<(x * 4 + 4)])
+          #expect(x < 2 ? pixel[3] == 0 : pixel == [0, 0, 255, 255], "frame 2, x \(x): \(pixel)")
+        }
+      }
+    }
+    // A still with alpha: clear pixels are the transparent index.
+    let pixels = (0..<16).flatMap { i -> [UInt8] in i % 2 == 0 ? [0, 0, 255, 255] : [0, 0, 0, 0] }
+    let png = try ImageEncoder.png(Bitmap(pixels: pixels, width: 4, height: 4, channels: 4))
+    let still = try Thumbnailer().thumbnail(
+      of: png, spec: ThumbnailSpec(width: 4, height: 4, format: .gif))
+    let frame = try #require(GIFAnimation.read(still.data)?.frames.first)
+    #expect(frame.count == 64)
+    for i in 0..<16 {
+      #expect(frame[i * 4 + 3] == (i % 2 == 0 ? 255 : 0), "pixel \(i)")
+    }
+  }
+
+  /// A 4x4 GIF of two frames, 100 ms each, by Pillow: opaque red, then its left half
+  /// transparent and its right half blue (disposal 2: the canvas is cleared after each, so
+  /// that half shows clear; every pixel changes, so Pillow writes the whole frame); played
+  /// `plays` times (0: for ever).
+  static func twoFrameGIF(plays: Int) throws -> [UInt8] {
+    let path = FileManager.default.temporaryDirectory
+      .appendingPathComponent("thumbd-two-\(UUID().uuidString).gif").path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    process.arguments = [
+      "-c",
+      """
+      import sys
+      from PIL import Image
+      red = Image.new("RGBA", (4, 4), (255, 0, 0, 255))
+      half = Image.new("RGBA", (4, 4), (0, 0, 255, 255))
+      half.paste((0, 0, 0, 0), (0, 0, 2, 4))
+      plays = int(sys.argv[2])
+      extra = {} if plays == 1 else {"loop": 0 if plays == 0 else plays - 1}
+      red.save(sys.argv[1], save_all=True, append_images=[half], duration=100, disposal=2,
+               **extra)
+      """,
+      path, String(plays),
+    ]
+    try process.run()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw POSIXError(.EIO) }
+    return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
   }
 }

@@ -37,6 +37,30 @@ struct AnimationDaemonTests {
     #expect(SocketClient.header("content-type", in: jpeg) == "image/jpeg")
   }
 
+  @Test("GIF when asked for by name (query, path, extension), never by negotiation")
+  func gifByName() async throws {
+    let (daemon, target) = try await Self.start(["--max-animation-frames", "20"])
+    defer { daemon.stop() }
+    let asked = SocketClient.request(daemon.socket, "GET", target + "&format=gif")
+    #expect(SocketClient.status(of: asked) == 200)
+    #expect(SocketClient.header("content-type", in: asked) == "image/gif")
+    let read = try #require(GIFAnimation.read(SocketClient.body(of: asked)))
+    #expect(read.durations.count == 20 && read.loop == 0 && read.width == 100)
+    // The path form's `@gif` and `f:gif` name the same picture.
+    let url = target.split(separator: "=", maxSplits: 1)[1].split(separator: "&")[0]
+    for path in [
+      "/unsafe/rs:fit:100:100/plain/\(url)@gif", "/unsafe/f:gif/rs:fit:100:100/plain/\(url)",
+    ] {
+      let answer = SocketClient.request(daemon.socket, "GET", path)
+      #expect(SocketClient.status(of: answer) == 200, "\(path)")
+      #expect(SocketClient.body(of: answer) == SocketClient.body(of: asked), "\(path)")
+    }
+    // A client that accepts only GIF is answered as auto always is: never GIF.
+    let negotiated = SocketClient.request(
+      daemon.socket, "GET", target + "&format=auto", headers: ["Accept: image/gif"])
+    #expect(SocketClient.header("content-type", in: negotiated) != "image/gif")
+  }
+
   @Test("by default the first frame alone, as before")
   func stillByDefault() async throws {
     let (daemon, target) = try await Self.start([])

@@ -149,7 +149,7 @@ struct ConfigTests {
       (["--memory-limit", "lots"], [:], "memory_limit"),
       (["--socket-mode", "999"], [:], "socket_mode"),
       (["--listen", "localhost"], [:], "listen"),
-      (["--default-format", "gif"], [:], "default_format"),
+      (["--default-format", "bmp"], [:], "default_format"),
       (["--default-quality", "0"], [:], "default_quality"),
       (["--allow-scheme", "ftp"], [:], "allowed_schemes"),
       ([], ["THUMBD_MAX_PIXELS": "-1"], "max_pixels"),

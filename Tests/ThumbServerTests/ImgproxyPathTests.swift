@@ -108,7 +108,7 @@ struct ImgproxyPathTests {
       ("/s/" + String(repeating: "rot:90/", count: 10_000) + "plain/http://a/b.jpg", "at most 64"),
       ("/s/f:tiff/plain/http://a/b.jpg", "tiff"),
       ("/s/w:-1/plain/http://a/b.jpg", "'-1'"),
-      ("/s/plain/http://a/b.jpg@gif", "'gif'"),
+      ("/s/plain/http://a/b.jpg@bmp", "'bmp'"),
       ("/s/pr:thumb/plain/http://a/b.jpg", "preset 'thumb' is not defined"),
       ("/s/rs:fit:1:1", "missing"),
       ("/s/rs:fit:1:1/plain/%zz", "percent"),

@@ -163,7 +163,8 @@ typedef enum ic_output_format {
   IC_OUTPUT_JPEG = IC_FORMAT_JPEG,
   IC_OUTPUT_PNG = IC_FORMAT_PNG,
   IC_OUTPUT_WEBP = IC_FORMAT_WEBP,
-  IC_OUTPUT_AVIF = IC_FORMAT_AVIF
+  IC_OUTPUT_AVIF = IC_FORMAT_AVIF,
+  IC_OUTPUT_GIF = IC_FORMAT_GIF
 } ic_output_format;
 
 /** Resampling kernel for the final, exact-size reduction. */

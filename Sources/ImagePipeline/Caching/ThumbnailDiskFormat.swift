@@ -7,7 +7,7 @@ enum ThumbnailDiskFormat {
   static func key(for request: ImageRequest, filter: ResamplingFilter) -> String {
     let s = request.spec
     let rev = request.rev.map { "r\($0.utf8.count):\($0)" } ?? "-"
-    let frames = s.maxFrames > 1 && s.format == .webp ? "frames=\(s.maxFrames)" : ""
+    let frames = s.keptFrames > 1 ? "frames=\(s.keptFrames)" : ""
     let geometry = [s.geometry.key, s.filters.key, s.watermark?.key ?? "", frames].filter {
       !$0.isEmpty
     }

@@ -122,6 +122,9 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
   case png
   case webp
   case avif
+  /// Never chosen for a client by what it accepts: only when asked for by name (imgproxy's
+  /// `f:gif`), for a site that must serve GIF.
+  case gif
 
   /// The output format of encoded bytes, or nil when they are no format thumbd writes.
   public static func sniff<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> ImageFormat? {
@@ -135,7 +138,8 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: self = .png
     case .webp: self = .webp
     case .avif: self = .avif
-    case .gif, .heic, .bmp, .ico, .tiff, .raw, .jxl: return nil
+    case .gif: self = .gif
+    case .heic, .bmp, .ico, .tiff, .raw, .jxl: return nil
     }
   }
 
@@ -146,6 +150,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: .png
     case .webp: .webp
     case .avif: .avif
+    case .gif: .gif
     }
   }
 
@@ -156,6 +161,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: "png"
     case .webp: "webp"
     case .avif: "avif"
+    case .gif: "gif"
     }
   }
 
@@ -166,14 +172,24 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: "image/png"
     case .webp: "image/webp"
     case .avif: "image/avif"
+    case .gif: "image/gif"
     }
   }
 
-  /// Whether the format keeps an alpha channel (JPEG composites it over white).
+  /// Whether the format keeps an alpha channel (JPEG composites it over white; GIF keeps
+  /// whether a pixel shows, at alpha 128).
   public var keepsAlpha: Bool {
     switch self {
     case .jpeg: false
-    case .png, .webp, .avif: true
+    case .png, .webp, .avif, .gif: true
+    }
+  }
+
+  /// Whether the format can hold an animation, which `ThumbnailSpec.maxFrames` above 1 keeps.
+  public var animates: Bool {
+    switch self {
+    case .webp, .gif: true
+    case .jpeg, .png, .avif: false
     }
   }
 
@@ -185,6 +201,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case .png: 1
     case .webp: 2
     case .avif: 3
+    case .gif: 4
     }
   }
 

@@ -24,6 +24,7 @@ public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
   case jpeg
   case webp
   case avif
+  case gif
   case auto
 
   /// The written format this names, or nil for `auto`.
@@ -33,6 +34,7 @@ public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
     case .jpeg: .jpeg
     case .webp: .webp
     case .avif: .avif
+    case .gif: .gif
     case .auto: nil
     }
   }
@@ -44,6 +46,7 @@ public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
     case .jpeg: self = .jpeg
     case .webp: self = .webp
     case .avif: self = .avif
+    case .gif: self = .gif
     }
   }
 }
@@ -75,10 +78,13 @@ public struct ThumbnailSpec: Sendable, Hashable {
   public var filters = Filters()
   /// A watermark laid over the result last; nil for none.
   public var watermark: WatermarkPlacement?
-  /// With WebP output, how many frames of an animated GIF or WebP are kept, as an animated
-  /// WebP (1, the default: the first frame alone, a still). Frames times the source's
-  /// pixels must stay within the pixel limit.
+  /// With WebP or GIF output, how many frames of an animated GIF or WebP are kept, as an
+  /// animation of that format (1, the default: the first frame alone, a still). Frames times
+  /// the source's pixels must stay within the pixel limit.
   public var maxFrames = 1
+
+  /// The frames a result of this spec may keep: `maxFrames` when its format animates, else 1.
+  public var keptFrames: Int { format.imageFormat?.animates == true ? maxFrames : 1 }
 
   /// The most frames an animated result may keep.
   public static let maxAnimationFrames = 10_000

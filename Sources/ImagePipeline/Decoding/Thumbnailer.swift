@@ -331,7 +331,7 @@ public struct Thumbnailer: Sendable {
     request.summary = makesPlaceholders ? 1 : 0
     request.geometry = spec.geometry.cValue(scale: spec.scale)
     request.effects = spec.filters.cValue(scale: spec.scale)
-    request.max_frames = UInt32(clamping: spec.maxFrames)
+    request.max_frames = UInt32(clamping: spec.keptFrames)
     return request
   }
 

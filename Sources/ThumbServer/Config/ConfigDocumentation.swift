@@ -169,7 +169,7 @@ extension ConfigOption {
     ),
     "default_format": (
       "`auto`",
-      "output format when a request names none: `auto` (negotiated from `Accept`: AVIF when accepted and `auto_avif` is on, else WebP when accepted, else PNG with transparency and JPEG without), `png`, `jpeg`, `webp`, `avif`"
+      "output format when a request names none: `auto` (negotiated from `Accept`: AVIF when accepted and `auto_avif` is on, else WebP when accepted, else PNG with transparency and JPEG without), `png`, `jpeg`, `webp`, `avif`, `gif`"
     ),
     "default_quality": ("80", "quality of JPEG, WebP and AVIF output when a request names none"),
     "auto_avif": (
@@ -179,7 +179,7 @@ extension ConfigOption {
     "avif_speed": ("8", "AVIF encoder speed, 0 (slowest, smallest) to 9"),
     "max_animation_frames": (
       "1",
-      "frames an animated GIF or WebP keeps when the result is WebP (imgproxy's `IMGPROXY_MAX_ANIMATION_FRAMES`): above 1, an animated WebP of at most that many frames, delays and loop count kept, each frame through the same resize, geometry and filters; frames times the source's pixels must stay within `max_pixels` (else 422, before any frame is decoded). 1 keeps the first frame alone"
+      "frames an animated GIF or WebP keeps when the result is WebP or GIF (imgproxy's `IMGPROXY_MAX_ANIMATION_FRAMES`): above 1, an animation of that format of at most that many frames, delays and loop count kept, each frame through the same resize, geometry and filters; frames times the source's pixels must stay within `max_pixels` (else 422, before any frame is decoded). 1 keeps the first frame alone"
     ),
     "colour": (
       "srgb",

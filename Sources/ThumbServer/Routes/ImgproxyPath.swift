@@ -128,10 +128,7 @@ struct ImgproxyPath: Sendable, Hashable {
   static func format(_ name: Substring) -> String? {
     switch name.lowercased() {
     case "jpg", "jpeg": "jpeg"
-    case "png": "png"
-    case "webp": "webp"
-    case "avif": "avif"
-    default: nil
+    default: OutputFormat(rawValue: name.lowercased()).flatMap { $0 == .auto ? nil : $0.rawValue }
     }
   }
 

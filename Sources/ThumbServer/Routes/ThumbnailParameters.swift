@@ -20,7 +20,7 @@ public struct ThumbnailParameters: Sendable, Hashable {
   public var clientHints: ClientHints?
   /// The watermarks requests may name (`watermarks`), by name.
   public var watermarks: [String: Watermark] = [:]
-  /// Frames an animated source keeps in a WebP result (`max_animation_frames`).
+  /// Frames an animated source keeps in a WebP or GIF result (`max_animation_frames`).
   public var maxAnimationFrames = 1
 
   /// Creates the defaults.
@@ -94,7 +94,7 @@ public struct ThumbnailParameters: Sendable, Hashable {
       quality: quality ?? defaultQuality, allowUpscale: enlarge, colour: colourMode)
     spec.geometry = geometry
     spec.filters = filters
-    if outputFormat == .webp { spec.maxFrames = maxAnimationFrames }
+    if outputFormat.imageFormat?.animates == true { spec.maxFrames = maxAnimationFrames }
     if let watermark, watermark.opacity > 0 {
       switch placement(watermark) {
       case .success(let placed): spec.watermark = placed
@@ -133,7 +133,7 @@ extension ThumbnailParameters {
         replicate: request.replicate, scale: request.scale))
   }
 
-  /// "auto, png, jpeg, webp or avif", from the cases.
+  /// "auto, png, jpeg, webp, avif or gif", from the cases.
   static let formatNames: String = {
     let names =
       [OutputFormat.auto.rawValue]
