@@ -67,7 +67,7 @@ static const ic_encoder_entry encoders[] = {
     /* libaom: +5.6 MiB at 256 px, +18.4 MiB at 1024x683. */
     {IC_FORMAT_AVIF, ic_encode_avif, 1, 6u << 20, 20},
     /* The quantiser's fixed tables (gif_encode.c), the output and a row. */
-    {IC_FORMAT_GIF, ic_encode_gif, 1, 2u << 20, 2},
+    {IC_FORMAT_GIF, ic_encode_gif, 1, 5u << 20, 2},
 };
 
 ic_format ic_sniff(const uint8_t *bytes, size_t size) {

@@ -3,13 +3,17 @@
  * each frame with a palette of its own.
  *
  * Rules kept here:
- * - A frame's colours are chosen by variance-based median cut over a 15-bit histogram of its
- *   opaque pixels: at most 255 entries, and one more index for transparency when a pixel's
- *   alpha is under 128 (GIF has no other). Pixels are then mapped with Floyd-Steinberg error
- *   diffusion; the nearest entry to each 15-bit colour is searched for once per frame.
- * - Work per frame is bounded: one pass to count, at most 254 cuts of at most 32,768 bins
- *   (each a counting sort), one pass to map, at most 32,768 searches of at most 255 entries.
- *   Working memory is fixed (about 1.3 MiB) beside one row of errors and indices.
+ * - A frame's colours are counted exactly while at most 32,768 are distinct (a thumbnail's
+ *   usually are), else with one bit less of each channel, down to 5. A variance-based median
+ *   cut chooses at most 255 entries, then two rounds of Lloyd's refinement move each to the
+ *   centre of its colours; one more index is for transparency when a pixel's alpha is under
+ *   128 (GIF has no other). Pixels are mapped with Floyd-Steinberg error diffusion (three
+ *   quarters of each error passed on, which keeps flat areas quiet) to the entry nearest
+ *   their exact colour (a search pruned by green, remembered in a small cache).
+ * - Work per frame is bounded: one pass to count (at most 3 rebuilds of the table), at most
+ *   254 cuts of at most 32,768 colours (each a counting sort), 2 rounds over them, and one
+ *   search of at most 255 entries per pixel. Working memory is fixed (about 4.2 MiB) beside
+ *   one row of errors and indices.
  * - The output grows in one buffer, refused past IC_GIF_MAX_OUTPUT.
  * - An animation's frames are whole canvases, each cleared to the background after it is
  *   shown, so a pixel that turns transparent does; every frame names a transparent index, so
@@ -22,13 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BINS 32768
+/* Distinct colours a frame's table holds at most: past it, one bit less of each channel. */
+#define COLOURS 32768
+/* The table's slots (twice the colours, so probes stay short). */
+#define SLOTS 65536
 /* The output at most: far above any frame limit's product, far below size_t's. */
 #define IC_GIF_MAX_OUTPUT ((size_t)1 << 31)
-
-static uint32_t bin_of(int r, int g, int b) {
-  return (uint32_t)(r >> 3) << 10 | (uint32_t)(g >> 3) << 5 | (uint32_t)(b >> 3);
-}
+/* Entries of the nearest-colour cache. */
+#define CACHE 4096
 
 typedef struct gif_buffer {
   uint8_t *data;
@@ -60,7 +65,15 @@ static int write_buffer(GifFileType *gif, const GifByteType *bytes, int length) 
   return length;
 }
 
-/* A box of the median cut: bins order[start..<end], with their pixel count. */
+/* One colour of the frame's table (at the table's precision), its pixels and their sums. */
+typedef struct colour_entry {
+  uint32_t key; /* r << 16 | g << 8 | b, each shifted right by the table's shift */
+  uint32_t count;
+  uint64_t sum[3];
+  uint8_t mean[3];
+} colour_entry;
+
+/* A box of the median cut: entries order[start..<end], with their pixel count. */
 typedef struct cut_box {
   uint32_t start, end;
   uint64_t count;
@@ -74,26 +87,26 @@ struct ic_gif_writer {
   uint32_t width, height;
   int animated;
   uint32_t frames;
-  uint32_t *counts;  /* BINS */
-  uint64_t *sums;    /* BINS x 3 */
-  uint8_t *means;    /* BINS x 3: each non-empty bin's mean colour */
-  int16_t *nearest;  /* BINS: the entry nearest each bin's colours, -1 not yet searched */
-  uint32_t *order;   /* the non-empty bins, in box order */
-  uint32_t *sorted;  /* scratch of the counting sort */
-  int32_t *errors;   /* 2 rows x (width + 2) x 3, in 16ths */
-  GifByteType *row;  /* one row of indices */
+  colour_entry *slots;  /* SLOTS: the frame's colours, open addressing; count 0 is empty */
+  colour_entry *spill;  /* COLOURS: the colours while the table is rebuilt coarser */
+  uint32_t *order;      /* COLOURS: the slots in use, in box order */
+  uint32_t *sorted;     /* COLOURS: scratch of the counting sort */
+  uint32_t *cache_key;  /* CACHE: colour + 1 (0 empty) of a recent nearest-entry search */
+  uint8_t *cache_index; /* CACHE: its entry */
+  int32_t *errors;      /* 2 rows x (width + 2) x 3, in 16ths */
+  GifByteType *row;     /* one row of indices */
 };
 
 void ic_gif_writer_destroy(ic_gif_writer *w) {
   if (!w) return;
   if (w->gif) EGifCloseFile(w->gif, NULL);
   free(w->out.data);
-  free(w->counts);
-  free(w->sums);
-  free(w->means);
-  free(w->nearest);
+  free(w->slots);
+  free(w->spill);
   free(w->order);
   free(w->sorted);
+  free(w->cache_key);
+  free(w->cache_index);
   free(w->errors);
   free(w->row);
   free(w);
@@ -113,16 +126,16 @@ ic_gif_writer *ic_gif_writer_create(uint32_t width, uint32_t height, int animate
   w->width = width;
   w->height = height;
   w->animated = animated;
-  w->counts = malloc(BINS * sizeof(uint32_t));
-  w->sums = malloc(BINS * 3 * sizeof(uint64_t));
-  w->means = malloc(BINS * 3);
-  w->nearest = malloc(BINS * sizeof(int16_t));
-  w->order = malloc(BINS * sizeof(uint32_t));
-  w->sorted = malloc(BINS * sizeof(uint32_t));
+  w->slots = malloc(SLOTS * sizeof(colour_entry));
+  w->spill = malloc(COLOURS * sizeof(colour_entry));
+  w->order = malloc(COLOURS * sizeof(uint32_t));
+  w->sorted = malloc(COLOURS * sizeof(uint32_t));
+  w->cache_key = malloc(CACHE * sizeof(uint32_t));
+  w->cache_index = malloc(CACHE);
   w->errors = malloc(2 * ((size_t)width + 2) * 3 * sizeof(int32_t));
   w->row = malloc(width);
   int error = 0;
-  w->gif = w->counts && w->sums && w->means && w->nearest && w->order && w->sorted &&
+  w->gif = w->slots && w->spill && w->order && w->sorted && w->cache_key && w->cache_index &&
                    w->errors && w->row
                ? EGifOpen(&w->out, write_buffer, &error)
                : NULL;
@@ -150,15 +163,37 @@ ic_gif_writer *ic_gif_writer_create(uint32_t width, uint32_t height, int animate
   return w;
 }
 
-/* The spread of box's bins and its channel of most spread. */
+static uint32_t slot_of(uint32_t key) { return (key * 2654435761u) >> 16; }
+
+/* The slot of `key` in the table: its own, or the empty one where it goes. */
+static colour_entry *find(colour_entry *slots, uint32_t key) {
+  for (uint32_t at = slot_of(key);; at = (at + 1) & (SLOTS - 1))
+    if (slots[at].count == 0 || slots[at].key == key) return &slots[at];
+}
+
+/* Counts `count` pixels summing to `sum` under `key`; the number of distinct keys. */
+static uint32_t count_colour(colour_entry *slots, uint32_t key, uint32_t count,
+                             const uint64_t sum[3], uint32_t distinct) {
+  colour_entry *e = find(slots, key);
+  if (e->count == 0) {
+    e->key = key;
+    e->sum[0] = e->sum[1] = e->sum[2] = 0;
+    distinct++;
+  }
+  e->count += count;
+  for (int k = 0; k < 3; k++) e->sum[k] += sum[k];
+  return distinct;
+}
+
+/* The spread of box's entries and its channel of most spread. */
 static void measure(const ic_gif_writer *w, cut_box *box) {
   double n = 0, s[3] = {0, 0, 0}, q[3] = {0, 0, 0};
   for (uint32_t i = box->start; i < box->end; i++) {
-    uint32_t bin = w->order[i];
-    double c = w->counts[bin];
+    const colour_entry *e = &w->slots[w->order[i]];
+    double c = e->count;
     n += c;
     for (int k = 0; k < 3; k++) {
-      double v = w->means[bin * 3 + k];
+      double v = e->mean[k];
       s[k] += c * v;
       q[k] += c * v * v;
     }
@@ -179,25 +214,25 @@ static void measure(const ic_gif_writer *w, cut_box *box) {
   }
 }
 
-/* Splits box in two at its channel's weighted median: a counting sort of its bins by that
+/* Splits box in two at its channel's weighted median: a counting sort of its entries by that
  * channel, then the first place where half its pixels are behind. 0 when it cannot be split. */
 static int split(ic_gif_writer *w, cut_box *box, cut_box *other) {
   if (box->end - box->start < 2) return 0;
   uint32_t histogram[257] = {0};
   int k = box->channel;
   for (uint32_t i = box->start; i < box->end; i++)
-    histogram[w->means[w->order[i] * 3 + k] + 1]++;
+    histogram[w->slots[w->order[i]].mean[k] + 1]++;
   for (int v = 0; v < 256; v++) histogram[v + 1] += histogram[v];
   for (uint32_t i = box->start; i < box->end; i++) {
-    uint32_t bin = w->order[i];
-    w->sorted[box->start + histogram[w->means[bin * 3 + k]]++] = bin;
+    uint32_t slot = w->order[i];
+    w->sorted[box->start + histogram[w->slots[slot].mean[k]]++] = slot;
   }
   memcpy(w->order + box->start, w->sorted + box->start,
          (box->end - box->start) * sizeof(uint32_t));
   uint64_t half = box->count / 2, behind = 0;
   uint32_t at = box->start;
   while (at < box->end - 1) {
-    behind += w->counts[w->order[at]];
+    behind += w->slots[w->order[at]].count;
     at++;
     if (behind >= half) break;
   }
@@ -209,12 +244,103 @@ static int split(ic_gif_writer *w, cut_box *box, cut_box *other) {
   return 1;
 }
 
-/* The palette of the frame's opaque pixels: its entries, at most `most`. */
-static int choose_palette(ic_gif_writer *w, const uint8_t *pixels, int channels,
-                          GifColorType *palette, int most, int *transparent) {
-  memset(w->counts, 0, BINS * sizeof(uint32_t));
-  memset(w->sums, 0, BINS * 3 * sizeof(uint64_t));
+/* The entry of `palette` nearest (r, g, b): entries sorted by green (`by_green`, their
+ * indices), searched outward from the first at or above g while green alone is no farther
+ * than the best found. */
+static int nearest(const GifColorType *palette, const uint8_t *by_green, int entries, int r,
+                   int g, int b) {
+  int low = 0, high = entries;
+  while (low < high) {
+    int mid = (low + high) / 2;
+    if (palette[by_green[mid]].Green < g)
+      low = mid + 1;
+    else
+      high = mid;
+  }
+  int best = by_green[low < entries ? low : entries - 1];
+  long best_distance = 1L << 30;
+  int up = low, down = low - 1;
+  while (up < entries || down >= 0) {
+    if (up < entries) {
+      const GifColorType *e = &palette[by_green[up]];
+      long dg = e->Green - g;
+      if (dg * dg >= best_distance) {
+        up = entries;
+      } else {
+        long dr = e->Red - r, db = e->Blue - b, distance = dr * dr + dg * dg + db * db;
+        if (distance < best_distance) {
+          best_distance = distance;
+          best = by_green[up];
+        }
+        up++;
+      }
+    }
+    if (down >= 0) {
+      const GifColorType *e = &palette[by_green[down]];
+      long dg = e->Green - g;
+      if (dg * dg >= best_distance) {
+        down = -1;
+      } else {
+        long dr = e->Red - r, db = e->Blue - b, distance = dr * dr + dg * dg + db * db;
+        if (distance < best_distance) {
+          best_distance = distance;
+          best = by_green[down];
+        }
+        down--;
+      }
+    }
+  }
+  return best;
+}
+
+/* `by_green`: the entries' indices sorted by green (an insertion sort of at most 255). */
+static void sort_by_green(const GifColorType *palette, int entries, uint8_t *by_green) {
+  for (int e = 0; e < entries; e++) {
+    int at = e;
+    while (at > 0 && palette[by_green[at - 1]].Green > palette[e].Green) {
+      by_green[at] = by_green[at - 1];
+      at--;
+    }
+    by_green[at] = (uint8_t)e;
+  }
+}
+
+/* Lloyd's refinement of the median cut's palette over the frame's colours (weighted by their
+ * pixels): every colour to its nearest entry, every entry to the mean of its colours; a fixed
+ * number of rounds. */
+static void refine(ic_gif_writer *w, uint32_t used, GifColorType *palette, int entries) {
+  enum { ROUNDS = 2 };
+  uint8_t by_green[256];
+  uint64_t s[256][3], c[256];
+  for (int round = 0; round < ROUNDS; round++) {
+    memset(s, 0, sizeof(s));
+    memset(c, 0, sizeof(c));
+    sort_by_green(palette, entries, by_green);
+    for (uint32_t i = 0; i < used; i++) {
+      const colour_entry *colour = &w->slots[w->order[i]];
+      int e = nearest(palette, by_green, entries, colour->mean[0], colour->mean[1],
+                      colour->mean[2]);
+      c[e] += colour->count;
+      for (int k = 0; k < 3; k++) s[e][k] += colour->sum[k];
+    }
+    for (int e = 0; e < entries; e++) {
+      if (!c[e]) continue;
+      palette[e].Red = (GifByteType)((s[e][0] + c[e] / 2) / c[e]);
+      palette[e].Green = (GifByteType)((s[e][1] + c[e] / 2) / c[e]);
+      palette[e].Blue = (GifByteType)((s[e][2] + c[e] / 2) / c[e]);
+    }
+  }
+}
+
+/* Counts the frame's opaque colours into the table: exact while at most COLOURS are
+ * distinct, else with one bit less of each channel (the table rebuilt from itself), down to
+ * 5 bits, where there can be no more. Returns the colours, listed in `order`. */
+static uint32_t count_colours(ic_gif_writer *w, const uint8_t *pixels, int channels,
+                              int *transparent) {
+  memset(w->slots, 0, SLOTS * sizeof(colour_entry));
   size_t n = (size_t)w->width * w->height;
+  uint32_t distinct = 0;
+  int shift = 0;
   *transparent = 0;
   for (size_t i = 0; i < n; i++) {
     const uint8_t *p = pixels + i * (size_t)channels;
@@ -222,20 +348,41 @@ static int choose_palette(ic_gif_writer *w, const uint8_t *pixels, int channels,
       *transparent = 1;
       continue;
     }
-    uint32_t bin = bin_of(p[0], p[1], p[2]);
-    w->counts[bin]++;
-    w->sums[bin * 3] += p[0];
-    w->sums[bin * 3 + 1] += p[1];
-    w->sums[bin * 3 + 2] += p[2];
+    uint32_t key = (uint32_t)(p[0] >> shift) << 16 | (uint32_t)(p[1] >> shift) << 8 |
+                   (uint32_t)(p[2] >> shift);
+    uint64_t sum[3] = {p[0], p[1], p[2]};
+    distinct = count_colour(w->slots, key, 1, sum, distinct);
+    if (distinct >= COLOURS && shift < 3) {
+      /* One bit less: the colours so far merged into their coarser keys. */
+      uint32_t kept = 0;
+      for (uint32_t at = 0; at < SLOTS; at++)
+        if (w->slots[at].count) w->spill[kept++] = w->slots[at];
+      memset(w->slots, 0, SLOTS * sizeof(colour_entry));
+      shift++;
+      distinct = 0;
+      for (uint32_t e = 0; e < kept; e++) {
+        uint32_t old = w->spill[e].key;
+        uint32_t key2 = ((old >> 16 & 0xFF) >> 1) << 16 | ((old >> 8 & 0xFF) >> 1) << 8 |
+                        ((old & 0xFF) >> 1);
+        distinct = count_colour(w->slots, key2, w->spill[e].count, w->spill[e].sum, distinct);
+      }
+    }
   }
   uint32_t used = 0;
-  for (uint32_t bin = 0; bin < BINS; bin++) {
-    if (!w->counts[bin]) continue;
+  for (uint32_t at = 0; at < SLOTS && used < COLOURS; at++) {
+    colour_entry *e = &w->slots[at];
+    if (!e->count) continue;
     for (int k = 0; k < 3; k++)
-      w->means[bin * 3 + k] = (uint8_t)((w->sums[bin * 3 + k] + w->counts[bin] / 2) /
-                                        w->counts[bin]);
-    w->order[used++] = bin;
+      e->mean[k] = (uint8_t)((e->sum[k] + e->count / 2) / e->count);
+    w->order[used++] = at;
   }
+  return used;
+}
+
+/* The palette of the frame's opaque pixels: its entries, at most `most`. */
+static int choose_palette(ic_gif_writer *w, const uint8_t *pixels, int channels,
+                          GifColorType *palette, int most, int *transparent) {
+  uint32_t used = count_colours(w, pixels, channels, transparent);
   if (used == 0) {
     palette[0] = (GifColorType){0, 0, 0};
     return 1;
@@ -257,35 +404,17 @@ static int choose_palette(ic_gif_writer *w, const uint8_t *pixels, int channels,
   for (int b = 0; b < count; b++) {
     uint64_t s[3] = {0, 0, 0}, c = 0;
     for (uint32_t i = boxes[b].start; i < boxes[b].end; i++) {
-      uint32_t bin = w->order[i];
-      c += w->counts[bin];
-      for (int k = 0; k < 3; k++) s[k] += w->sums[bin * 3 + k];
+      const colour_entry *e = &w->slots[w->order[i]];
+      c += e->count;
+      for (int k = 0; k < 3; k++) s[k] += e->sum[k];
     }
     palette[b].Red = (GifByteType)((s[0] + c / 2) / c);
     palette[b].Green = (GifByteType)((s[1] + c / 2) / c);
     palette[b].Blue = (GifByteType)((s[2] + c / 2) / c);
   }
+  /* Exact colours that fit need no refinement; others are moved to their colours' centres. */
+  if ((uint32_t)count < used) refine(w, used, palette, count);
   return count;
-}
-
-static int nearest(ic_gif_writer *w, const GifColorType *palette, int entries, int r, int g,
-                   int b) {
-  uint32_t bin = bin_of(r, g, b);
-  if (w->nearest[bin] >= 0) return w->nearest[bin];
-  /* The bin's centre stands for every colour in it. */
-  int cr = (r & ~7) | 4, cg = (g & ~7) | 4, cb = (b & ~7) | 4;
-  int best = 0;
-  long best_distance = -1;
-  for (int e = 0; e < entries; e++) {
-    long dr = cr - palette[e].Red, dg = cg - palette[e].Green, db = cb - palette[e].Blue;
-    long distance = dr * dr + dg * dg + db * db;
-    if (best_distance < 0 || distance < best_distance) {
-      best_distance = distance;
-      best = e;
-    }
-  }
-  w->nearest[bin] = (int16_t)best;
-  return best;
 }
 
 static int clamp255(int v) { return v < 0 ? 0 : v > 255 ? 255 : v; }
@@ -298,7 +427,9 @@ ic_status ic_gif_writer_add(ic_gif_writer *w, const uint8_t *pixels, int channel
   int transparent;
   int entries = choose_palette(w, pixels, channels, palette, 255, &transparent);
   if (entries < 1) entries = 1;
-  memset(w->nearest, 0xFF, BINS * sizeof(int16_t));
+  uint8_t by_green[256];
+  sort_by_green(palette, entries, by_green);
+  memset(w->cache_key, 0, CACHE * sizeof(uint32_t));
   /* An animation's frames all name a transparent index, used or not: the background a frame
    * is cleared to after it is shown is then transparent for every reader (a browser clears
    * to transparent anyway; Pillow and others fill with the frame's transparent index). */
@@ -338,9 +469,20 @@ ic_status ic_gif_writer_add(ic_gif_writer *w, const uint8_t *pixels, int channel
       int32_t *e = here + (x + 1) * 3;
       int r = clamp255(p[0] + e[0] / 16), g = clamp255(p[1] + e[1] / 16),
           b = clamp255(p[2] + e[2] / 16);
-      int index = nearest(w, palette, entries, r, g, b);
+      /* The nearest entry to the exact colour, remembered for the next pixel of it. */
+      uint32_t colour = (uint32_t)r << 16 | (uint32_t)g << 8 | (uint32_t)b;
+      uint32_t at = (colour * 2654435761u) >> 20;
+      int index;
+      if (w->cache_key[at] == colour + 1) {
+        index = w->cache_index[at];
+      } else {
+        index = nearest(palette, by_green, entries, r, g, b);
+        w->cache_key[at] = colour + 1;
+        w->cache_index[at] = (uint8_t)index;
+      }
       w->row[x] = (GifByteType)index;
-      int d[3] = {r - palette[index].Red, g - palette[index].Green, b - palette[index].Blue};
+      int d[3] = {(r - palette[index].Red) * 3 / 4, (g - palette[index].Green) * 3 / 4,
+                  (b - palette[index].Blue) * 3 / 4};
       for (int k = 0; k < 3; k++) {
         e[3 + k] += d[k] * 7;
         next[x * 3 + k] += d[k] * 3;
