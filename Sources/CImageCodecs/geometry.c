@@ -10,7 +10,8 @@
  * - A window never leaves what it is cut from: gravity and offsets are clamped. An offset
  *   below 1 either way is a fraction of the side it moves along (imgproxy's rule).
  * - A smart crop resamples the whole region at the cover scale and leaves the window to
- *   ic_smart_window; the free side is capped so the extra resample stays small.
+ *   ic_smart_window; the free side is capped so the extra resample stays small. A smart `c`
+ *   crop does the same over the whole picture, its window the part of the crop shown.
  */
 #include "internal.h"
 
@@ -138,11 +139,17 @@ ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
 
   /* The region of the displayed source the box maps from: all of it, or the crop. */
   double rx = 0, ry = 0, rw = shown_w, rh = shown_h;
+  /* A smart crop's place is the pixels' to choose: the region is sized, and centred until
+   * then; what the box takes of it is chosen with it (below). */
+  int crop_smart = 0;
   if (g->crop_width > 0 || g->crop_height > 0) {
     rw = crop_side(g->crop_width, shown_w);
     rh = crop_side(g->crop_height, shown_h);
-    rx = ic_anchor_place(&g->crop_gravity, 0, shown_w, rw);
-    ry = ic_anchor_place(&g->crop_gravity, 1, shown_h, rh);
+    crop_smart = g->crop_gravity.type == IC_GRAVITY_SMART && (rw < shown_w || rh < shown_h);
+    ic_anchor centre = {.type = IC_GRAVITY_CENTRE};
+    const ic_anchor *place = g->crop_gravity.type == IC_GRAVITY_SMART ? &centre : &g->crop_gravity;
+    rx = ic_anchor_place(place, 0, shown_w, rw);
+    ry = ic_anchor_place(place, 1, shown_h, rh);
   }
 
   ic_fit fit = request->fit;
@@ -169,12 +176,15 @@ ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
     uint32_t final_w = at_least_one(out_w), final_h = at_least_one(out_h);
     ww = fmin(rw, final_w / s);
     wh = fmin(rh, final_h / s);
-    if (g->gravity.type == IC_GRAVITY_SMART && (ww < rw || wh < rh)) {
+    if ((g->gravity.type == IC_GRAVITY_SMART && (ww < rw || wh < rh)) || crop_smart) {
       /* Resample the region along the free side (at most SMART_SPAN windows of it, about
-       * the centre) and leave the choice to the pixels. */
-      double span_w = fmin(rw, ww * SMART_SPAN), span_h = fmin(rh, wh * SMART_SPAN);
-      wx = rx + (rw - span_w) / 2;
-      wy = ry + (rh - span_h) / 2;
+       * the centre) and leave the choice to the pixels; a smart crop's region is the whole
+       * picture. */
+      double bx = crop_smart ? 0 : rx, by = crop_smart ? 0 : ry;
+      double bw = crop_smart ? shown_w : rw, bh = crop_smart ? shown_h : rh;
+      double span_w = fmin(bw, ww * SMART_SPAN), span_h = fmin(bh, wh * SMART_SPAN);
+      wx = bx + (bw - span_w) / 2;
+      wy = by + (bh - span_h) / 2;
       ww = span_w;
       wh = span_h;
       plan->smart = 1;
@@ -206,6 +216,21 @@ ic_status ic_plan_make(uint32_t width, uint32_t height, int orientation,
     out_h = rh * s;
     break;
   }
+  }
+  if (crop_smart && !plan->smart) {
+    /* The whole crop is shown (contain, fill): its place is chosen among the picture's
+     * windows of its size, as a cover crop's is. */
+    double sx = out_w / rw, sy = out_h / rh;
+    double span_w = fmin(shown_w, rw * SMART_SPAN), span_h = fmin(shown_h, rh * SMART_SPAN);
+    plan->smart = 1;
+    plan->window_width = at_least_one(out_w);
+    plan->window_height = at_least_one(out_h);
+    wx = (shown_w - span_w) / 2;
+    wy = (shown_h - span_h) / 2;
+    ww = span_w;
+    wh = span_h;
+    out_w = span_w * sx;
+    out_h = span_h * sy;
   }
   uint32_t shown_out_w = at_least_one(out_w), shown_out_h = at_least_one(out_h);
   if (!plan->smart) {

@@ -241,6 +241,55 @@ struct GeometryOptionsTests {
     #expect((0..<100).allSatisfy { Self.pixel(centre, $0, 50) == [128, 128, 128] })
   }
 
+  @Test(
+    "a smart crop (c:W:H:sm) is placed on the subject of the whole picture, the box's crop with it")
+  func smartSourceCrop() throws {
+    // Flat grey, 400x300, with a textured skin-toned square near the top-left corner.
+    var pixels: [UInt8] = []
+    for y in 0..<300 {
+      for x in 0..<400 {
+        if (30..<100).contains(x) && (20..<90).contains(y) {
+          pixels += (x / 4 + y / 4) % 2 == 0 ? [224, 172, 140] : [190, 130, 100]
+        } else {
+          pixels += [128, 128, 128]
+        }
+      }
+    }
+    let source = try ImageEncoder.png(Bitmap(pixels: pixels, width: 400, height: 300, channels: 3))
+    func subject(_ image: Bitmap) -> Int {
+      var count = 0
+      for y in 0..<image.height {
+        for x in 0..<image.width where Self.pixel(image, x, y) != [128, 128, 128] { count += 1 }
+      }
+      return count
+    }
+    // The whole crop shown (contain), at half size: 60x60 of its 70x70 subject, scaled.
+    var spec = ThumbnailSpec(width: 60, height: 60)
+    spec.geometry.cropWidth = 120
+    spec.geometry.cropHeight = 120
+    spec.geometry.cropGravity = Gravity(.smart)
+    let contained = try picture(source, spec)
+    #expect(contained.width == 60 && contained.height == 60)
+    #expect(subject(contained) >= 35 * 35 * 3 / 4, "\(subject(contained)) subject pixels")
+    // A cover box inside a wider crop (at 0.8, the subject 56x56): the window shown is on
+    // the subject too.
+    spec = ThumbnailSpec(width: 80, height: 80, fit: .cover)
+    spec.geometry.cropWidth = 240
+    spec.geometry.cropHeight = 100
+    spec.geometry.cropGravity = Gravity(.smart)
+    let covered = try picture(source, spec)
+    #expect(covered.width == 80 && covered.height == 80)
+    #expect(subject(covered) >= 50 * 50, "\(subject(covered)) subject pixels")
+    #expect(try picture(source, spec) == covered, "the same window every time")
+    // `g:sm` places a crop that names no gravity of its own, as imgproxy does.
+    spec.geometry.cropGravity = nil
+    spec.geometry.gravity = Gravity(.smart)
+    #expect(try picture(source, spec) == covered)
+    // A centred crop of the same size misses the subject altogether.
+    spec.geometry.gravity = .centre
+    #expect(subject(try picture(source, spec)) == 0)
+  }
+
   @Test("the size a placeholder announces is the size made, whatever the geometry")
   func announcedSize() throws {
     var random = SystemRandomNumberGenerator()

@@ -96,7 +96,7 @@ struct ImgproxyPathTests {
       ("/s/g:fp:nan:0.5/plain/http://a/b.jpg", "'nan'"),
       ("/s/g:fp:2:0.5/plain/http://a/b.jpg", "focus point"),
       ("/s/g:no:1e9:0/plain/http://a/b.jpg", "offsets"),
-      ("/s/c:100:100:sm/plain/http://a/b.jpg", "smart"),
+      ("/s/ex:1:sm/plain/http://a/b.jpg", "smart"),
       ("/s/c:1e9:1/plain/http://a/b.jpg", "not a size"),
       ("/s/rot:45/plain/http://a/b.jpg", "multiple of 90"),
       ("/s/pd:2147483648/plain/http://a/b.jpg", "not a padding"),

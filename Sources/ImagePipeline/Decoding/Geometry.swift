@@ -59,7 +59,7 @@ public struct Gravity: Sendable, Hashable {
 
   func check(_ what: String, smart: Bool) throws(ThumbnailError) {
     guard smart || kind != .smart else {
-      throw .invalidSpec("\(what): smart gravity applies to the box's crop only")
+      throw .invalidSpec("\(what): smart gravity places crops only")
     }
     guard kind != .focus || ((0...1).contains(focusX) && (0...1).contains(focusY)) else {
       throw .invalidSpec("\(what): a focus point is two fractions, each 0 to 1")
@@ -148,7 +148,8 @@ public struct Geometry: Sendable, Hashable {
   public var cropWidth: Double = 0
   /// The crop's height, as `cropWidth`.
   public var cropHeight: Double = 0
-  /// Where that crop sits; nil for `gravity` (offsets in source pixels).
+  /// Where that crop sits; nil for `gravity` (offsets in source pixels). Smart: the crop,
+  /// and any crop of the box inside it, are placed together on the most interesting part.
   public var cropGravity: Gravity?
   /// Clockwise rotation after the EXIF orientation (`rot`): 0, 90, 180 or 270.
   public var rotation = 0
@@ -177,7 +178,7 @@ public struct Geometry: Sendable, Hashable {
   /// Throws `invalidSpec` when a field is out of range; `scale` turns points into pixels.
   func validate(scale: Double) throws(ThumbnailError) {
     try gravity.check("gravity", smart: true)
-    try cropGravity?.check("crop", smart: false)
+    try cropGravity?.check("crop", smart: true)
     try extend?.check("extend", smart: false)
     let limit = Double(Self.maxSide)
     for side in [cropWidth, cropHeight] {
@@ -240,7 +241,6 @@ public struct Geometry: Sendable, Hashable {
     g.crop_width = cropWidth
     g.crop_height = cropHeight
     g.crop_gravity = (cropGravity ?? gravity).cValue(scale: 1)
-    if g.crop_gravity.type == IC_GRAVITY_SMART { g.crop_gravity.type = IC_GRAVITY_CENTRE }
     g.rotate = Int32(rotation)
     g.flip_horizontal = flipHorizontal ? 1 : 0
     g.flip_vertical = flipVertical ? 1 : 0

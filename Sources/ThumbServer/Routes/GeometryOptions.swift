@@ -30,7 +30,7 @@ enum GeometryOptions {
         }
         let rest = arguments.dropFirst(2)
         options.geometry.cropGravity =
-          rest.isEmpty || rest.first!.isEmpty ? nil : try gravity(name, rest, smart: false)
+          rest.isEmpty || rest.first!.isEmpty ? nil : try gravity(name, rest, smart: true)
       case "rot", "rotate":
         guard arguments.count == 1, let angle = Int(arguments.first!), angle % 90 == 0 else {
           throw ParameterError("\(name): the angle must be a multiple of 90")
@@ -175,7 +175,7 @@ enum GeometryOptions {
       throw ParameterError("\(name): gravity must be one of \(names)")
     }
     guard smart || kind != .smart else {
-      throw ParameterError("\(name): smart gravity applies to the box's crop (g:sm) only")
+      throw ParameterError("\(name): smart gravity places crops only (g:sm, c:W:H:sm)")
     }
     let numbers = arguments.dropFirst()
     guard numbers.count <= 2 else { throw ParameterError("\(name): too many arguments") }
