@@ -504,6 +504,27 @@ static ic_status emit(row_out *o, const uint8_t *stored, ic_result *result) {
  * scanline at a time (libtiff reads such a strip's bytes in parts). Decoding strips on
  * idle cores at once was tried: on this project's 2-vCPU machine two strips at once each
  * took 1.5-2x as long, and the whole was no faster (docs/BENCHMARKS.md). */
+/* Whether a strip that failed may be a Group 3 page coded in one dimension without EOL codes,
+ * which libtiff's Group 3 decoder cannot follow (it looks for an EOL before every row): the
+ * same codes read as Modified Huffman without byte alignment (CCITTRLE's decoder, its rows
+ * not aligned) make the page. The handle is switched to that once; a page whose codes are
+ * not that fails again and is refused. */
+static int read_as_plain_huffman(tiff_decoder *d) {
+  TIFF *tif = d->tif;
+  uint16_t compression = 0;
+  uint32_t options = 0;
+  TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+  if (compression != COMPRESSION_CCITTFAX3) return 0;
+  TIFFGetFieldDefaulted(tif, TIFFTAG_GROUP3OPTIONS, &options);
+  if (options & GROUP3OPT_2DENCODING) return 0;
+  if (!TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_CCITTRLE) ||
+      !TIFFSetField(tif, TIFFTAG_FAXMODE, FAXMODE_NORTC | FAXMODE_NOEOL))
+    return 0;
+  d->io.failed = 0;
+  d->io.message[0] = d->io.warning[0] = 0;
+  return 1;
+}
+
 static ic_status run_strips(tiff_decoder *d, row_out *o, uint32_t height, ic_result *result) {
   TIFF *tif = d->tif;
   uint32_t per_strip = 0;
@@ -523,7 +544,10 @@ static ic_status run_strips(tiff_decoder *d, row_out *o, uint32_t height, ic_res
     if (whole) {
       rows = height - y < per_strip ? height - y : per_strip;
       tmsize_t want = (tmsize_t)rows * line_size;
-      if (TIFFReadEncodedStrip(tif, TIFFComputeStrip(tif, y, 0), buffer, want) != want) {
+      uint32_t strip = TIFFComputeStrip(tif, y, 0);
+      if (TIFFReadEncodedStrip(tif, strip, buffer, want) != want &&
+          (d->io.short_read || !read_as_plain_huffman(d) ||
+           TIFFReadEncodedStrip(tif, strip, buffer, want) != want)) {
         status = fail_from_tiff(d, "strip", result);
         break;
       }

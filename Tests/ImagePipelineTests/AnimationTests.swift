@@ -127,7 +127,7 @@ struct AnimationTests {
   func gifToGIF() throws {
     let made = try animated(gif, frames: 100) { $0.format = .gif }
     #expect(made.format == .gif && made.frames == 47 && made.width == 120 && made.height == 89)
-    let read = try #require(GIFAnimation.read(made.data))
+    let read = try #require(PillowImage.read(made.data))
     #expect(read.width == 120 && read.height == 89 && read.loop == 0)
     #expect(read.durations.count == 47 && read.durations.reduce(0, +) == 3350)
     #expect(Array(read.durations.prefix(3)) == [40, 40, 100])
@@ -146,7 +146,7 @@ struct AnimationTests {
       var spec = ThumbnailSpec(width: 4, height: 4, format: .gif)
       spec.maxFrames = 2
       let again = try #require(
-        GIFAnimation.read(try Thumbnailer().thumbnail(of: source, spec: spec).data))
+        PillowImage.read(try Thumbnailer().thumbnail(of: source, spec: spec).data))
       #expect(again.durations.count == 2 && again.loop == repeats, "plays \(plays)")
     }
   }
@@ -159,7 +159,7 @@ struct AnimationTests {
     var spec = ThumbnailSpec(width: 4, height: 4, format: .gif)
     spec.maxFrames = 2
     let made = try Thumbnailer().thumbnail(of: try Self.twoFrameGIF(plays: 0), spec: spec)
-    let read = try #require(GIFAnimation.read(made.data))
+    let read = try #require(PillowImage.read(made.data))
     #expect(read.frames.count == 2)
     for (index, frame) in read.frames.enumerated() {
       let alpha = stride(from: 3, to: frame.count, by: 4).map { frame[$0] }
@@ -178,7 +178,7 @@ struct AnimationTests {
     let png = try ImageEncoder.png(Bitmap(pixels: pixels, width: 4, height: 4, channels: 4))
     let still = try Thumbnailer().thumbnail(
       of: png, spec: ThumbnailSpec(width: 4, height: 4, format: .gif))
-    let frame = try #require(GIFAnimation.read(still.data)?.frames.first)
+    let frame = try #require(PillowImage.read(still.data)?.frames.first)
     #expect(frame.count == 64)
     for i in 0..<16 {
       #expect(frame[i * 4 + 3] == (i % 2 == 0 ? 255 : 0), "pixel \(i)")

@@ -256,6 +256,104 @@ extension DecodeSuites {
       #expect(stride(from: 0, to: 12, by: 3).map { decoded.pixels[$0] } == [0, 128, 255, 0])
     }
 
+    @Test(
+      "a Group 3 page coded in one dimension without EOL codes (libtiff's coding of a known page, its EOLs taken out) reads back exactly"
+    )
+    func faxWithoutEOL() throws {
+      // libtiff 4.5's Group 3 decoder looks for an EOL before every row and, finding none,
+      // gives a blank page (the corpus's testfax3_bug54_1dnoEOL.tif is one such page).
+      let (width, height) = (203, 61)
+      var ink: [Bool] = []
+      var packed: [UInt8] = []
+      for y in 0..<height {
+        var row = [UInt8](repeating: 0, count: (width + 7) / 8)
+        for x in 0..<width {
+          let on = (x * x + 3 * y * y) % 97 < 30 || (x / 13 + y / 7) % 5 == 0
+          ink.append(on)
+          if on { row[x / 8] |= 0x80 >> (x % 8) }
+        }
+        packed += row
+      }
+      let blank = Bitmap(
+        pixels: [UInt8](repeating: 0, count: width * height), width: width, height: height,
+        channels: 1)
+      // White is zero (a fax page's photometric), one strip.
+      var plain = TIFFWriter.Image(picture: blank, bits: 1, photometric: 0, rowsPerStrip: height)
+      plain.encodedChunks = [packed]
+      let directory = TestDaemon.makeDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      try Data(TIFFWriter.file([plain])).write(to: URL(fileURLWithPath: directory + "/plain.tif"))
+      let tiffcp = Process()
+      tiffcp.executableURL = URL(fileURLWithPath: "/usr/bin/tiffcp")
+      tiffcp.arguments = [
+        "-c", "g3:1d", "-r", String(height), directory + "/plain.tif", directory + "/g3.tif",
+      ]
+      try tiffcp.run()
+      tiffcp.waitUntilExit()
+      let coded = try Self.firstStrip(
+        of: Array(Data(contentsOf: URL(fileURLWithPath: directory + "/g3.tif"))))
+      var page = plain
+      page.compression = 3
+      page.encodedChunks = [Self.withoutEOLs(coded)]
+      #expect(page.encodedChunks![0].count < coded.count, "the EOL codes were there to take out")
+      let decoded = try thumbnailer.decodeFullResolution(of: TIFFWriter.file([page]))
+      #expect(decoded.width == width && decoded.height == height)
+      let wrong = (0..<width * height).filter {
+        (decoded.pixels[$0 * decoded.channels] == 0) != ink[$0]
+      }.count
+      #expect(wrong == 0, "\(wrong) pixels differ")
+    }
+
+    /// The bytes of a little-endian TIFF's first strip.
+    static func firstStrip(of bytes: [UInt8]) throws -> [UInt8] {
+      func number(_ at: Int, _ size: Int) -> Int {
+        (0..<size).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) }
+      }
+      let ifd = number(4, 4)
+      var offset = 0
+      var count = 0
+      for entry in 0..<number(ifd, 2) {
+        let at = ifd + 2 + 12 * entry
+        let size = number(at + 2, 2) == 3 ? 2 : 4
+        if number(at, 2) == 273 { offset = number(at + 8, size) }
+        if number(at, 2) == 279 { count = number(at + 8, size) }
+      }
+      guard offset > 0, count > 0, offset + count <= bytes.count else { throw POSIXError(.EINVAL) }
+      return Array(bytes[offset..<(offset + count)])
+    }
+
+    /// Group 3 codes with every EOL (11 zeros, then a one) taken out: no code of Modified
+    /// Huffman holds more than 10 zeros in a row, even across two codes, so 11 zeros before a
+    /// one are an EOL's, and any zeros before those end the code before it.
+    static func withoutEOLs(_ bytes: [UInt8]) -> [UInt8] {
+      var out: [UInt8] = []
+      var byte: UInt8 = 0
+      var filled = 0
+      func put(_ bit: Bool) {
+        byte = byte << 1 | (bit ? 1 : 0)
+        filled += 1
+        if filled == 8 {
+          out.append(byte)
+          (byte, filled) = (0, 0)
+        }
+      }
+      var zeros = 0
+      for value in bytes {
+        for shift in (0..<8).reversed() {
+          if value >> shift & 1 == 0 {
+            zeros += 1
+            continue
+          }
+          // An EOL is the last 11 zeros and this one; zeros before them end the code before.
+          for _ in 0..<(zeros < 11 ? zeros : zeros - 11) { put(false) }
+          if zeros < 11 { put(true) }
+          zeros = 0
+        }
+      }
+      while filled != 0 { put(false) }
+      return out
+    }
+
     @Test("a thumbnail streamed from the file equals the one made from memory")
     func fileEqualsMemory() throws {
       let path = FileManager.default.temporaryDirectory

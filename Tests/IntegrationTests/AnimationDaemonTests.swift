@@ -44,7 +44,7 @@ struct AnimationDaemonTests {
     let asked = SocketClient.request(daemon.socket, "GET", target + "&format=gif")
     #expect(SocketClient.status(of: asked) == 200)
     #expect(SocketClient.header("content-type", in: asked) == "image/gif")
-    let read = try #require(GIFAnimation.read(SocketClient.body(of: asked)))
+    let read = try #require(PillowImage.read(SocketClient.body(of: asked)))
     #expect(read.durations.count == 20 && read.loop == 0 && read.width == 100)
     // The path form's `@gif` and `f:gif` name the same picture.
     let url = target.split(separator: "=", maxSplits: 1)[1].split(separator: "&")[0]

@@ -1,8 +1,9 @@
 import Foundation
 
-/// A GIF as Pillow reads it: an independent reader of what thumbd writes (giflib writes it,
-/// so giflib's own reader would share its mistakes).
-struct GIFAnimation {
+/// A picture (each frame of an animation) as Pillow reads it: an independent reader of what
+/// thumbd writes (giflib writes a GIF, so giflib's own reader would share its mistakes), and
+/// of sources Debian's libraries read otherwise (Pillow's wheels carry newer ones).
+struct PillowImage {
   let width: Int
   let height: Int
   /// Each frame's delay in milliseconds, as Pillow reports it.
@@ -12,13 +13,13 @@ struct GIFAnimation {
   /// Each frame as Pillow composes it, RGBA.
   let frames: [[UInt8]]
 
-  /// The GIF in `data`, or nil when Pillow cannot read it.
-  static func read(_ data: [UInt8]) -> GIFAnimation? {
+  /// The picture in `data`, or nil when Pillow cannot read it.
+  static func read(_ data: [UInt8]) -> PillowImage? {
     let directory = FileManager.default.temporaryDirectory
-      .appendingPathComponent("thumbd-gif-\(UUID().uuidString)")
+      .appendingPathComponent("thumbd-pillow-\(UUID().uuidString)")
     try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
-    let input = directory.appendingPathComponent("in.gif")
+    let input = directory.appendingPathComponent("in")
     let pixels = directory.appendingPathComponent("frames.rgba")
     guard (try? Data(data).write(to: input)) != nil else { return nil }
     let script = """
@@ -51,7 +52,7 @@ struct GIFAnimation {
     let size = width * height * 4
     guard size > 0, bytes.count == size * durations.count else { return nil }
     let frames = (0..<durations.count).map { Array(bytes[($0 * size)..<(($0 + 1) * size)]) }
-    return GIFAnimation(
+    return PillowImage(
       width: width, height: height, durations: durations, loop: object["loop"] as? Int,
       frames: frames)
   }
