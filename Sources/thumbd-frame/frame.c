@@ -682,7 +682,13 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     lowres++;
   }
   w.codec->lowres = lowres;
-  if (av.open(w.codec, decoder, NULL) < 0) {
+  /* Film grain is described, not drawn: a grained copy of every frame (a second picture of
+   * the frame's size in dav1d) buys nothing in a thumbnail. */
+  AVDictionary *codec_options = NULL;
+  av.dict_set(&codec_options, "export_side_data", "film_grain", 0);
+  int opened = av.open(w.codec, decoder, &codec_options);
+  av.dict_free(&codec_options);
+  if (opened < 0) {
     status = fail(TF_EXIT_UNSUPPORTED, "its codec (%s) cannot be opened", decoder->name);
     goto done;
   }
@@ -748,6 +754,9 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     int64_t at_frame = frame_time(&w, frame);
     uint32_t ms = at_frame == INT64_MIN || at_frame < 0 ? 0 : (uint32_t)(at_frame / 1000);
     status = scale_frame(frame, sar, box_w, box_h, t.swaps, &picture);
+    /* The decoder's picture goes back to it now: a try past a dark frame decodes another,
+     * and holding this one meanwhile would keep a second full-size picture. */
+    av.frame_unref(frame);
     if (status != 0) break;
     /* The coded size, not the decoded one (a smaller decode is the same picture). */
     /* (The stream's parameters read again: a rewind opened the container anew.) */

@@ -176,6 +176,18 @@ struct VideoFramesTests {
     #expect(run.maxRSSKiB > 0 && run.maxRSSKiB < 64 << 10, "\(name): \(run.maxRSSKiB) KiB")
   }
 
+  @Test("a 4K AV1 frame, found after a dark first try, peaks under 64 MiB in the worker")
+  func largeFrameMemory() async throws {
+    // Its first try lands on a dark frame, so a second is decoded: the first's full-size
+    // picture must have gone back to the decoder by then (it peaked at 67 MiB while held).
+    let worker = try Self.frames().worker
+    let run = try await ChildProcess.runThumbd(
+      ["input.mp4", "256", "256", "100000000"], measuringMemory: true,
+      standardInput: Corpus.path("video-valid/androidx-media/long_4k_av1.mp4"), binary: worker)
+    #expect(run.status == 0, "exit \(run.status): \(run.standardError)")
+    #expect(run.maxRSSKiB > 0 && run.maxRSSKiB < 64 << 10, "\(run.maxRSSKiB) KiB")
+  }
+
   /// A video on the host, outside what the worker is given, and files that name it.
   static func planted() throws -> (folder: String, video: String) {
     let folder = TestDaemon.makeDirectory()
