@@ -42,7 +42,12 @@ public final class Sandbox: Sendable {
   public let limits: SandboxLimits
   /// The user children run as, or nil for the daemon's own.
   public let runAs: Int64?
-  private let runs = Atomic<UInt64>(0)
+  /// Runs started in this process, over every sandbox: run folders are named by it, and two
+  /// sandboxes (the video worker's, the installed thumbnailers') share a work folder.
+  private static let runs = Atomic<UInt64>(0)
+  /// Names tried for one run's folder at most, past folders an earlier process of the same
+  /// number left behind.
+  static let folderTries = 16
 
   /// A sandbox whose children run `bwrap` and write into folders made under `workFolder`
   /// (made here, 0700). Nothing is checked: ``probe()`` says whether it works here.
@@ -120,13 +125,13 @@ public final class Sandbox: Sendable {
 
   /// Runs `job` to its end, its deadline or `cancellation`, blocking the calling thread.
   public func run(_ job: SandboxJob, cancellation: SandboxCancellation?) -> SandboxRun {
-    let number = runs.add(1, ordering: .relaxed).newValue
-    let output = "\(workFolder)/run-\(getpid())-\(number)"
+    let number = Self.runs.add(1, ordering: .relaxed).newValue
+    var output = "\(workFolder)/run-\(getpid())-\(number)"
     let started = ContinuousClock.now
     let messages = ts_memory_file()
     defer { if messages >= 0 { close(messages) } }
     let outcome = runBlocking(
-      job, output: output, wake: cancellation?.descriptor ?? -1, messages: messages)
+      job, output: &output, wake: cancellation?.descriptor ?? -1, messages: messages)
     return SandboxRun(
       outcome: outcome, outputFolder: output, elapsed: ContinuousClock.now - started,
       messages: Self.head(of: messages))
@@ -140,8 +145,10 @@ public final class Sandbox: Sendable {
     return count > 0 ? String(decoding: bytes[..<count], as: UTF8.self) : ""
   }
 
+  /// Runs `job` with its output folder at `output`, or at the next free name, which `output`
+  /// then holds.
   private func runBlocking(
-    _ job: SandboxJob, output: String, wake: Int32, messages: Int32
+    _ job: SandboxJob, output: inout String, wake: Int32, messages: Int32
   ) -> SandboxOutcome {
     // A child run as another user reaches its folders through bubblewrap, which follows
     // their paths: the work folder lets it pass (0711), never list.
@@ -155,7 +162,16 @@ public final class Sandbox: Sendable {
     else {
       return .failedToStart("\(workFolder) is not a folder of thumbd's own")
     }
-    guard mkdir(output, 0o700) == 0 else {
+    // A folder of this name left by an earlier process with the same number (one that was
+    // killed) is passed over for the next free number, never reused.
+    var made = mkdir(output, 0o700) == 0
+    var tries = 1
+    while !made && errno == EEXIST && tries < Self.folderTries {
+      output = "\(workFolder)/run-\(getpid())-\(Self.runs.add(1, ordering: .relaxed).newValue)"
+      made = mkdir(output, 0o700) == 0
+      tries += 1
+    }
+    guard made else {
       return .failedToStart("cannot make \(output): \(SystemFiles.describe(errno))")
     }
     if let runAs, chown(output, uid_t(runAs), gid_t(runAs)) != 0 {

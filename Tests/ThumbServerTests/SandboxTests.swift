@@ -153,6 +153,34 @@ struct SandboxTests {
     #expect(report.contains("ran"))
   }
 
+  @Test(
+    "two sandboxes on one work folder (video frames, installed thumbnailers) never share a run folder, nor take one an earlier process left"
+  )
+  func distinctRunFolders() async throws {
+    let bench = try Bench()
+    let other = Sandbox(
+      bwrap: bench.sandbox.bwrap, workFolder: bench.sandbox.workFolder, limits: Self.limits)
+    let program = Self.prelude + "note('ran')"
+    let (first, _) = try await bench.run(program)
+    // A folder as a killed process with this number would have left it, named as the next
+    // run would be.
+    let number = Int(first.outputFolder.split(separator: "-").last ?? "") ?? 0
+    let stale = bench.sandbox.workFolder + "/run-\(getpid())-\(number + 1)"
+    #expect(mkdir(stale, 0o700) == 0)
+    let path = bench.folder + "/program.py"
+    try program.write(toFile: path, atomically: false, encoding: .utf8)
+    chmod(path, 0o644)
+    let input = open(path, O_RDONLY | O_CLOEXEC)
+    defer { close(input) }
+    let second = await other.run(
+      SandboxJob(
+        arguments: [Self.python, "/thumbd/input.py"], input: input, inputName: "input.py"))
+    #expect(first.outcome == .exited(0) && second.outcome == .exited(0), "\(second.outcome)")
+    #expect(first.outputFolder != second.outputFolder && second.outputFolder != stale)
+    #expect(FileManager.default.fileExists(atPath: second.outputFolder + "/report.txt"))
+    #expect(FileManager.default.fileExists(atPath: first.outputFolder + "/report.txt"))
+  }
+
   @Test("writing outside the output folder leaves nothing on the host")
   func writesStayInside() async throws {
     let bench = try Bench()
