@@ -51,10 +51,11 @@ static int av_ready;
 static pthread_once_t av_once = PTHREAD_ONCE_INIT;
 
 /* The largest frame, in pixels, any decoder opened in this process allows (UINT64_MAX once
- * one allows any size): FFmpeg refuses a bitstream whose frame is larger before allocating
- * it (CLITests: a frame larger than the size its file declares). The plugin cannot see the limits of the decode that runs it (libheif calls it from its
- * tile threads), so this is the general guard behind the header checks of heif_decode.c,
- * which apply each decode's own limits to the sizes the file declares. */
+ * one allows any size): FFmpeg refuses a bitstream whose frame is larger before allocating it
+ * (CLITests: a frame larger than the size its file declares). The plugin cannot see the limits of
+ * the decode that runs it (libheif calls it from its tile threads), so this is the general guard
+ * behind the header checks of heif_decode.c, which apply each decode's own limits to the sizes the
+ * file declares. */
 static _Atomic uint64_t pixel_cap;
 
 static void load_once(void) {

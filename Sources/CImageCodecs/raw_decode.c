@@ -1,12 +1,12 @@
 /*
  * Camera RAW as a preview: the JPEG a camera embeds in its raw file, never a demosaic.
  *
- * A bounded walker of our own finds every embedded JPEG: in TIFF-structured raws (CR2, NEF,
- * ARW, DNG, ORF, RW2, PEF, SRW...) through IFD0's chain, SubIFDs and the EXIF IFD (JPEG
- * interchange offsets, JPEG strips that are not raw data, RW2's JpgFromRaw); in Fujifilm's
- * RAF through its header; in Canon's CR3 through its boxes (PRVW, THMB); in Canon's CIFF
- * (CRW) through its heaps (JpgFromRaw, ThumbnailImage). Offsets are checked against the file, visited
- * directories remembered (no loops), entries, directories, depth and candidates capped.
+ * A bounded walker of our own finds every embedded JPEG: in TIFF-structured raws (CR2, NEF, ARW,
+ * DNG, ORF, RW2, PEF, SRW...) through IFD0's chain, SubIFDs and the EXIF IFD (JPEG interchange
+ * offsets, JPEG strips that are not raw data, RW2's JpgFromRaw); in Fujifilm's RAF through its
+ * header; in Canon's CR3 through its boxes (PRVW, THMB); in Canon's CIFF (CRW) through its heaps
+ * (JpgFromRaw, ThumbnailImage). Offsets are checked against the file, visited directories
+ * remembered (no loops), entries, directories, depth and candidates capped.
  *
  * Each candidate is checked to start a JPEG whose frame header says its size. The smallest
  * that covers the output is decoded through the JPEG decoder (shrink-on-load), its rows

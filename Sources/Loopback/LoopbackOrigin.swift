@@ -130,11 +130,11 @@ public final class LoopbackOrigin: @unchecked Sendable {
     self.listener = listener
     var yes: Int32 = 1
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-    // Measured sending: a fixed send buffer, inherited by every accepted connection: once a client stops
-    // reading, the origin blocks after this much (the kernel doubles it) beyond the client's
-    // receive window, so what it counts as sent no longer depends on how long the client
-    // takes to hang up. Loopback autotuning grew it up to 4 MiB, and an endless body once
-    // counted 64 KiB past the fetcher test's cap + 1 MiB on a loaded machine.
+    // Measured sending: a fixed send buffer, inherited by every accepted connection: once a client
+    // stops reading, the origin blocks after this much (the kernel doubles it) beyond the client's
+    // receive window, so what it counts as sent no longer depends on how long the client takes to
+    // hang up. Loopback autotuning grew it up to 4 MiB, and an endless body once counted 64 KiB
+    // past the fetcher test's cap + 1 MiB on a loaded machine.
     if sending == .measured {
       var sendBuffer: Int32 = 64 << 10
       setsockopt(

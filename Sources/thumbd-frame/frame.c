@@ -4,10 +4,11 @@
  *
  *   thumbd-frame NAME WIDTH HEIGHT MAX_PIXELS < VIDEO
  *
- * reads the video from stdin (NAME's extension is a hint for the container) and writes to stdout a header (frame.h) and then an upright, top-down 24-bit BMP whose size
- * covers WIDTH x HEIGHT twice over (never more than the displayed frame), which thumbd decodes
- * again with its own bounded BMP decoder, resamples and encodes. WIDTH or HEIGHT 0 leaves that
- * side free. The exit code says what went wrong (frame.h); the first line on stderr, why.
+ * reads the video from stdin (NAME's extension is a hint for the container) and writes to stdout a
+ * header (frame.h) and then an upright, top-down 24-bit BMP whose size covers WIDTH x HEIGHT twice
+ * over (never more than the displayed frame), which thumbd decodes again with its own bounded BMP
+ * decoder, resamples and encodes. WIDTH or HEIGHT 0 leaves that side free. The exit code says what
+ * went wrong (frame.h); the first line on stderr, why.
  *
  * Rules kept here:
  * - libavformat, libavcodec, libavutil and libswscale are opened with dlopen (cs_bind), so a

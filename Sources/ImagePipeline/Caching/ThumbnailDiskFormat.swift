@@ -1,9 +1,9 @@
 /// How a thumbnail is keyed and described in the disk cache.
 enum ThumbnailDiskFormat {
-  /// The disk key: every field that changes the output bytes, the thumbnailer's kernel
-  /// among them, versioned (v4: the kernel; v5: geometry, filters or a watermark, length-prefixed after the colour
-  /// mode, so v4 keys stay valid). The revision is length-prefixed too, so no URL or revision
-  /// can make another request's key.
+  /// The disk key: every field that changes the output bytes, the thumbnailer's kernel among them,
+  /// versioned (v4: the kernel; v5: geometry, filters or a watermark, length-prefixed after the
+  /// colour mode, so v4 keys stay valid). The revision is length-prefixed too, so no URL or
+  /// revision can make another request's key.
   static func key(for request: ImageRequest, filter: ResamplingFilter) -> String {
     let s = request.spec
     let rev = request.rev.map { "r\($0.utf8.count):\($0)" } ?? "-"

@@ -120,9 +120,9 @@ extension ThumbnailPipeline {
     return removed
   }
 
-  /// Drops every thumbnail of the source `raw` names, in any spelling (all sizes, formats and revisions) from memory and disk,
-  /// with its source bytes, and returns how many entries went. Writes already scheduled land
-  /// first, so none of them brings an entry back after the purge.
+  /// Drops every thumbnail of the source `raw` names, in any spelling (all sizes, formats and
+  /// revisions) from memory and disk, with its source bytes, and returns how many entries went.
+  /// Writes already scheduled land first, so none of them brings an entry back after the purge.
   public func purge(_ raw: String) async -> Int {
     let url = SourceURL.normalized(raw)
     metrics.countPurge()

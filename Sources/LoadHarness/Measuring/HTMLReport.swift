@@ -1,9 +1,9 @@
 import Foundation
 
 /// A self-contained HTML page for a report: the summary and SVG charts (a latency histogram per
-/// outcome on log-scale axes with its percentiles marked, the share of loads painted over time
-/// by first pixel, preview and image, time to visible over the run, server RSS over the run). Every axis is labelled with its unit and ticks. No scripts, no fonts, no
-/// network.
+/// outcome on log-scale axes with its percentiles marked, the share of loads painted over time by
+/// first pixel, preview and image, time to visible over the run, server RSS over the run). Every
+/// axis is labelled with its unit and ticks. No scripts, no fonts, no network.
 public enum HTMLReport {
   /// The page.
   public static func render(_ report: Report) -> String {

@@ -1,10 +1,10 @@
 import ImagePipeline
 
-/// Source images that carry their own item number and revision, readable back from any
-/// thumbnail of them: a 4x4 grid of cells in four well-separated colours (two bits each), 20
-/// bits of item number, 4 bits of revision (modulo 16) and an 8-bit check. Cells are large (a quarter of the side), so the code survives
-/// downsampling to 32 px and JPEG at any quality. A textured border makes the decoder work on
-/// real detail.
+/// Source images that carry their own item number and revision, readable back from any thumbnail of
+/// them: a 4x4 grid of cells in four well-separated colours (two bits each), 20 bits of item
+/// number, 4 bits of revision (modulo 16) and an 8-bit check. Cells are large (a quarter of the
+/// side), so the code survives downsampling to 32 px and JPEG at any quality. A textured border
+/// makes the decoder work on real detail.
 public enum ItemImage {
   /// The four cell colours.
   static let palette: [(UInt8, UInt8, UInt8)] = [

@@ -6,11 +6,11 @@ import Synchronization
 /// tokens refilled at `rate` a second; an empty bucket is answered 429 with `Retry-After`.
 /// Memory hits are never charged.
 ///
-/// A client is its peer address, or, when the peer is a trusted proxy (`trusted_proxies`),
-/// the nearest address in `X-Forwarded-For` that is not one. On the Unix socket only
-/// forwarded requests (a proxy such as nginx in front) are limited, by that address. IPv6 clients are counted by /64,
-/// the block one host is usually given, so walking its addresses buys nothing. At most
-/// `maxClients` buckets are kept: idle ones (full again) go first.
+/// A client is its peer address, or, when the peer is a trusted proxy (`trusted_proxies`), the
+/// nearest address in `X-Forwarded-For` that is not one. On the Unix socket only forwarded requests
+/// (a proxy such as nginx in front) are limited, by that address. IPv6 clients are counted by /64,
+/// the block one host is usually given, so walking its addresses buys nothing. At most `maxClients`
+/// buckets are kept: idle ones (full again) go first.
 public final class ClientLimiter: Sendable {
   /// Tokens added per second.
   public let rate: Double

@@ -43,11 +43,11 @@ public struct ServerLimits: Sendable, Hashable {
   }
 }
 
-/// One epoll thread that owns its connections: accepting, reading, writing, timeouts and the
-/// drain at shutdown. A server runs one per core (`LoopGroup`), each accepting from the same
-/// listeners; a connection stays on the loop that accepted it. It knows bytes and connections only; what the bytes mean is each
-/// connection's `ConnectionHandler`'s business. Thousands of idle connections cost a few
-/// kilobytes each, never a thread.
+/// One epoll thread that owns its connections: accepting, reading, writing, timeouts and the drain
+/// at shutdown. A server runs one per core (`LoopGroup`), each accepting from the same listeners; a
+/// connection stays on the loop that accepted it. It knows bytes and connections only; what the
+/// bytes mean is each connection's `ConnectionHandler`'s business. Thousands of idle connections
+/// cost a few kilobytes each, never a thread.
 ///
 /// Every client is bounded here: a connection's handler stops taking work while its output is
 /// over the handler's limit (and every connection with output waiting does while all of it is

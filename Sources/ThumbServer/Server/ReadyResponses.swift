@@ -19,10 +19,11 @@ import ThumbSystem
 /// leaving when either would be passed.
 ///
 /// Targets that name the same answer (the same options in another order: `ResponseReuse`'s
-/// `identity`) share one entry: a response the route made for another target, equal to a kept
-/// one byte for byte and asked for with the same headers, makes its target another name of
-/// that entry (at most `aliasesPerEntry`) and goes out as the entry's bytes. A body is the memory cache's own storage while the
-/// cache holds it, so the bytes bound only what an entry keeps alive after the cache let go.
+/// `identity`) share one entry: a response the route made for another target, equal to a kept one
+/// byte for byte and asked for with the same headers, makes its target another name of that entry
+/// (at most `aliasesPerEntry`) and goes out as the entry's bytes. A body is the memory cache's own
+/// storage while the cache holds it, so the bytes bound only what an entry keeps alive after the
+/// cache let go.
 ///
 /// The table also knows the request heads that found its entries, byte for byte
 /// (`KnownHeads`, at most `headsPerEntry` per entry, counted in its bytes): the connections'
