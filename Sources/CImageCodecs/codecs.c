@@ -16,6 +16,10 @@
 typedef struct ic_decoder_entry {
   ic_format format;
   const char *name;
+  /* The media type a desktop names it by, and its file name extensions (space-separated, the
+   * usual one first: for tools that pick example files; a source is judged by its bytes). */
+  const char *media_type;
+  const char *extensions;
   /* True when the first bytes (at most IC_SNIFF_BYTES) are this format's. */
   int (*sniff)(const uint8_t *bytes, size_t size);
   ic_status (*open)(ic_stream *stream, const ic_limits *limits, const ic_control *control,
@@ -30,20 +34,21 @@ typedef struct ic_decoder_entry {
 
 /* Order matters only where signatures could overlap (noted where they do). */
 static const ic_decoder_entry decoders[] = {
-    {IC_FORMAT_JPEG, "JPEG", ic_jpeg_sniff, ic_jpeg_open, ic_jpeg_preview_open, ic_jpeg_prefix},
-    {IC_FORMAT_PNG, "PNG", ic_png_sniff, ic_png_open, NULL, NULL},
-    {IC_FORMAT_WEBP, "WebP", ic_webp_sniff, ic_webp_open, NULL, NULL},
-    {IC_FORMAT_GIF, "GIF", ic_gif_sniff, ic_gif_open, NULL, NULL},
-    {IC_FORMAT_HEIC, "HEIC", ic_heic_sniff, ic_heif_open, ic_heif_preview_open, NULL},
-    {IC_FORMAT_AVIF, "AVIF", ic_avif_sniff, ic_heif_open, ic_heif_preview_open, NULL},
-    {IC_FORMAT_BMP, "BMP", ic_bmp_sniff, ic_bmp_open, NULL, NULL},
+    {IC_FORMAT_JPEG, "JPEG", "image/jpeg", "jpg jpeg", ic_jpeg_sniff, ic_jpeg_open, ic_jpeg_preview_open, ic_jpeg_prefix},
+    {IC_FORMAT_PNG, "PNG", "image/png", "png", ic_png_sniff, ic_png_open, NULL, NULL},
+    {IC_FORMAT_WEBP, "WebP", "image/webp", "webp", ic_webp_sniff, ic_webp_open, NULL, NULL},
+    {IC_FORMAT_GIF, "GIF", "image/gif", "gif", ic_gif_sniff, ic_gif_open, NULL, NULL},
+    {IC_FORMAT_HEIC, "HEIC", "image/heic", "heic heif", ic_heic_sniff, ic_heif_open, ic_heif_preview_open, NULL},
+    {IC_FORMAT_AVIF, "AVIF", "image/avif", "avif", ic_avif_sniff, ic_heif_open, ic_heif_preview_open, NULL},
+    {IC_FORMAT_BMP, "BMP", "image/bmp", "bmp dib", ic_bmp_sniff, ic_bmp_open, NULL, NULL},
     /* After HEIF: an ISO-BMFF box of 256 bytes starts as an icon does (ic_ico_sniff). */
-    {IC_FORMAT_ICO, "ICO", ic_ico_sniff, ic_ico_open, NULL, NULL},
+    {IC_FORMAT_ICO, "ICO", "image/vnd.microsoft.icon", "ico cur", ic_ico_sniff, ic_ico_open, NULL, NULL},
     /* Before TIFF: CR2 starts as a TIFF does (ic_raw_sniff); NEF, DNG and other raws with
      * TIFF's own header are passed on by the TIFF decoder (ic_raw_is_camera). */
-    {IC_FORMAT_RAW, "RAW", ic_raw_sniff, ic_raw_open, NULL, NULL},
-    {IC_FORMAT_TIFF, "TIFF", ic_tiff_sniff, ic_tiff_open, NULL, NULL},
-    {IC_FORMAT_JXL, "JPEG XL", ic_jxl_sniff, ic_jxl_open, NULL, NULL},
+    {IC_FORMAT_RAW, "RAW", "image/x-dcraw",
+     "cr2 cr3 crw nef nrw arw dng orf rw2 pef raf srw", ic_raw_sniff, ic_raw_open, NULL, NULL},
+    {IC_FORMAT_TIFF, "TIFF", "image/tiff", "tif tiff", ic_tiff_sniff, ic_tiff_open, NULL, NULL},
+    {IC_FORMAT_JXL, "JPEG XL", "image/jxl", "jxl", ic_jxl_sniff, ic_jxl_open, NULL, NULL},
 };
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))
@@ -79,9 +84,20 @@ ic_format ic_sniff(const uint8_t *bytes, size_t size) {
 }
 
 const char *ic_format_name(ic_format format) {
-  for (size_t i = 0; i < COUNT(decoders); i++)
-    if (decoders[i].format == format) return decoders[i].name;
-  return "unknown";
+  ic_format_info info;
+  return ic_format_info_of(format, &info) ? info.name : "unknown";
+}
+
+int ic_format_info_of(ic_format format, ic_format_info *info) {
+  for (size_t i = 0; i < COUNT(decoders); i++) {
+    if (decoders[i].format != format) continue;
+    info->name = decoders[i].name;
+    info->media_type = decoders[i].media_type;
+    info->extensions = decoders[i].extensions;
+    return 1;
+  }
+  memset(info, 0, sizeof(*info));
+  return 0;
 }
 
 /* "a JPEG, PNG, ... or AVIF image", from the table. */

@@ -23,8 +23,10 @@ struct FormatChecklistTests {
     "every format has its codec row, fuzz target, seeds, corpus files and docs",
     arguments: SourceFormat.allCases)
   func complete(format: SourceFormat) throws {
-    // The codec table names it (codecs.c's decoders).
+    // The codec table names it (codecs.c's decoders), with its traits.
     #expect(format.displayName != "unknown", "\(format): no row in codecs.c's decoder table")
+    #expect(format.mediaType.hasPrefix("image/"), "\(format): no media type in its codec row")
+    #expect(!format.fileExtensions.isEmpty, "\(format): no extensions in its codec row")
     // A fuzz target covers it, with seeds of its own and the corpus's files by extension.
     let target = try #require(
       FuzzTarget.named(format.fuzzTarget.name), "\(format): no fuzz target")
@@ -50,6 +52,10 @@ struct FormatChecklistTests {
     #expect(
       architecture.contains(format.displayName),
       "docs/ARCHITECTURE.md never names \(format.displayName)")
+    for document in ["README.md", "docs/PROTOCOL.md"] {
+      let text = try String(contentsOfFile: Repository.root + "/" + document, encoding: .utf8)
+      #expect(text.contains(format.displayName), "\(document) never names \(format.displayName)")
+    }
     let fuzzing = try String(contentsOfFile: Repository.root + "/docs/FUZZING.md", encoding: .utf8)
     #expect(fuzzing.contains("`\(target.name)`"), "docs/FUZZING.md has no row for \(target.name)")
   }

@@ -455,6 +455,21 @@ ic_format ic_sniff(const uint8_t *bytes, size_t size);
 /** The format's display name ("JPEG", "WebP"...), from the codec table. */
 const char *ic_format_name(ic_format format);
 
+/** What the codec table's row says of a format it reads: each format carries its own traits
+ * there, and Swift reads them from here. */
+typedef struct ic_format_info {
+  /** The display name ("JPEG", "WebP"...). */
+  const char *name;
+  /** The media type a desktop names it by ("image/jpeg"). */
+  const char *media_type;
+  /** File name extensions, lower case, space-separated, the usual one first. */
+  const char *extensions;
+} ic_format_info;
+
+/** Fills `info` from the row of `format` and returns 1, or zeroes it and returns 0 when no
+ * decoder reads the format. */
+int ic_format_info_of(ic_format format, ic_format_info *info);
+
 /** Whether the codecs can write this format. */
 int ic_format_encodable(ic_format format);
 

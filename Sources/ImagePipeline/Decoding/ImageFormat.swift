@@ -51,44 +51,25 @@ public enum SourceFormat: String, Sendable, Hashable, CaseIterable {
     }
   }
 
-  /// The format's display name, from the codec table ("JPEG", "WebP"...).
-  public var displayName: String { String(cString: ic_format_name(codecFormat)) }
-
-  /// The media (MIME) type a desktop names it by: the thumbnail cache's `Thumb::Mimetype`, the
-  /// types a `.thumbnailer` entry and `GetSupported` list.
-  public var mediaType: String {
-    switch self {
-    case .jpeg: "image/jpeg"
-    case .png: "image/png"
-    case .webp: "image/webp"
-    case .gif: "image/gif"
-    case .heic: "image/heic"
-    case .avif: "image/avif"
-    case .bmp: "image/bmp"
-    case .ico: "image/vnd.microsoft.icon"
-    case .tiff: "image/tiff"
-    case .raw: "image/x-dcraw"
-    case .jxl: "image/jxl"
-    }
+  /// The codec table's row for this format (codecs.c): its traits live there, once.
+  private var info: ic_format_info {
+    var info = ic_format_info()
+    _ = ic_format_info_of(codecFormat, &info)
+    return info
   }
 
+  /// The format's display name, from the codec table ("JPEG", "WebP"...).
+  public var displayName: String { info.name.map { String(cString: $0) } ?? "unknown" }
+
+  /// The media (MIME) type a desktop names it by: the thumbnail cache's `Thumb::Mimetype`, the
+  /// types a `.thumbnailer` entry and `GetSupported` list. From the codec table.
+  public var mediaType: String { info.media_type.map { String(cString: $0) } ?? "" }
+
   /// The file name extensions the format is found under (lower case; the first is the usual
-  /// one). Files are never judged by their names (`sniff` decides); this is for tools that
-  /// pick example files, such as the fuzzer's seeds.
+  /// one), from the codec table. Files are never judged by their names (`sniff` decides);
+  /// this is for tools that pick example files, such as the fuzzer's seeds.
   public var fileExtensions: [String] {
-    switch self {
-    case .jpeg: ["jpg", "jpeg"]
-    case .png: ["png"]
-    case .webp: ["webp"]
-    case .gif: ["gif"]
-    case .heic: ["heic", "heif"]
-    case .avif: ["avif"]
-    case .bmp: ["bmp", "dib"]
-    case .ico: ["ico", "cur"]
-    case .tiff: ["tif", "tiff"]
-    case .raw: ["cr2", "cr3", "crw", "nef", "nrw", "arw", "dng", "orf", "rw2", "pef", "raf", "srw"]
-    case .jxl: ["jxl"]
-    }
+    (info.extensions.map { String(cString: $0) } ?? "").split(separator: " ").map(String.init)
   }
 
   /// Every media type a desktop may name a format thumbd reads by: each format's own, and
