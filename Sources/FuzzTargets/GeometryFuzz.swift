@@ -1,5 +1,5 @@
 import ImagePipeline
-@_spi(Fuzzing) import ThumbServer
+import ThumbServer
 
 extension FuzzTarget {
   /// Geometry options run: the input is a path's options, read as the daemon reads them, and

@@ -1,5 +1,5 @@
 import ImagePipeline
-@_spi(Fuzzing) import ThumbServer
+import ThumbServer
 
 extension FuzzTarget {
   /// The imgproxy path form: options, plain and Base64 sources, extensions, signatures.

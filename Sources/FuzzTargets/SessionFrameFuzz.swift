@@ -1,5 +1,5 @@
 import ThumbProtocol
-@_spi(Fuzzing) import ThumbServer
+import ThumbServer
 
 extension FuzzTarget {
   /// The session frame reader and the client-frame checks behind it.

@@ -1,5 +1,5 @@
 import ImagePipeline
-@_spi(Fuzzing) import ThumbServer
+import ThumbServer
 
 extension FuzzTarget {
   /// The `/v1/thumbnail` query: parameters in any combination and encoding.

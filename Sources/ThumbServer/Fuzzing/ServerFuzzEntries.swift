@@ -2,12 +2,13 @@ import ImagePipeline
 import ThumbProtocol
 
 /// Entry points for the fuzz targets (`Sources/FuzzTargets`) into the server's internal
-/// parsers. Behind the `Fuzzing` SPI, so no other client sees them.
-@_spi(Fuzzing) public enum ServerFuzzing {
+/// parsers. `package`, as every cross-target internal API is, so no client outside the
+/// package sees them.
+package enum ServerFuzzing {
   /// Applies `messages` to a fresh session state (as a session would, finishing each started
   /// piece of work at once, alternately with success and failure), then closes it. Returns
   /// the messages it would have sent, and whether every byte of session memory came back.
-  public static func session(
+  package static func session(
     _ messages: [ClientMessage]
   ) -> (sent: [ServerMessage], memoryReturned: Bool) {
     let memory = SessionMemory(limit: 1 << 20, perSession: 256 << 10)
@@ -36,7 +37,7 @@ import ThumbProtocol
   }
 
   /// The image and priority a `/v1/thumbnail` request asks for, or the status refusing it.
-  public static func thumbnailRequest(
+  package static func thumbnailRequest(
     _ request: HTTPRequest
   ) -> Result<(ImageRequest, ImagePriority), HTTPStatusCode> {
     switch ThumbnailRoute.parse(request, parameters: ThumbnailParameters(presets: fuzzPresets)) {
@@ -48,7 +49,7 @@ import ThumbProtocol
   /// An imgproxy-style target read as the path route reads it: its signature segment, the
   /// part it signs, and the spec and source asked for, or the status refusing it; nil when
   /// the target is not in the path form.
-  public static func imgproxyPath(
+  package static func imgproxyPath(
     _ target: String
   ) -> (
     signature: Substring, signed: Substring, asked: Result<(ThumbnailSpec, String), HTTPStatusCode>
@@ -79,9 +80,9 @@ import ThumbProtocol
     definitions: ["card=rs:fill:64:48/q:70", "webp=f:webp"], only: true)
 
   /// A refusal's status, as an error.
-  public struct HTTPStatusCode: Error, Hashable {
+  package struct HTTPStatusCode: Error, Hashable {
     /// The status sent.
-    public let status: Int
+    package let status: Int
     init(_ status: Int) { self.status = status }
   }
 }
