@@ -131,13 +131,7 @@ static void jxl_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need
                             int allow_scaling, uint32_t *width, uint32_t *height) {
   jxl_decoder *d = (jxl_decoder *)base;
   uint32_t w = base->header.width, h = base->header.height;
-  /* The DC image is an approximation of the 8x8 averages (their quantised LF coefficients),
-   * not the exact averages a JPEG's DC-only decode gives: it must exceed what the output
-   * needs by more, as the JPEG decoder's reduced scales do (2.5 against 1.75). At 1.75 a
-   * 12 MP photo to 256 px scored 0.1 dB under a full decode's (docs/BENCHMARKS.md). */
-  double room = 2.5 / 1.75;
-  d->dc_enough = allow_scaling && need_width * room <= (w + 7) / 8 &&
-                 need_height * room <= (h + 7) / 8;
+  d->dc_enough = allow_scaling && need_width <= (w + 7) / 8 && need_height <= (h + 7) / 8;
   /* libjxl hands out the DC image upsampled to full size. */
   *width = w;
   *height = h;
