@@ -88,6 +88,7 @@ struct ic_gif_writer {
   int animated;
   uint32_t frames;
   colour_entry *slots;  /* SLOTS: the frame's colours, open addressing; count 0 is empty */
+  uint32_t listed;      /* the slots the last frame used, listed in `order` */
   colour_entry *spill;  /* COLOURS: the colours while the table is rebuilt coarser */
   uint32_t *order;      /* COLOURS: the slots in use, in box order */
   uint32_t *sorted;     /* COLOURS: scratch of the counting sort */
@@ -126,7 +127,7 @@ ic_gif_writer *ic_gif_writer_create(uint32_t width, uint32_t height, int animate
   w->width = width;
   w->height = height;
   w->animated = animated;
-  w->slots = malloc(SLOTS * sizeof(colour_entry));
+  w->slots = calloc(SLOTS, sizeof(colour_entry));
   w->spill = malloc(COLOURS * sizeof(colour_entry));
   w->order = malloc(COLOURS * sizeof(uint32_t));
   w->sorted = malloc(COLOURS * sizeof(uint32_t));
@@ -337,7 +338,9 @@ static void refine(ic_gif_writer *w, uint32_t used, GifColorType *palette, int e
  * 5 bits, where there can be no more. Returns the colours, listed in `order`. */
 static uint32_t count_colours(ic_gif_writer *w, const uint8_t *pixels, int channels,
                               int *transparent) {
-  memset(w->slots, 0, SLOTS * sizeof(colour_entry));
+  /* The last frame's colours are emptied, not the whole table (every one it used is listed). */
+  for (uint32_t i = 0; i < w->listed; i++) w->slots[w->order[i]].count = 0;
+  w->listed = 0;
   size_t n = (size_t)w->width * w->height;
   uint32_t distinct = 0;
   int shift = 0;
@@ -376,6 +379,7 @@ static uint32_t count_colours(ic_gif_writer *w, const uint8_t *pixels, int chann
       e->mean[k] = (uint8_t)((e->sum[k] + e->count / 2) / e->count);
     w->order[used++] = at;
   }
+  w->listed = used;
   return used;
 }
 
