@@ -55,7 +55,7 @@ struct ReadyResponsesDaemonTests {
   }
 
   @Test(
-    "randomised: varied Accept, format, size, client and If-None-Match, pipelined, while the file is replaced and purged; no answer is older than its request or for another variant"
+    "randomised: varied Accept, format, size, client, If-None-Match and parameter order, pipelined, while the file is replaced and purged; no answer is older than its request or for another variant"
   )
   func underChanges() async throws {
     let seed = UInt64(Date().timeIntervalSince1970 * 1000)
@@ -113,9 +113,12 @@ struct ReadyResponsesDaemonTests {
                     etags: shared.seen.withLock { Array($0.etags.keys).sorted() })
                 request.0.known = known
                 previous = request
-                var text =
-                  "GET /v1/thumbnail?url=\(encoded)&w=\(request.0.size)&h=\(request.0.size)"
-                if let format = request.0.format { text += "&format=\(format)" }
+                var parameters = ["url=\(encoded)", "w=\(request.0.size)", "h=\(request.0.size)"]
+                if let format = request.0.format { parameters.append("format=\(format)") }
+                // The same parameters in another order name the same answer: one kept
+                // response under every name, which a change or a purge must end for all.
+                parameters.shuffle(using: &random)
+                var text = "GET /v1/thumbnail?" + parameters.joined(separator: "&")
                 text += " HTTP/1.1\r\nHost: thumbd\r\n" + request.1
                 if index == batch - 1 { text += "Connection: close\r\n" }
                 _ = SocketClient.sendAll(fd, Array((text + "\r\n").utf8))
