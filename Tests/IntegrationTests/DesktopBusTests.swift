@@ -625,6 +625,24 @@ struct DesktopBusTests {
     #expect(
       counts.count == 3 && counts[0] == counts[1] && counts[1] >= 20 && counts[2] == 0, "\(said)")
     #expect(FileManager.default.fileExists(atPath: directory + "/thunar.png"))
+    // Nothing of the run is left: Thunar and what its bus activated outlive their bus and X
+    // server, spinning, unless the script ends them.
+    let names: Set<String> = ["thunar", "tumblerd", "Xvfb", "xfconfd"]
+    await eventually("nothing of the run left") { Self.processes(named: names).isEmpty }
+    #expect(Self.processes(named: names).isEmpty, "\(Self.processes(named: names))")
+  }
+
+  /// The live processes (not zombies waiting to be reaped) whose command is one of `names`.
+  static func processes(named names: Set<String>) -> [String] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.filter { $0.allSatisfy(\.isNumber) }.compactMap { pid in
+      let command = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
+        .trimmingCharacters(in: .whitespacesAndNewlines)
+      let state = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?
+        .split(separator: ")").last?.split(separator: " ").first
+      guard let command, names.contains(command), state != "Z" else { return nil }
+      return "\(command) \(pid)"
+    }
   }
 }
 
