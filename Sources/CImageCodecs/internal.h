@@ -258,6 +258,26 @@ IC_DECLARE_DECODER(ico);
 IC_DECLARE_DECODER(tiff);
 IC_DECLARE_DECODER(raw);
 IC_DECLARE_DECODER(jxl);
+/* What the header of the first frame shown says (jxl_header.c), read before libjxl decodes a
+ * pixel. known is 0 when it could not be read (a preview frame first, a profile in a
+ * codestream split over boxes, a permuted table of contents, a header cut short): the
+ * estimate counts the worst case. */
+typedef struct ic_jxl_layout {
+  int known;
+  int vardct;      /* VarDCT, not modular */
+  int regular;     /* a regular frame: not a DC, reference-only or skip-progressive one */
+  int last;        /* the image's last frame, so the picture is this frame alone */
+  int custom_size; /* the frame declares a size or origin of its own */
+  uint32_t passes, extra_channels;
+  uint32_t frame_width, frame_height; /* as displayed: the image's, or its own */
+  uint64_t hidden_pixels; /* in frames before it (a DC frame, patches), which libjxl keeps */
+} ic_jxl_layout;
+/* Reads the headers of the JPEG XL file in data up to its first frame's; frame_at is the file
+ * offset where libjxl's reading of the image's headers ended (the frame's place after an ICC
+ * profile). Refuses a frame whose own size is over the limits; never refuses what it cannot
+ * read. */
+ic_status ic_jxl_scan(const uint8_t *data, size_t size, size_t frame_at,
+                      const ic_limits *limits, ic_result *result, ic_jxl_layout *layout);
 /* Whether a TIFF-structured file is a camera's raw file (a DNG, or a Make tag and sensor
  * data), which raw_decode.c reads for its preview. */
 int ic_raw_is_camera(const ic_random *bytes);
@@ -341,6 +361,11 @@ ic_status ic_png_fast_rows(ic_stream *stream, uint32_t idat_length,
 ic_status ic_fail_over_limits(ic_result *result, const char *subject, uint32_t width,
                               uint32_t height, uint32_t max_width, uint32_t max_height,
                               uint64_t max_pixels);
+
+/* A big-endian 32-bit number, as containers and chunk headers write them. */
+static inline uint32_t ic_be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
 
 /* Checks header dimensions against the limits; IC_ERR_TOO_LARGE if over. */
 ic_status ic_check_limits(uint32_t width, uint32_t height,

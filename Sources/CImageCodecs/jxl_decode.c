@@ -2,23 +2,26 @@
  * JPEG XL (libjxl 0.7, opened with dlopen through cs_bind on the first JXL, never linked).
  *
  * The header first: the size (before orientation) against the limits, the orientation, alpha,
- * and the colour profile of the decoded pixels, before any pixel is decoded. Then the first
- * frame only (an animation's first), composited by libjxl into one 8-bit buffer: libjxl 0.7
- * hands out pixels by groups, in no row order, so rows cannot stream; the buffer is counted
- * in the estimate. When the output is small enough that the DC image (1/8 of each side)
- * covers it, decoding stops at libjxl's DC progression step and the upsampled DC is used:
+ * and the colour profile of the decoded pixels, before any pixel is decoded; then our own read
+ * of the headers up to the first frame's (jxl_header.c), which refuses a frame larger than the
+ * limits and tells the estimate what kind of frame comes. Then the first frame only (an
+ * animation's first), composited by libjxl into one 8-bit buffer: libjxl 0.7 hands out pixels
+ * by groups, in no row order, so rows cannot stream; the buffer counts against the decode's
+ * memory limit. When the output is small enough that the DC image (1/8 of each side) covers
+ * it with room, decoding stops at libjxl's DC progression step and the upsampled DC is used:
  * no AC coefficients are decoded.
  *
- * libjxl allocates through a memory manager of ours, which counts every block against the
- * decode's memory limit and refuses past it, so no file makes libjxl allocate without bound.
- * libjxl cannot be interrupted inside a frame: the pixel limit bounds that work.
+ * libjxl 0.7 allocates its planes with its own allocator (its memory manager covers only the
+ * decoder object), so what it holds is bounded by the estimate alone, which the memory budget
+ * admits decodes by: measured per kind of frame (docs/BENCHMARKS.md, "Memory estimates"), the
+ * worst case when the headers could not be followed. libjxl cannot be interrupted inside a
+ * frame: the pixel limit bounds that work.
  */
 #include "internal.h"
 
 #include <CSystem.h>
 #include <jxl/decode.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@
   X(JxlDecoderSubscribeEvents)                                                               \
   X(JxlDecoderSetInput)                                                                      \
   X(JxlDecoderCloseInput)                                                                    \
+  X(JxlDecoderReleaseInput)                                                                  \
   X(JxlDecoderProcessInput)                                                                  \
   X(JxlDecoderGetBasicInfo)                                                                  \
   X(JxlDecoderSetKeepOrientation)                                                            \
@@ -67,50 +71,14 @@ int ic_jxl_sniff(const uint8_t *b, size_t size) {
   return (size >= 2 && b[0] == 0xFF && b[1] == 0x0A) || (size >= 12 && memcmp(b, box, 12) == 0);
 }
 
-/* libjxl's allocations, counted against a budget: each block carries its size before it. */
-typedef struct jxl_budget {
-  _Atomic uint64_t used;
-  uint64_t limit;
-  _Atomic uint64_t peak;
-} jxl_budget;
-
-#define IC_JXL_HEADER 16
-
-static void *budget_alloc(void *opaque, size_t size) {
-  jxl_budget *b = opaque;
-  uint64_t now = atomic_fetch_add(&b->used, size) + size;
-  if (b->limit && now > b->limit) {
-    atomic_fetch_sub(&b->used, size);
-    return NULL;
-  }
-  uint64_t peak = atomic_load(&b->peak);
-  while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now)) {
-  }
-  uint8_t *block = malloc(size + IC_JXL_HEADER);
-  if (!block) {
-    atomic_fetch_sub(&b->used, size);
-    return NULL;
-  }
-  memcpy(block, &size, sizeof(size));
-  return block + IC_JXL_HEADER;
-}
-
-static void budget_free(void *opaque, void *address) {
-  if (!address) return;
-  jxl_budget *b = opaque;
-  uint8_t *block = (uint8_t *)address - IC_JXL_HEADER;
-  size_t size;
-  memcpy(&size, block, sizeof(size));
-  atomic_fetch_sub(&b->used, size);
-  free(block);
-}
-
 typedef struct jxl_decoder {
   ic_decoder base;
   const ic_control *control;
   const ic_limits *limits;
   JxlDecoder *dec;
-  jxl_budget budget;
+  /* Where libjxl's reading of the image's headers ended, and what the first frame's says. */
+  size_t frame_at;
+  ic_jxl_layout layout;
   JxlPixelFormat format;
   uint8_t *pixels;
   /* Whether the DC image (1/8 a side) covers what the output needs. */
@@ -120,10 +88,9 @@ typedef struct jxl_decoder {
 static ic_status fail_from_jxl(jxl_decoder *d, JxlDecoderStatus status, const char *what,
                                ic_result *result) {
   if (result->status != IC_OK) return result->status;
+  (void)d;
   if (status == JXL_DEC_NEED_MORE_INPUT)
     return ic_fail(result, IC_ERR_TRUNCATED, "JPEG XL %s: data ends early", what);
-  if (d->budget.limit && atomic_load(&d->budget.peak) + (1u << 20) > d->budget.limit)
-    return ic_fail(result, IC_ERR_TOO_LARGE, "JPEG XL %s: over the decoder's memory limit", what);
   return ic_fail(result, IC_ERR_CORRUPT, "JPEG XL %s: libjxl refused it", what);
 }
 
@@ -131,7 +98,13 @@ static void jxl_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need
                             int allow_scaling, uint32_t *width, uint32_t *height) {
   jxl_decoder *d = (jxl_decoder *)base;
   uint32_t w = base->header.width, h = base->header.height;
-  d->dc_enough = allow_scaling && need_width <= (w + 7) / 8 && need_height <= (h + 7) / 8;
+  /* The DC image is an approximation of the 8x8 averages (their quantised LF coefficients),
+   * not the exact averages a JPEG's DC-only decode gives: it must exceed what the output
+   * needs by more, as the JPEG decoder's reduced scales do (2.5 against 1.75). At 1.75 a
+   * 12 MP photo to 256 px scored 0.1 dB under a full decode's (docs/BENCHMARKS.md). */
+  double room = 2.5 / 1.75;
+  d->dc_enough = allow_scaling && need_width * room <= (w + 7) / 8 &&
+                 need_height * room <= (h + 7) / 8;
   /* libjxl hands out the DC image upsampled to full size. */
   *width = w;
   *height = h;
@@ -149,11 +122,9 @@ static ic_status jxl_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
       if (jxl.JxlDecoderImageOutBufferSize(d->dec, &d->format, &size) != JXL_DEC_SUCCESS ||
           size != (size_t)w * h * channels)
         return fail_from_jxl(d, JXL_DEC_ERROR, "frame", result);
-      /* The frame counts against the same budget as libjxl's own allocations. */
-      if (d->budget.limit && atomic_load(&d->budget.used) + size > d->budget.limit)
+      if (d->limits->max_decoder_memory && size > d->limits->max_decoder_memory)
         return ic_fail(result, IC_ERR_TOO_LARGE,
                        "JPEG XL frame of %ux%u: over the decoder's memory limit", w, h);
-      atomic_fetch_add(&d->budget.used, size);
       d->pixels = malloc(size);
       if (!d->pixels) return ic_fail(result, IC_ERR_NO_MEMORY, "JPEG XL frame allocation failed");
       if (jxl.JxlDecoderSetImageOutBuffer(d->dec, &d->format, d->pixels, size) != JXL_DEC_SUCCESS)
@@ -182,13 +153,35 @@ static ic_status jxl_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   return status;
 }
 
+/* libjxl's planes, in bytes a pixel, measured (docs/BENCHMARKS.md, "Memory estimates", with
+ * about twice the room): to the DC step; a whole VarDCT frame that is the image alone (no
+ * extra channels, no frame of a size of its own), with progressive passes (whose coefficients
+ * libjxl keeps) or without; and anything else (modular, extra channels, layers, or headers
+ * not followed), the corpus's worst, from lossless and modular files. */
+#define IC_JXL_DC_BYTES 6
+#define IC_JXL_VARDCT_BYTES 8
+#define IC_JXL_PASSES_BYTES 20
+#define IC_JXL_WORST_BYTES 56
+
 static uint64_t jxl_working_memory(ic_decoder *base) {
   jxl_decoder *d = (jxl_decoder *)base;
+  const ic_jxl_layout *l = &d->layout;
   uint64_t pixels = (uint64_t)base->header.width * base->header.height;
-  /* The 8-bit frame, and libjxl's planes (measured: docs/BENCHMARKS.md, "Memory
-   * estimates": up to 57 bytes a pixel on the corpus); the DC image needs a small part. */
-  uint64_t library = d->dc_enough ? pixels * 4 : pixels * 56;
-  return pixels * (uint64_t)base->header.channels + library + (8u << 20) + IC_DECODE_BASE_BYTES;
+  int plain_vardct = l->known && l->vardct && l->regular && l->last && !l->custom_size &&
+                     l->extra_channels == 0;
+  /* Only a VarDCT frame has a DC step to stop at. */
+  uint64_t per_pixel = !plain_vardct  ? IC_JXL_WORST_BYTES
+                       : d->dc_enough ? IC_JXL_DC_BYTES
+                       : l->passes > 1 ? IC_JXL_PASSES_BYTES
+                                       : IC_JXL_VARDCT_BYTES;
+  /* libjxl's planes are as large as the frame shown, which may be larger than the image; the
+   * hidden frames before it (a DC frame, patches) are kept, counted at the worst. */
+  uint64_t planes = pixels;
+  if (l->known && (uint64_t)l->frame_width * l->frame_height > planes)
+    planes = (uint64_t)l->frame_width * l->frame_height;
+  /* The 8-bit frame, and libjxl's planes. */
+  return pixels * (uint64_t)base->header.channels + planes * per_pixel +
+         l->hidden_pixels * IC_JXL_WORST_BYTES + (8u << 20) + IC_DECODE_BASE_BYTES;
 }
 
 static void jxl_destroy(ic_decoder *base) {
@@ -202,8 +195,11 @@ static void jxl_destroy(ic_decoder *base) {
 static const ic_decoder_ops jxl_ops = {jxl_choose_size, jxl_run, jxl_destroy,
                                        jxl_working_memory};
 
-/* Events up to the colour encoding: the size against the limits, then the profile. */
-static ic_status read_header(jxl_decoder *d, ic_result *result) {
+/* Events up to the colour encoding: the size against the limits, then the profile; and where
+ * in data the image's headers end (the first frame, or a preview, starts on the next byte).
+ * The input is closed only then: libjxl refuses new input after it is closed. */
+static ic_status read_header(jxl_decoder *d, const uint8_t *data, size_t length,
+                             ic_result *result) {
   ic_header *h = &d->base.header;
   for (;;) {
     if (ic_check(d->control, result) != IC_OK) return result->status;
@@ -248,6 +244,11 @@ static ic_status read_header(jxl_decoder *d, ic_result *result) {
           }
         }
       }
+      size_t unread = jxl.JxlDecoderReleaseInput(d->dec);
+      d->frame_at = length - unread;
+      if (jxl.JxlDecoderSetInput(d->dec, data + d->frame_at, unread) != JXL_DEC_SUCCESS)
+        return fail_from_jxl(d, JXL_DEC_ERROR, "header", result);
+      jxl.JxlDecoderCloseInput(d->dec);
       return IC_OK;
     } else {
       return fail_from_jxl(d, status, "header", result);
@@ -267,9 +268,7 @@ ic_status ic_jxl_open(ic_stream *stream, const ic_limits *limits, const ic_contr
   if (!d) return result->status;
   d->control = control;
   d->limits = limits;
-  d->budget.limit = limits->max_decoder_memory;
-  JxlMemoryManager manager = {&d->budget, budget_alloc, budget_free};
-  d->dec = jxl.JxlDecoderCreate(&manager);
+  d->dec = jxl.JxlDecoderCreate(NULL);
   ic_status status = IC_OK;
   if (!d->dec) {
     status = ic_fail(result, IC_ERR_NO_MEMORY, "JPEG XL decoder allocation failed");
@@ -281,10 +280,9 @@ ic_status ic_jxl_open(ic_stream *stream, const ic_limits *limits, const ic_contr
              jxl.JxlDecoderSetInput(d->dec, data, size) != JXL_DEC_SUCCESS) {
     status = ic_fail(result, IC_ERR_CORRUPT, "JPEG XL decoder setup failed");
   }
-  if (status == IC_OK) {
-    jxl.JxlDecoderCloseInput(d->dec);
-    status = read_header(d, result);
-  }
+  if (status == IC_OK) status = read_header(d, data, size, result);
+  if (status == IC_OK)
+    status = ic_jxl_scan(data, size, d->frame_at, limits, result, &d->layout);
   if (status != IC_OK) {
     jxl_destroy(&d->base);
     return status;

@@ -53,6 +53,12 @@ extension DecodeSuites {
       let whole = ImageMetrics.psnr(
         try thumbnailer.decodeFullResolution(of: fromFull.data), reference)
       #expect(dc >= whole - 1, "DC \(dc) dB, full decode \(whole) dB")
+      #expect(fromDC.decodedFromDCScans, "a 128 box stops at the DC image")
+      // At 256 the DC image (508 wide) would cover the 448 pixels the output needs, but
+      // without the room its approximation needs (it scored 0.1 dB under a full decode).
+      let larger = try thumbnailer.thumbnail(
+        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256))
+      #expect(!larger.decodedFromDCScans, "a 256 box decodes the whole image")
     }
 
     @Test("an animation of 3,000 frames: the first frame alone, in well under a second of CPU")
@@ -79,9 +85,9 @@ extension DecodeSuites {
       #expect(outcome.cpuSeconds < 1, "\(outcome.cpuSeconds) s of CPU")
     }
 
-    @Test("libjxl's allocations count against the decode's memory limit: over it, a typed refusal")
+    @Test("the frame buffer counts against the decode's memory limit: over it, a typed refusal")
     func memoryLimit() throws {
-      // 3264x2448: an 8-bit frame of 24 MiB, and libjxl's planes several times that.
+      // 3264x2448: an 8-bit frame of 24 MiB.
       var small = thumbnailer
       small.limits.maxDecoderMemory = 16 << 20
       small.shrinkOnLoad = false
@@ -99,6 +105,33 @@ extension DecodeSuites {
           contentsOf: Corpus.path("jxl-valid/jxlatte/ants.jxl"),
           spec: ThumbnailSpec(width: 256, height: 256)
         ).width == 256)
+    }
+
+    @Test(
+      "the estimate follows the first frame's kind: a 12 MP VarDCT photo fits the default memory budget at every thumbnail size, lossy modular and an alpha channel count the worst case"
+    )
+    func estimateByFrame() throws {
+      let photo = Corpus.path("photo/sdwebimage/TestJFIF.jpg")  // 4032x3024
+      let vardct = try JXLEncoded.copy(of: photo, options: ["-d", "1", "-e", "3"])
+      let modular = try JXLEncoded.copy(of: photo, options: ["-m", "1", "-d", "1", "-e", "3"])
+      let alpha = try JXLEncoded.copy(of: photo, options: ["-d", "1", "-e", "3"], alpha: true)
+      defer {
+        for file in [vardct, modular, alpha] { try? FileManager.default.removeItem(atPath: file) }
+      }
+      // memory_budget's default (DaemonConfig, PipelineConfiguration): a decode estimated
+      // above it gets 413 from the daemon.
+      let budget = 256 << 20
+      for box in [128, 256, 1024, 2048] {
+        let estimate = try thumbnailer.estimate(
+          contentsOf: vardct, spec: ThumbnailSpec(width: box, height: box))
+        #expect(estimate.bytes < budget, "VarDCT at \(box): \(estimate.bytes >> 20) MiB")
+      }
+      let pixels = 4032 * 3024
+      for file in [modular, alpha] {
+        let estimate = try thumbnailer.estimate(
+          contentsOf: file, spec: ThumbnailSpec(width: 1024, height: 1024))
+        #expect(estimate.bytes >= 56 * pixels, "\(file): \(estimate.bytes >> 20) MiB")
+      }
     }
   }
 }

@@ -100,7 +100,23 @@ extension DecodeSuites {
       Case(
         name: "Adam7 6 MP", box: 256,
         make: { try interlaced("photo/sharp/2569067123_aca715a2ee_o.jpg") }),
+      // JPEG XL by kind of frame: a VarDCT photo decoded whole (at 256 its DC image lacks the
+      // room) and to its DC step, lossy modular, and VarDCT with an alpha channel.
+      Case(name: "JPEG XL VarDCT 12 MP", box: 1024, make: { try jxl(["-d", "1", "-e", "3"]) }),
+      Case(name: "JPEG XL VarDCT 12 MP", box: 256, make: { try jxl(["-d", "1", "-e", "3"]) }),
+      Case(name: "JPEG XL VarDCT 12 MP", box: 128, make: { try jxl(["-d", "1", "-e", "3"]) }),
+      Case(
+        name: "JPEG XL lossy modular 12 MP", box: 1024,
+        make: { try jxl(["-m", "1", "-d", "1", "-e", "3"]) }),
+      Case(
+        name: "JPEG XL VarDCT 12 MP with alpha", box: 1024,
+        make: { try jxl(["-d", "1", "-e", "3"], alpha: true) }),
     ]
+
+    static func jxl(_ options: [String], alpha: Bool = false) throws -> String {
+      try JXLEncoded.copy(
+        of: Corpus.path("photo/sdwebimage/TestJFIF.jpg"), options: options, alpha: alpha)
+    }
 
     /// Peak RSS in bytes of `thumbd thumbnail` on a file, less the same on a 16x16 image of
     /// the same format (the process, its libraries, the code paths of that format).

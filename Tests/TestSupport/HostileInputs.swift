@@ -140,6 +140,11 @@ enum HostileInputs {
       for i in stride(from: length - 1, through: 0, by: -1) { push(UInt8((code >> UInt32(i)) & 1)) }
     }
 
+    /// Zero bits up to the next byte.
+    mutating func padToByte() {
+      while pending != 0 { push(0) }
+    }
+
     private mutating func push(_ bit: UInt8) {
       accumulator |= bit << UInt8(pending)
       pending += 1
@@ -258,7 +263,8 @@ enum HostileInputs {
 
   /// JPEG XL shapes (issue 54): a codestream whose size header declares 60,000 x 60,000 in a
   /// few bytes (its bits written from the specification's SizeHeader: no div8, a 30-bit height
-  /// and width, default metadata), refused from the header.
+  /// and width, default metadata), and a small image whose first frame declares a giant size of
+  /// its own (the frame header's fields likewise): each refused from its header.
   static let jxl: [Input] = {
     var bits = BitWriter()
     bits.put(0, count: 1)  // not div8
@@ -269,10 +275,45 @@ enum HostileInputs {
     bits.put(59_999, count: 30)
     bits.put(1, count: 1)  // image metadata: all default
     bits.put(0, count: 7)
+    // A 64x64 image whose first frame declares a size of its own, 1,000,000 x 1,000,000: libjxl
+    // 0.7 takes any frame size, so it is refused from thumbd's read of the frame header.
+    var frame = BitWriter()
+    frame.put(1, count: 1)  // a small size header: 64 (8 x 8) high, ratio 1:1
+    frame.put(7, count: 5)
+    frame.put(1, count: 3)
+    frame.put(1, count: 1)  // image metadata: all default
+    frame.put(1, count: 1)  // transform data: all default
+    frame.padToByte()
+    frame.put(0, count: 1)  // the frame header, not all default
+    frame.put(0, count: 2)  // a regular frame
+    frame.put(1, count: 1)  // modular
+    frame.put(0, count: 2)  // flags: none
+    frame.put(0, count: 2)  // upsampling 1
+    frame.put(1, count: 2)  // group size shift
+    frame.put(0, count: 2)  // one pass
+    frame.put(1, count: 1)  // a size or origin of its own
+    for _ in 0..<2 {  // origin 0, 0
+      frame.put(0, count: 2)
+      frame.put(0, count: 8)
+    }
+    for _ in 0..<2 {  // 1,000,000 a side: BitsOffset(30, 18688)
+      frame.put(3, count: 2)
+      frame.put(1_000_000 - 18688, count: 30)
+    }
+    frame.put(0, count: 2)  // blending: replace
+    frame.put(1, count: 1)  // the last frame
+    frame.put(0, count: 2)  // no name
+    frame.put(1, count: 1)  // loop filter: all default
+    frame.put(0, count: 2)  // no extensions
+    frame.padToByte()
     return [
       Input(
         name: "jxl-huge-declared", bytes: [0xFF, 0x0A] + bits.bytes + [0, 0, 0, 0],
-        kind: "too_large")
+        kind: "too_large"),
+      Input(
+        name: "jxl-huge-frame",
+        bytes: [0xFF, 0x0A] + frame.bytes + [UInt8](repeating: 0, count: 64),
+        kind: "too_large"),
     ]
   }()
 
