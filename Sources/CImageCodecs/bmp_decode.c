@@ -728,8 +728,8 @@ static ic_status probe_entry(ico_decoder *d, ico_entry *e, uint64_t file_size, i
     return ic_fail(result, IC_ERR_TRUNCATED, "icon entry ends early");
   if (memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0) {
     e->png = 1;
-    e->width = (uint32_t)head[16] << 24 | (uint32_t)head[17] << 16 | (uint32_t)head[18] << 8 | head[19];
-    e->height = (uint32_t)head[20] << 24 | (uint32_t)head[21] << 16 | (uint32_t)head[22] << 8 | head[23];
+    e->width = ic_be32(head + 16);
+    e->height = ic_be32(head + 20);
   } else {
     dib_info info;
     if (parse_info(head, sizeof(head), &info, result) != IC_OK) return result->status;

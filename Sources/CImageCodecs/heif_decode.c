@@ -48,7 +48,7 @@ typedef struct heif_decoder {
 /* Brands in the ftyp box: the major one, then the compatible ones that fit in the bytes. */
 static int has_brand(const uint8_t *bytes, size_t size, const char *const *brands) {
   if (size < 12 || memcmp(bytes + 4, "ftyp", 4) != 0) return 0;
-  uint32_t box = (uint32_t)bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3];
+  uint32_t box = ic_be32(bytes);
   size_t end = box < size ? box : size;
   for (size_t at = 8; at + 4 <= end; at += 4) {
     if (at == 12) continue; /* minor version */

@@ -147,8 +147,7 @@ static struct heif_error plugin_push(void *decoder, const void *data, size_t siz
 static int to_annex_b(uint8_t *data, size_t size) {
   for (size_t at = 0; at < size;) {
     if (size - at < 4) return 0;
-    uint32_t length = (uint32_t)data[at] << 24 | (uint32_t)data[at + 1] << 16 |
-                      (uint32_t)data[at + 2] << 8 | data[at + 3];
+    uint32_t length = ic_be32(data + at);
     if (length > size - at - 4) return 0;
     data[at] = data[at + 1] = data[at + 2] = 0;
     data[at + 3] = 1;

@@ -16,24 +16,18 @@
 #define IC_ICC_MAX_ELEMENTS 32
 #define IC_ICC_MAX_SEGMENTS 64
 
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
-
 #define SIG(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (d))
 
 /* A curve-set element's segmented curves: each within IC_ICC_MAX_SEGMENTS. Positions
  * outside the element are lcms2's to refuse. */
 static int curves_bounded(const uint8_t *element, size_t size) {
   if (size < 12) return 1;
-  uint32_t channels = be16(element + 8);
+  uint32_t channels = ic_be16(element + 8);
   for (uint32_t c = 0; c < channels && 12 + (size_t)c * 8 + 8 <= size; c++) {
-    uint32_t offset = be32(element + 12 + c * 8);
+    uint32_t offset = ic_be32(element + 12 + c * 8);
     if (offset > size || size - offset < 12) continue;
     const uint8_t *curve = element + offset;
-    if (be32(curve) == SIG('c', 'u', 'r', 'f') && be16(curve + 8) > IC_ICC_MAX_SEGMENTS)
+    if (ic_be32(curve) == SIG('c', 'u', 'r', 'f') && ic_be16(curve + 8) > IC_ICC_MAX_SEGMENTS)
       return 0;
   }
   return 1;
@@ -42,12 +36,12 @@ static int curves_bounded(const uint8_t *element, size_t size) {
 /* A multiProcessElement tag: its element count, and each curve set's segments. */
 static int elements_bounded(const uint8_t *tag, size_t size) {
   if (size < 16) return 1;
-  uint32_t count = be32(tag + 12);
+  uint32_t count = ic_be32(tag + 12);
   if (count > IC_ICC_MAX_ELEMENTS) return 0;
   for (uint32_t e = 0; e < count && 16 + (size_t)e * 8 + 8 <= size; e++) {
-    uint32_t offset = be32(tag + 16 + e * 8), length = be32(tag + 20 + e * 8);
+    uint32_t offset = ic_be32(tag + 16 + e * 8), length = ic_be32(tag + 20 + e * 8);
     if (offset > size || length > size - offset || length < 4) continue;
-    if (be32(tag + offset) == SIG('c', 'v', 's', 't') && !curves_bounded(tag + offset, length))
+    if (ic_be32(tag + offset) == SIG('c', 'v', 's', 't') && !curves_bounded(tag + offset, length))
       return 0;
   }
   return 1;
@@ -55,13 +49,13 @@ static int elements_bounded(const uint8_t *tag, size_t size) {
 
 int ic_icc_bounded(const uint8_t *icc, size_t size) {
   if (size < 132) return 1; /* lcms2 refuses it */
-  uint32_t tags = be32(icc + 128);
+  uint32_t tags = ic_be32(icc + 128);
   if (tags > IC_ICC_MAX_TAGS) return 0;
   for (uint32_t t = 0; t < tags && 132 + (size_t)t * 12 + 12 <= size; t++) {
     const uint8_t *entry = icc + 132 + (size_t)t * 12;
-    uint32_t offset = be32(entry + 4), length = be32(entry + 8);
+    uint32_t offset = ic_be32(entry + 4), length = ic_be32(entry + 8);
     if (offset > size || length > size - offset || length < 4) continue;
-    if (be32(icc + offset) == SIG('m', 'p', 'e', 't') && !elements_bounded(icc + offset, length))
+    if (ic_be32(icc + offset) == SIG('m', 'p', 'e', 't') && !elements_bounded(icc + offset, length))
       return 0;
   }
   return 1;

@@ -362,7 +362,8 @@ ic_status ic_fail_over_limits(ic_result *result, const char *subject, uint32_t w
                               uint32_t height, uint32_t max_width, uint32_t max_height,
                               uint64_t max_pixels);
 
-/* A big-endian 32-bit number, as containers and chunk headers write them. */
+/* Big-endian numbers, as containers, chunk headers and profiles write them. */
+static inline uint32_t ic_be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | (uint32_t)p[1]; }
 static inline uint32_t ic_be32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }

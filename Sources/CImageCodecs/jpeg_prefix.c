@@ -11,8 +11,6 @@
 
 #include <string.h>
 
-static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
-
 /* Frame markers: SOF0...SOF15 but DHT (C4), JPG (C8) and DAC (CC). */
 static int is_frame(int marker) {
   return marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
@@ -38,12 +36,12 @@ int ic_jpeg_frame_size(const uint8_t *bytes, size_t size, uint32_t *width, uint3
       continue;
     }
     if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA) return 0;
-    uint32_t length = be16(bytes + at + 2);
+    uint32_t length = ic_be16(bytes + at + 2);
     if (length < 2) return 0;
     if (is_frame(marker)) {
       if (length < 8 || at + 2 + length > size) return 0;
-      *height = be16(bytes + at + 5);
-      *width = be16(bytes + at + 7);
+      *height = ic_be16(bytes + at + 5);
+      *width = ic_be16(bytes + at + 7);
       return *width > 0 && *height > 0;
     }
     at += 2 + (size_t)length;
@@ -77,8 +75,8 @@ static int read_frame(ic_prefix_scan *scan, int marker, const uint8_t *body, siz
   if (scan->components != 0 || length < 6) return 0;
   int count = body[5];
   if (count < 1 || count > 4 || length < 6 + 3 * (size_t)count) return 0;
-  scan->height = be16(body + 1);
-  scan->width = be16(body + 3);
+  scan->height = ic_be16(body + 1);
+  scan->width = ic_be16(body + 3);
   scan->progressive = marker == 0xC2;
   scan->components = count;
   for (int i = 0; i < count; i++) scan->ids[i] = body[6 + 3 * i];
@@ -156,7 +154,7 @@ ic_prefix_verdict ic_jpeg_prefix(const uint8_t *bytes, size_t size, ic_prefix_sc
     /* A second SOI, or the end before a preview point. */
     if (marker == 0xD8 || marker == 0xD9 || marker == 0x00) return decide(scan, IC_PREFIX_NONE, 0);
     if (at + 4 > size) return IC_PREFIX_MORE;
-    size_t length = be16(bytes + at + 2);
+    size_t length = ic_be16(bytes + at + 2);
     if (length < 2) return decide(scan, IC_PREFIX_NONE, 0);
     size_t end = at + 2 + length;
     int read = marker == 0xE1 || is_frame(marker) || marker == 0xDA;

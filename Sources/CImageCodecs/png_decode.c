@@ -505,8 +505,7 @@ ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
             !png_get_valid(d->png, d->info, PNG_INFO_tRNS) &&
             d->consumed == consumed_by_info && memcmp(d->tail + 4, "IDAT", 4) == 0;
   if (d->fast)
-    d->idat_length = (uint32_t)d->tail[0] << 24 | (uint32_t)d->tail[1] << 16 |
-                     (uint32_t)d->tail[2] << 8 | (uint32_t)d->tail[3];
+    d->idat_length = ic_be32(d->tail);
   int channels = png_get_channels(d->png, d->info);
   if ((channels != 3 && channels != 4) ||
       png_get_rowbytes(d->png, d->info) != (size_t)width * channels) {

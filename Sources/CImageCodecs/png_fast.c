@@ -34,11 +34,6 @@ typedef struct fast_reader {
   uint8_t input[FAST_INPUT_BUFFER];
 } fast_reader;
 
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-         (uint32_t)p[3];
-}
-
 static ic_status read_exact(fast_reader *r, uint8_t *out, size_t length) {
   /* Every loop that reads comes through here: cancellation and the deadline. */
   if (++r->reads % IC_CANCEL_CHECK_ROWS == 0) {
@@ -58,7 +53,7 @@ static ic_status finish_chunk(fast_reader *r, int critical) {
   uint8_t stored[4];
   ic_status status = read_exact(r, stored, 4);
   if (status != IC_OK) return status;
-  if (be32(stored) != (uint32_t)r->crc && critical)
+  if (ic_be32(stored) != (uint32_t)r->crc && critical)
     return ic_fail(r->result, IC_ERR_CORRUPT, "CRC error");
   return IC_OK;
 }
@@ -67,7 +62,7 @@ static ic_status finish_chunk(fast_reader *r, int critical) {
 static ic_status next_chunk(fast_reader *r, uint8_t header[8]) {
   ic_status status = read_exact(r, header, 8);
   if (status != IC_OK) return status;
-  uint32_t length = be32(header);
+  uint32_t length = ic_be32(header);
   if (length > 0x7fffffffu)
     return ic_fail(r->result, IC_ERR_CORRUPT, "PNG unsigned integer out of range");
   r->crc = crc32(0, header + 4, 4);
