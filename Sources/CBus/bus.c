@@ -126,7 +126,9 @@ typedef struct pending_signal {
 struct cb_bus {
   sd_bus *bus;
   cb_handlers handlers;
-  /* GetSupported and GetFlavors, copied. */
+  /* GetSupported and GetFlavors, copied; GetSupported's two lists change under
+   * supported_lock (cb_set_supported, from any thread). */
+  pthread_mutex_t supported_lock;
   char **schemes;
   char **mime_types;
   size_t mime_count;
@@ -227,7 +229,10 @@ static int reply_strings(sd_bus_message *call, char **first, char **second) {
 static int on_get_supported(sd_bus_message *m, void *userdata, sd_bus_error *error) {
   (void)error;
   cb_bus *bus = userdata;
-  return reply_strings(m, bus->schemes, bus->mime_types);
+  pthread_mutex_lock(&bus->supported_lock);
+  int r = reply_strings(m, bus->schemes, bus->mime_types);
+  pthread_mutex_unlock(&bus->supported_lock);
+  return r;
 }
 
 static int on_get_schedulers(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -374,6 +379,7 @@ void cb_close(cb_bus *bus) {
   free_strv(bus->flavors);
   if (bus->wake_fd >= 0) close(bus->wake_fd);
   pthread_mutex_destroy(&bus->lock);
+  pthread_mutex_destroy(&bus->supported_lock);
   free(bus);
 }
 
@@ -397,6 +403,7 @@ cb_bus *cb_open(const cb_options *options, const cb_handlers *handlers, char *er
   }
   bus->wake_fd = -1;
   pthread_mutex_init(&bus->lock, NULL);
+  pthread_mutex_init(&bus->supported_lock, NULL);
   bus->handlers = *handlers;
   if (options->schemes.count != options->mime_types.count)
     return fail(bus, error, error_size, "GetSupported's two lists differ in length", EINVAL);
@@ -445,6 +452,24 @@ cb_bus *cb_open(const cb_options *options, const cb_handlers *handlers, char *er
     }
   }
   return bus;
+}
+
+int cb_set_supported(cb_bus *bus, cb_strings schemes, cb_strings mime_types) {
+  if (schemes.count != mime_types.count) return -EINVAL;
+  char **new_schemes = copy_strv(schemes), **new_types = copy_strv(mime_types);
+  if (!new_schemes || !new_types) {
+    free_strv(new_schemes);
+    free_strv(new_types);
+    return -ENOMEM;
+  }
+  pthread_mutex_lock(&bus->supported_lock);
+  char **old_schemes = bus->schemes, **old_types = bus->mime_types;
+  bus->schemes = new_schemes;
+  bus->mime_types = new_types;
+  pthread_mutex_unlock(&bus->supported_lock);
+  free_strv(old_schemes);
+  free_strv(old_types);
+  return 0;
 }
 
 const char *cb_unique_name(cb_bus *bus) {

@@ -913,12 +913,24 @@ extension InstalledThumbnailersBusTests {
 
 extension InstalledThumbnailersBusTests {
   @Test(
-    "an entry installed while the daemon runs is read at once (its folder is watched); before it, the type is refused without a fail entry"
+    "an entry installed while the daemon runs is read at once (its folder is watched) and GetSupported lists its type; before it, the type is refused without a fail entry"
   )
   func reloadOnHangUp() async throws {
     let bench = try await Self.start(entries: [:], system: false)
     defer { bench.stop() }
     let (setup, daemon) = (bench.setup, bench.daemon)
+    @Sendable func supported() async throws -> String {
+      try await Self.output(
+        [
+          "DBUS_SESSION_BUS_ADDRESS=" + setup.address, "gdbus", "call", "--session", "--dest",
+          "org.freedesktop.thumbnails.Thumbnailer1", "--object-path",
+          "/org/freedesktop/thumbnails/Thumbnailer1", "--method",
+          "org.freedesktop.thumbnails.Thumbnailer1.GetSupported",
+        ], in: setup.directory)
+    }
+    let listed = try await supported()
+    #expect(listed.contains("'image/jpeg'"), "\(listed)")
+    #expect(!listed.contains("application/x-thumbd-slow"), "\(listed)")
     let program = Self.picture()
     let path = setup.files + "/late.type"
     try program.write(toFile: path, atomically: false, encoding: .utf8)
@@ -934,6 +946,10 @@ extension InstalledThumbnailersBusTests {
     await eventually("the entries are read again") { daemon.log.contains("reloaded") }
     let after = try #require(try await setup.client([ask], name: "after").requests["late"])
     #expect(after.ready == [DesktopBusTests.uri(path)], "\(after.errors)")
+    // A file manager asking again sees the new type, without a restart.
+    let relisted = try await supported()
+    #expect(relisted.contains("'application/x-thumbd-slow'"), "\(relisted)")
+    #expect(relisted.contains("'image/jpeg'"), "\(relisted)")
     // SIGHUP reads them too.
     kill(daemon.pid, SIGHUP)
     await eventually("read again on SIGHUP") {

@@ -62,7 +62,7 @@ typedef struct cb_handlers {
   void (*peer_gone)(void *context, const char *name);
 } cb_handlers;
 
-/** What is fixed for a bus's lifetime. */
+/** What a bus starts with (GetSupported's answer may change: cb_set_supported). */
 typedef struct cb_options {
   /** A D-Bus address ("unix:path=..."); NULL or "" for the session bus. */
   const char *address;
@@ -84,6 +84,10 @@ cb_bus *cb_open(const cb_options *options, const cb_handlers *handlers,
 
 /** This connection's unique name (":1.7"). */
 const char *cb_unique_name(cb_bus *bus);
+
+/** Replaces GetSupported's answer (one URI scheme per MIME type), from any
+ * thread: installed thumbnailers were read again. 0, or a negative errno. */
+int cb_set_supported(cb_bus *bus, cb_strings schemes, cb_strings mime_types);
 
 /** Runs the bus until cb_stop is called or the connection ends: 0 when
  * stopped, a negative errno when the connection failed. Call it on the

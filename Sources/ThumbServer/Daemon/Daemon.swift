@@ -57,13 +57,14 @@ public final class Daemon: Sendable {
       : Self.delegation(
         native: DesktopThumbnailer.mediaTypes(videos: frames != nil), logger: logger)
     self.delegation = delegation
+    let desktop = try Self.desktopBus(
+      config, pipeline, version: version, delegation: delegation, frames: frames)
+    self.desktop = desktop
     entryWatch = delegation.flatMap { delegation in
       FolderWatch(folders: delegation.folders) {
-        Self.reload(delegation, logger: logger, cause: "folder")
+        Self.reload(delegation, desktop, logger: logger, cause: "folder")
       }
     }
-    desktop = try Self.desktopBus(
-      config, pipeline, version: version, delegation: delegation, frames: frames)
     let signing = try Self.signing(config)
     let refusesUnsigned = signing != nil && !config.allowUnsignedTCP
     let route = ThumbnailRoute(
@@ -142,14 +143,17 @@ public final class Daemon: Sendable {
   }
 
   /// Reads what may have changed on disk since start (on SIGHUP): the installed thumbnailer
-  /// entries (their folders are also watched). `GetSupported` keeps the list it had at start.
+  /// entries (their folders are also watched), and `GetSupported` answers with them.
   public func reload() {
     guard let delegation else { return }
-    Self.reload(delegation, logger: logger, cause: "signal")
+    Self.reload(delegation, desktop, logger: logger, cause: "signal")
   }
 
-  private static func reload(_ delegation: DesktopDelegation, logger: Logger, cause: String) {
+  private static func reload(
+    _ delegation: DesktopDelegation, _ desktop: DesktopBus?, logger: Logger, cause: String
+  ) {
     delegation.reload()
+    desktop?.refreshSupported()
     logger.log(
       .info, "installed_thumbnailers",
       ["types": String(delegation.mediaTypes.count), "reloaded": cause])

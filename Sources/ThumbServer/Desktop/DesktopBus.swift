@@ -16,6 +16,8 @@ package final class DesktopBus: Sendable {
   package let service: ThumbnailerService
   private let connection: Connection
   private let context: Unmanaged<Handlers>
+  /// `GetSupported`'s types now: the native ones, then those an installed thumbnailer makes.
+  private let supportedTypes: @Sendable () -> [String]
 
   /// The sd-bus connection: written before the bus thread starts, freed after it ends.
   private final class Connection: @unchecked Sendable {
@@ -73,8 +75,10 @@ package final class DesktopBus: Sendable {
       signals: Signals(connection: connection), work: .init(jobs: jobs), window: window)
     let handlers = Handlers(service: service, cache: jobs.thumbnailer.cache)
     let context = Unmanaged.passRetained(handlers)
-    // Native types, then those an installed thumbnailer makes.
-    let mimeTypes = jobs.thumbnailer.mediaTypes + (jobs.delegate?.mediaTypes ?? [])
+    let supportedTypes: @Sendable () -> [String] = {
+      jobs.thumbnailer.mediaTypes + (jobs.delegate?.mediaTypes ?? [])
+    }
+    let mimeTypes = supportedTypes()
     var error = [CChar](repeating: 0, count: 512)
     let bus = withStrings(Array(repeating: "file", count: mimeTypes.count)) { schemes in
       withStrings(mimeTypes) { types in
@@ -99,6 +103,17 @@ package final class DesktopBus: Sendable {
     self.connection = connection
     self.context = context
     self.service = service
+    self.supportedTypes = supportedTypes
+  }
+
+  /// Answers `GetSupported` with the types as they are now: after the installed thumbnailers
+  /// were read again (their folders changed, or SIGHUP), a file manager that asks sees them.
+  package func refreshSupported() {
+    guard let bus = connection.bus else { return }
+    let mimeTypes = supportedTypes()
+    _ = withStrings(Array(repeating: "file", count: mimeTypes.count)) { schemes in
+      withStrings(mimeTypes) { types in cb_set_supported(bus, schemes, types) }
+    }
   }
 
   deinit {
