@@ -19,7 +19,7 @@ extension FuzzTarget {
         ThumbnailSpec(width: 8, height: 8, format: .jpeg, colour: .keep),
       ] {
         do throws(ThumbnailError) {
-          let thumbnail = try thumbnailer.thumbnail(of: tagged, spec: spec)
+          let thumbnail = try thumbnailer.thumbnail(.bytes(tagged), spec: ValidSpec(spec))
           require(thumbnail.width == 8 && thumbnail.height == 8, "wrong size")
           require(
             thumbnail.profile != .kept || spec.colour == .keep, "kept a profile without keep")

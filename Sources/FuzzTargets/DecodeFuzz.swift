@@ -96,12 +96,14 @@ extension FuzzTarget {
         ThumbnailSpec(width: 31, height: 17, fit: .cover, format: .png),
         ThumbnailSpec(width: 3, height: 3),
       ] {
-        let estimate = try? thumbnailer.estimate(of: bytes, spec: spec)
+        let estimate = try? thumbnailer.estimate(.bytes(bytes), spec: ValidSpec(spec))
         let inBands: Result<Thumbnail, ThumbnailError>? = banded.map { banded in
-          Result { () throws(ThumbnailError) in try banded.thumbnail(of: bytes, spec: spec) }
+          Result { () throws(ThumbnailError) in
+            try banded.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
+          }
         }
         do throws(ThumbnailError) {
-          let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: spec)
+          let thumbnail = try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
           require(
             thumbnail.width >= 1 && thumbnail.width <= spec.pixelWidth && thumbnail.height >= 1
               && thumbnail.height <= spec.pixelHeight,
@@ -139,7 +141,7 @@ extension FuzzTarget {
     spec.geometry.rotation = 90
     spec.geometry.padding = Padding(top: 1)
     do throws(ThumbnailError) {
-      let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: spec)
+      let thumbnail = try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
       require(thumbnail.frames >= 1 && thumbnail.frames <= 8, "\(thumbnail.frames) frames")
       require(
         thumbnail.width <= spec.pixelWidth && thumbnail.height <= spec.pixelHeight + 1,
@@ -147,7 +149,8 @@ extension FuzzTarget {
       require(
         ImageFormat.sniff(thumbnail.data) == format.imageFormat, "an animation not a \(format)")
       do throws(ThumbnailError) {
-        _ = try thumbnailer.thumbnail(of: thumbnail.data, spec: ThumbnailSpec(width: 8, height: 8))
+        _ = try thumbnailer.thumbnail(
+          .bytes(thumbnail.data), spec: ValidSpec(ThumbnailSpec(width: 8, height: 8)))
       } catch {
         require(false, "the animation made does not read again: \(error.kind)")
       }
@@ -177,7 +180,9 @@ extension FuzzTarget {
     }
     for input in inputs {
       do throws(ThumbnailError) {
-        guard let preview = try thumbnailer.preview(of: input, spec: spec) else { continue }
+        guard let preview = try thumbnailer.preview(.bytes(input), spec: ValidSpec(spec)) else {
+          continue
+        }
         require(
           preview.width >= 1 && preview.width <= spec.pixelWidth && preview.height >= 1
             && preview.height <= spec.pixelHeight,

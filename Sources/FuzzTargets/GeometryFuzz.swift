@@ -22,7 +22,7 @@ extension FuzzTarget {
     thumbnailer.makesPlaceholders = true
     let made: Thumbnail
     do throws(ThumbnailError) {
-      made = try thumbnailer.thumbnail(of: geometrySource, spec: spec)
+      made = try thumbnailer.thumbnail(.bytes(geometrySource), spec: ValidSpec(spec))
     } catch {
       switch error {
       case .invalidSpec, .tooLarge: break

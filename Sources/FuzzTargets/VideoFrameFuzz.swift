@@ -39,6 +39,6 @@ extension FuzzTarget {
     var limits = DecodingLimits()
     limits.maxPixels = maxPixels
     _ = try? Thumbnailer(limits: limits).thumbnail(
-      of: frame.image, spec: ThumbnailSpec(width: 32, height: 32))
+      .bytes(frame.image), spec: ValidSpec(ThumbnailSpec(width: 32, height: 32)))
   }
 }

@@ -137,7 +137,8 @@ enum ThumbnailCommand {
       }
     }
     do throws(ThumbnailError) {
-      let thumbnail = try options.thumbnailer.thumbnail(contentsOf: file.path, spec: options.spec)
+      let thumbnail = try options.thumbnailer.thumbnail(
+        .path(file.path), spec: ValidSpec(options.spec))
       if thumbnail.damageWarnings > 0 {
         report.warning(
           file.path, "damaged data accepted (\(thumbnail.damageWarnings) decoder warnings)")

@@ -33,9 +33,9 @@ extension DecodeSuites {
       let png = try ImageEncoder.png(Self.redBesideTransparentBlack(width: source, height: source))
       for filter in ResamplingFilter.allCases {
         let thumbnail = try Thumbnailer(filter: filter).thumbnail(
-          of: png, spec: ThumbnailSpec(width: box, height: box))
+          .bytes(png), spec: ValidSpec(ThumbnailSpec(width: box, height: box)))
         #expect(thumbnail.format == .png && thumbnail.hasAlpha)
-        let image = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        let image = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
         for i in 0..<(image.width * image.height) where image.pixels[i * 4 + 3] > 0 {
           #expect(image.pixels[i * 4] >= 250, "red channel darkened at pixel \(i) with \(filter)")
           #expect(image.pixels[i * 4 + 1] <= 5 && image.pixels[i * 4 + 2] <= 5)
@@ -51,9 +51,10 @@ extension DecodeSuites {
       arguments: transparentPngSuite)
     func noFringeOnPngSuite(path: String) throws {
       let thumbnail = try Thumbnailer(filter: .area).thumbnail(
-        contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: 16, height: 16, format: .png))
-      let image = try thumbnailer.decodeFullResolution(of: thumbnail.data)
-      let full = try thumbnailer.decodeFullResolution(contentsOf: Corpus.path(path))
+        .path(Corpus.path(path)),
+        spec: ValidSpec(ThumbnailSpec(width: 16, height: 16, format: .png)))
+      let image = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
+      let full = try thumbnailer.decodeFullResolution(.path(Corpus.path(path)))
       guard image.channels == 4, full.channels == 4 else {
         // Fully opaque after all (tRNS colour absent): nothing to fringe.
         #expect(!thumbnail.hasAlpha)
@@ -75,14 +76,17 @@ extension DecodeSuites {
     func autoFormatFollowsAlpha() throws {
       let transparent = try ImageEncoder.png(Self.redBesideTransparentBlack(width: 40, height: 40))
       #expect(
-        try thumbnailer.thumbnail(of: transparent, spec: ThumbnailSpec(width: 20, height: 20))
-          .format
+        try thumbnailer.thumbnail(
+          .bytes(transparent), spec: ValidSpec(ThumbnailSpec(width: 20, height: 20))
+        )
+        .format
           == .png)
       let opaqueRGBA = Bitmap(
         pixels: (0..<(40 * 40)).flatMap { _ in [UInt8(200), 120, 40, 255] }, width: 40, height: 40,
         channels: 4)
       let opaque = try thumbnailer.thumbnail(
-        of: try ImageEncoder.png(opaqueRGBA), spec: ThumbnailSpec(width: 20, height: 20))
+        .bytes(try ImageEncoder.png(opaqueRGBA)),
+        spec: ValidSpec(ThumbnailSpec(width: 20, height: 20)))
       #expect(opaque.format == .jpeg && !opaque.hasAlpha)
     }
 
@@ -90,8 +94,8 @@ extension DecodeSuites {
     func jpegFlattensOverWhite() throws {
       let transparent = try ImageEncoder.png(Self.redBesideTransparentBlack(width: 40, height: 40))
       let thumbnail = try thumbnailer.thumbnail(
-        of: transparent, spec: ThumbnailSpec(width: 40, height: 40, format: .jpeg))
-      let image = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        .bytes(transparent), spec: ValidSpec(ThumbnailSpec(width: 40, height: 40, format: .jpeg)))
+      let image = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
       // Far right column: was transparent black, must now be white, not black.
       let p = (20 * 40 + 39) * 3
       #expect(image.pixels[p] > 240 && image.pixels[p + 1] > 240 && image.pixels[p + 2] > 240)

@@ -17,7 +17,7 @@ struct AnimationTests {
     var spec = ThumbnailSpec(width: 120, height: 120, format: .webp)
     spec.maxFrames = frames
     change(&spec)
-    return try Thumbnailer().thumbnail(contentsOf: path, spec: spec)
+    return try Thumbnailer().thumbnail(.path(path), spec: ValidSpec(spec))
   }
 
   @Test("a GIF's 47 frames, their delays (as browsers play them) and its loop count are kept")
@@ -79,7 +79,7 @@ struct AnimationTests {
     var spec = ThumbnailSpec(width: 64, height: 64, format: .webp)
     spec.maxFrames = 3
     #expect {
-      try Thumbnailer().thumbnail(of: bytes, spec: spec)
+      try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(spec))
     } throws: { error in
       guard case .tooComplex(let message)? = error as? ThumbnailError else { return false }
       return message.contains("pixel limit")
@@ -89,9 +89,9 @@ struct AnimationTests {
   @Test("an animation's memory estimate counts its canvases")
   func estimate() throws {
     var spec = ThumbnailSpec(width: 120, height: 120, format: .webp)
-    let still = try Thumbnailer().estimate(contentsOf: gif, spec: spec)
+    let still = try Thumbnailer().estimate(.path(gif), spec: ValidSpec(spec))
     spec.maxFrames = 100
-    let animated = try Thumbnailer().estimate(contentsOf: gif, spec: spec)
+    let animated = try Thumbnailer().estimate(.path(gif), spec: ValidSpec(spec))
     #expect(animated.bytes >= still.bytes + 241 * 178 * 4 * 2)
   }
 
@@ -105,7 +105,7 @@ struct AnimationTests {
     var spec = ThumbnailSpec(width: 4, height: 4, format: .webp)
     spec.maxFrames = 2
     #expect {
-      try Thumbnailer().thumbnail(of: bytes, spec: spec)
+      try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(spec))
     } throws: { error in
       guard case .tooLarge? = error as? ThumbnailError else { return false }
       return true
@@ -119,7 +119,7 @@ struct AnimationTests {
     bytes += [0x2C, 0, 0, 0, 0, 4, 0, 4, 0, 0, 8, 0, 0x3B]
     var spec = ThumbnailSpec(width: 4, height: 4, format: .webp)
     spec.maxFrames = 2
-    let made = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+    let made = try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(spec))
     #expect(made.frames == 1 && WebPAnimation.read(made.data)?.durations.count == 1)
   }
 
@@ -134,7 +134,7 @@ struct AnimationTests {
     // The first frame against the same picture as a lossless still (PNG): one palette of
     // 255 colours, dithered, keeps it within 30 dB.
     let still = try animated(gif, frames: 1) { $0.format = .png }
-    let reference = try Thumbnailer().decodeFullResolution(of: still.data)
+    let reference = try Thumbnailer().decodeFullResolution(.bytes(still.data))
     let first = Bitmap(pixels: read.frames[0], width: 120, height: 89, channels: 4)
     let psnr = ImageMetrics.psnr(
       ImageMetrics.flattened(first), ImageMetrics.flattened(reference))
@@ -146,7 +146,7 @@ struct AnimationTests {
       var spec = ThumbnailSpec(width: 4, height: 4, format: .gif)
       spec.maxFrames = 2
       let again = try #require(
-        PillowImage.read(try Thumbnailer().thumbnail(of: source, spec: spec).data))
+        PillowImage.read(try Thumbnailer().thumbnail(.bytes(source), spec: ValidSpec(spec)).data))
       #expect(again.durations.count == 2 && again.loop == repeats, "plays \(plays)")
     }
   }
@@ -158,7 +158,8 @@ struct AnimationTests {
     // right half blue: clear on the left, as a browser shows it.
     var spec = ThumbnailSpec(width: 4, height: 4, format: .gif)
     spec.maxFrames = 2
-    let made = try Thumbnailer().thumbnail(of: try Self.twoFrameGIF(plays: 0), spec: spec)
+    let made = try Thumbnailer().thumbnail(
+      .bytes(try Self.twoFrameGIF(plays: 0)), spec: ValidSpec(spec))
     let read = try #require(PillowImage.read(made.data))
     #expect(read.frames.count == 2)
     for (index, frame) in read.frames.enumerated() {
@@ -177,7 +178,7 @@ struct AnimationTests {
     let pixels = (0..<16).flatMap { i -> [UInt8] in i % 2 == 0 ? [0, 0, 255, 255] : [0, 0, 0, 0] }
     let png = try ImageEncoder.png(Bitmap(pixels: pixels, width: 4, height: 4, channels: 4))
     let still = try Thumbnailer().thumbnail(
-      of: png, spec: ThumbnailSpec(width: 4, height: 4, format: .gif))
+      .bytes(png), spec: ValidSpec(ThumbnailSpec(width: 4, height: 4, format: .gif)))
     let frame = try #require(PillowImage.read(still.data)?.frames.first)
     #expect(frame.count == 64)
     for i in 0..<16 {

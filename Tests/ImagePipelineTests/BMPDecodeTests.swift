@@ -44,7 +44,7 @@ extension DecodeSuites {
       let picture = Self.picture(for: encoding)
       let bytes = BMPWriter.bmp(picture, encoding, topDown: topDown)
       #expect(SourceFormat.sniff(bytes) == .bmp)
-      var decoded = try thumbnailer.decodeFullResolution(of: bytes)
+      var decoded = try thumbnailer.decodeFullResolution(.bytes(bytes))
       #expect(decoded.width == picture.width && decoded.height == picture.height)
       if encoding == .rle8 || encoding == .rle4 {
         // RLE decodes with alpha (a delta leaves pixels unpainted); these paint every one.
@@ -72,12 +72,12 @@ extension DecodeSuites {
         let path = folder + "/\(encoding).bmp"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
-        let fromMemory = try thumbnailer.thumbnail(of: bytes, spec: spec)
-        let fromFile = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
+        let fromMemory = try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
+        let fromFile = try thumbnailer.thumbnail(.path(path), spec: ValidSpec(spec))
         #expect(fromMemory == fromFile, "\(encoding)")
         #expect(fromMemory.width == 64 && fromMemory.height == 38)
         // Upright: the thumbnail's top-left matches the picture's top-left, not its bottom.
-        let small = try thumbnailer.decodeFullResolution(of: fromMemory.data)
+        let small = try thumbnailer.decodeFullResolution(.bytes(fromMemory.data))
         let top = Array(picture.pixels[0..<3])
         let bottom = Array(
           picture.pixels[((picture.height - 1) * picture.width * picture.channels)...].prefix(3))
@@ -93,20 +93,20 @@ extension DecodeSuites {
     func alphaRules() throws {
       let picture = BMPWriter.picture(width: 20, height: 10, colours: 50, alpha: true)
       let withAlpha = try thumbnailer.decodeFullResolution(
-        of: BMPWriter.bmp(picture, .argb32))
+        .bytes(BMPWriter.bmp(picture, .argb32)))
       #expect(withAlpha.channels == 4)
       #expect(withAlpha.pixels[3] == 0 && withAlpha.pixels[(19 * 4) + 3] == 255)
       // The same file with every alpha byte zeroed: opaque, colours intact.
       var cleared = picture
       for i in stride(from: 3, to: cleared.pixels.count, by: 4) { cleared.pixels[i] = 0 }
-      let opaque = try thumbnailer.decodeFullResolution(of: BMPWriter.bmp(cleared, .argb32))
+      let opaque = try thumbnailer.decodeFullResolution(.bytes(BMPWriter.bmp(cleared, .argb32)))
       #expect(opaque.channels == 3)
       #expect(Array(opaque.pixels[0..<3]) == Array(picture.pixels[0..<3]))
       // BI_RGB's fourth byte is padding, whatever it holds.
       var padded = BMPWriter.bmp(BMPWriter.picture(width: 8, height: 2, colours: 9), .rgb32)
       let pixelsAt = Int(padded[10])
       for i in stride(from: pixelsAt + 3, to: padded.count, by: 4) { padded[i] = 0x55 }
-      #expect(try thumbnailer.decodeFullResolution(of: padded).channels == 3)
+      #expect(try thumbnailer.decodeFullResolution(.bytes(padded)).channels == 3)
     }
 
     @Test("a bit field left out (a zero mask) reads as 0, the other channels as given")
@@ -120,7 +120,7 @@ extension DecodeSuites {
       let rows = le(0xFFFF, 2) + le(0x001F, 2)
       let bytes =
         Array("BM".utf8) + le(14 + 52 + 4, 4) + le(0, 4) + le(14 + 52, 4) + header + masks + rows
-      let decoded = try thumbnailer.decodeFullResolution(of: bytes)
+      let decoded = try thumbnailer.decodeFullResolution(.bytes(bytes))
       #expect(Array(decoded.pixels[0..<6]) == [0, 255, 255, 0, 0, 255])
     }
 
@@ -144,9 +144,9 @@ extension DecodeSuites {
       ])
       #expect(SourceFormat.sniff(icon) == .ico)
       let thumbnail = try thumbnailer.thumbnail(
-        of: icon, spec: ThumbnailSpec(width: box, height: box, format: .png))
+        .bytes(icon), spec: ValidSpec(ThumbnailSpec(width: box, height: box, format: .png)))
       #expect(thumbnail.width == min(box, 256) && thumbnail.height == min(box, 256))
-      let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+      let shown = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
       let centre = (shown.height / 2 * shown.width + shown.width / 2) * shown.channels
       #expect(Array(shown.pixels[centre..<(centre + 3)]) == colour, "box \(box)")
     }
@@ -159,7 +159,7 @@ extension DecodeSuites {
       }
       for bgra in [false, true] {
         let decoded = try thumbnailer.decodeFullResolution(
-          of: try BMPWriter.ico([(picture, false)], bgra: bgra))
+          .bytes(try BMPWriter.ico([(picture, false)], bgra: bgra)))
         #expect(decoded.channels == 4)
         #expect(decoded.pixels[3] == 0, "left half transparent (bgra \(bgra))")
         #expect(decoded.pixels[(31 * 32 + 31) * 4 + 3] == 255, "right half opaque (bgra \(bgra))")
@@ -175,12 +175,12 @@ extension DecodeSuites {
       ])
       // The first entry's offset now points past the end.
       icon.replaceSubrange(18..<22, with: BMPWriter.le(1 << 30, 4))
-      let decoded = try thumbnailer.decodeFullResolution(of: icon)
+      let decoded = try thumbnailer.decodeFullResolution(.bytes(icon))
       #expect(decoded.width == 16 && Array(decoded.pixels[0..<3]) == [255, 0, 0])
       // With no readable entry left, the answer is typed.
       icon.replaceSubrange(34..<38, with: BMPWriter.le(1 << 30, 4))
       #expect {
-        _ = try thumbnailer.decodeFullResolution(of: icon)
+        _ = try thumbnailer.decodeFullResolution(.bytes(icon))
       } throws: { ($0 as? ThumbnailError)?.kind == "corrupt" }
     }
   }

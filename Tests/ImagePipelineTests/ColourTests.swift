@@ -20,9 +20,9 @@ extension DecodeSuites {
     /// The thumbnail at 256 and a reference: the full decode converted at full resolution,
     /// then an exact area average to the thumbnail's size.
     func difference(_ path: String, spec: ThumbnailSpec) throws -> (mean: Double, p99: Double) {
-      let thumbnail = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
-      let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
-      let full = try thumbnailer.decodeFullResolution(contentsOf: path)
+      let thumbnail = try thumbnailer.thumbnail(.path(path), spec: ValidSpec(spec))
+      let shown = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
+      let full = try thumbnailer.decodeFullResolution(.path(path))
       let reference = ImageMetrics.areaAverage(full, width: shown.width, height: shown.height)
       return ColourDifference.ciede2000(reference, shown)
     }
@@ -41,15 +41,16 @@ extension DecodeSuites {
     func conversionChangesWideGamutPixels() throws {
       let path = Corpus.path("icc/danbooru/countergirl-prophoto.jpg")
       let converted = try thumbnailer.thumbnail(
-        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+        .path(path), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png)))
       #expect(converted.profile == .converted)
       let kept = try thumbnailer.thumbnail(
-        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256, format: .png, colour: .keep))
+        .path(path),
+        spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png, colour: .keep)))
       #expect(kept.profile == .kept)
       // Decoded without its profile (the raw samples), kept differs clearly from converted.
       let raw = try PNGChunks.stripped(kept.data, chunk: "iCCP")
-      let a = try thumbnailer.decodeFullResolution(of: converted.data)
-      let b = try thumbnailer.decodeFullResolution(of: raw)
+      let a = try thumbnailer.decodeFullResolution(.bytes(converted.data))
+      let b = try thumbnailer.decodeFullResolution(.bytes(raw))
       #expect(ColourDifference.ciede2000(a, b).mean > 3)
     }
 
@@ -59,8 +60,9 @@ extension DecodeSuites {
     func keepCarriesTheProfile(format: OutputFormat) throws {
       let path = Corpus.path("icc/sdwebimage/SDWebImageHighLevelDiagram.jpeg")
       let kept = try thumbnailer.thumbnail(
-        contentsOf: path,
-        spec: ThumbnailSpec(width: 256, height: 256, format: format, quality: 95, colour: .keep))
+        .path(path),
+        spec: ValidSpec(
+          ThumbnailSpec(width: 256, height: 256, format: format, quality: 95, colour: .keep)))
       #expect(kept.profile == .kept)
       let marker: [UInt8] =
         switch format {
@@ -71,11 +73,11 @@ extension DecodeSuites {
         }
       #expect(kept.data.firstRange(of: marker) != nil)
       let srgb = try thumbnailer.thumbnail(
-        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+        .path(path), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png)))
       #expect(srgb.data.firstRange(of: Array("iCCP".utf8)) == nil, "srgb output is untagged")
       // The kept file read back through its own profile shows what the srgb one shows.
-      let roundTrip = try thumbnailer.decodeFullResolution(of: kept.data)
-      let direct = try thumbnailer.decodeFullResolution(of: srgb.data)
+      let roundTrip = try thumbnailer.decodeFullResolution(.bytes(kept.data))
+      let direct = try thumbnailer.decodeFullResolution(.bytes(srgb.data))
       let (mean, _) = ColourDifference.ciede2000(direct, roundTrip)
       #expect(mean < 1.5, "\(format): mean \(mean)")
     }
@@ -85,8 +87,8 @@ extension DecodeSuites {
       let original = try Corpus.bytes("icc/danbooru/countergirl-p3.jpg")
       let offset = try #require(original.firstRange(of: Array("ICC_PROFILE\0".utf8))).lowerBound
       let untagged = try thumbnailer.thumbnail(
-        of: try JPEGSegments.stripped(original, marker: 0xE2),
-        spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+        .bytes(try JPEGSegments.stripped(original, marker: 0xE2)),
+        spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png)))
       #expect(untagged.profile == .none)
       // Sequence 0, a count saying a second chunk follows, the profile's own signature gone.
       var badSequence = original
@@ -98,13 +100,13 @@ extension DecodeSuites {
       unreadable[signature] = UInt8(ascii: "x")
       for bytes in [badSequence, missingChunk, unreadable] {
         let thumbnail = try thumbnailer.thumbnail(
-          of: bytes, spec: ThumbnailSpec(width: 256, height: 256, format: .png))
+          .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png)))
         #expect(thumbnail.profile == .broken)
         #expect(thumbnail.data == untagged.data)
       }
       let empty = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("icc/serenity/gradient_empty_icc.jpg"),
-        spec: ThumbnailSpec(width: 64, height: 64))
+        .path(Corpus.path("icc/serenity/gradient_empty_icc.jpg")),
+        spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
       #expect(empty.profile == .broken)
     }
 
@@ -118,18 +120,18 @@ extension DecodeSuites {
       var limited = Thumbnailer()
       limited.limits.maxProfileBytes = 500
       let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
-      let thumbnail = try limited.thumbnail(contentsOf: Corpus.path(path), spec: spec)
+      let thumbnail = try limited.thumbnail(.path(Corpus.path(path)), spec: ValidSpec(spec))
       #expect(thumbnail.profile == .oversized)
       #expect(
-        try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
+        try thumbnailer.thumbnail(.path(Corpus.path(path)), spec: ValidSpec(spec)).profile
           != .oversized)
     }
 
     @Test("a profile libpng drops (CMYK profile on an RGB PNG) counts as broken")
     func droppedPNGProfileIsBroken() throws {
       let thumbnail = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("icc/imagetestsuite/0839d93f8e77e21acd0ac40a80b14b7b.png"),
-        spec: ThumbnailSpec(width: 64, height: 64))
+        .path(Corpus.path("icc/imagetestsuite/0839d93f8e77e21acd0ac40a80b14b7b.png")),
+        spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
       #expect(thumbnail.profile == .broken)
     }
 
@@ -138,15 +140,15 @@ extension DecodeSuites {
       let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
       for path in ["icc/sharp/icc-cmyk.jpg", "icc/serenity/buggie-cmyk.jpg"] {
         #expect(
-          try thumbnailer.thumbnail(contentsOf: Corpus.path(path), spec: spec).profile
+          try thumbnailer.thumbnail(.path(Corpus.path(path)), spec: ValidSpec(spec)).profile
             == .converted, "\(path)")
       }
       let untagged = Corpus.path("jpeg-valid/sharp/Channel_digital_image_CMYK_color_no_profile.jpg")
-      let standard = try thumbnailer.thumbnail(contentsOf: untagged, spec: spec)
+      let standard = try thumbnailer.thumbnail(.path(untagged), spec: ValidSpec(spec))
       #expect(standard.profile == .standardCMYK)
       // The standard profile is not the formula: a press profile's black is not 0,0,0.
       #expect(ColourManagement.useStandardCMYKProfile(contentsOf: nil) == false)
-      let formula = try thumbnailer.thumbnail(contentsOf: untagged, spec: spec)
+      let formula = try thumbnailer.thumbnail(.path(untagged), spec: ValidSpec(spec))
       #expect(
         ColourManagement.useStandardCMYKProfile(
           contentsOf: ColourManagement.defaultCMYKProfilePath))
@@ -157,13 +159,13 @@ extension DecodeSuites {
     func pngChunksDescribeColour() throws {
       let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
       let srgb = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("png-valid/libpng-testpngs/gray-8-sRGB.png"), spec: spec)
+        .path(Corpus.path("png-valid/libpng-testpngs/gray-8-sRGB.png")), spec: ValidSpec(spec))
       #expect(srgb.profile == .none)
       let linear = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("png-valid/libpng-testpngs/gray-8-linear.png"), spec: spec)
+        .path(Corpus.path("png-valid/libpng-testpngs/gray-8-linear.png")), spec: ValidSpec(spec))
       #expect(linear.profile == .converted)
       let plain = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("png-valid/libpng-testpngs/gray-8.png"), spec: spec)
+        .path(Corpus.path("png-valid/libpng-testpngs/gray-8.png")), spec: ValidSpec(spec))
       #expect(plain.profile == .none)
       #expect(linear.data != plain.data)
     }
@@ -175,12 +177,12 @@ extension DecodeSuites {
       let text = try #require(bytes.firstRange(of: Array("Copyright".utf8))).lowerBound
       bytes[text] = UInt8(ascii: "K")
       let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
-      let first = try thumbnailer.thumbnail(of: bytes, spec: spec)
+      let first = try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
       #expect(first.profile == .converted)
       #expect(!first.profileTransformCached)
       for size in [16, 24, 32] {
         let next = try thumbnailer.thumbnail(
-          of: bytes, spec: ThumbnailSpec(width: size, height: size, format: .png))
+          .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: size, height: size, format: .png)))
         #expect(next.profileTransformCached)
       }
     }
@@ -190,12 +192,12 @@ extension DecodeSuites {
       arguments: profiled)
     func tablesMatchLCMS2(entry: Corpus.Entry) throws {
       let spec = ThumbnailSpec(width: 256, height: 256, format: .png)
-      let fast = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+      let fast = try thumbnailer.thumbnail(.path(entry.url), spec: ValidSpec(spec))
       let slow = try ColourManagement.withoutTables {
-        try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+        try thumbnailer.thumbnail(.path(entry.url), spec: ValidSpec(spec))
       }
-      let a = try thumbnailer.decodeFullResolution(of: fast.data)
-      let b = try thumbnailer.decodeFullResolution(of: slow.data)
+      let a = try thumbnailer.decodeFullResolution(.bytes(fast.data))
+      let b = try thumbnailer.decodeFullResolution(.bytes(slow.data))
       #expect(a.width == b.width && a.height == b.height)
       let worst = zip(a.pixels, b.pixels).map { abs(Int($0) - Int($1)) }.max() ?? 0
       #expect(worst <= 1, "\(entry.path): \(worst) levels")
@@ -215,7 +217,7 @@ extension DecodeSuites {
       bytes[segment + 14 + 24] ^= 0x5A
       let before = ColourManagement.stats()
       let thumbnail = try thumbnailer.thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: 64, height: 64, format: .png))
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64, format: .png)))
       #expect(thumbnail.profile == .converted)
       #expect(!thumbnail.profileTransformCached)
       let after = ColourManagement.stats()
@@ -234,13 +236,14 @@ extension DecodeSuites {
       let spec = ThumbnailSpec(width: 8, height: 8, format: .png)
       let short = try ICCFixtures.png(
         png, profile: ICCFixtures.rgbProfile(floatTag: ICCFixtures.chainedMatrices(3)))
-      #expect(try thumbnailer.thumbnail(of: short, spec: spec).profile == .converted)
+      #expect(try thumbnailer.thumbnail(.bytes(short), spec: ValidSpec(spec)).profile == .converted)
       let segments = try ICCFixtures.png(
         png, profile: ICCFixtures.rgbProfile(floatTag: ICCFixtures.segmentedCurves(4)))
-      #expect(try thumbnailer.thumbnail(of: segments, spec: spec).profile == .converted)
+      #expect(
+        try thumbnailer.thumbnail(.bytes(segments), spec: ValidSpec(spec)).profile == .converted)
       let long = try ICCFixtures.png(
         png, profile: ICCFixtures.rgbProfile(floatTag: ICCFixtures.chainedMatrices(50_000)))
-      #expect(try thumbnailer.thumbnail(of: long, spec: spec).profile == .unlinkable)
+      #expect(try thumbnailer.thumbnail(.bytes(long), spec: ValidSpec(spec)).profile == .unlinkable)
     }
 
     /// A build held at the gate stands for a slow first-time link (lcms2 spent 51 s on one
@@ -254,20 +257,20 @@ extension DecodeSuites {
       building[text] = UInt8(ascii: "Q")
       building[text + 1] = UInt8(ascii: "!")
       let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
-      _ = try thumbnailer.thumbnail(of: cached, spec: spec)
+      _ = try thumbnailer.thumbnail(.bytes(cached), spec: ValidSpec(spec))
       BuildGate.install()
       defer { BuildGate.remove() }
       let thumbnailer = thumbnailer
       let toBuild = building
       let held = StartedThread {
         BuildGate.mark()
-        return try thumbnailer.thumbnail(of: toBuild, spec: spec)
+        return try thumbnailer.thumbnail(.bytes(toBuild), spec: ValidSpec(spec))
       }
       #expect(await BuildGate.entered(within: .seconds(30)), "the build never reached the gate")
       // The build is held: a decode needing the cached transform goes on, off the pool so a
       // lock it waits on cannot stall the test's own threads.
       let other = try await StartedThread {
-        try thumbnailer.thumbnail(of: cached, spec: spec)
+        try thumbnailer.thumbnail(.bytes(cached), spec: ValidSpec(spec))
       }.value(within: .seconds(20))
       #expect(other?.profileTransformCached == true, "the cached decode waited for the build")
       BuildGate.release()
@@ -282,7 +285,7 @@ extension DecodeSuites {
       for variant in 0..<40 {
         bytes[text] = UInt8(variant + 65)
         bytes[text + 1] = UInt8(ascii: "#")
-        _ = try thumbnailer.thumbnail(of: bytes, spec: spec)
+        _ = try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
       }
       let stats = ColourManagement.stats()
       #expect(stats.entries <= 32)

@@ -26,8 +26,9 @@ extension DecodeSuites {
         $0.kind == "photo" || $0.kind == "exif-orientation"
       })
     func streamsFromDisk(entry: Corpus.Entry) throws {
-      let fromFile = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-      let fromMemory = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+      let fromFile = try thumbnailer.thumbnail(.path(entry.url), spec: ValidSpec(spec))
+      let fromMemory = try thumbnailer.thumbnail(
+        .bytes(Corpus.bytes(entry.path)), spec: ValidSpec(spec))
       #expect(fromFile == fromMemory)
     }
 
@@ -45,7 +46,8 @@ extension DecodeSuites {
       let bytes = try Corpus.bytes(entry.path)
       for limits in [DecodingLimits(), DecodingLimits(acceptDamaged: true)] {
         do {
-          let thumbnail = try Thumbnailer(limits: limits).thumbnail(of: bytes, spec: spec)
+          let thumbnail = try Thumbnailer(limits: limits).thumbnail(
+            .bytes(bytes), spec: ValidSpec(spec))
           #expect(thumbnail.width > 0 && thumbnail.width <= 256)
           #expect(thumbnail.height > 0 && thumbnail.height <= 256)
         } catch {
@@ -63,14 +65,14 @@ extension DecodeSuites {
           width: 49157, height: 27397,
           message: "49157x27397 is 1346754329 pixels, over the limit of 100000000 pixels")
       ) {
-        _ = try thumbnailer.thumbnail(of: Corpus.bytes(bomb.path), spec: spec)
+        _ = try thumbnailer.thumbnail(.bytes(Corpus.bytes(bomb.path)), spec: ValidSpec(spec))
       }
     }
 
     @Test("PNG bytes behind a .jpg name are recognised by their signature")
     func sniffsContentNotName() throws {
       let thumbnail = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("adversarial/thumbor/feature_detection.jpg"), spec: spec)
+        .path(Corpus.path("adversarial/thumbor/feature_detection.jpg")), spec: ValidSpec(spec))
       #expect(thumbnail.sourceWidth == 300 && thumbnail.sourceHeight == 225)
     }
   }

@@ -252,7 +252,7 @@ struct DiskCacheCrashTests {
       else { continue }
       let thumbnail = try #require(
         ThumbnailDiskFormat.thumbnail(metadata: entry.metadata, payload: entry.payload))
-      let decoded = try Thumbnailer().decodeFullResolution(of: thumbnail.data)
+      let decoded = try Thumbnailer().decodeFullResolution(.bytes(thumbnail.data))
       #expect(decoded.width == thumbnail.width && decoded.height == thumbnail.height)
       served += 1
     }

@@ -18,20 +18,21 @@ struct ErrorTests {
     let full = try Corpus.bytes("photo/coil/normal.jpg")
     let cut = Array(full.prefix(full.count / 2))
     #expect {
-      _ = try Thumbnailer().thumbnail(of: cut, spec: spec)
+      _ = try Thumbnailer().thumbnail(.bytes(cut), spec: ValidSpec(spec))
     } throws: { ($0 as? ThumbnailError)?.kind == "truncated" }
     let padded = try Thumbnailer(limits: DecodingLimits(acceptDamaged: true)).thumbnail(
-      of: cut, spec: spec)
+      .bytes(cut), spec: ValidSpec(spec))
     #expect(padded.width == 102 && padded.height == 128)
     #expect(padded.damageWarnings > 0, "accepted damage is reported")
-    #expect(try Thumbnailer().thumbnail(of: full, spec: spec).damageWarnings == 0)
+    #expect(try Thumbnailer().thumbnail(.bytes(full), spec: ValidSpec(spec)).damageWarnings == 0)
   }
 
   @Test("a truncated PNG is `truncated`")
   func truncatedPNG() throws {
     let full = try Corpus.bytes("photo/image-png/kodim02.png")
     #expect {
-      _ = try Thumbnailer().thumbnail(of: Array(full.prefix(full.count / 3)), spec: spec)
+      _ = try Thumbnailer().thumbnail(
+        .bytes(Array(full.prefix(full.count / 3))), spec: ValidSpec(spec))
     } throws: { ($0 as? ThumbnailError)?.kind == "truncated" }
   }
 
@@ -40,7 +41,7 @@ struct ErrorTests {
     var bytes = try Corpus.bytes("photo/image-png/kodim02.png")
     bytes[bytes.count / 2] ^= 0x10
     #expect {
-      _ = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+      _ = try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(spec))
     } throws: { ($0 as? ThumbnailError)?.kind == "corrupt" }
   }
 
@@ -48,7 +49,7 @@ struct ErrorTests {
   func unsupported() {
     for bytes in [[], [UInt8](repeating: 7, count: 100), Array("BM6....".utf8)] {
       #expect {
-        _ = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+        _ = try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(spec))
       } throws: { ($0 as? ThumbnailError)?.kind == "unsupported_format" }
     }
   }
@@ -62,7 +63,7 @@ struct ErrorTests {
         message: "4000x6000 is 24000000 pixels, over the limit of 1000000 pixels")
     ) {
       _ = try Thumbnailer(limits: limits).thumbnail(
-        contentsOf: Corpus.path("photo/coil/large.jpg"), spec: spec)
+        .path(Corpus.path("photo/coil/large.jpg")), spec: ValidSpec(spec))
     }
     #expect(
       throws: ThumbnailError.tooLarge(
@@ -70,14 +71,14 @@ struct ErrorTests {
         message: "6000x3300 is wider than the limit of 5000 pixels a side")
     ) {
       _ = try Thumbnailer(limits: DecodingLimits(maxWidth: 5000)).thumbnail(
-        contentsOf: Corpus.path("png-valid/large/large.png"), spec: spec)
+        .path(Corpus.path("png-valid/large/large.png")), spec: ValidSpec(spec))
     }
   }
 
   @Test("a missing file is an io error")
   func missingFile() {
     #expect {
-      _ = try Thumbnailer().thumbnail(contentsOf: "/nonexistent/x.jpg", spec: spec)
+      _ = try Thumbnailer().thumbnail(.path("/nonexistent/x.jpg"), spec: ValidSpec(spec))
     } throws: { ($0 as? ThumbnailError)?.kind == "io" }
   }
 
@@ -92,7 +93,8 @@ struct ErrorTests {
     flag.cancel()
     #expect(flag.isCancelled)
     #expect(throws: ThumbnailError.cancelled) {
-      _ = try Thumbnailer().thumbnail(contentsOf: Corpus.path(path), spec: spec, cancellation: flag)
+      _ = try Thumbnailer().thumbnail(
+        .path(Corpus.path(path)), spec: ValidSpec(spec), cancellation: flag)
     }
   }
 
@@ -115,7 +117,8 @@ struct ErrorTests {
         continuation.resume(
           returning: Result { () throws(ThumbnailError) in
             try Thumbnailer().thumbnail(
-              contentsOf: fifo, spec: ThumbnailSpec(width: 64, height: 64), cancellation: flag)
+              .path(fifo), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)), cancellation: flag
+            )
           })
       }
       FIFOFeeder.feed(bytes, to: fifo, split: bytes.count * 3 / 10) { flag.cancel() }

@@ -39,7 +39,7 @@ extension DecodeSuites {
         "heif-valid/libvips/17000x17000.avif",  // 289 MP in 1340 bytes
       ] {
         #expect("\(path)") {
-          _ = try thumbnailer.thumbnail(of: Corpus.bytes(path), spec: spec)
+          _ = try thumbnailer.thumbnail(.bytes(Corpus.bytes(path)), spec: ValidSpec(spec))
         } throws: { ($0 as? ThumbnailError)?.kind == "too_large" }
       }
     }

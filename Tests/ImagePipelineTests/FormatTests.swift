@@ -12,8 +12,8 @@ extension DecodeSuites {
 
     private func pixels(_ bytes: [UInt8], box: Int) throws -> Bitmap {
       let thumbnail = try thumbnailer.thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: box, height: box, format: .png))
-      return try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: box, height: box, format: .png)))
+      return try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
     }
 
     private func pixel(_ image: Bitmap, _ x: Int, _ y: Int) -> [Int] {
@@ -98,8 +98,10 @@ extension DecodeSuites {
       }
       // The buffer of the interlaced frame is its 8x8 visible part, not 90,000 bytes.
       let spec = ThumbnailSpec(width: 8, height: 8)
-      let interlaced = try thumbnailer.estimate(of: gif(interlaced: true), spec: spec)
-      let progressive = try thumbnailer.estimate(of: gif(interlaced: false), spec: spec)
+      let interlaced = try thumbnailer.estimate(
+        .bytes(gif(interlaced: true)), spec: ValidSpec(spec))
+      let progressive = try thumbnailer.estimate(
+        .bytes(gif(interlaced: false)), spec: ValidSpec(spec))
       #expect(interlaced.bytes - progressive.bytes <= 64)
     }
 
@@ -115,7 +117,8 @@ extension DecodeSuites {
           width: 300, height: 300,
           message: "its first frame of 300x300 is 90000 pixels, over the limit of 10000 pixels")
       ) {
-        try Thumbnailer(limits: limits).thumbnail(of: gif, spec: ThumbnailSpec(width: 8, height: 8))
+        try Thumbnailer(limits: limits).thumbnail(
+          .bytes(gif), spec: ValidSpec(ThumbnailSpec(width: 8, height: 8)))
       }
     }
 
@@ -214,10 +217,10 @@ extension DecodeSuites {
         }
       for filter in ResamplingFilter.allCases {
         let thumbnail = try Thumbnailer(filter: filter).thumbnail(
-          of: bytes, spec: ThumbnailSpec(width: 13, height: 13, format: .png))
+          .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 13, height: 13, format: .png)))
         #expect(thumbnail.hasAlpha)
-        let image = try thumbnailer.decodeFullResolution(of: thumbnail.data)
-        let full = try thumbnailer.decodeFullResolution(of: bytes)
+        let image = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
+        let full = try thumbnailer.decodeFullResolution(.bytes(bytes))
         let reference = ImageMetrics.areaAverage(full, width: 13, height: 13)
         #expect(
           ImageMetrics.worstDarkening(image, reference: reference) <= 8, "\(encoding) \(filter)")
@@ -231,11 +234,11 @@ extension DecodeSuites {
         let tight = Thumbnailer(limits: DecodingLimits(maxDecoderMemory: size - 1))
         #expect("\(path)") {
           _ = try tight.thumbnail(
-            contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: 64, height: 64))
+            .path(Corpus.path(path)), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
         } throws: { ($0 as? ThumbnailError)?.kind == "too_large" }
         let enough = Thumbnailer(limits: DecodingLimits(maxDecoderMemory: size + (64 << 20)))
         _ = try enough.thumbnail(
-          contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: 64, height: 64))
+          .path(Corpus.path(path)), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
       }
     }
 
@@ -244,9 +247,9 @@ extension DecodeSuites {
       let png = try ImageEncoder.png(AlphaTests.redBesideTransparentBlack(width: 40, height: 40))
       for format in [OutputFormat.webp, .avif] {
         let thumbnail = try thumbnailer.thumbnail(
-          of: png, spec: ThumbnailSpec(width: 20, height: 20, format: format))
+          .bytes(png), spec: ValidSpec(ThumbnailSpec(width: 20, height: 20, format: format)))
         #expect(thumbnail.hasAlpha && thumbnail.format.rawValue == format.rawValue)
-        let image = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        let image = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
         #expect(image.channels == 4 && pixel(image, 18, 10)[3] < 10 && pixel(image, 2, 10)[3] > 245)
       }
     }

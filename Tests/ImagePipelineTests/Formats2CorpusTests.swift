@@ -23,7 +23,7 @@ extension DecodeSuites {
     func decodesValidFile(entry: Corpus.Entry) throws {
       if let kind = Self.beyondDebianLibraries[entry.path] {
         #expect {
-          _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+          _ = try thumbnailer.thumbnail(.bytes(Corpus.bytes(entry.path)), spec: ValidSpec(spec))
         } throws: { ($0 as? ThumbnailError)?.kind == kind }
         return
       }

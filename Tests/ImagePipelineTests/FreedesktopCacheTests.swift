@@ -18,8 +18,8 @@ struct FreedesktopCacheTests {
   /// A PNG entry with these text keys before its image data.
   static func entry(_ keys: [(String, String)]) throws -> [UInt8] {
     let png = try Thumbnailer().thumbnail(
-      of: Corpus.bytes("png-valid/image-png/rgba.png"),
-      spec: ThumbnailSpec(width: 16, height: 16, format: .png)
+      .bytes(Corpus.bytes("png-valid/image-png/rgba.png")),
+      spec: ValidSpec(ThumbnailSpec(width: 16, height: 16, format: .png))
     ).data
     return try #require(
       PNGChunks.inserting(keys.compactMap { PNGChunks.text($0.0, $0.1) }, intoPNG: png))
@@ -147,8 +147,8 @@ struct FreedesktopCacheTests {
     let source = FreedesktopCache.Source(path: "/p/a b.jpg", modified: 42, size: 10)
     #expect(cache.lookup(source, flavor: .large) == .missing)
     let png = try Thumbnailer().thumbnail(
-      of: Corpus.bytes("photo/coil/normal.jpg"),
-      spec: ThumbnailSpec(width: 256, height: 256, format: .png)
+      .bytes(Corpus.bytes("photo/coil/normal.jpg")),
+      spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png))
     ).data
     let path = try cache.store(png: png, for: source, flavor: .large, mediaType: "image/jpeg")
     #expect(

@@ -25,15 +25,15 @@ struct GeometryOptionsTests {
   func picture(_ source: [UInt8], _ spec: ThumbnailSpec) throws -> Bitmap {
     var spec = spec
     spec.format = .png
-    let made = try thumbnailer.thumbnail(of: source, spec: spec)
-    return try thumbnailer.decodeFullResolution(of: made.data)
+    let made = try thumbnailer.thumbnail(.bytes(source), spec: ValidSpec(spec))
+    return try thumbnailer.decodeFullResolution(.bytes(made.data))
   }
 
   func picture(_ path: String, _ spec: ThumbnailSpec) throws -> Bitmap {
     var spec = spec
     spec.format = .png
-    let made = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
-    return try thumbnailer.decodeFullResolution(of: made.data)
+    let made = try thumbnailer.thumbnail(.path(path), spec: ValidSpec(spec))
+    return try thumbnailer.decodeFullResolution(.bytes(made.data))
   }
 
   /// The pixel at (x, y).
@@ -208,10 +208,10 @@ struct GeometryOptionsTests {
   func autoFit() throws {
     let source = try Self.bands()
     let wide = try thumbnailer.thumbnail(
-      of: source, spec: ThumbnailSpec(width: 100, height: 50, fit: .auto))
+      .bytes(source), spec: ValidSpec(ThumbnailSpec(width: 100, height: 50, fit: .auto)))
     #expect(wide.width == 100 && wide.height == 50)
     let tall = try thumbnailer.thumbnail(
-      of: source, spec: ThumbnailSpec(width: 50, height: 100, fit: .auto))
+      .bytes(source), spec: ValidSpec(ThumbnailSpec(width: 50, height: 100, fit: .auto)))
     #expect(tall.width == 50 && tall.height == 17)
   }
 
@@ -321,7 +321,7 @@ struct GeometryOptionsTests {
       }
       spec.geometry.padding = Padding(
         top: Int.random(in: 0...3, using: &random), left: Int.random(in: 0...3, using: &random))
-      let made = try maker.thumbnail(of: source, spec: spec)
+      let made = try maker.thumbnail(.bytes(source), spec: ValidSpec(spec))
       let announced = try #require(made.placeholder?.outputSize(for: spec))
       #expect(
         announced.width == made.width && announced.height == made.height,
@@ -354,7 +354,7 @@ struct GeometryOptionsTests {
     var spec = ThumbnailSpec(width: 64, height: 64)
     spec.geometry.padding = Padding(top: 16_000, right: 16_000)
     #expect(throws: ThumbnailError.self) {
-      try limited.thumbnail(of: try Self.bands(), spec: spec)
+      try limited.thumbnail(.bytes(try Self.bands()), spec: ValidSpec(spec))
     }
   }
 

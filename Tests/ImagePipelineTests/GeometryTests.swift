@@ -15,7 +15,7 @@ struct GeometryTests {
   private func size(
     _ path: String, _ spec: ThumbnailSpec, using thumbnailer: Thumbnailer = Thumbnailer()
   ) throws -> [Int] {
-    let t = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
+    let t = try thumbnailer.thumbnail(.path(path), spec: ValidSpec(spec))
     return [t.width, t.height]
   }
 
@@ -41,8 +41,8 @@ struct GeometryTests {
     }
     let png = try ImageEncoder.png(Bitmap(pixels: pixels, width: 200, height: 100, channels: 3))
     let t = try thumbnailer.thumbnail(
-      of: png, spec: ThumbnailSpec(width: 50, height: 50, fit: .cover, format: .png))
-    let image = try thumbnailer.decodeFullResolution(of: t.data)
+      .bytes(png), spec: ValidSpec(ThumbnailSpec(width: 50, height: 50, fit: .cover, format: .png)))
+    let image = try thumbnailer.decodeFullResolution(.bytes(t.data))
     #expect(image.width == 50 && image.height == 50)
     #expect(image.pixels[(25 * 50 + 2) * 3] > 200, "left edge is red")
     #expect(image.pixels[(25 * 50 + 47) * 3 + 2] > 200, "right edge is blue")
@@ -96,7 +96,7 @@ struct GeometryTests {
     ])
   func invalidSpec(spec: ThumbnailSpec) throws {
     #expect {
-      _ = try thumbnailer.thumbnail(contentsOf: landscape, spec: spec)
+      _ = try thumbnailer.thumbnail(.path(landscape), spec: ValidSpec(spec))
     } throws: { error in
       (error as? ThumbnailError)?.kind == "invalid_spec"
     }

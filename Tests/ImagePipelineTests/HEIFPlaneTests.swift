@@ -20,8 +20,8 @@ extension DecodeSuites {
     func planesMatchLibheif(entry: Corpus.Entry) throws {
       var libheif = Thumbnailer()
       libheif.heifPlanar = false
-      let expected = try libheif.decodeFullResolution(contentsOf: entry.url)
-      let decoded = try Thumbnailer().decodeFullResolution(contentsOf: entry.url)
+      let expected = try libheif.decodeFullResolution(.path(entry.url))
+      let decoded = try Thumbnailer().decodeFullResolution(.path(entry.url))
       try #require(
         decoded.width == expected.width && decoded.height == expected.height
           && decoded.channels == expected.channels)
@@ -56,10 +56,10 @@ extension DecodeSuites {
       var libde265 = Thumbnailer()
       libde265.hevcOnFFmpeg = false
       let expected = Result { () throws(ThumbnailError) in
-        try libde265.decodeFullResolution(contentsOf: entry.url)
+        try libde265.decodeFullResolution(.path(entry.url))
       }
       let decoded = Result { () throws(ThumbnailError) in
-        try Thumbnailer().decodeFullResolution(contentsOf: entry.url)
+        try Thumbnailer().decodeFullResolution(.path(entry.url))
       }
       switch (decoded, expected) {
       case (.success(let ours), .success(let theirs)):

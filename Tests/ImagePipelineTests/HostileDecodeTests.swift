@@ -13,7 +13,7 @@ extension DecodeSuites {
     func typedAnswer(input: HostileInputs.Input) throws {
       let spec = ThumbnailSpec(width: 256, height: 256)
       do {
-        let thumbnail = try Thumbnailer().thumbnail(of: input.bytes, spec: spec)
+        let thumbnail = try Thumbnailer().thumbnail(.bytes(input.bytes), spec: ValidSpec(spec))
         #expect(input.kind == nil, "\(input.name) gave a thumbnail, expected \(input.kind ?? "")")
         #expect(thumbnail.width >= 1)
       } catch {
@@ -51,14 +51,17 @@ extension DecodeSuites {
       var thumbnailer = Thumbnailer()
       thumbnailer.limits.decodeTimeout = 0.001
       do throws(ThumbnailError) {
-        _ = try thumbnailer.thumbnail(of: large, spec: ThumbnailSpec(width: 64, height: 64))
+        _ = try thumbnailer.thumbnail(
+          .bytes(large), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
         Issue.record("a 6000x3300 PNG decoded within 1 ms")
       } catch {
         #expect(error.kind == "decode_timeout")
       }
       thumbnailer.limits.decodeTimeout = 0
       #expect(
-        try thumbnailer.thumbnail(of: large, spec: ThumbnailSpec(width: 64, height: 64)).width == 64
+        try thumbnailer.thumbnail(
+          .bytes(large), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64))
+        ).width == 64
       )
     }
 
@@ -66,15 +69,19 @@ extension DecodeSuites {
     func scanLimits() throws {
       let flat = try HostileInputs.fixture("flat_huff.jpg")
       let spec = ThumbnailSpec(width: 64, height: 64)
-      #expect(try Thumbnailer().thumbnail(of: flat, spec: spec).width == 64)
+      #expect(try Thumbnailer().thumbnail(.bytes(flat), spec: ValidSpec(spec)).width == 64)
       let repeated = HostileInputs.repeatedScan(flat, times: 30)  // 34 scans, 21 passes
-      #expect(throws: ThumbnailError.self) { try Thumbnailer().thumbnail(of: repeated, spec: spec) }
+      #expect(throws: ThumbnailError.self) {
+        try Thumbnailer().thumbnail(.bytes(repeated), spec: ValidSpec(spec))
+      }
       var generous = Thumbnailer()
       generous.limits.maxScans = 100
       generous.limits.maxScanPasses = 100
-      #expect(try generous.thumbnail(of: repeated, spec: spec).width == 64)
+      #expect(try generous.thumbnail(.bytes(repeated), spec: ValidSpec(spec)).width == 64)
       #expect(
-        try Thumbnailer().thumbnail(of: Corpus.bytes("photo/coil/normal.jpg"), spec: spec).width > 0
+        try Thumbnailer().thumbnail(
+          .bytes(Corpus.bytes("photo/coil/normal.jpg")), spec: ValidSpec(spec)
+        ).width > 0
       )
     }
   }

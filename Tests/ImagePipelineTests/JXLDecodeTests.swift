@@ -27,11 +27,12 @@ extension DecodeSuites {
       let outcome = try await ChildProcess.runThumbd(
         [source, folder + "/djxl.png", "--quiet"], binary: "/usr/bin/djxl")
       #expect(outcome.status == 0)
-      let reference = try thumbnailer.decodeFullResolution(contentsOf: folder + "/djxl.png")
+      let reference = try thumbnailer.decodeFullResolution(.path(folder + "/djxl.png"))
       let shown = try thumbnailer.decodeFullResolution(
-        of: thumbnailer.thumbnail(
-          contentsOf: source, spec: ThumbnailSpec(width: 1000, height: 1000, format: .png)
-        ).data)
+        .bytes(
+          thumbnailer.thumbnail(
+            .path(source), spec: ValidSpec(ThumbnailSpec(width: 1000, height: 1000, format: .png))
+          ).data))
       #expect(shown == reference, "\(name) as djxl shows it")
     }
 
@@ -41,23 +42,24 @@ extension DecodeSuites {
     func dcImage() throws {
       let path = Corpus.path("jxl-valid/libjxl-conformance/progressive.jxl")  // 4064x2704
       let spec = ThumbnailSpec(width: 128, height: 128, format: .png)
-      let fromDC = try thumbnailer.thumbnail(contentsOf: path, spec: spec)
+      let fromDC = try thumbnailer.thumbnail(.path(path), spec: ValidSpec(spec))
       var full = thumbnailer
       full.shrinkOnLoad = false
-      let fromFull = try full.thumbnail(contentsOf: path, spec: spec)
+      let fromFull = try full.thumbnail(.path(path), spec: ValidSpec(spec))
       #expect(fromDC.width == fromFull.width && fromDC.height == fromFull.height)
       let reference = ImageMetrics.areaAverage(
-        try thumbnailer.decodeFullResolution(contentsOf: path), width: fromDC.width,
+        try thumbnailer.decodeFullResolution(.path(path)), width: fromDC.width,
         height: fromDC.height)
-      let dc = ImageMetrics.psnr(try thumbnailer.decodeFullResolution(of: fromDC.data), reference)
+      let dc = ImageMetrics.psnr(
+        try thumbnailer.decodeFullResolution(.bytes(fromDC.data)), reference)
       let whole = ImageMetrics.psnr(
-        try thumbnailer.decodeFullResolution(of: fromFull.data), reference)
+        try thumbnailer.decodeFullResolution(.bytes(fromFull.data)), reference)
       #expect(dc >= whole - 1, "DC \(dc) dB, full decode \(whole) dB")
       #expect(fromDC.decodedFromDCScans, "a 128 box stops at the DC image")
       // At 256 the DC image (508 wide) would cover the 448 pixels the output needs, but
       // without the room its approximation needs (it scored 0.1 dB under a full decode).
       let larger = try thumbnailer.thumbnail(
-        contentsOf: path, spec: ThumbnailSpec(width: 256, height: 256))
+        .path(path), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256)))
       #expect(!larger.decodedFromDCScans, "a 256 box decodes the whole image")
     }
 
@@ -93,8 +95,8 @@ extension DecodeSuites {
       small.shrinkOnLoad = false
       #expect {
         _ = try small.thumbnail(
-          contentsOf: Corpus.path("jxl-valid/jxlatte/ants.jxl"),
-          spec: ThumbnailSpec(width: 256, height: 256))
+          .path(Corpus.path("jxl-valid/jxlatte/ants.jxl")),
+          spec: ValidSpec(ThumbnailSpec(width: 256, height: 256)))
       } throws: { error in
         guard let error = error as? ThumbnailError else { return false }
         return error.kind == "too_large"
@@ -102,8 +104,8 @@ extension DecodeSuites {
       // The same file within the default limit.
       #expect(
         try thumbnailer.thumbnail(
-          contentsOf: Corpus.path("jxl-valid/jxlatte/ants.jxl"),
-          spec: ThumbnailSpec(width: 256, height: 256)
+          .path(Corpus.path("jxl-valid/jxlatte/ants.jxl")),
+          spec: ValidSpec(ThumbnailSpec(width: 256, height: 256))
         ).width == 256)
     }
 
@@ -123,13 +125,13 @@ extension DecodeSuites {
       let budget = 256 << 20
       for box in [128, 256, 1024, 2048] {
         let estimate = try thumbnailer.estimate(
-          contentsOf: vardct, spec: ThumbnailSpec(width: box, height: box))
+          .path(vardct), spec: ValidSpec(ThumbnailSpec(width: box, height: box)))
         #expect(estimate.bytes < budget, "VarDCT at \(box): \(estimate.bytes >> 20) MiB")
       }
       let pixels = 4032 * 3024
       for file in [modular, alpha] {
         let estimate = try thumbnailer.estimate(
-          contentsOf: file, spec: ThumbnailSpec(width: 1024, height: 1024))
+          .path(file), spec: ValidSpec(ThumbnailSpec(width: 1024, height: 1024)))
         #expect(estimate.bytes >= 56 * pixels, "\(file): \(estimate.bytes >> 20) MiB")
       }
     }

@@ -24,7 +24,7 @@ extension DecodeSuites {
     }.map { entry in Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) }) }
 
     static func interlaced(_ photo: String) throws -> String {
-      let bitmap = try Thumbnailer().decodeFullResolution(contentsOf: Corpus.path(photo))
+      let bitmap = try Thumbnailer().decodeFullResolution(.path(Corpus.path(photo)))
       let file = FileManager.default.temporaryDirectory
         .appendingPathComponent("thumbd-adam7-\(UUID().uuidString.prefix(8)).png").path
       try Data(ImageEncoder.png(bitmap, level: 1, interlaced: true)).write(
@@ -48,7 +48,7 @@ extension DecodeSuites {
             && (entry.storedSize.map { $0.width * $0.height <= 65536 } ?? false)
             && (try? SourceFormat.sniff(Corpus.bytes(entry.path))) == format
             && (try? Thumbnailer().thumbnail(
-              contentsOf: entry.url, spec: ThumbnailSpec(width: 16, height: 16))) != nil
+              .path(entry.url), spec: ValidSpec(ThumbnailSpec(width: 16, height: 16)))) != nil
         }
       }
       let candidates = small("decode-ok").isEmpty ? small("either") : small("decode-ok")
@@ -162,8 +162,8 @@ extension DecodeSuites {
         if !file.hasPrefix(Corpus.root) { try? FileManager.default.removeItem(atPath: file) }
       }
       let estimate = try Thumbnailer().estimate(
-        contentsOf: file,
-        spec: ThumbnailSpec(width: item.box, height: item.box, format: item.format))
+        .path(file),
+        spec: ValidSpec(ThumbnailSpec(width: item.box, height: item.box, format: item.format)))
       let peak = try await Self.measuredPeak(file, box: item.box, format: item.format)
       // Peak RSS of one process run against another spreads by about half a MiB here (the
       // 16x16 baseline alone peaked up to 496 KiB above some real files): allow 1 MiB.
@@ -178,7 +178,7 @@ extension DecodeSuites {
     func alphaCountedOnce() throws {
       let spec = ThumbnailSpec(width: 256, height: 256)
       let avif = try Thumbnailer().estimate(
-        contentsOf: Corpus.path("heif-valid/av1-avif/bbb_alpha_inverted.avif"), spec: spec)
+        .path(Corpus.path("heif-valid/av1-avif/bbb_alpha_inverted.avif")), spec: ValidSpec(spec))
       // Counted as a fourth channel on top of its own plane, it came to 259 MiB: refused
       // (413) by a daemon on its defaults. neverBelowPeak holds it above what it uses.
       #expect(avif.bytes < 256 << 20, "\(avif.bytes >> 20) MiB (the default is 256 MiB)")
@@ -194,22 +194,23 @@ extension DecodeSuites {
       defer { try? FileManager.default.removeItem(atPath: progressive) }
       let thumbnailer = Thumbnailer()
       let spec = ThumbnailSpec(width: 1024, height: 1024)
-      let baseline = try thumbnailer.estimate(contentsOf: photo, spec: spec)
-      let coefficients = try thumbnailer.estimate(contentsOf: progressive, spec: spec)
+      let baseline = try thumbnailer.estimate(.path(photo), spec: ValidSpec(spec))
+      let coefficients = try thumbnailer.estimate(.path(progressive), spec: ValidSpec(spec))
       // 24 MP at 4:2:0: 1.5 x 375,000 blocks of 128 bytes.
       #expect(coefficients.bytes - baseline.bytes >= 70_000_000)
       let small = try thumbnailer.estimate(
-        contentsOf: progressive, spec: ThumbnailSpec(width: 256, height: 256))
+        .path(progressive), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256)))
       #expect(small.bytes < 16 << 20)
       #expect(small.decodeWidth == 500 && small.decodeHeight == 750)
 
       // The same pixels as a plain PNG and as Adam7: the whole image, 3 bytes a pixel, apart.
       let source = "photo/sharp/2569067123_aca715a2ee_o.jpg"  // 2725x2225
-      let bitmap = try Thumbnailer().decodeFullResolution(contentsOf: Corpus.path(source))
-      let plain = try Thumbnailer().estimate(of: ImageEncoder.png(bitmap, level: 1), spec: spec)
+      let bitmap = try Thumbnailer().decodeFullResolution(.path(Corpus.path(source)))
+      let plain = try Thumbnailer().estimate(
+        .bytes(ImageEncoder.png(bitmap, level: 1)), spec: ValidSpec(spec))
       let adam7 = try Self.interlaced(source)
       defer { try? FileManager.default.removeItem(atPath: adam7) }
-      let whole = try Thumbnailer().estimate(contentsOf: adam7, spec: spec)
+      let whole = try Thumbnailer().estimate(.path(adam7), spec: ValidSpec(spec))
       #expect(whole.bytes - plain.bytes >= 2725 * 2225 * 3)
     }
   }

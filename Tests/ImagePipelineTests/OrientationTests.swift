@@ -21,8 +21,9 @@ extension DecodeSuites {
 
     private func upright(_ path: String, box: Int) throws -> Bitmap {
       let thumbnail = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: box, height: box, format: .png))
-      return try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        .path(Corpus.path(path)),
+        spec: ValidSpec(ThumbnailSpec(width: box, height: box, format: .png)))
+      return try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
     }
 
     @Test("Landscape_0...8 match Landscape_1", arguments: landscapes)
@@ -60,8 +61,8 @@ extension DecodeSuites {
     @Test("a 2x1 image with orientation 8 becomes 1x2")
     func tinyRotation() throws {
       let thumbnail = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("exif-orientation/pillow/orientation_rectangle.jpg"),
-        spec: ThumbnailSpec(width: 100, height: 100))
+        .path(Corpus.path("exif-orientation/pillow/orientation_rectangle.jpg")),
+        spec: ValidSpec(ThumbnailSpec(width: 100, height: 100)))
       #expect(thumbnail.width == 1 && thumbnail.height == 2)
       #expect(thumbnail.orientation == 8)
     }

@@ -19,9 +19,12 @@ extension DecodeSuites {
       slow.pngFastPath = false
       let fast = Thumbnailer()
       let bytes = try Corpus.bytes(entry.path)
-      let expected = Result { () throws(ThumbnailError) in try slow.decodeFullResolution(of: bytes)
+      let expected = Result { () throws(ThumbnailError) in
+        try slow.decodeFullResolution(.bytes(bytes))
       }
-      let actual = Result { () throws(ThumbnailError) in try fast.decodeFullResolution(of: bytes) }
+      let actual = Result { () throws(ThumbnailError) in
+        try fast.decodeFullResolution(.bytes(bytes))
+      }
       switch (expected, actual) {
       case (.success(let a), .success(let b)):
         #expect(a == b)
@@ -43,13 +46,14 @@ extension DecodeSuites {
         damaged[offset] ^= 0x5A
         for thumbnailer in [Thumbnailer(), slow] {
           #expect(throws: ThumbnailError.self) {
-            _ = try thumbnailer.decodeFullResolution(of: damaged)
+            _ = try thumbnailer.decodeFullResolution(.bytes(damaged))
           }
         }
       }
       for thumbnailer in [Thumbnailer(), slow] {
         #expect {
-          _ = try thumbnailer.decodeFullResolution(of: Array(original.prefix(original.count / 2)))
+          _ = try thumbnailer.decodeFullResolution(
+            .bytes(Array(original.prefix(original.count / 2))))
         } throws: { ($0 as? ThumbnailError)?.kind == "truncated" }
       }
     }

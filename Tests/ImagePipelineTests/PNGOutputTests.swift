@@ -24,12 +24,12 @@ extension DecodeSuites {
       let spec = ThumbnailSpec(width: 128, height: 128, format: .png)
       var (ours, usual) = (0, 0)
       for path in Self.photos {
-        let thumbnail = try Thumbnailer().thumbnail(contentsOf: Corpus.path(path), spec: spec)
+        let thumbnail = try Thumbnailer().thumbnail(.path(Corpus.path(path)), spec: ValidSpec(spec))
         #expect(try Self.zlibLevelFlag(thumbnail.data) == 0, "\(path)")
-        let pixels = try Thumbnailer().decodeFullResolution(of: thumbnail.data)
+        let pixels = try Thumbnailer().decodeFullResolution(.bytes(thumbnail.data))
         let adaptive = try ImageEncoder.png(pixels, level: 2)
         #expect(try Self.zlibLevelFlag(adaptive) == 1)
-        #expect(try Thumbnailer().decodeFullResolution(of: adaptive) == pixels)
+        #expect(try Thumbnailer().decodeFullResolution(.bytes(adaptive)) == pixels)
         // One photo may come out a little larger; the set may not.
         #expect(
           Double(thumbnail.data.count) <= Double(adaptive.count) * 1.06,
@@ -44,7 +44,7 @@ extension DecodeSuites {
     func graphics() throws {
       let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
       let thumbnail = try Thumbnailer().thumbnail(
-        contentsOf: Corpus.path("png-valid/libpng-testpngs/gray-8-sRGB.png"), spec: spec)
+        .path(Corpus.path("png-valid/libpng-testpngs/gray-8-sRGB.png")), spec: ValidSpec(spec))
       #expect(try Self.zlibLevelFlag(thumbnail.data) == 1)
     }
   }

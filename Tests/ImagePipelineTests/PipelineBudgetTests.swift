@@ -14,7 +14,7 @@ struct PipelineBudgetTests {
     defer { try? FileManager.default.removeItem(atPath: copy) }
     let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: copy)))
     let spec = ThumbnailSpec(width: 256, height: 256)
-    let estimate = try Thumbnailer().estimate(of: bytes, spec: spec).bytes
+    let estimate = try Thumbnailer().estimate(.bytes(bytes), spec: ValidSpec(spec)).bytes
     let urls = (0..<4).map { "https://example.com/\($0).jpg" }
     let loader = CountingLoader(Dictionary(uniqueKeysWithValues: urls.map { ($0, bytes) }))
     // Room for one decode beside every source, but never for two decodes.

@@ -124,7 +124,7 @@ struct PipelineTests {
       try await workers.run(context: context) { cancellation in
         flag.withLock { $0 = cancellation }
         return try Thumbnailer().thumbnail(
-          contentsOf: fifo, spec: ThumbnailSpec(width: 64, height: 64),
+          .path(fifo), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)),
           cancellation: cancellation)
       }
     }

@@ -77,7 +77,7 @@ struct PlaceholderUnitTests {
     let red = try ImageEncoder.png(
       Bitmap(pixels: Self.solid(40, 20, [220, 20, 20]), width: 40, height: 20, channels: 3))
     let thumbnail = try Thumbnailer().thumbnail(
-      of: red, spec: ThumbnailSpec(width: 40, height: 40, format: .png))
+      .bytes(red), spec: ValidSpec(ThumbnailSpec(width: 40, height: 40, format: .png)))
     #expect(thumbnail.placeholder == nil)
     let named = try #require(pipeline.placeholder(for: "file:///a.png", rev: nil, of: thumbnail))
     #expect(named.colour >> 16 > 180 && named.colour & 0xFF < 60, "\(named.colourHex)")

@@ -30,11 +30,12 @@ extension DecodeSuites {
     /// The full thumbnail at the preview's size, and the PSNR of the preview against it.
     static func likeness(_ preview: Thumbnail, of bytes: [UInt8]) throws -> Double {
       let full = try Thumbnailer().thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: preview.width, height: preview.height, fit: .fill))
+        .bytes(bytes),
+        spec: ValidSpec(ThumbnailSpec(width: preview.width, height: preview.height, fit: .fill)))
       let thumbnailer = Thumbnailer()
       return ImageMetrics.psnr(
-        try thumbnailer.decodeFullResolution(of: preview.data),
-        try thumbnailer.decodeFullResolution(of: full.data))
+        try thumbnailer.decodeFullResolution(.bytes(preview.data)),
+        try thumbnailer.decodeFullResolution(.bytes(full.data)))
     }
 
     @Test(
@@ -57,16 +58,17 @@ extension DecodeSuites {
       #expect(verdicts.allSatisfy { $0 == verdicts[0] })
       #expect(size < bytes.count / 2, "\(photo): \(size) of \(bytes.count)")
       let preview = try #require(
-        try Thumbnailer().preview(of: Array(bytes[..<size]), spec: Self.spec))
+        try Thumbnailer().preview(.bytes(Array(bytes[..<size])), spec: ValidSpec(Self.spec)))
       #expect(preview.decodedFromDCScans)
-      let full = try Thumbnailer().thumbnail(of: bytes, spec: Self.spec)
+      let full = try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(Self.spec))
       #expect(preview.sourceWidth == full.sourceWidth && preview.sourceHeight == full.sourceHeight)
       #expect(preview.width <= full.width && preview.height <= full.height)
       let psnr = try Self.likeness(preview, of: bytes)
       #expect(psnr >= 30, "\(photo): \(psnr) dB")
       // One byte fewer is not enough: the point is the first where the DC scans are all in.
       #expect(throws: ThumbnailError.self) {
-        _ = try Thumbnailer().preview(of: Array(bytes[..<(size - 3)]), spec: Self.spec)
+        _ = try Thumbnailer().preview(
+          .bytes(Array(bytes[..<(size - 3)])), spec: ValidSpec(Self.spec))
       }
     }
 
@@ -79,12 +81,12 @@ extension DecodeSuites {
       ])
     func exifThumbnail(photo: String) throws {
       let bytes = try Corpus.bytes(photo)
-      let full = try Thumbnailer().thumbnail(of: bytes, spec: Self.spec)
+      let full = try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(Self.spec))
       switch Self.readySize(bytes, chunk: 4096) {
       case .ready(let size):
         #expect(size < 96 * 1024, "\(photo): \(size)")
         let preview = try #require(
-          try Thumbnailer().preview(of: Array(bytes[..<size]), spec: Self.spec))
+          try Thumbnailer().preview(.bytes(Array(bytes[..<size])), spec: ValidSpec(Self.spec)))
         #expect(!preview.decodedFromDCScans)
         #expect(preview.orientation == full.orientation)
         // Upright as the image: portrait stays portrait.
@@ -95,7 +97,7 @@ extension DecodeSuites {
       case .none:
         // A thumbnail of another shape (letterboxed) is no preview; the whole file has none
         // either unless it is progressive.
-        #expect(try Thumbnailer().preview(of: bytes, spec: Self.spec) == nil)
+        #expect(try Thumbnailer().preview(.bytes(bytes), spec: ValidSpec(Self.spec)) == nil)
       case .more:
         Issue.record("\(photo): the whole file left the watch undecided")
       }
@@ -141,13 +143,13 @@ extension DecodeSuites {
         return
       }
       let preview = try #require(
-        try Thumbnailer().preview(of: Array(fitting[..<size]), spec: Self.spec))
+        try Thumbnailer().preview(.bytes(Array(fitting[..<size])), spec: ValidSpec(Self.spec)))
       #expect(Pictures.shows(preview.data, Pictures.red), "the preview is the thumbnail")
       #expect(preview.width == 150 && preview.height == 100 && preview.sourceWidth == 300)
       let letterboxed = Self.withEXIFThumbnail(
         image, thumbnail: try Self.solidJPEG(Pictures.red, 160, 120))
       #expect(Self.readySize(letterboxed, chunk: 256) == .none)
-      #expect(try Thumbnailer().preview(of: letterboxed, spec: Self.spec) == nil)
+      #expect(try Thumbnailer().preview(.bytes(letterboxed), spec: ValidSpec(Self.spec)) == nil)
     }
 
     @Test(
@@ -155,8 +157,9 @@ extension DecodeSuites {
     func heic() throws {
       let bytes = try Corpus.bytes("heif-valid/metadata-extractor/IMG_1034.heic")
       #expect(Self.readySize(bytes, chunk: 65536) == .none)
-      let preview = try #require(try Thumbnailer().preview(of: bytes, spec: Self.spec))
-      let full = try Thumbnailer().thumbnail(of: bytes, spec: Self.spec)
+      let preview = try #require(
+        try Thumbnailer().preview(.bytes(bytes), spec: ValidSpec(Self.spec)))
+      let full = try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(Self.spec))
       #expect(preview.sourceWidth == full.sourceWidth && preview.sourceHeight == full.sourceHeight)
       #expect((preview.width >= preview.height) == (full.width >= full.height))
       let psnr = try Self.likeness(preview, of: bytes)
@@ -175,7 +178,7 @@ extension DecodeSuites {
       ]
       for bytes in inputs {
         #expect(Self.readySize(bytes, chunk: 512) == .none)
-        #expect(try Thumbnailer().preview(of: bytes, spec: Self.spec) == nil)
+        #expect(try Thumbnailer().preview(.bytes(bytes), spec: ValidSpec(Self.spec)) == nil)
       }
       // Bytes that are no image at all: undecided until enough to sniff, then none.
       var watch = PreviewPrefix()
@@ -200,7 +203,8 @@ extension DecodeSuites {
           let verdict = Array(bytes[..<end]).withUnsafeBytes { watch.look(at: $0) }
           if case .ready(let size) = verdict {
             #expect(size <= end)
-            _ = try? Thumbnailer().preview(of: Array(bytes[..<size]), spec: Self.spec)
+            _ = try? Thumbnailer().preview(
+              .bytes(Array(bytes[..<size])), spec: ValidSpec(Self.spec))
           }
           if verdict != .more { break }
         }

@@ -57,7 +57,7 @@ extension DecodeSuites {
       let psnr = ImageMetrics.psnr(dc, libjpeg)
       #expect(psnr >= 40, "\(path): \(psnr) dB")
       let small = try Thumbnailer().thumbnail(
-        contentsOf: copy, spec: ThumbnailSpec(width: 16, height: 16))
+        .path(copy), spec: ValidSpec(ThumbnailSpec(width: 16, height: 16)))
       #expect(small.decodedFromDCScans, "\(path) did not take the DC path")
     }
 
@@ -83,10 +83,10 @@ extension DecodeSuites {
         of: Corpus.path("photo/sharp/2569067123_aca715a2ee_o.jpg"), as: .progressive)
       defer { try? FileManager.default.removeItem(atPath: copy) }
       let small = try Thumbnailer().thumbnail(
-        contentsOf: copy, spec: ThumbnailSpec(width: 128, height: 128))
+        .path(copy), spec: ValidSpec(ThumbnailSpec(width: 128, height: 128)))
       #expect(small.decodedFromDCScans)
       let large = try Thumbnailer().thumbnail(
-        contentsOf: copy, spec: ThumbnailSpec(width: 1024, height: 1024))
+        .path(copy), spec: ValidSpec(ThumbnailSpec(width: 1024, height: 1024)))
       #expect(!large.decodedFromDCScans)
     }
 
@@ -110,14 +110,15 @@ extension DecodeSuites {
       damaged[(dataStart + next) / 2] = 0xFF
       damaged[(dataStart + next) / 2 + 1] = 0xD9
       #expect(throws: ThumbnailError.self) {
-        _ = try Thumbnailer().thumbnail(of: damaged, spec: spec)
+        _ = try Thumbnailer().thumbnail(.bytes(damaged), spec: ValidSpec(spec))
       }
       var lenient = Thumbnailer()
       lenient.limits.acceptDamaged = true
-      #expect(try lenient.thumbnail(of: damaged, spec: spec).damageWarnings > 0)
+      #expect(try lenient.thumbnail(.bytes(damaged), spec: ValidSpec(spec)).damageWarnings > 0)
       // Cut in the middle of the first scan.
       #expect {
-        _ = try Thumbnailer().thumbnail(of: Array(bytes.prefix((dataStart + next) / 2)), spec: spec)
+        _ = try Thumbnailer().thumbnail(
+          .bytes(Array(bytes.prefix((dataStart + next) / 2))), spec: ValidSpec(spec))
       } throws: { ($0 as? ThumbnailError)?.kind == "truncated" }
     }
 
@@ -130,12 +131,12 @@ extension DecodeSuites {
       ]
       for bytes in inputs {
         #expect {
-          _ = try Thumbnailer().thumbnail(of: bytes, spec: spec)
+          _ = try Thumbnailer().thumbnail(.bytes(bytes), spec: ValidSpec(spec))
         } throws: { ($0 as? ThumbnailError)?.kind == "too_complex" }
       }
       // They are refused by the DC path itself: the file unrepeated goes through it.
       let once = try HostileInputs.fixture("flat_huff.jpg")
-      #expect(try Thumbnailer().thumbnail(of: once, spec: spec).decodedFromDCScans)
+      #expect(try Thumbnailer().thumbnail(.bytes(once), spec: ValidSpec(spec)).decodedFromDCScans)
     }
 
     @Test(

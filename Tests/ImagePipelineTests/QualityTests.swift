@@ -27,12 +27,12 @@ extension DecodeSuites {
       arguments: jpegPhotos)
     func shrinkOnLoadMatchesFullDecode(path: String) throws {
       let spec = ThumbnailSpec(width: 256, height: 256, format: .png)
-      let scaled = try Thumbnailer().thumbnail(contentsOf: Corpus.path(path), spec: spec)
+      let scaled = try Thumbnailer().thumbnail(.path(Corpus.path(path)), spec: ValidSpec(spec))
       let full = try Thumbnailer(shrinkOnLoad: false).thumbnail(
-        contentsOf: Corpus.path(path), spec: spec)
+        .path(Corpus.path(path)), spec: ValidSpec(spec))
       let psnr = ImageMetrics.psnr(
-        ImageMetrics.flattened(try Thumbnailer().decodeFullResolution(of: scaled.data)),
-        ImageMetrics.flattened(try Thumbnailer().decodeFullResolution(of: full.data)))
+        ImageMetrics.flattened(try Thumbnailer().decodeFullResolution(.bytes(scaled.data))),
+        ImageMetrics.flattened(try Thumbnailer().decodeFullResolution(.bytes(full.data))))
       #expect(psnr >= 44, "\(path): \(psnr) dB")
     }
 

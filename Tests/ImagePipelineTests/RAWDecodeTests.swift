@@ -13,7 +13,7 @@ extension DecodeSuites {
 
     /// The colour at the centre of a thumbnail.
     func centre(_ thumbnail: Thumbnail) throws -> [Int] {
-      let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+      let shown = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
       let at = (shown.height / 2 * shown.width + shown.width / 2) * shown.channels
       return shown.pixels[at..<(at + 3)].map(Int.init)
     }
@@ -29,7 +29,7 @@ extension DecodeSuites {
       let bytes = RawFixtures.nefLike(preview: (640, 480), colour: [20, 180, 60], orientation: 6)
       #expect(SourceFormat.sniff(bytes) == .tiff)
       let thumbnail = try thumbnailer.thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: 256, height: 256))
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256)))
       #expect(
         thumbnail.width == 192 && thumbnail.height == 256, "orientation 6 turns 640x480 upright")
       #expect(thumbnail.sourceWidth == 640 && thumbnail.sourceHeight == 480)
@@ -40,7 +40,7 @@ extension DecodeSuites {
     func dngPreview() throws {
       let bytes = RawFixtures.dngLike(preview: (1024, 683), colour: [30, 40, 200])
       let thumbnail = try thumbnailer.thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: 256, height: 256))
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256)))
       #expect(thumbnail.width == 256 && thumbnail.height == 171)
       #expect(near(try centre(thumbnail), [30, 40, 200]))
     }
@@ -56,7 +56,7 @@ extension DecodeSuites {
         large: (800, 600), small: (160, 120), colours: ([200, 30, 30], [230, 220, 30]))
       #expect(SourceFormat.sniff(bytes) == .raw)
       let thumbnail = try thumbnailer.thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: box, height: box))
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: box, height: box)))
       #expect(thumbnail.width == min(box, 800))
       #expect(near(try centre(thumbnail), colour), "box \(box)")
     }
@@ -66,7 +66,7 @@ extension DecodeSuites {
       let bytes = RawFixtures.raf(preview: (600, 400), colour: [90, 90, 220])
       #expect(SourceFormat.sniff(bytes) == .raw)
       let thumbnail = try thumbnailer.thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: 150, height: 150))
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 150, height: 150)))
       #expect(thumbnail.width == 150 && thumbnail.height == 100)
       #expect(near(try centre(thumbnail), [90, 90, 220]))
     }
@@ -78,7 +78,7 @@ extension DecodeSuites {
         jpeg: RawFixtures.jpegWithThumbnail(
           outer: (8, 8, [10, 10, 10]), inner: (160, 120, [200, 60, 60])))
       let thumbnail = try thumbnailer.thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: 160, height: 160))
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 160, height: 160)))
       #expect(thumbnail.width == 160 && thumbnail.height == 120)
       #expect(near(try centre(thumbnail), [200, 60, 60]))
     }
@@ -96,7 +96,8 @@ extension DecodeSuites {
       #expect(ifd0 == ifd0Offset)
       let bytes = b.finish(ifd0: ifd0)
       #expect {
-        _ = try thumbnailer.thumbnail(of: bytes, spec: ThumbnailSpec(width: 64, height: 64))
+        _ = try thumbnailer.thumbnail(
+          .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
       } throws: { ($0 as? ThumbnailError)?.kind == "unsupported_format" }
     }
 
@@ -110,7 +111,8 @@ extension DecodeSuites {
         (271, 2, [6, make]), (273, 4, [strip]), (277, 3, [3]), (279, 4, [96]),
       ])
       let bytes = b.finish(ifd0: ifd0)
-      let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: ThumbnailSpec(width: 8, height: 8))
+      let thumbnail = try thumbnailer.thumbnail(
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 8, height: 8)))
       #expect(thumbnail.width == 8 && thumbnail.height == 4)
       #expect(near(try centre(thumbnail), [77, 77, 77]))
     }

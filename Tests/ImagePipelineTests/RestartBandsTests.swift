@@ -50,13 +50,14 @@ extension DecodeSuites {
       one.limits.acceptDamaged = accept
       three.limits.acceptDamaged = accept
       let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-      let expected = outcome { () throws(ThumbnailError) in try one.thumbnail(of: bytes, spec: spec)
+      let expected = outcome { () throws(ThumbnailError) in
+        try one.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
       }
       let banded = outcome { () throws(ThumbnailError) in
-        try three.thumbnail(of: bytes, spec: spec)
+        try three.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
       }
       let fromFile = outcome { () throws(ThumbnailError) in
-        try three.thumbnail(contentsOf: path, spec: spec)
+        try three.thumbnail(.path(path), spec: ValidSpec(spec))
       }
       #expect(expected.bands == 0, "one piece was asked for")
       #expect(banded == expected, "\(path) \(spec.pixelWidth): bands from memory")
@@ -105,15 +106,15 @@ extension DecodeSuites {
         var thumbnailer = Thumbnailer()
         thumbnailer.threadsPerDecode = threads
         let thumbnail = try thumbnailer.thumbnail(
-          contentsOf: copy, spec: ThumbnailSpec(width: 128, height: 128))
+          .path(copy), spec: ValidSpec(ThumbnailSpec(width: 128, height: 128)))
         #expect(thumbnail.decodeBands == threads)
       }
       // Without restart markers there is nothing to split at.
       var thumbnailer = Thumbnailer()
       thumbnailer.threadsPerDecode = 4
       let plain = try thumbnailer.thumbnail(
-        contentsOf: Corpus.path("photo/coil/large.jpg"),
-        spec: ThumbnailSpec(width: 128, height: 128))
+        .path(Corpus.path("photo/coil/large.jpg")),
+        spec: ValidSpec(ThumbnailSpec(width: 128, height: 128)))
       #expect(plain.decodeBands == 0)
     }
 
@@ -129,7 +130,7 @@ extension DecodeSuites {
         var thumbnailer = Thumbnailer()
         thumbnailer.threadsPerDecode = threads
         let thumbnail = try thumbnailer.thumbnail(
-          contentsOf: copy, spec: ThumbnailSpec(width: 128, height: 128))
+          .path(copy), spec: ValidSpec(ThumbnailSpec(width: 128, height: 128)))
         #expect(thumbnail.decodeBands == threads)
         // Cut at the middle row, the lower band would hold nearly all the work; cut by work,
         // each band holds its share to within a row of MCUs (64 rows here).
@@ -198,7 +199,7 @@ extension DecodeSuites {
       flag.cancel()
       do throws(ThumbnailError) {
         _ = try Self.threeBands.thumbnail(
-          contentsOf: copy, spec: ThumbnailSpec(width: 64, height: 64), cancellation: flag)
+          .path(copy), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)), cancellation: flag)
         Issue.record("a cancelled decode made a thumbnail")
       } catch {
         #expect(error.kind == "cancelled")

@@ -86,7 +86,7 @@ extension DecodeSuites {
     func decodesLayout(layout: Layout) throws {
       let bytes = TIFFWriter.file([layout.image])
       #expect(SourceFormat.sniff(bytes) == .tiff)
-      let decoded = try thumbnailer.decodeFullResolution(of: bytes)
+      let decoded = try thumbnailer.decodeFullResolution(.bytes(bytes))
       #expect(decoded.width == layout.expected.width && decoded.height == layout.expected.height)
       #expect(decoded.channels == layout.expected.channels)
       #expect(
@@ -101,12 +101,13 @@ extension DecodeSuites {
     func orientation(separatePlanes: Bool) throws {
       for orientation in 1...8 {
         let upright = try thumbnailer.decodeFullResolution(
-          of: TIFFWriter.file([
-            TIFFWriter.Image(picture: Self.picture, separatePlanes: separatePlanes)
-          ]))
+          .bytes(
+            TIFFWriter.file([
+              TIFFWriter.Image(picture: Self.picture, separatePlanes: separatePlanes)
+            ])))
         var image = TIFFWriter.Image(picture: Self.picture, separatePlanes: separatePlanes)
         image.orientation = orientation
-        let turned = try thumbnailer.decodeFullResolution(of: TIFFWriter.file([image]))
+        let turned = try thumbnailer.decodeFullResolution(.bytes(TIFFWriter.file([image])))
         #expect(
           turned == Self.shown(upright, orientation: orientation), "orientation \(orientation)")
       }
@@ -167,9 +168,9 @@ extension DecodeSuites {
         (40, [0, 0, 200]), (52, [0, 0, 200]), (100, [0, 200, 0]), (300, [200, 0, 0]),
       ] {
         let thumbnail = try thumbnailer.thumbnail(
-          of: bytes, spec: ThumbnailSpec(width: box, height: box, format: .png))
+          .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: box, height: box, format: .png)))
         #expect(thumbnail.width == box && thumbnail.sourceWidth == 800)
-        let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        let shown = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
         let centre = (shown.height / 2 * shown.width + shown.width / 2) * 3
         #expect(Array(shown.pixels[centre..<(centre + 3)]) == colour.map(UInt8.init), "box \(box)")
       }
@@ -178,8 +179,8 @@ extension DecodeSuites {
         page, I(picture: Self.solid(200, 150, [9, 9, 9]), tile: 256),
       ])
       let thumbnail = try thumbnailer.thumbnail(
-        of: twoPages, spec: ThumbnailSpec(width: 100, height: 100, format: .png))
-      let shown = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+        .bytes(twoPages), spec: ValidSpec(ThumbnailSpec(width: 100, height: 100, format: .png)))
+      let shown = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
       #expect(Array(shown.pixels[0..<3]) == [200, 0, 0])
     }
 
@@ -207,7 +208,7 @@ extension DecodeSuites {
         (262, 3, [photometric]), (273, 4, [strip]), (277, 3, [1]), (278, 4, [height]),
         (279, 4, [stored.count]),
       ])
-      let decoded = try thumbnailer.decodeFullResolution(of: b.finish(ifd0: ifd0))
+      let decoded = try thumbnailer.decodeFullResolution(.bytes(b.finish(ifd0: ifd0)))
       let expected = values.map { value -> UInt8 in
         let grey = UInt8((value * 255 + (levels - 1) / 2) / (levels - 1))
         return photometric == 0 ? 255 - grey : grey
@@ -228,17 +229,18 @@ extension DecodeSuites {
       let bytes = try Corpus.bytes(relative)
       let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
       // The decode is a DCT scale of the page (1/2, 1/4 or 1/8), not the page.
-      let estimate = try thumbnailer.estimate(of: bytes, spec: spec)
+      let estimate = try thumbnailer.estimate(.bytes(bytes), spec: ValidSpec(spec))
       #expect(
         [2, 4, 8].contains { estimate.decodeWidth == (estimate.sourceWidth + $0 - 1) / $0 },
         "\(estimate)")
       var full = thumbnailer
       full.shrinkOnLoad = false
-      #expect(try full.estimate(of: bytes, spec: spec).decodeWidth == estimate.sourceWidth)
+      #expect(
+        try full.estimate(.bytes(bytes), spec: ValidSpec(spec)).decodeWidth == estimate.sourceWidth)
       let scaled = try thumbnailer.decodeFullResolution(
-        of: thumbnailer.thumbnail(of: bytes, spec: spec).data)
+        .bytes(thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec)).data))
       let reference = try thumbnailer.decodeFullResolution(
-        of: full.thumbnail(of: bytes, spec: spec).data)
+        .bytes(full.thumbnail(.bytes(bytes), spec: ValidSpec(spec)).data))
       #expect(scaled.width == reference.width && scaled.height == reference.height)
       #expect(ImageMetrics.psnr(scaled, reference) >= 35)
     }
@@ -252,7 +254,7 @@ extension DecodeSuites {
         (256, 4, [4]), (257, 4, [1]), (258, 3, [32]), (259, 3, [1]), (262, 3, [1]),
         (273, 4, [strip]), (277, 3, [1]), (279, 4, [16]), (339, 3, [3]),
       ])
-      let decoded = try thumbnailer.decodeFullResolution(of: b.finish(ifd0: ifd0))
+      let decoded = try thumbnailer.decodeFullResolution(.bytes(b.finish(ifd0: ifd0)))
       #expect(stride(from: 0, to: 12, by: 3).map { decoded.pixels[$0] } == [0, 128, 255, 0])
     }
 
@@ -296,7 +298,7 @@ extension DecodeSuites {
       page.compression = 3
       page.encodedChunks = [Self.withoutEOLs(coded)]
       #expect(page.encodedChunks![0].count < coded.count, "the EOL codes were there to take out")
-      let decoded = try thumbnailer.decodeFullResolution(of: TIFFWriter.file([page]))
+      let decoded = try thumbnailer.decodeFullResolution(.bytes(TIFFWriter.file([page])))
       #expect(decoded.width == width && decoded.height == height)
       let wrong = (0..<width * height).filter {
         (decoded.pixels[$0 * decoded.channels] == 0) != ink[$0]
@@ -363,8 +365,8 @@ extension DecodeSuites {
       try Data(bytes).write(to: URL(fileURLWithPath: path))
       let spec = ThumbnailSpec(width: 20, height: 20, format: .png)
       #expect(
-        try thumbnailer.thumbnail(of: bytes, spec: spec)
-          == thumbnailer.thumbnail(contentsOf: path, spec: spec))
+        try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
+          == thumbnailer.thumbnail(.path(path), spec: ValidSpec(spec)))
     }
   }
 }

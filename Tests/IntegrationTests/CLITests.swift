@@ -52,7 +52,7 @@ struct CLITests {
     let png = Array(try Data(contentsOf: URL(fileURLWithPath: out + "/rgba.png")))
     #expect(ImageFormat.sniff(jpeg) == .jpeg)
     #expect(ImageFormat.sniff(png) == .png)
-    let decoded = try Thumbnailer().decodeFullResolution(of: jpeg)
+    let decoded = try Thumbnailer().decodeFullResolution(.bytes(jpeg))
     #expect(decoded.width == 51 && decoded.height == 64)
   }
 
@@ -72,7 +72,7 @@ struct CLITests {
         let path = out + "/" + name + "." + format.fileExtension
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         #expect(ImageFormat.sniff(bytes) == format, "\(path)")
-        let decoded = try Thumbnailer().decodeFullResolution(of: bytes)
+        let decoded = try Thumbnailer().decodeFullResolution(.bytes(bytes))
         #expect(max(decoded.width, decoded.height) == 64, "\(path)")
       }
     }
@@ -289,7 +289,7 @@ struct CLITests {
     #expect(outcome.status == 0)
     let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: captured)))
     #expect(ImageFormat.sniff(bytes) == .webp)
-    #expect(try Thumbnailer().decodeFullResolution(of: bytes).height == 32)
+    #expect(try Thumbnailer().decodeFullResolution(.bytes(bytes)).height == 32)
   }
 
   @Test(
@@ -343,7 +343,7 @@ struct MemoryTests {
     let directory = FileManager.default.temporaryDirectory.path
     let webp = directory + "/thumbd-rss-24mp.webp"
     let photo = try Thumbnailer(limits: DecodingLimits(maxPixels: 30_000_000))
-      .decodeFullResolution(contentsOf: Corpus.path("photo/coil/large.jpg"))
+      .decodeFullResolution(.path(Corpus.path("photo/coil/large.jpg")))
     try Data(try ImageEncoder.webp(photo, quality: 80)).write(to: URL(fileURLWithPath: webp))
     defer { try? FileManager.default.removeItem(atPath: webp) }
     var peaks: [Int] = []
@@ -417,7 +417,7 @@ struct MemoryTests {
       "thumbnail", input, "--size", "32x32", "-o", out + "/unlimited.png",
     ])
     #expect(unlimited.status == 0, "\(unlimited.standardError)")
-    let made = try Thumbnailer().decodeFullResolution(contentsOf: out + "/unlimited.png")
+    let made = try Thumbnailer().decodeFullResolution(.path(out + "/unlimited.png"))
     #expect(made.width == 32 && made.height == 22, "\(made.width)x\(made.height)")
   }
 

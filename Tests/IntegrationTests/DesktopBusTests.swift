@@ -776,7 +776,7 @@ struct InstalledThumbnailersBusTests {
     let request = try #require(report.requests["bmp"])
     #expect(request.ready == [DesktopBusTests.uri(bmp)], "\(request.errors)")
     let entry = setup.entry(bmp, "large")
-    let picture = try Thumbnailer().decodeFullResolution(contentsOf: entry)
+    let picture = try Thumbnailer().decodeFullResolution(.path(entry))
     #expect(picture.width == 256 && picture.height == 171)
     // GLib's own check.
     let info = try await Self.output(
@@ -998,7 +998,7 @@ extension InstalledThumbnailersBusTests {
       Set(request.ready) == Set([withPreview, without].map(DesktopBusTests.uri)),
       "\(request.errors)")
     func centre(_ path: String) throws -> [UInt8] {
-      let picture = try Thumbnailer().decodeFullResolution(contentsOf: setup.entry(path))
+      let picture = try Thumbnailer().decodeFullResolution(.path(setup.entry(path)))
       let at = (picture.height / 2 * picture.width + picture.width / 2) * picture.channels
       return Array(picture.pixels[at..<(at + 3)])
     }

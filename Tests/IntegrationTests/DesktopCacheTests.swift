@@ -258,7 +258,7 @@ struct DesktopCacheDelegationTests {
       let entry = fixture.cache + "/large/" + FreedesktopCache.fileName(forURI: answer.uri)
       let keys = try #require(FreedesktopCache.texts(ofEntry: entry))
       #expect(keys["Thumb::Mimetype"] == type)
-      let picture = try Thumbnailer().decodeFullResolution(contentsOf: entry)
+      let picture = try Thumbnailer().decodeFullResolution(.path(entry))
       #expect((picture.width, picture.height) == shape)
     }
   }

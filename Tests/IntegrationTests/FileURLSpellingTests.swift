@@ -33,7 +33,7 @@ struct FileURLSpellingTests {
       ["--file-root", root, "--allow-scheme", "file"], directory: directory)
     defer { daemon.stop() }
     func name(shownBy data: [UInt8]) -> String? {
-      guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
+      guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(data)) else { return nil }
       let red = Int(bitmap.pixels[0])
       return red > 128 ? "x%41.png" : "xA.png"
     }

@@ -147,7 +147,7 @@ extension GeometryDaemonTests {
     let named = get("rs:fit:100:100/wm:1:nowe:0:0:0:logo")
     #expect(plain.status == 200 && marked.status == 200 && named.status == 200)
     #expect(marked.body != plain.body && named.body == marked.body)
-    let image = try Thumbnailer().decodeFullResolution(of: marked.body)
+    let image = try Thumbnailer().decodeFullResolution(.bytes(marked.body))
     let at = { (x: Int, y: Int) in
       let start = (y * image.width + x) * image.channels
       return Array(image.pixels[start..<start + 3])

@@ -281,9 +281,9 @@ struct HostileHEIFTests {
     let bytes = try Self.largerFrame(declared: (256, 192))
     let thumbnailer = Thumbnailer()
     let spec = ThumbnailSpec(width: 64, height: 64, format: .png)
-    let thumbnail = try thumbnailer.thumbnail(of: bytes, spec: spec)
+    let thumbnail = try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
     #expect(thumbnail.width == 64 && thumbnail.height == 48)
-    let bitmap = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+    let bitmap = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
     func pixel(_ x: Int, _ y: Int) -> [Int] {
       let at = (y * bitmap.width + x) * bitmap.channels
       return (0..<3).map { Int(bitmap.pixels[at + $0]) }
@@ -295,7 +295,7 @@ struct HostileHEIFTests {
       #expect(
         zip(pixel(x, y), colour).allSatisfy { abs($0 - $1) <= 24 }, "\(x),\(y): \(pixel(x, y))")
     }
-    let estimate = try thumbnailer.estimate(of: bytes, spec: spec).bytes
+    let estimate = try thumbnailer.estimate(.bytes(bytes), spec: ValidSpec(spec)).bytes
     #expect(estimate >= 512 * 384 * 3, "\(estimate) bytes")
   }
 
@@ -303,7 +303,8 @@ struct HostileHEIFTests {
   func otherShapeFrame() throws {
     let bytes = try Self.largerFrame(declared: (256, 256))
     #expect {
-      _ = try Thumbnailer().thumbnail(of: bytes, spec: ThumbnailSpec(width: 64, height: 64))
+      _ = try Thumbnailer().thumbnail(
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
     } throws: { ($0 as? ThumbnailError)?.kind == "corrupt" }
   }
 }

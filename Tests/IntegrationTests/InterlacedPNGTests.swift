@@ -33,7 +33,7 @@ struct InterlacedPNGTests {
   func matchesAreaAverage() throws {
     let thumbnailer = Thumbnailer()
     let photo = try thumbnailer.decodeFullResolution(
-      contentsOf: Corpus.path("photo/coil/normal.jpg"))
+      .path(Corpus.path("photo/coil/normal.jpg")))
     var rgba: [UInt8] = []
     rgba.reserveCapacity(photo.width * photo.height * 4)
     for index in 0..<(photo.width * photo.height) {
@@ -52,9 +52,9 @@ struct InterlacedPNGTests {
       for box in [64, 160, 300] {
         let spec = ThumbnailSpec(width: box, height: box, format: .png)
         let a = try thumbnailer.decodeFullResolution(
-          of: thumbnailer.thumbnail(of: interlaced, spec: spec).data)
+          .bytes(thumbnailer.thumbnail(.bytes(interlaced), spec: ValidSpec(spec)).data))
         let b = try thumbnailer.decodeFullResolution(
-          of: thumbnailer.thumbnail(of: plain, spec: spec).data)
+          .bytes(thumbnailer.thumbnail(.bytes(plain), spec: ValidSpec(spec)).data))
         let reference = ImageMetrics.areaAverage(bitmap, width: a.width, height: a.height)
         let flat = { (image: Bitmap) in channels == 4 ? ImageMetrics.flattened(image) : image }
         let adam7 = ImageMetrics.psnr(flat(reference), flat(a))

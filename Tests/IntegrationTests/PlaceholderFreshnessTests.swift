@@ -136,7 +136,7 @@ struct PlaceholderFreshnessTests {
 
   /// The colour and shape of an encoded thumbnail: its centre pixel.
   static func shown(byThumbnail data: [UInt8]) -> ((Int, Int, Int), Bool)? {
-    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(data)) else { return nil }
     let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
     let pixel = bitmap.pixels[centre..<centre + 3].map { Int($0) }
     return ((pixel[0], pixel[1], pixel[2]), bitmap.width > bitmap.height)

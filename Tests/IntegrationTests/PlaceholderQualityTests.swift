@@ -29,7 +29,7 @@ struct PlaceholderQualityTests {
     for (index, entry) in photos.enumerated() {
       guard let bytes = try? Corpus.bytes(entry.path),
         let thumbnail = try? thumbnailer.thumbnail(
-          of: bytes, spec: ThumbnailSpec(width: 128, height: 128, format: .png)),
+          .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 128, height: 128, format: .png))),
         let placeholder = thumbnail.placeholder
       else { continue }
       #expect(placeholder.thumbHash.count <= 25, "\(entry.path)")

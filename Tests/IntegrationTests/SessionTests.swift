@@ -31,7 +31,7 @@ struct SessionTests {
 
   /// The item whose colour is nearest to the thumbnail's centre pixel.
   static func item(shownBy data: [UInt8]) -> Int? {
-    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(data)) else { return nil }
     let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
     let pixel = bitmap.pixels[centre..<centre + 3].map { Int($0) }
     return (0..<itemCount).min { a, b in

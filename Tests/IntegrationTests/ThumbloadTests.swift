@@ -25,7 +25,8 @@ struct ThumbloadTests {
         item: item, revision: revision, width: 640, height: 480, png: false)
       for size in [32, 64, 200] {
         let thumbnail = try Thumbnailer().thumbnail(
-          of: source, spec: ThumbnailSpec(width: size, height: size, format: .jpeg, quality: 40))
+          .bytes(source),
+          spec: ValidSpec(ThumbnailSpec(width: size, height: size, format: .jpeg, quality: 40)))
         let read = ItemImage.read(thumbnail.data)
         #expect(read?.item == item && read?.revision == revision, "item \(item) at \(size) px")
       }

@@ -93,7 +93,7 @@ struct ThumbnailerEntryTests {
     let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/thumbnail.png")))
     #expect(ImageFormat.sniff(bytes) == .png)
     let thumbnail = try Thumbnailer().thumbnail(
-      of: bytes, spec: ThumbnailSpec(width: 512, height: 512))
+      .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 512, height: 512)))
     #expect(max(thumbnail.sourceWidth, thumbnail.sourceHeight) <= 256)
     #expect(max(thumbnail.sourceWidth, thumbnail.sourceHeight) >= 100)
   }

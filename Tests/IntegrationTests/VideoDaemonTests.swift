@@ -30,7 +30,7 @@ struct VideoDaemonTests {
     let target = "/v1/thumbnail?url=file://\(video)&w=96&h=96&format=png"
     let first = SocketClient.request(daemon.socket, "GET", target)
     #expect(SocketClient.status(of: first) == 200, "\(SocketClient.body(of: first))")
-    let picture = try Thumbnailer().decodeFullResolution(of: SocketClient.body(of: first))
+    let picture = try Thumbnailer().decodeFullResolution(.bytes(SocketClient.body(of: first)))
     #expect(picture.width == 64 && picture.height == 96)
     // The same name, another video (landscape): the next answer is of it, never the old one.
     try Data(Corpus.bytes("video-valid/imageio-test-images/cockatoo.mp4")).write(
@@ -39,7 +39,7 @@ struct VideoDaemonTests {
     try FileManager.default.setAttributes([.modificationDate: later], ofItemAtPath: video)
     let second = SocketClient.request(daemon.socket, "GET", target)
     #expect(SocketClient.status(of: second) == 200)
-    let fresh = try Thumbnailer().decodeFullResolution(of: SocketClient.body(of: second))
+    let fresh = try Thumbnailer().decodeFullResolution(.bytes(SocketClient.body(of: second)))
     #expect(fresh.width == 96 && fresh.height == 54)
   }
 

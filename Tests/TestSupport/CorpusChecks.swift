@@ -10,12 +10,12 @@ enum CorpusChecks {
     _ entry: Corpus.Entry, thumbnailer: Thumbnailer, box: Int
   ) throws -> Thumbnail {
     let thumbnail = try thumbnailer.thumbnail(
-      of: Corpus.bytes(entry.path), spec: ThumbnailSpec(width: box, height: box))
+      .bytes(Corpus.bytes(entry.path)), spec: ValidSpec(ThumbnailSpec(width: box, height: box)))
     let shown = try #require(entry.displayedSize, "manifest has no dimensions")
     let expected = ImageMetrics.containSize(width: shown.width, height: shown.height, box: box)
     #expect(thumbnail.width == expected.width && thumbnail.height == expected.height)
     #expect(ImageFormat.sniff(thumbnail.data) == thumbnail.format)
-    let decoded = try thumbnailer.decodeFullResolution(of: thumbnail.data)
+    let decoded = try thumbnailer.decodeFullResolution(.bytes(thumbnail.data))
     #expect(decoded.width == expected.width && decoded.height == expected.height)
     return thumbnail
   }
@@ -24,7 +24,7 @@ enum CorpusChecks {
   static func expectDecodes(_ entry: Corpus.Entry, thumbnailer: Thumbnailer, box: Int) throws {
     let thumbnail = try expectUprightThumbnail(entry, thumbnailer: thumbnailer, box: box)
     let fromFile = try thumbnailer.thumbnail(
-      contentsOf: entry.url, spec: ThumbnailSpec(width: box, height: box))
+      .path(entry.url), spec: ValidSpec(ThumbnailSpec(width: box, height: box)))
     #expect(fromFile == thumbnail)
   }
 
@@ -37,8 +37,8 @@ enum CorpusChecks {
       do throws(ThumbnailError) {
         let thumbnail =
           fromFile
-          ? try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
-          : try thumbnailer.thumbnail(of: bytes, spec: spec)
+          ? try thumbnailer.thumbnail(.path(entry.url), spec: ValidSpec(spec))
+          : try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
         #expect(thumbnail.width > 0 && thumbnail.width <= box)
         #expect(thumbnail.height > 0 && thumbnail.height <= box)
       } catch {
@@ -51,10 +51,10 @@ enum CorpusChecks {
   static func expectRejected(_ entry: Corpus.Entry, thumbnailer: Thumbnailer, box: Int) {
     let spec = ThumbnailSpec(width: box, height: box)
     #expect(throws: ThumbnailError.self) {
-      _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+      _ = try thumbnailer.thumbnail(.bytes(Corpus.bytes(entry.path)), spec: ValidSpec(spec))
     }
     #expect(throws: ThumbnailError.self) {
-      _ = try thumbnailer.thumbnail(contentsOf: entry.url, spec: spec)
+      _ = try thumbnailer.thumbnail(.path(entry.url), spec: ValidSpec(spec))
     }
   }
 
@@ -63,11 +63,12 @@ enum CorpusChecks {
   static func psnrAgainstAreaAverage(_ path: String) throws -> Double {
     let thumbnailer = Thumbnailer()
     let fast = try thumbnailer.thumbnail(
-      contentsOf: Corpus.path(path), spec: ThumbnailSpec(width: 256, height: 256, format: .png))
-    let full = try thumbnailer.decodeFullResolution(contentsOf: Corpus.path(path))
+      .path(Corpus.path(path)),
+      spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png)))
+    let full = try thumbnailer.decodeFullResolution(.path(Corpus.path(path)))
     let reference = ImageMetrics.areaAverage(full, width: fast.width, height: fast.height)
     return ImageMetrics.psnr(
-      ImageMetrics.flattened(try thumbnailer.decodeFullResolution(of: fast.data)),
+      ImageMetrics.flattened(try thumbnailer.decodeFullResolution(.bytes(fast.data))),
       ImageMetrics.flattened(reference))
   }
 }

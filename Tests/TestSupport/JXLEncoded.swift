@@ -11,7 +11,7 @@ public enum JXLEncoded {
   public static func copy(of source: String, options: [String], alpha: Bool = false) throws
     -> String
   {
-    let bitmap = try Thumbnailer().decodeFullResolution(contentsOf: source)
+    let bitmap = try Thumbnailer().decodeFullResolution(.path(source))
     var pixels = bitmap.pixels
     var channels = bitmap.channels
     if alpha && channels == 3 {

@@ -11,7 +11,7 @@ enum Pictures {
 
   /// The colour at the centre of an encoded picture, or nil when it does not decode.
   static func centre(of data: [UInt8]) -> (UInt8, UInt8, UInt8)? {
-    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(data)) else { return nil }
     let at = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
     return (bitmap.pixels[at], bitmap.pixels[at + 1], bitmap.pixels[at + 2])
   }

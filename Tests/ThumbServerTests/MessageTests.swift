@@ -165,7 +165,7 @@ struct MessageTests {
     var refused = 0
     for entry in entries {
       do {
-        _ = try thumbnailer.thumbnail(of: Corpus.bytes(entry.path), spec: spec)
+        _ = try thumbnailer.thumbnail(.bytes(Corpus.bytes(entry.path)), spec: ValidSpec(spec))
       } catch let error as ThumbnailError {
         refused += 1
         Self.check(error.message, error, entry.path)
@@ -181,7 +181,7 @@ struct MessageTests {
     ]
     for (limit, words) in limits {
       #expect {
-        _ = try Thumbnailer(limits: limit).thumbnail(of: photo, spec: spec)
+        _ = try Thumbnailer(limits: limit).thumbnail(.bytes(photo), spec: ValidSpec(spec))
       } throws: { error in
         guard let error = error as? ThumbnailError, case .tooLarge = error else { return false }
         return error.message.contains(words) && Self.problems(error.message).isEmpty

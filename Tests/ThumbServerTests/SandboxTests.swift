@@ -462,7 +462,7 @@ struct DelegatedThumbnailerTests {
     let output = usable.run(
       input: input, name: "scan of a page.ppm", size: 128, in: bench.sandbox, outputLimit: 1 << 20)
     let bytes = try #require(output.bytes, "\(output.problem ?? "") \(output.run.messages)")
-    let bitmap = try Thumbnailer().decodeFullResolution(of: bytes)
+    let bitmap = try Thumbnailer().decodeFullResolution(.bytes(bytes))
     #expect(bitmap.width == 128 && bitmap.height == 64)
     // The gradient: red grows to the right, green downwards.
     func at(_ x: Int, _ y: Int) -> [Int] {

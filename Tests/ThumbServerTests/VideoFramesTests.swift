@@ -67,7 +67,7 @@ struct VideoFramesTests {
     let entry = try #require(
       Corpus.formats2Entries.first { $0.path.hasSuffix("bbb_800x640_768kbps_30fps_vp9.mp4") })
     let thumbnail = try Self.thumbnailer(Self.frames()).thumbnail(
-      contentsOf: entry.url, spec: ThumbnailSpec(width: 64, height: 64))
+      .path(entry.url), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
     #expect(thumbnail.sourceWidth == 1138 && thumbnail.sourceHeight == 640)
     #expect(thumbnail.width == 64 && thumbnail.height == 36)
     #expect(thumbnail.duration == .milliseconds(4000))
@@ -94,7 +94,7 @@ struct VideoFramesTests {
     let entry = try #require(Self.entries("decode-ok").first)
     #expect {
       _ = try Thumbnailer().thumbnail(
-        contentsOf: entry.url, spec: ThumbnailSpec(width: 64, height: 64))
+        .path(entry.url), spec: ValidSpec(ThumbnailSpec(width: 64, height: 64)))
     } throws: { error in
       guard let error = error as? ThumbnailError, case .unsupportedFormat(let message) = error
       else { return false }
@@ -128,7 +128,7 @@ struct VideoFramesTests {
     let time = try #require(frame.time)
     let chosen = duration / 10
     #expect(time >= chosen - .seconds(2) && time <= chosen + .seconds(2), "\(time) for \(chosen)")
-    let ours = try Thumbnailer().decodeFullResolution(of: frame.image)
+    let ours = try Thumbnailer().decodeFullResolution(.bytes(frame.image))
     let milliseconds =
       time.components.seconds * 1000 + time.components.attoseconds / 1_000_000_000_000_000
     let seconds = "\(milliseconds / 1000).\(String(1000 + milliseconds % 1000).dropFirst())"
@@ -160,7 +160,7 @@ struct VideoFramesTests {
     let started = ContinuousClock.now
     #expect(throws: ThumbnailError.self, "\(name)") {
       _ = try Self.thumbnailer(Self.frames()).thumbnail(
-        of: bytes, spec: ThumbnailSpec(width: 256, height: 256))
+        .bytes(bytes), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256)))
     }
     #expect(started.duration(to: .now) < .seconds(5), "\(name)")
     // The worker alone under GNU time: its CPU and peak RSS, FFmpeg's libraries included.

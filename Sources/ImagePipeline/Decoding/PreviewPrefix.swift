@@ -1,9 +1,9 @@
 import CImageCodecs
 
 /// Watches a download's bytes for the point where a preview can be made before the rest
-/// arrives (`Thumbnailer.preview(of:spec:)` on the first `readySize` bytes): a JPEG's EXIF
-/// thumbnail once the first scan's header is in, a progressive JPEG's first DC scans once the
-/// marker after them is. Each byte is looked at once, however often it is asked.
+/// arrives (`Thumbnailer.preview(_:spec:cancellation:)` on the first `readySize` bytes): a
+/// JPEG's EXIF thumbnail once the first scan's header is in, a progressive JPEG's first DC
+/// scans once the marker after them is. Each byte is looked at once, however often it is asked.
 public struct PreviewPrefix: Sendable {
   /// What the bytes so far offer.
   public enum Verdict: Sendable, Equatable {

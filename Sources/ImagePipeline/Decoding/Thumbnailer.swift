@@ -62,11 +62,24 @@ public struct Thumbnailer: Sendable {
     self.pngCompressionLevel = pngCompressionLevel
   }
 
-  /// Makes a thumbnail of in-memory bytes.
+  /// Where a source's bytes are: `ic_source`'s three ways.
+  public enum Source: Sendable {
+    /// Bytes in memory (a download, a memory file's contents).
+    case bytes([UInt8])
+    /// A file by path. A regular file is opened once and read by descriptor (so a video goes
+    /// to `frames`); anything else (a FIFO) streams from the path, and its bytes are gone.
+    case path(String)
+    /// An open file, read from its start and not closed: open it once, check what it is
+    /// (`fstat`), then decode that, with no race against the path changing in between.
+    /// `name` hints a video's container by its extension; nothing else of it is used.
+    case descriptor(Int32, name: String = "input")
+  }
+
+  /// Makes a thumbnail of `source` for a checked spec (`ValidSpec(spec)` checks one).
   public func thumbnail(
-    of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
+    _ source: Source, spec: ValidSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail {
-    try measuredThumbnail(of: bytes, spec: ValidSpec(spec), cancellation: cancellation).thumbnail
+    try measuredThumbnail(source, spec: spec, cancellation: cancellation).thumbnail
   }
 
   /// Time spent in the codec, for the pipeline's per-stage histograms.
@@ -77,175 +90,149 @@ public struct Thumbnailer: Sendable {
     var encode: Double
   }
 
-  /// Like `thumbnail(of:spec:cancellation:)`, with the codec's own timings.
+  /// Like `thumbnail(_:spec:cancellation:)`, with the codec's own timings.
   func measuredThumbnail(
-    of bytes: [UInt8], spec: ValidSpec, cancellation: CancellationFlag? = nil
+    _ source: Source, spec valid: ValidSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> (thumbnail: Thumbnail, timings: Timings) {
-    let spec = spec.spec
-    if let video = VideoContainer.sniff(bytes) {
-      let extractor = try frames(for: video)
-      let started = ContinuousClock.now
-      let file = try Self.memoryFile(holding: bytes)
-      defer { close(file) }
-      let thumbnail = try videoThumbnail(
-        file, name: "input", extractor, spec: spec, cancellation: cancellation)
-      return (thumbnail, Timings(decode: (ContinuousClock.now - started).seconds, encode: 0))
+    let spec = valid.spec
+    return try withOpened(source) { opened throws(ThumbnailError) in
+      if let video = opened.video {
+        let extractor = try frames(for: video.container)
+        let started = ContinuousClock.now
+        let thumbnail = try videoThumbnail(
+          video.descriptor, name: video.name, extractor, spec: spec, cancellation: cancellation)
+        return (thumbnail, Timings(decode: (ContinuousClock.now - started).seconds, encode: 0))
+      }
+      var result = ic_result()
+      opened.withSource { source in run(&source, spec, cancellation, &result) }
+      let timings = Timings(
+        decode: Double(result.decode_ns) / 1e9, encode: Double(result.encode_ns) / 1e9)
+      return (try finish(&result), timings)
     }
-    var result = ic_result()
-    bytes.withUnsafeBufferPointer { buffer in
-      var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
-      run(&source, spec, cancellation, &result)
-    }
-    let timings = Timings(
-      decode: Double(result.decode_ns) / 1e9, encode: Double(result.encode_ns) / 1e9)
-    return (try finish(&result), timings)
   }
 
-  /// A preview of `bytes` for `spec`: the cheapest early picture they carry (a JPEG's EXIF
+  /// A preview of `source` for `spec`: the cheapest early picture it carries (a JPEG's EXIF
   /// thumbnail of the image's shape, a progressive JPEG's first DC scans, a HEIF's embedded
   /// thumbnail), never larger than that picture, upright, with the image's own source size.
-  /// The bytes may be a download's first bytes up to where `PreviewPrefix` found one. Nil when
-  /// they carry none. A few milliseconds: a 1/8 decode at most.
+  /// Bytes may be a download's first bytes up to where `PreviewPrefix` found one. Nil when
+  /// it carries none (a video carries none). A few milliseconds: a 1/8 decode at most.
   public func preview(
-    of bytes: [UInt8], spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
-  ) throws(ThumbnailError) -> Thumbnail? {
-    try preview(of: bytes, spec: ValidSpec(spec), cancellation: cancellation)
-  }
-
-  /// `preview(of:spec:cancellation:)` for a spec already checked.
-  public func preview(
-    of bytes: [UInt8], spec valid: ValidSpec, cancellation: CancellationFlag? = nil
+    _ source: Source, spec valid: ValidSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail? {
     let spec = valid.spec
-    var result = ic_result()
-    bytes.withUnsafeBufferPointer { buffer in
-      var source = ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
-      run(&source, spec, cancellation, &result, preview: true)
+    return try withOpened(source) { opened throws(ThumbnailError) -> Thumbnail? in
+      guard opened.video == nil else { return nil }
+      var result = ic_result()
+      opened.withSource { source in run(&source, spec, cancellation, &result, preview: true) }
+      if result.status == IC_ERR_UNSUPPORTED {
+        ic_result_free(&result)
+        return nil
+      }
+      return try finish(&result)
     }
-    if result.status == IC_ERR_UNSUPPORTED {
-      ic_result_free(&result)
-      return nil
-    }
-    return try finish(&result)
   }
 
-  /// Makes a thumbnail of a file, streaming it from disk.
-  public func thumbnail(
-    contentsOf path: String, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
-  ) throws(ThumbnailError) -> Thumbnail {
-    try spec.validate()
-    // A video goes to the extractor by descriptor; so a regular file is opened once here.
-    let file = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-    defer { if file >= 0 { close(file) } }
-    var status = stat()
-    if file >= 0, fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
-      let name = String(path.split(separator: "/").last ?? "input")
-      return try thumbnail(ofFile: file, name: name, spec: spec, cancellation: cancellation)
-    }
-    var result = ic_result()
-    path.withCString { cPath in
-      var source = ic_source(data: nil, size: 0, path: cPath, fd: -1)
-      run(&source, spec, cancellation, &result)
-    }
-    return try finish(&result)
-  }
-
-  /// Makes a thumbnail of an open file, streaming it from its start. The descriptor is not
-  /// closed: open it once, check what it is (`fstat`), then decode that, with no race against
-  /// the path changing in between.
-  public func thumbnail(
-    ofFile descriptor: Int32, spec: ThumbnailSpec, cancellation: CancellationFlag? = nil
-  ) throws(ThumbnailError) -> Thumbnail {
-    try thumbnail(ofFile: descriptor, name: "input", spec: spec, cancellation: cancellation)
-  }
-
-  /// `thumbnail(ofFile:spec:cancellation:)` for a file named `name` (a video's extension is a
-  /// hint for its container; nothing else of the name is used).
-  public func thumbnail(
-    ofFile descriptor: Int32, name: String, spec: ThumbnailSpec,
-    cancellation: CancellationFlag? = nil
-  ) throws(ThumbnailError) -> Thumbnail {
-    try spec.validate()
-    if let video = Self.video(in: descriptor) {
-      return try videoThumbnail(
-        descriptor, name: name, frames(for: video), spec: spec, cancellation: cancellation)
-    }
-    var result = ic_result()
-    var source = ic_source(data: nil, size: 0, path: nil, fd: descriptor)
-    run(&source, spec, cancellation, &result)
-    return try finish(&result)
-  }
-
-  /// The working memory a thumbnail of these bytes will need, from the header alone (see
-  /// `MemoryEstimate`). Throws what `thumbnail(of:spec:)` would throw for the header.
-  public func estimate(of bytes: [UInt8], spec: ThumbnailSpec) throws(ThumbnailError)
+  /// The working memory a thumbnail of `source` will need, from its header alone (see
+  /// `MemoryEstimate`). Throws what `thumbnail(_:spec:)` would throw for the header. A path
+  /// that is not a regular file (a FIFO) has those bytes read and gone.
+  public func estimate(_ source: Source, spec valid: ValidSpec) throws(ThumbnailError)
     -> MemoryEstimate
   {
-    try estimate(of: bytes, spec: ValidSpec(spec))
-  }
-
-  /// `estimate(of:spec:)` for a spec already checked.
-  public func estimate(of bytes: [UInt8], spec: ValidSpec) throws(ThumbnailError)
-    -> MemoryEstimate
-  {
-    if VideoContainer.sniff(bytes) != nil { return videoEstimate(spec.spec) }
-    return try bytes.withUnsafeBufferPointer { buffer in
-      estimate(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1), spec)
-    }.get()
-  }
-
-  /// `estimate(of:spec:)` for an open file, read from its start (`thumbnail(ofFile:)`'s way:
-  /// check what the descriptor is first). The descriptor is not closed.
-  public func estimate(ofFile descriptor: Int32, spec: ThumbnailSpec) throws(ThumbnailError)
-    -> MemoryEstimate
-  {
-    if Self.video(in: descriptor) != nil { return videoEstimate(spec) }
-    return try estimate(ic_source(data: nil, size: 0, path: nil, fd: descriptor), ValidSpec(spec))
-      .get()
-  }
-
-  /// The working memory a thumbnail of a file will need, from its header alone (which is
-  /// read: for a pipe or FIFO, those bytes are gone).
-  public func estimate(contentsOf path: String, spec: ThumbnailSpec) throws(ThumbnailError)
-    -> MemoryEstimate
-  {
-    let valid = try ValidSpec(spec)
-    return try path.withCString { cPath in
-      estimate(ic_source(data: nil, size: 0, path: cPath, fd: -1), valid)
-    }.get()
-  }
-
-  private func estimate(_ source: ic_source, _ valid: ValidSpec) -> Result<
-    MemoryEstimate, ThumbnailError
-  > {
-    var source = source
-    var request = cRequest(valid.spec)
-    var limits = cLimits
-    var estimate = ic_estimate()
-    var result = ic_result()
-    guard ic_estimate_thumbnail(&source, &request, &limits, &estimate, &result) == IC_OK else {
-      return .failure(CodecResult.error(of: &result))
-    }
-    return .success(
-      MemoryEstimate(
+    try withOpened(source) { opened throws(ThumbnailError) in
+      if opened.video != nil { return videoEstimate(valid.spec) }
+      var source = ic_source()
+      var request = cRequest(valid.spec)
+      var limits = cLimits
+      var estimate = ic_estimate()
+      var result = ic_result()
+      let status = opened.withSource { opened in
+        source = opened
+        return ic_estimate_thumbnail(&source, &request, &limits, &estimate, &result)
+      }
+      guard status == IC_OK else { throw CodecResult.error(of: &result) }
+      return MemoryEstimate(
         bytes: Int(clamping: estimate.bytes),
         decodeWidth: Int(estimate.decode_width), decodeHeight: Int(estimate.decode_height),
-        sourceWidth: Int(estimate.source_width), sourceHeight: Int(estimate.source_height)))
+        sourceWidth: Int(estimate.source_width), sourceHeight: Int(estimate.source_height))
+    }
   }
 
-  /// Decodes a whole image file at full resolution, upright. For references and tests only: it
+  /// Decodes a whole image at full resolution, upright. For references and tests only: it
   /// holds every pixel in memory.
-  public func decodeFullResolution(contentsOf path: String) throws(ThumbnailError) -> Bitmap {
-    try path.withCString { cPath in
-      decodeFull(ic_source(data: nil, size: 0, path: cPath, fd: -1))
-    }.get()
+  public func decodeFullResolution(_ source: Source) throws(ThumbnailError) -> Bitmap {
+    var outcome: Result<Bitmap, ThumbnailError> = .failure(.io("no source"))
+    switch source {
+    case .bytes(let bytes):
+      bytes.withUnsafeBufferPointer { buffer in
+        outcome = decodeFull(
+          ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1))
+      }
+    case .path(let path):
+      path.withCString { outcome = decodeFull(ic_source(data: nil, size: 0, path: $0, fd: -1)) }
+    case .descriptor(let descriptor, _):
+      outcome = decodeFull(ic_source(data: nil, size: 0, path: nil, fd: descriptor))
+    }
+    return try outcome.get()
   }
 
-  /// Decodes in-memory bytes at full resolution, upright. For references and tests only.
-  public func decodeFullResolution(of bytes: [UInt8]) throws(ThumbnailError) -> Bitmap {
-    try bytes.withUnsafeBufferPointer { buffer in
-      decodeFull(ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1))
-    }.get()
+  /// A source made ready for the codecs: bytes, an open file (opened here for a regular
+  /// file's path, closed after), or a path to stream from; and the video it holds, if any.
+  private struct Opened {
+    enum Place {
+      case bytes(UnsafeBufferPointer<UInt8>)
+      case descriptor(Int32)
+      case path(UnsafePointer<CChar>)
+    }
+    let place: Place
+    /// A video's container, and the descriptor and name the extractor reads it by.
+    var video: (container: VideoContainer, descriptor: Int32, name: String)?
+
+    func withSource<T>(_ body: (inout ic_source) -> T) -> T {
+      var source =
+        switch place {
+        case .bytes(let buffer):
+          ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1)
+        case .descriptor(let descriptor): ic_source(data: nil, size: 0, path: nil, fd: descriptor)
+        case .path(let path): ic_source(data: nil, size: 0, path: path, fd: -1)
+        }
+      return body(&source)
+    }
+  }
+
+  /// Runs `body` on `source` made ready: a video in bytes is put in a memory file for the
+  /// extractor, a regular file's path is opened once.
+  private func withOpened<T>(
+    _ source: Source, _ body: (Opened) throws(ThumbnailError) -> T
+  ) throws(ThumbnailError) -> T {
+    switch source {
+    case .bytes(let bytes):
+      if let container = VideoContainer.sniff(bytes) {
+        let file = try Self.memoryFile(holding: bytes)
+        defer { close(file) }
+        return try body(Opened(place: .descriptor(file), video: (container, file, "input")))
+      }
+      return try bytes.withUnsafeBufferPointer { buffer throws(ThumbnailError) in
+        try body(Opened(place: .bytes(buffer)))
+      }
+    case .descriptor(let descriptor, let name):
+      return try body(
+        Opened(
+          place: .descriptor(descriptor),
+          video: Self.video(in: descriptor).map { ($0, descriptor, name) }))
+    case .path(let path):
+      let file = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+      defer { if file >= 0 { close(file) } }
+      var status = stat()
+      if file >= 0, fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
+        let name = String(path.split(separator: "/").last ?? "input")
+        return try body(
+          Opened(
+            place: .descriptor(file), video: Self.video(in: file).map { ($0, file, name) }))
+      }
+      return try path.withCString { text in
+        Result { () throws(ThumbnailError) in try body(Opened(place: .path(text))) }
+      }.get()
+    }
   }
 
   /// Decodes a file at the smallest size its decoder offers (JPEG DCT scaling) that covers

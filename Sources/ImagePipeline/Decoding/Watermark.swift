@@ -25,7 +25,7 @@ public final class Watermark: Sendable, Hashable {
     thumbnailer.limits.maxWidth = Self.maxSide
     thumbnailer.limits.maxHeight = Self.maxSide
     thumbnailer.limits.maxPixels = Self.maxSide * Self.maxSide
-    let bitmap = try thumbnailer.decodeFullResolution(contentsOf: path)
+    let bitmap = try thumbnailer.decodeFullResolution(.path(path))
     var pixels = [UInt8](repeating: 0, count: bitmap.width * bitmap.height * 4)
     for i in 0..<bitmap.width * bitmap.height {
       let alpha = bitmap.channels == 4 ? Int(bitmap.pixels[i * 4 + 3]) : 255

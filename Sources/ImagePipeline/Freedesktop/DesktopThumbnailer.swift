@@ -52,7 +52,7 @@ package struct DesktopThumbnailer: Sendable {
     defer { close(fd) }
     guard case .success = Self.check(fd, maxBytes: maxSourceBytes) else { return 0 }
     let spec = ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png)
-    return (try? thumbnailer.estimate(ofFile: fd, spec: spec))?.bytes ?? 0
+    return (try? thumbnailer.estimate(.descriptor(fd), spec: ValidSpec(spec)))?.bytes ?? 0
   }
 
   /// A file opened once and checked, with the flavors the cache still lacks (largest
@@ -167,7 +167,7 @@ package struct DesktopThumbnailer: Sendable {
       () throws(ThumbnailError) in
       let spec = ThumbnailSpec(width: largest.size, height: largest.size, format: .png)
       let first = try thumbnailer.thumbnail(
-        ofFile: descriptor, name: name, spec: spec, cancellation: cancellation)
+        .descriptor(descriptor, name: name), spec: ValidSpec(spec), cancellation: cancellation)
       decoded(first.profile)
       let size = (first.sourceWidth, first.sourceHeight)
       return Made(
@@ -213,8 +213,8 @@ package struct DesktopThumbnailer: Sendable {
       for flavor in opened.wanted.dropFirst() {
         // From the larger thumbnail: already upright, already sRGB.
         let smaller = try thumbnailer.thumbnail(
-          of: first,
-          spec: ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png),
+          .bytes(first),
+          spec: ValidSpec(ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png)),
           cancellation: cancellation)
         made[flavor] = try store(smaller.data, flavor)
       }

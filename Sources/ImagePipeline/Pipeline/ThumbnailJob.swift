@@ -203,7 +203,7 @@ extension ThumbnailPipeline {
     // (a header the decoder rejects is reported by the decode itself, with its own error).
     // The header is parsed here, on the pool: bounded work (libjpeg stops at the first scan,
     // libpng at the first image data, both under the chunk limits).
-    let estimate = (try? thumbnailer.estimate(of: bytes, spec: spec))?.bytes ?? 0
+    let estimate = (try? thumbnailer.estimate(.bytes(bytes), spec: spec))?.bytes ?? 0
     context.onPriorityChange { [budget] in budget.reconsider() }
     let memory = try await budget.reserve(estimate, priority: context.priority, unblocks: true)
     defer { memory.release() }
@@ -218,7 +218,7 @@ extension ThumbnailPipeline {
       metrics.countDecode()
       do throws(ThumbnailError) {
         let (thumbnail, timings) = try thumbnailer.measuredThumbnail(
-          of: bytes, spec: spec, cancellation: cancellation)
+          .bytes(bytes), spec: spec, cancellation: cancellation)
         metrics.observe("decode", timings.decode)
         metrics.observe("encode", timings.encode)
         metrics.countProfile(thumbnail.profile)

@@ -45,7 +45,7 @@ public struct Placeholder: Sendable, Hashable {
   /// placeholders were kept): its pixels decoded (it is small) and averaged down as the
   /// thumbnailer would. nil when its bytes do not decode.
   public init?(decoding thumbnail: Thumbnail) {
-    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: thumbnail.data),
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(thumbnail.data)),
       bitmap.width > 0, bitmap.height > 0, bitmap.channels == 3 || bitmap.channels == 4
     else { return nil }
     var result = ic_result()

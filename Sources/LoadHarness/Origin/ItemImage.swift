@@ -64,7 +64,7 @@ public enum ItemImage {
 
   /// Reads item number and revision (modulo `revisions`) from an encoded thumbnail.
   public static func read(_ encoded: [UInt8]) -> (item: Int, revision: Int)? {
-    guard let bitmap = try? Thumbnailer().decodeFullResolution(of: encoded),
+    guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(encoded)),
       let value = value(in: bitmap)
     else { return nil }
     return (value >> 4, value & 15)

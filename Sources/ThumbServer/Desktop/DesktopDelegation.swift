@@ -191,7 +191,7 @@ package final class DesktopDelegation: DesktopDelegate {
       let spec = ThumbnailSpec(width: largest.size, height: largest.size, format: .png)
       let made: Thumbnail
       do throws(ThumbnailError) {
-        made = try thumbnailer.thumbnail(of: bytes, spec: spec)
+        made = try thumbnailer.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
       } catch {
         // Whatever is wrong with it (not an image, damaged, over the pixel limits), the
         // thumbnailer's picture is unusable: the file's thumbnail failed.

@@ -21,7 +21,7 @@ func colour(of item: Int) -> (UInt8, UInt8, UInt8) {
 
 /// The item whose colour is nearest to a decoded thumbnail's centre.
 func itemShown(by data: [UInt8]) -> Int? {
-  guard let bitmap = try? Thumbnailer().decodeFullResolution(of: data) else { return nil }
+  guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(data)) else { return nil }
   let centre = ((bitmap.height / 2) * bitmap.width + bitmap.width / 2) * bitmap.channels
   let pixel = bitmap.pixels[centre..<centre + 3].map { Int($0) }
   func distance(_ item: Int) -> Int {
