@@ -14,7 +14,7 @@ extension FuzzTarget {
     guard let request = (try? parser.feed(head))?.first else { return }
     switch ServerFuzzing.thumbnailRequest(request) {
     case .success(let (image, _)):
-      require((try? image.spec.validate()) != nil, "an invalid spec passed")
+      require((try? image.spec.spec.validate()) != nil, "an invalid spec passed")
       require(!image.url.isEmpty, "empty url passed")
       require(
         image.spec.pixelWidth >= 0 && image.spec.pixelHeight >= 0

@@ -247,7 +247,7 @@ struct DiskCacheCrashTests {
     for path in inputs {
       let url = "file://" + URL(fileURLWithPath: path).standardizedFileURL.path
       let key = ThumbnailDiskFormat.key(
-        for: ImageRequest(url: url, spec: spec), filter: Thumbnailer().filter)
+        for: ImageRequest(url: url, spec: .known(spec)), filter: Thumbnailer().filter)
       guard let entry = await cache.data(forKey: key, group: ThumbnailDiskFormat.group(for: url))
       else { continue }
       let thumbnail = try #require(

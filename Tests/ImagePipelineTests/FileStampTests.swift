@@ -120,7 +120,8 @@ struct TornFileReadTests {
     let file = RewrittenFile(picture: picture)
     let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: file))
     let response = try await pipeline.response(
-      for: ImageRequest(url: "file:///pictures/a.png", spec: ThumbnailSpec(width: 20, height: 20)))
+      for: ImageRequest(
+        url: "file:///pictures/a.png", spec: .known(ThumbnailSpec(width: 20, height: 20))))
     #expect(response.thumbnail.width == 20 && response.thumbnail.height == 10)
     #expect(file.reads.withLock { $0 } == 2)
   }
@@ -142,7 +143,8 @@ struct TornFileReadTests {
     let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: Empty()))
     await #expect(throws: PipelineError.self) {
       try await pipeline.response(
-        for: ImageRequest(url: "file:///pictures/a.png", spec: ThumbnailSpec(width: 20, height: 20))
+        for: ImageRequest(
+          url: "file:///pictures/a.png", spec: .known(ThumbnailSpec(width: 20, height: 20)))
       )
     }
   }

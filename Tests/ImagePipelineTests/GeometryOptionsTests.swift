@@ -364,7 +364,8 @@ struct GeometryOptionsTests {
     func key(_ change: (inout Geometry) -> Void) -> String {
       var spec = ThumbnailSpec(width: 64, height: 64, fit: .cover)
       change(&spec.geometry)
-      return ThumbnailDiskFormat.key(for: ImageRequest(url: url, spec: spec), filter: .lanczos3Area)
+      return ThumbnailDiskFormat.key(
+        for: ImageRequest(url: url, spec: .known(spec)), filter: .lanczos3Area)
     }
     let plain = key { _ in }
     #expect(plain.hasPrefix("thumb-v4|") && plain.hasSuffix("|srgb|" + url))
@@ -538,7 +539,8 @@ struct GeometryOptionsTests {
     other.watermark?.opacity = 0.4
     #expect(other != spec)
     let key = { (spec: ThumbnailSpec) in
-      ThumbnailDiskFormat.key(for: ImageRequest(url: "file:///a.png", spec: spec), filter: .area)
+      ThumbnailDiskFormat.key(
+        for: ImageRequest(url: "file:///a.png", spec: .known(spec)), filter: .area)
     }
     #expect(key(other) != key(spec) && key(spec).contains("wm=mark@"))
   }

@@ -108,7 +108,7 @@ struct ImageSlotTests {
     let slot = ImageSlot<Int, ImageResponse>(
       pipeline: pipeline,
       request: {
-        ImageRequest(url: "origin/\($0).jpg", spec: ThumbnailSpec(width: 32, height: 32))
+        ImageRequest(url: "origin/\($0).jpg", spec: .known(ThumbnailSpec(width: 32, height: 32)))
       },
       present: { item, result in
         if case .success = result { shown.append(item) }

@@ -26,7 +26,9 @@ struct PipelineBudgetTests {
         downloadReservation: bytes.count))
     try await withThrowingTaskGroup(of: ImageResponse.self) { group in
       for url in urls {
-        group.addTask { try await pipeline.response(for: ImageRequest(url: url, spec: spec)) }
+        group.addTask {
+          try await pipeline.response(for: ImageRequest(url: url, spec: .known(spec)))
+        }
       }
       for try await response in group { #expect(response.thumbnail.width == 171) }
     }
@@ -45,7 +47,7 @@ struct PipelineBudgetTests {
         dataLoader: CountingLoader([url: bytes]), memoryBudget: 2 << 20,
         downloadReservation: 4 << 20))
     let response = try await pipeline.response(
-      for: ImageRequest(url: url, spec: ThumbnailSpec(width: 64, height: 64)))
+      for: ImageRequest(url: url, spec: .known(ThumbnailSpec(width: 64, height: 64))))
     #expect(response.thumbnail.width == 64)
     #expect(pipeline.memoryBudget.refusals == 0)
   }

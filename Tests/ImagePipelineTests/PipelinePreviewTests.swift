@@ -18,7 +18,8 @@ struct PipelinePreviewTests {
     let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: copy)))
     let pipeline = ThumbnailPipeline(
       configuration: .init(dataLoader: CountingLoader(["origin/p.jpg": bytes])))
-    let request = ImageRequest(url: "origin/p.jpg", spec: ThumbnailSpec(width: 64, height: 64))
+    let request = ImageRequest(
+      url: "origin/p.jpg", spec: .known(ThumbnailSpec(width: 64, height: 64)))
     let events = Recorder<String>()
     let asking = pipeline.task(for: request) { events.append("preview \($0.width)x\($0.height)") }
     let silent = pipeline.task(for: request)
@@ -39,7 +40,8 @@ struct PipelinePreviewTests {
     let png = Pictures.solid((10, 200, 30), size: 64)
     let pipeline = ThumbnailPipeline(
       configuration: .init(dataLoader: CountingLoader(["origin/s.png": png])))
-    let request = ImageRequest(url: "origin/s.png", spec: ThumbnailSpec(width: 16, height: 16))
+    let request = ImageRequest(
+      url: "origin/s.png", spec: .known(ThumbnailSpec(width: 16, height: 16)))
     let events = Recorder<String>()
     _ = try await pipeline.task(for: request) { _ in events.append("preview") }.response
     #expect(events.values.isEmpty)

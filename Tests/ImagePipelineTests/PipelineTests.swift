@@ -24,7 +24,7 @@ struct PipelineTests {
   }
 
   private func request(_ url: String, _ size: Int = 64) -> ImageRequest {
-    ImageRequest(url: url, spec: ThumbnailSpec(width: size, height: size))
+    ImageRequest(url: url, spec: .known(ThumbnailSpec(width: size, height: size)))
   }
 
   @Test("1000 concurrent requests for one URL and size: one fetch, one decode, identical bytes")

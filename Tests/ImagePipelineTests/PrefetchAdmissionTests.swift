@@ -130,7 +130,7 @@ struct PrefetchAdmissionTests {
     let pipeline = ThumbnailPipeline(
       configuration: .init(dataLoader: loader, decodeThreads: 1, maxPrefetchInProgress: 2))
     func request(_ name: String) -> ImageRequest {
-      ImageRequest(url: "origin/\(name).jpg", spec: ThumbnailSpec(width: 32, height: 32))
+      ImageRequest(url: "origin/\(name).jpg", spec: .known(ThumbnailSpec(width: 32, height: 32)))
     }
     let flood = (0..<10).map {
       pipeline.task(for: request("flood\($0)"), priority: .prefetch, client: ClientID(1))

@@ -16,7 +16,7 @@ struct PrefetchTests {
     let pipeline = ThumbnailPipeline(
       configuration: .init(dataLoader: loader, maxConcurrentFetches: fetches))
     let coordinator = PrefetchCoordinator<String>(pipeline: pipeline) {
-      ImageRequest(url: "origin/\($0).jpg", spec: Self.spec)
+      ImageRequest(url: "origin/\($0).jpg", spec: .known(Self.spec))
     }
     return (loader, pipeline, coordinator)
   }
@@ -41,12 +41,13 @@ struct PrefetchTests {
   @Test("a visible request joins the prefetch and raises its priority")
   func visibleJoinsPrefetch() async throws {
     let (loader, pipeline, coordinator) = setUp(fetches: 1)
-    let blocker = pipeline.task(for: ImageRequest(url: "origin/blocker.jpg", spec: Self.spec))
+    let blocker = pipeline.task(
+      for: ImageRequest(url: "origin/blocker.jpg", spec: .known(Self.spec)))
     await eventually("blocker holds the slot") { loader.waitingCount == 1 }
     let round = await coordinator.prefetch(["p1", "p2"])
     await eventually("both queued") { pipeline.fetchLimiter.queued == 2 }
     let visible = pipeline.task(
-      for: ImageRequest(url: "origin/p2.jpg", spec: Self.spec), priority: .visible)
+      for: ImageRequest(url: "origin/p2.jpg", spec: .known(Self.spec)), priority: .visible)
     await eventually("joined") { pipeline.metrics.snapshot().coalescedJoins == 1 }
     for url in ["blocker", "p1", "p2"] { loader.open("origin/\(url).jpg") }
     _ = try await blocker.response
@@ -57,7 +58,7 @@ struct PrefetchTests {
     // the prefetch warmed the cache.
     await coordinator.release(round)
     let again = try await pipeline.response(
-      for: ImageRequest(url: "origin/p2.jpg", spec: Self.spec), priority: .visible)
+      for: ImageRequest(url: "origin/p2.jpg", spec: .known(Self.spec)), priority: .visible)
     #expect(again.source == .memory)
   }
 
@@ -68,7 +69,8 @@ struct PrefetchTests {
     let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
     let events = Recorder<UInt64>()
     let coordinator = PrefetchCoordinator<String>(
-      pipeline: pipeline, request: { ImageRequest(url: "origin/\($0).jpg", spec: Self.spec) },
+      pipeline: pipeline,
+      request: { ImageRequest(url: "origin/\($0).jpg", spec: .known(Self.spec)) },
       observer: { round, item, result in
         if case .success = result, item == "x" { events.append(round.id) }
       })

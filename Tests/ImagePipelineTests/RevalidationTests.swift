@@ -49,7 +49,7 @@ struct RevalidationTests {
     let pipeline = ThumbnailPipeline(
       configuration: .init(dataLoader: loader, sourceCache: sources))
     func request(_ size: Int) -> ImageRequest {
-      ImageRequest(url: "origin/a", spec: ThumbnailSpec(width: size, height: size))
+      ImageRequest(url: "origin/a", spec: .known(ThumbnailSpec(width: size, height: size)))
     }
     let first = try await pipeline.response(for: request(64))
     #expect(first.source == .miss && loader.loads.count == 1)

@@ -82,7 +82,7 @@ struct PipelineBench {
       let pipeline = ThumbnailPipeline(
         configuration: .init(dataLoader: InstantLoader(bytes: photo)))
       let request = ImageRequest(
-        url: "bench/photo.jpg", spec: ThumbnailSpec(width: 128, height: 128))
+        url: "bench/photo.jpg", spec: try ValidSpec(ThumbnailSpec(width: 128, height: 128)))
       _ = try await pipeline.response(for: request)
       let hits = 200_000
       var asyncRuns: [Double] = []
@@ -110,7 +110,8 @@ struct PipelineBench {
       var singleRuns: [Double] = []
       for round in 0..<5 {
         let cold = ImageRequest(
-          url: "bench/cold-\(round).jpg", spec: ThumbnailSpec(width: 128, height: 128))
+          url: "bench/cold-\(round).jpg",
+          spec: try ValidSpec(ThumbnailSpec(width: 128, height: 128)))
         let fresh = ThumbnailPipeline(configuration: .init(dataLoader: InstantLoader(bytes: photo)))
         coalescedRuns.append(
           try await seconds {

@@ -130,7 +130,8 @@ extension ThumbnailPipeline {
   ) {
     guard context.previews.take(),
       let preview = try? configuration.thumbnailer.preview(
-        .bytes(bytes), spec: ValidSpec(Self.previewSpec(request.spec)), cancellation: cancellation)
+        .bytes(bytes), spec: ValidSpec(Self.previewSpec(request.spec.spec)),
+        cancellation: cancellation)
     else { return }
     metrics.countPreview()
     context.previews.whileOpen { thumbnailPreviews.publish(preview, for: request) }

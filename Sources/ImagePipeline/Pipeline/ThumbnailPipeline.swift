@@ -188,13 +188,7 @@ public final class ThumbnailPipeline: Sendable {
     metrics.countRequest()
     defer { metrics.observe("total", started.duration(to: .now).seconds) }
     if priority.value == .visible { visibleActivity.note(client) }
-    let spec: ValidSpec
-    do {
-      spec = try request.validSpec()
-    } catch {
-      metrics.countError(error.kind)
-      throw PipelineError.thumbnail(error)
-    }
+    let spec = request.spec
     if let response = memoryHit(request, priority: priority.value, client: client) {
       if response.source == .memory { metrics.countMemoryHit() }
       return response

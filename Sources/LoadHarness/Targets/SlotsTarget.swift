@@ -39,14 +39,14 @@ final class SlotsClient: LoadClient {
     let item: String
     let token: Int
     let url: String
-    let size: Int
+    let spec: ValidSpec
   }
 
   /// What a prefetch round announces.
   struct HintItem: Hashable, Sendable {
     let item: String
     let url: String
-    let size: Int
+    let spec: ValidSpec
   }
 
   private enum Command: Sendable {
@@ -100,7 +100,7 @@ final class SlotsClient: LoadClient {
     }
     let coordinator = PrefetchCoordinator<HintItem>(
       pipeline: pipeline, client: client,
-      request: { Self.request($0.url, $0.size) },
+      request: { ImageRequest(url: $0.url, spec: $0.spec) },
       observer: observer)
     Task {
       var slots: [Int: ImageSlot<CellItem, ImageResponse>] = [:]
@@ -111,7 +111,7 @@ final class SlotsClient: LoadClient {
             slots[number]
             ?? ImageSlot(
               pipeline: pipeline, priority: visible ? .visible : .normal,
-              request: { Self.request($0.url, $0.size) }
+              request: { ImageRequest(url: $0.url, spec: $0.spec) }
             ) { cell, result in
               switch result {
               case .success(let response):
@@ -158,9 +158,9 @@ final class SlotsClient: LoadClient {
     }
   }
 
-  /// What a cell or a hint asks the pipeline for: a square box of `size`.
-  private static func request(_ url: String, _ size: Int) -> ImageRequest {
-    ImageRequest(url: url, spec: ThumbnailSpec(width: size, height: size))
+  /// What a cell or a hint asks the pipeline for: a square box of `size`, checked.
+  private static func box(_ size: Int) throws -> ValidSpec {
+    try ValidSpec(ThumbnailSpec(width: size, height: size))
   }
 
   private static func prefetchEvent(_ round: Int, _ item: String, _ failure: String?) -> TargetEvent
@@ -172,7 +172,7 @@ final class SlotsClient: LoadClient {
   func load(
     slot: Int, item: String, token: Int, url: String, size: Int, visible: Bool, preview: Bool
   ) throws {
-    let cell = CellItem(item: item, token: token, url: url, size: size)
+    let cell = CellItem(item: item, token: token, url: url, spec: try Self.box(size))
     shown.withLock { $0[slot] = cell }
     commands.yield(.load(slot: slot, cell, visible: visible))
   }
@@ -183,8 +183,9 @@ final class SlotsClient: LoadClient {
   }
 
   func prefetch(round: Int, items: [(item: String, url: String)], size: Int) throws {
+    let spec = try Self.box(size)
     commands.yield(
-      .prefetch(round: round, items.map { HintItem(item: $0.item, url: $0.url, size: size) }))
+      .prefetch(round: round, items.map { HintItem(item: $0.item, url: $0.url, spec: spec) }))
   }
 
   func release(round: Int) throws { commands.yield(.release(round: round)) }

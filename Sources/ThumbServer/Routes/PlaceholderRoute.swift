@@ -19,8 +19,8 @@ public struct PlaceholderRoute: Sendable {
   /// The route for `/v1/placeholder`.
   public var route: Route { Route(path: "/v1/placeholder") { [self] request in answer(request) } }
 
-  /// The spec of the picture a missing placeholder is made from.
-  static let previewSpec = ThumbnailSpec(width: 32, height: 32, format: .png)
+  /// The spec of the picture a missing placeholder is made from (32x32 PNG: valid by sight).
+  static let previewSpec = try! ValidSpec(ThumbnailSpec(width: 32, height: 32, format: .png))
 
   func answer(_ request: HTTPRequest) -> RouteAnswer {
     if request.overNetwork && thumbnails.refusesUnsignedOverNetwork {

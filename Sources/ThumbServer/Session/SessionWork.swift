@@ -116,7 +116,7 @@ final class PipelineSessionWork: SessionWork {
   /// The outcome that sends `placeholder` for `request`'s load.
   static func outcome(_ placeholder: Placeholder, _ request: ImageRequest) -> SessionState.Outcome?
   {
-    guard let size = placeholder.outputSize(for: request.spec) else { return nil }
+    guard let size = placeholder.outputSize(for: request.spec.spec) else { return nil }
     return .placeholder(
       thumbHash: placeholder.thumbHash, colour: placeholder.colourHex, width: size.width,
       height: size.height)

@@ -12,6 +12,8 @@ guard arguments.count >= 3 else {
 let directory = URL(fileURLWithPath: arguments[1]).standardizedFileURL
 let output = URL(fileURLWithPath: arguments[2])
 let size = arguments.count > 3 ? Int(arguments[3]) ?? 256 : 256
+// Checked once, before any work: a size out of range stops here with its reason.
+let spec = try ValidSpec(ThumbnailSpec(width: size, height: size))
 try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
 
 // file:// sources only, and only under DIR.
@@ -27,8 +29,7 @@ let files = try FileManager.default.contentsOfDirectory(
 let results = await withTaskGroup(of: (String, Result<Thumbnail, any Error>).self) { group in
   for file in files {
     group.addTask {
-      let request = ImageRequest(
-        url: file.absoluteString, spec: ThumbnailSpec(width: size, height: size))
+      let request = ImageRequest(url: file.absoluteString, spec: spec)
       do {
         return (
           file.lastPathComponent, .success(try await pipeline.response(for: request).thumbnail)

@@ -45,16 +45,19 @@ struct SimulatedNetwork: DataLoading {
 
 func url(_ item: Int) -> String { "https://photos.example/\(item).png" }
 
+// Checked once; every request is made from the checked spec.
+let spec = try ValidSpec(ThumbnailSpec(width: 32, height: 32, format: .png))
+
 var photos: [String: [UInt8]] = [:]
 for item in 0..<itemCount {
   let (r, g, b) = colour(of: item)
   let pixels = [UInt8]((0..<(64 * 48)).flatMap { _ in [r, g, b] })
-  photos[ImageRequest(url: url(item), spec: ThumbnailSpec(width: 1, height: 1)).url] =
+  // Keyed as the pipeline asks: the URL in its normal form.
+  photos[ImageRequest(url: url(item), spec: spec).url] =
     try ImageEncoder.png(Bitmap(pixels: pixels, width: 64, height: 48, channels: 3))
 }
 
 let pipeline = ThumbnailPipeline(configuration: .init(dataLoader: SimulatedNetwork(photos: photos)))
-let spec = ThumbnailSpec(width: 32, height: 32, format: .png)
 let request: @Sendable (Int) -> ImageRequest = { ImageRequest(url: url($0), spec: spec) }
 
 /// What the cells showed, how many of those were the wrong item, each cell's last picture, and
