@@ -27,6 +27,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -302,6 +306,43 @@ int ts_child_reap(pid_t pid, int *status) {
 }
 
 int ts_child_kill_group(pid_t group) { return kill(-group, SIGKILL) == 0 ? 0 : -errno; }
+
+int ts_child_kill_tree(pid_t leader) {
+  if (kill(leader, SIGSTOP) != 0) return -errno;
+  /* Stopped (or ended) within 200 ms: a clone in progress completes before the stop, so every
+   * child it makes is listed below. WNOWAIT leaves the status for ts_child_reap. */
+  for (int tries = 0; tries < 200; tries++) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid(P_PID, (id_t)leader, &info, WSTOPPED | WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == leader)
+      break;
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)leader, (int)leader);
+  int file = open(path, O_RDONLY | O_CLOEXEC);
+  if (file >= 0) {
+    char list[512];
+    ssize_t length = read(file, list, sizeof list - 1);
+    close(file);
+    list[length > 0 ? length : 0] = 0;
+    for (char *at = list; *at;) {
+      char *end;
+      long child = strtol(at, &end, 10);
+      if (end == at) break;
+      if (child > 0) {
+        kill(-(pid_t)child, SIGKILL); /* its own group, when it made a session */
+        kill((pid_t)child, SIGKILL);
+      }
+      at = end;
+    }
+  }
+  /* The leader itself too: stopped before its setsid, it has no group of its own yet. */
+  int group = kill(-leader, SIGKILL) == 0 ? 0 : -errno;
+  return kill(leader, SIGKILL) == 0 ? 0 : group;
+}
 
 int ts_status_exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 

@@ -229,8 +229,10 @@ public final class Sandbox: Sendable {
       if woke == 2 { ending = .cancelled }
       if woke < 0 { ending = .failedToStart("wait: \(SystemFiles.describe(-woke))") }
     }
-    // The group goes, whatever its leader did: nothing it started outlives the run.
-    _ = ts_child_kill_group(pid)
+    // The tree goes, whatever its leader did: nothing it started outlives the run. Killing the
+    // group alone left bubblewrap's inner process (in a session of its own) running when the
+    // outer one died before the inner one had asked to die with it.
+    _ = ts_child_kill_tree(pid)
     var status: Int32 = 0
     _ = ts_child_reap(pid, &status)
     if let ending { return ending }

@@ -430,6 +430,27 @@ struct SandboxTests {
     await eventually("no child left") { DelegatedFixtures.processes(holding: marker) == 0 }
   }
 
+  @Test("a run cancelled while the sandbox starts leaves no process, however early it lands")
+  func cancelledWhileStarting() async throws {
+    var limits = Self.limits
+    limits.deadline = .seconds(60)
+    let bench = try Bench(limits: limits)
+    var markers: [String] = []
+    for round in 0..<24 {
+      let marker = "starting-\(round)-\(UInt64.random(in: 0...UInt64.max))"
+      markers.append(marker)
+      let running = Task { try await bench.run(Self.prelude + "time.sleep(3600)\n", [marker]) }
+      // Lands anywhere from before bubblewrap starts to after the child runs.
+      for _ in 0..<Int.random(in: 0...400) { await Task.yield() }
+      running.cancel()
+      let (run, _) = try await running.value
+      run.discard()
+    }
+    await eventually("no process of any run left") {
+      markers.allSatisfy { DelegatedFixtures.processes(holding: $0) == 0 }
+    }
+  }
+
   @Test("the input's name inside keeps only a plain extension")
   func inputNames() {
     #expect(SandboxJob.inputName(for: "clip.MP4") == "input.MP4")

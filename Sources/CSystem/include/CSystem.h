@@ -201,6 +201,12 @@ int ts_child_reap(pid_t pid, int *status);
 /** SIGKILL to every process in the process group `group`; 0, or a negative errno. */
 int ts_child_kill_group(pid_t group);
 
+/** Ends a sandbox's whole tree: stops `leader` (so it makes no process meanwhile), SIGKILLs
+ * the group of each of its children (bubblewrap's inner process is in a session of its own,
+ * from --new-session, and is the sandbox's process 1: its death ends every process in the
+ * sandbox), then the leader's group. 0, or a negative errno. */
+int ts_child_kill_tree(pid_t leader);
+
 /** A wait status's exit code, or -1 when the child did not exit. */
 int ts_status_exit_code(int status);
 
