@@ -85,10 +85,8 @@ typedef struct jxl_decoder {
   int dc_enough;
 } jxl_decoder;
 
-static ic_status fail_from_jxl(jxl_decoder *d, JxlDecoderStatus status, const char *what,
-                               ic_result *result) {
+static ic_status fail_from_jxl(JxlDecoderStatus status, const char *what, ic_result *result) {
   if (result->status != IC_OK) return result->status;
-  (void)d;
   if (status == JXL_DEC_NEED_MORE_INPUT)
     return ic_fail(result, IC_ERR_TRUNCATED, "JPEG XL %s: data ends early", what);
   return ic_fail(result, IC_ERR_CORRUPT, "JPEG XL %s: libjxl refused it", what);
@@ -121,14 +119,14 @@ static ic_status jxl_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
       size_t size = 0;
       if (jxl.JxlDecoderImageOutBufferSize(d->dec, &d->format, &size) != JXL_DEC_SUCCESS ||
           size != (size_t)w * h * channels)
-        return fail_from_jxl(d, JXL_DEC_ERROR, "frame", result);
+        return fail_from_jxl(JXL_DEC_ERROR, "frame", result);
       if (d->limits->max_decoder_memory && size > d->limits->max_decoder_memory)
         return ic_fail(result, IC_ERR_TOO_LARGE,
                        "JPEG XL frame of %ux%u: over the decoder's memory limit", w, h);
       d->pixels = malloc(size);
       if (!d->pixels) return ic_fail(result, IC_ERR_NO_MEMORY, "JPEG XL frame allocation failed");
       if (jxl.JxlDecoderSetImageOutBuffer(d->dec, &d->format, d->pixels, size) != JXL_DEC_SUCCESS)
-        return fail_from_jxl(d, JXL_DEC_ERROR, "frame", result);
+        return fail_from_jxl(JXL_DEC_ERROR, "frame", result);
     } else if (status == JXL_DEC_FRAME_PROGRESSION) {
       /* The DC image is ready: enough for this output, the rest is not decoded. */
       if (d->dc_enough && d->pixels && jxl.JxlDecoderFlushImage(d->dec) == JXL_DEC_SUCCESS) {
@@ -141,7 +139,7 @@ static ic_status jxl_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
                status == JXL_DEC_BASIC_INFO) {
       continue;
     } else {
-      return fail_from_jxl(d, status, "frame", result);
+      return fail_from_jxl(status, "frame", result);
     }
   }
   ic_status status = sink->begin(sink, w, h, channels, result);
@@ -207,7 +205,7 @@ static ic_status read_header(jxl_decoder *d, const uint8_t *data, size_t length,
     if (status == JXL_DEC_BASIC_INFO) {
       JxlBasicInfo info;
       if (jxl.JxlDecoderGetBasicInfo(d->dec, &info) != JXL_DEC_SUCCESS)
-        return fail_from_jxl(d, JXL_DEC_ERROR, "header", result);
+        return fail_from_jxl(JXL_DEC_ERROR, "header", result);
       if (ic_check_limits(info.xsize, info.ysize, d->limits, result) != IC_OK)
         return result->status;
       h->width = info.xsize;
@@ -247,11 +245,11 @@ static ic_status read_header(jxl_decoder *d, const uint8_t *data, size_t length,
       size_t unread = jxl.JxlDecoderReleaseInput(d->dec);
       d->frame_at = length - unread;
       if (jxl.JxlDecoderSetInput(d->dec, data + d->frame_at, unread) != JXL_DEC_SUCCESS)
-        return fail_from_jxl(d, JXL_DEC_ERROR, "header", result);
+        return fail_from_jxl(JXL_DEC_ERROR, "header", result);
       jxl.JxlDecoderCloseInput(d->dec);
       return IC_OK;
     } else {
-      return fail_from_jxl(d, status, "header", result);
+      return fail_from_jxl(status, "header", result);
     }
   }
 }
