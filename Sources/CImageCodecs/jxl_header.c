@@ -16,8 +16,8 @@
  *
  * An ICC profile after the image's header is an entropy-coded stream: then the first frame's
  * place is where libjxl's reading of the headers ended, exact when the codestream is one run
- * of bytes (a bare codestream, or one box). A preview frame first, a profile in a codestream
- * split over jxlp boxes, a permuted table of contents, an extension, or bytes that run out
+ * of bytes (a bare codestream, or one box); without a profile, where both readings exist
+ * they must agree. A preview frame first, a profile in a codestream split over jxlp boxes, a permuted table of contents, an extension, or bytes that run out
  * leave the frame unknown, never refused: libjxl judges validity, and the estimate counts the
  * worst case. Bounded: the codestream's bytes (a split one gathered up to
  * IC_JXL_GATHER_BYTES), IC_JXL_MAX_BOXES boxes, IC_JXL_MAX_HIDDEN frames.
@@ -409,6 +409,8 @@ ic_status ic_jxl_scan(const uint8_t *data, size_t size, size_t frame_at,
     b.bit = at * 8; /* after the profile, where libjxl's reading of it ended */
   else if (image.icc)
     image.stop = 1;
+  else if (at != SIZE_MAX && at != (b.bit + 7) / 8)
+    image.stop = 1; /* libjxl read the headers to another end: trust neither reading */
   else
     b.bit = (b.bit + 7) / 8 * 8; /* the frame starts on a byte */
   /* Frames before the first one shown (a DC frame, a reference frame of patches) are read
