@@ -17,7 +17,8 @@
  * An ICC profile after the image's header is an entropy-coded stream: then the first frame's
  * place is where libjxl's reading of the headers ended, exact when the codestream is one run
  * of bytes (a bare codestream, or one box); without a profile, where both readings exist
- * they must agree. A preview frame first, a profile in a codestream split over jxlp boxes, a permuted table of contents, an extension, or bytes that run out
+ * they must agree. A preview frame first, a profile in a codestream split over jxlp boxes, a
+ * permuted table of contents, an extension, readings that part ways, or bytes that run out
  * leave the frame unknown, never refused: libjxl judges validity, and the estimate counts the
  * worst case. Bounded: the codestream's bytes (a split one gathered up to
  * IC_JXL_GATHER_BYTES), IC_JXL_MAX_BOXES boxes, IC_JXL_MAX_HIDDEN frames.
