@@ -51,6 +51,37 @@ struct PipelineCachingTests {
     #expect(second.metrics.snapshot().diskHits == 1)
   }
 
+  @Test("a miss reads the memory cache twice: the server's lookup, and its job's own look")
+  func memoryReadsPerMiss() async throws {
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(dataLoader: CountingLoader(["origin/a.jpg": Self.photo])))
+    let reads = { pipeline.memoryCache.statistics.lookups }
+    guard case .miss(let miss) = pipeline.lookup(request(64)) else {
+      Issue.record("an empty cache answered")
+      return
+    }
+    #expect(reads() == 1)
+    #expect(try await pipeline.response(after: miss).source == .miss)
+    // The job looks once more (a job it joins may have ended meanwhile); the load before it
+    // does not ask again what the lookup has just asked.
+    #expect(reads() == 2)
+    guard case .miss(let other) = pipeline.lookup(request(48)) else {
+      Issue.record("a size never made answered")
+      return
+    }
+    #expect(try await pipeline.task(after: other).response.source == .miss)
+    #expect(reads() == 4)
+    guard case .hit(let hit) = pipeline.lookup(request(64)) else {
+      Issue.record("the thumbnail just made was not kept")
+      return
+    }
+    #expect(hit.source == .memory)
+    #expect(reads() == 5)
+    // A caller that has not looked gets the look made for it, and the same one job look.
+    _ = try await pipeline.response(for: request(32))
+    #expect(reads() == 7)
+  }
+
   @Test("a thumbnail made with another kernel is not served from the disk")
   func diskKeyHoldsTheKernel() async throws {
     let loader = CountingLoader(["origin/a.jpg": Self.photo])

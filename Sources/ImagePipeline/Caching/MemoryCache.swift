@@ -17,6 +17,8 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     public var totalCost: Int
     /// Entries evicted to respect the limits since creation.
     public var evictions: Int
+    /// Values looked up (`value(forKey:)`, `peek`) since creation, found or not.
+    public var lookups: Int
   }
 
   /// Which group a key belongs to, and how many entries a group may hold.
@@ -49,6 +51,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     var tail = -1
     var totalCost = 0
     var evictions = 0
+    var lookups = 0
     /// Entries gone so far, for any reason.
     var removals: UInt64 = 0
     /// Each group's keys, oldest first (only with a grouping).
@@ -95,6 +98,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// The value for `key`, marking it most recently used.
   public func value(forKey key: Key) -> Value? {
     state.withLock { state in
+      state.lookups += 1
       guard let slot = state.index[key] else { return nil }
       Self.moveToHead(slot, in: &state)
       return state.nodes[slot]!.value
@@ -103,7 +107,10 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
 
   /// The value for `key` without touching its recency.
   public func peek(_ key: Key) -> Value? {
-    state.withLock { state in state.index[key].map { state.nodes[$0]!.value } }
+    state.withLock { state in
+      state.lookups += 1
+      return state.index[key].map { state.nodes[$0]!.value }
+    }
   }
 
   /// Whether `key` is present, without touching its recency.
@@ -207,7 +214,9 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// Current totals.
   public var statistics: Statistics {
     state.withLock {
-      Statistics(count: $0.index.count, totalCost: $0.totalCost, evictions: $0.evictions)
+      Statistics(
+        count: $0.index.count, totalCost: $0.totalCost, evictions: $0.evictions,
+        lookups: $0.lookups)
     }
   }
 

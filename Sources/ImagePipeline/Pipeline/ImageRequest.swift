@@ -50,3 +50,18 @@ public struct ImageResponse: Sendable, Hashable {
     self.source = source
   }
 }
+
+/// The memory cache's answer to a request (`ThumbnailPipeline.lookup`).
+public enum MemoryLookup: Sendable {
+  /// What the cache holds for it: fresh, or stale while one revalidation starts.
+  case hit(ImageResponse)
+  /// Nothing to serve at once.
+  case miss(MemoryMiss)
+}
+
+/// A request the memory cache could not answer when `ThumbnailPipeline.lookup` asked it: its
+/// load (`response(after:)`, `task(after:)`) does not ask the cache again before its job.
+public struct MemoryMiss: Sendable {
+  /// What was looked up.
+  public let request: ImageRequest
+}

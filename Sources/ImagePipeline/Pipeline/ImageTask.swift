@@ -9,7 +9,7 @@ public final class ImageTask: Sendable {
   private let task: Task<ImageResponse, any Error>
 
   init(
-    request: ImageRequest, priority: ImagePriority, client: ClientID,
+    request: ImageRequest, memoryChecked: Bool, priority: ImagePriority, client: ClientID,
     pipeline: ThumbnailPipeline, id: UInt64, onPreview: (@Sendable (Thumbnail) -> Void)? = nil,
     onFinish: (@Sendable (Result<ImageResponse, any Error>) -> Void)? = nil
   ) {
@@ -18,7 +18,10 @@ public final class ImageTask: Sendable {
     self.priorityBox = box
     self.pipeline = pipeline
     if onPreview == nil && onFinish == nil {
-      task = Task { try await pipeline.load(request, id: id, priority: box, client: client) }
+      task = Task {
+        try await pipeline.load(
+          request, id: id, priority: box, client: client, memoryChecked: memoryChecked)
+      }
       return
     }
     let gate: PreviewGate? = onPreview.map { PreviewGate($0) }
@@ -28,7 +31,8 @@ public final class ImageTask: Sendable {
       let result: Result<ImageResponse, any Error>
       do {
         let response = try await pipeline.load(
-          request, id: id, priority: box, client: client, onPreview: listener)
+          request, id: id, priority: box, client: client, memoryChecked: memoryChecked,
+          onPreview: listener)
         result = .success(response)
       } catch {
         result = .failure(error)

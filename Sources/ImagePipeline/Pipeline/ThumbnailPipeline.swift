@@ -121,8 +121,20 @@ public final class ThumbnailPipeline: Sendable {
     onFinish: (@Sendable (Result<ImageResponse, any Error>) -> Void)? = nil
   ) -> ImageTask {
     ImageTask(
-      request: request, priority: priority, client: client, pipeline: self, id: nextID(),
-      onPreview: onPreview, onFinish: onFinish)
+      request: request, memoryChecked: false, priority: priority, client: client,
+      pipeline: self, id: nextID(), onPreview: onPreview, onFinish: onFinish)
+  }
+
+  /// `task(for:)` for a request `lookup` has just missed: the memory cache is not asked again
+  /// before the job (whose own look, after any job it joins has ended, stays).
+  public func task(
+    after miss: MemoryMiss, priority: ImagePriority = .normal, client: ClientID = .shared,
+    onPreview: (@Sendable (Thumbnail) -> Void)? = nil,
+    onFinish: (@Sendable (Result<ImageResponse, any Error>) -> Void)? = nil
+  ) -> ImageTask {
+    ImageTask(
+      request: miss.request, memoryChecked: true, priority: priority, client: client,
+      pipeline: self, id: nextID(), onPreview: onPreview, onFinish: onFinish)
   }
 
   /// Loads `request` for `client`; the subscription lasts as long as the calling task.
@@ -132,32 +144,43 @@ public final class ThumbnailPipeline: Sendable {
     try await load(request, id: nextID(), priority: PriorityBox(priority), client: client)
   }
 
+  /// `response(for:)` for a request `lookup` has just missed, without asking the memory cache
+  /// again before the job.
+  public func response(
+    after miss: MemoryMiss, priority: ImagePriority = .normal, client: ClientID = .shared
+  ) async throws -> ImageResponse {
+    try await load(
+      miss.request, id: nextID(), priority: PriorityBox(priority), client: client,
+      memoryChecked: true)
+  }
+
   /// Waits until every thumbnail delivered so far is on disk (writes happen after delivery),
   /// or until the calling task is cancelled. A server calls it before exiting.
   public func flushDiskWrites() async {
     await diskWrites.flush()
   }
 
-  /// The response for `request` if the memory cache has it, without suspending: servers answer
-  /// hits on their I/O thread and start a task only for the rest. Counted like any request; a
-  /// visible one also counts as visible activity (see `PrefetchAdmission`). `request.spec`
-  /// must be valid. `received` is when the request had arrived: a check of its source made
-  /// since (a file's `stat` for another request read in the same pass) may serve it.
-  public func cachedResponse(
-    for request: ImageRequest, priority: ImagePriority = .visible, client: ClientID = .shared,
+  /// The memory cache's answer to `request`, without suspending: servers answer hits on their
+  /// I/O thread and start a task only for a miss, which `response(after:)` or `task(after:)`
+  /// loads without asking the cache again. A hit is counted like any request; a visible
+  /// request also counts as visible activity (see `PrefetchAdmission`). `received` is when the
+  /// request had arrived: a check of its source made since (a file's `stat` for another
+  /// request read in the same pass) may serve it.
+  public func lookup(
+    _ request: ImageRequest, priority: ImagePriority = .visible, client: ClientID = .shared,
     received: ContinuousClock.Instant = .now
-  ) -> ImageResponse? {
+  ) -> MemoryLookup {
     let started = ContinuousClock.now
     if priority == .visible { visibleActivity.note(client) }
     guard
       let response = memoryHit(request, priority: priority, client: client, received: received)
     else {
-      return nil
+      return .miss(MemoryMiss(request: request))
     }
     metrics.countRequest()
     if response.source == .memory { metrics.countMemoryHit() }
     metrics.observe("total", started.duration(to: .now).seconds)
-    return response
+    return .hit(response)
   }
 
   /// Thumbnails that have left the memory cache so far (`MemoryCache.removals`): when it is
@@ -167,7 +190,7 @@ public final class ThumbnailPipeline: Sendable {
   /// Counts a memory hit that shares an earlier hit's check instead of making its own: the
   /// same thumbnail, nothing removed from the cache since, its source checked after this
   /// request arrived (a server answering a burst of requests for one thumbnail). Notes the
-  /// client's activity and counts it as `cachedResponse` does a hit, as taking no time.
+  /// client's activity and counts it as `lookup` does a hit, as taking no time.
   public func countSharedMemoryHit(priority: ImagePriority, client: ClientID) {
     if priority == .visible { visibleActivity.note(client) }
     metrics.countRequest()
@@ -180,16 +203,21 @@ public final class ThumbnailPipeline: Sendable {
   /// Whether some consumer now waits with a preview listener.
   var previewsWanted: Bool { previewConsumers.load(ordering: .relaxed) > 0 }
 
+  /// Loads `request`: from memory at once unless a `lookup` has just missed
+  /// (`memoryChecked`), else through its thumbnail job, which looks once more (a job it
+  /// joins may have ended in between).
   func load(
     _ request: ImageRequest, id: UInt64, priority: PriorityBox, client: ClientID = .shared,
-    onPreview: Announcements<ImageRequest, Thumbnail>.Listener? = nil
+    memoryChecked: Bool = false, onPreview: Announcements<ImageRequest, Thumbnail>.Listener? = nil
   ) async throws -> ImageResponse {
     let started = ContinuousClock.now
     metrics.countRequest()
     defer { metrics.observe("total", started.duration(to: .now).seconds) }
     if priority.value == .visible { visibleActivity.note(client) }
     let spec = request.spec
-    if let response = memoryHit(request, priority: priority.value, client: client) {
+    if !memoryChecked,
+      let response = memoryHit(request, priority: priority.value, client: client)
+    {
       if response.source == .memory { metrics.countMemoryHit() }
       return response
     }

@@ -104,26 +104,30 @@ public struct ThumbnailRoute: Sendable {
   ) -> RouteAnswer {
     let address = address(of: request)
     let client = client(of: request, priority: priority, address: address)
-    if let hit = pipeline.cachedResponse(
-      for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
+    switch pipeline.lookup(
+      imageRequest, priority: priority, client: client, received: request.received ?? .now)
     {
+    case .hit(let hit):
       return .now(hitResponse(request, imageRequest, priority, hit, varies), hit.source)
+    case .miss(let memoryMiss):
+      return miss(request, memoryMiss, priority, client, address, varies)
     }
-    return miss(request, imageRequest, priority, client, address, varies)
   }
 
   /// The answer when memory has nothing to give at once: the client's 429 when its misses are
   /// over their rate, else work whose subscription lasts as long as the task waiting for it.
   private func miss(
-    _ request: HTTPRequest, _ imageRequest: ImageRequest, _ priority: ImagePriority,
+    _ request: HTTPRequest, _ memoryMiss: MemoryMiss, _ priority: ImagePriority,
     _ client: ClientID, _ address: IPAddress?, _ varies: [String]
   ) -> RouteAnswer {
     if let refusal = missRefusal(from: address) { return .now(refusal, nil) }
     return .later { [self] in
       do {
         let response = try await pipeline.response(
-          for: imageRequest, priority: priority, client: client)
-        return (answer(request, imageRequest, with: response, varies: varies), response.source)
+          after: memoryMiss, priority: priority, client: client)
+        return (
+          answer(request, memoryMiss.request, with: response, varies: varies), response.source
+        )
       } catch let error as PipelineError {
         return (ErrorMapping.response(for: error), nil)
       } catch {
@@ -184,11 +188,13 @@ public struct ThumbnailRoute: Sendable {
   ) -> RouteAnswer? {
     let address = address(of: request)
     let client = client(of: request, priority: priority, address: address)
-    guard
-      let hit = pipeline.cachedResponse(
-        for: imageRequest, priority: priority, client: client, received: request.received ?? .now)
-    else {
-      return miss(request, imageRequest, priority, client, address, varies)
+    let hit: ImageResponse
+    switch pipeline.lookup(
+      imageRequest, priority: priority, client: client, received: request.received ?? .now)
+    {
+    case .hit(let found): hit = found
+    case .miss(let memoryMiss):
+      return miss(request, memoryMiss, priority, client, address, varies)
     }
     let thumbnail = hit.thumbnail
     if hit.source == .memory && thumbnail.digest == kept.digest && thumbnail.format == kept.format

@@ -55,10 +55,10 @@ final class PipelineSessionWork: SessionWork {
   ) -> SessionState.Outcome? {
     let received = ContinuousClock.now
     lastStart = (work, received)
-    if let hit = pipeline.cachedResponse(
-      for: request, priority: priority, client: client, received: received)
-    {
-      return .success(hit)
+    let memoryMiss: MemoryMiss
+    switch pipeline.lookup(request, priority: priority, client: client, received: received) {
+    case .hit(let hit): return .success(hit)
+    case .miss(let missed): memoryMiss = missed
     }
     let report = report
     // The pipeline hands the preview on before it closes the task's response, so its report
@@ -70,7 +70,7 @@ final class PipelineSessionWork: SessionWork {
       }
     }
     tasks[work] = pipeline.task(
-      for: request, priority: priority, client: client, onPreview: onPreview
+      after: memoryMiss, priority: priority, client: client, onPreview: onPreview
     ) { result in
       switch result {
       case .success(let response):
