@@ -219,21 +219,23 @@ struct DiskCacheCrashTests {
       }
     }
     let spec = ThumbnailSpec(width: 1400, height: 1400, format: .png)
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     let pid = try ChildProcess.spawnThumbd(
       ["warm"] + inputs + ["--cache-dir", dir, "--size", "1400x1400", "--format", "png"])
-    // Watching another process's files is polling by nature; it runs on a thread of its own
-    // so that other tests' blocking work on the cooperative pool cannot delay the kill.
+    // Kills the writer as soon as the entries are in place: woken by each file the writer
+    // renames into place, on a thread of its own so that other tests' blocking work on the
+    // cooperative pool cannot delay the kill (the wait's bound is only for a writer that ends
+    // early, which no file event tells).
     let status = await withCheckedContinuation { continuation in
       Thread.detachNewThread {
-        while true {
-          let files = FileManager.default.enumerator(atPath: dir)?.allObjects as? [String] ?? []
-          if files.filter({ $0.hasSuffix(".tdc") }).count >= entriesBeforeKill { break }
+        let watch = FolderWatch(dir)
+        while watch.count(suffix: ".tdc") < entriesBeforeKill {
           var status: Int32 = 0
           if waitpid(pid, &status, WNOHANG) == pid {
             continuation.resume(returning: status)  // finished before the kill: reported below
             return
           }
-          usleep(500)
+          watch.next(milliseconds: 100)
         }
         kill(pid, SIGKILL)
         continuation.resume(returning: ChildProcess.wait(pid))

@@ -152,7 +152,6 @@ struct ClusterTests {
       probeWidth += 1
       let response = SocketClient.getTCP(
         port: port, "/v1/thumbnail?url=\(probeURL)&w=\(probeWidth)&h=\(probeWidth)")
-      usleep(20_000)
       return SocketClient.header("X-Upstream", in: response) == victimSocket
     }
     let back = await Self.pass(port: port, origin: origin, width: 56)

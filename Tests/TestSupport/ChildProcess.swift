@@ -185,21 +185,21 @@ enum ChildProcess {
   /// The exit status if the child ends within `seconds`; otherwise nil, and the child is
   /// killed (so a test of "it stops" fails instead of hanging the suite).
   static func exit(of pid: pid_t, within seconds: Double) async -> Int32? {
-    let status = try? await offPool { () -> Int32? in
-      let deadline = ContinuousClock.now + .seconds(seconds)
-      var status: Int32 = 0
-      while ContinuousClock.now < deadline {
-        let result = waitpid(pid, &status, WNOHANG)
-        if result == pid { return status }
-        if result < 0 && errno != EINTR { return nil }
-        usleep(10_000)
+    // Waits for the end without reaping it (WNOWAIT): until the reap below, the pid stays the
+    // child's, so a kill at the deadline cannot reach another process that took the number.
+    let ended = Task {
+      try? await offPool {
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
       }
-      kill(pid, SIGKILL)
-      wait(pid)
-      return nil
     }
-    return status.flatMap { $0 }.map(exitStatus)
+    let inTime = await within(seconds) { await ended.value } != nil
+    if !inTime { kill(pid, SIGKILL) }
+    await ended.value
+    let status = try? await offPool { wait(pid) }
+    return inTime ? status.map(exitStatus) : nil
   }
+
 }
 
 extension ChildProcess {
