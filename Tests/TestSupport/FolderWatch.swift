@@ -25,7 +25,8 @@ final class FolderWatch {
     addWatches()
     var found = 0
     for folder in watched where folder != root {
-      found += ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
+      found +=
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
         .filter { $0.hasSuffix(suffix) }.count
     }
     return found
