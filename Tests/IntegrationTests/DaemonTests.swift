@@ -104,14 +104,12 @@ struct DaemonTests {
     // The second client asks for the same thumbnail, then the first one leaves.
     let stayer = Task.detached { SocketClient.exchange(socket, request) }
     await eventually("second request joined") {
-      let metrics = String(decoding: SocketClient.get(socket, "/metrics").response, as: UTF8.self)
-      return metrics.contains("thumbd_coalesced_joins_total 1")
+      TestDaemon.metric("thumbd_coalesced_joins_total", at: socket) == 1
     }
     close(leaver)
     // The daemon has seen the hang-up once it counts the abandoned request (499).
     await eventually("hang-up processed") {
-      let metrics = String(decoding: SocketClient.get(socket, "/metrics").response, as: UTF8.self)
-      return metrics.contains("thumbd_requests_total{status=\"499\"} 1")
+      TestDaemon.metric("thumbd_requests_total{status=\"499\"}", at: socket) == 1
     }
     origin.release()
     let response = await stayer.value

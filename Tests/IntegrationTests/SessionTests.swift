@@ -220,22 +220,20 @@ struct SessionTests {
     // Held: every download the origin sees stays open until the test lets it go.
     let items = (0..<50).map { (item: "h\($0)", url: origin.url("/held/\($0).png")) }
     try client.prefetch(round: 1, items: items, width: 16, height: 16)
-    func metric(_ name: String) -> String? {
-      let text = String(
-        decoding: SocketClient.get(daemon.socket, "/metrics").response, as: UTF8.self)
-      return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
-        .map { String($0.dropFirst(name.count + 1)) }
-    }
     // 8 places (prefetch_concurrency) downloading, 24 more started and waiting for a place;
     // the other 18 never became pipeline work.
     await eventually("8 downloads held") { origin.held == 8 }
     await eventually("24 waiting for a place") {
-      metric("thumbd_queued{stage=\"prefetch\"}") == "24"
+      daemon.metric("thumbd_queued{stage=\"prefetch\"}") == 24
     }
-    #expect(metric("thumbd_inflight{stage=\"prefetch\"}") == "8")
+    #expect(daemon.metric("thumbd_inflight{stage=\"prefetch\"}") == 8)
     try client.release(round: 1)
-    await eventually("nothing waiting") { metric("thumbd_queued{stage=\"prefetch\"}") == "0" }
-    await eventually("no place held") { metric("thumbd_inflight{stage=\"prefetch\"}") == "0" }
+    await eventually("nothing waiting") {
+      daemon.metric("thumbd_queued{stage=\"prefetch\"}") == 0
+    }
+    await eventually("no place held") {
+      daemon.metric("thumbd_inflight{stage=\"prefetch\"}") == 0
+    }
     // Only the 8 admitted items ever reached the origin, and the released round says nothing.
     #expect(Set(origin.requests).count == 8, "\(origin.requests)")
     #expect(log.events.isEmpty)

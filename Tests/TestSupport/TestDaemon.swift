@@ -65,13 +65,20 @@ struct TestDaemon {
   var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
   /// The daemon's /metrics text.
-  var metrics: String {
+  var metrics: String { Self.metricsText(at: socket) }
+
+  /// The /metrics text of the daemon listening on `socket`.
+  static func metricsText(at socket: String) -> String {
     String(decoding: SocketClient.get(socket, "/metrics").response, as: UTF8.self)
   }
 
   /// The value of a metric line, e.g. `thumbd_stale_drops_total`.
-  func metric(_ name: String) -> Double? {
-    for line in metrics.split(separator: "\n") where line.hasPrefix(name + " ") {
+  func metric(_ name: String) -> Double? { Self.metric(name, at: socket) }
+
+  /// The value of a metric line of the daemon listening on `socket`: the one reader of
+  /// `/metrics` the tests share.
+  static func metric(_ name: String, at socket: String) -> Double? {
+    for line in metricsText(at: socket).split(separator: "\n") where line.hasPrefix(name + " ") {
       return Double(line.split(separator: " ").last ?? "")
     }
     return nil
