@@ -44,8 +44,7 @@ struct ArrivalBoundTests {
     #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
     defer { close(fds[1]) }
     let handler = HTTPConnectionHandler(
-      router: router, upgraders: [], logger: nil, loop: loop, passTargets: PassTargets(),
-      ready: ReadyResponses(),
+      router: router, upgraders: [], logger: nil, loop: loop, hits: HitPath(router: router),
       limits: HTTPLimits(),
       outputLimit: 1 << 20)
     let connection = LoopConnection(

@@ -1,5 +1,6 @@
 import Foundation
 import ImagePipeline
+import Synchronization
 import Testing
 
 @testable import Loopback
@@ -38,7 +39,7 @@ struct ReadyResponsesTests {
       tcp: Bool = false,
       route: (ThumbnailPipeline) -> ThumbnailRoute = {
         ThumbnailRoute(pipeline: $0)
-      }, ready: ReadyResponses = ReadyResponses(), sharing: Harness? = nil
+      }, more: [Route] = [], ready: ReadyResponses = ReadyResponses(), sharing: Harness? = nil
     ) throws {
       if let sharing {
         (directory, photo, pipeline, router) = (
@@ -53,15 +54,16 @@ struct ReadyResponsesTests {
         let loader = SourceLoader(
           policy: SourcePolicy(allowedSchemes: ["file"], fileRoots: [directory]))
         pipeline = ThumbnailPipeline(configuration: .init(dataLoader: loader))
-        router = Router(routes: [route(pipeline).route])
+        router = Router(routes: [route(pipeline).route] + more)
         self.ready = ready
       }
       owner = sharing == nil
       encodedURL = ("file://" + photo).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
       loop = try EventLoop(limits: ServerLimits(), logger: nil) { _ in fatalError("no accepts") }
       handler = HTTPConnectionHandler(
-        router: router, upgraders: [], logger: nil, loop: loop, passTargets: PassTargets(),
-        ready: self.ready, limits: HTTPLimits(), outputLimit: 1 << 20)
+        router: router, upgraders: [], logger: nil, loop: loop,
+        hits: HitPath(router: router, ready: self.ready), limits: HTTPLimits(),
+        outputLimit: 1 << 20)
       let (mine, theirs) = tcp ? try Self.tcpPair() : Self.unixPair()
       peer = theirs
       connection = LoopConnection(
@@ -469,49 +471,67 @@ struct ReadyResponsesTests {
         status: 200, headers: [("Content-Type", "image/jpeg")],
         body: [UInt8](repeating: 7, count: i % 2 == 0 ? 100 : 7_000))
       response.reuse = ResponseReuse { _ in nil }
-      ready.keep(response, .memory, for: request)
+      ready.keep(response, .memory, for: request, reads: [])
       #expect(ready.count <= 8 && ready.bytes <= 64 << 10)
     }
     // One larger than an eighth of the bytes is never kept.
     let big = try! parser.feed(Array("GET /big HTTP/1.1\r\nHost: t\r\n\r\n".utf8))[0]
     var response = HTTPResponse(status: 200, body: [UInt8](repeating: 1, count: 9 << 10))
     response.reuse = ResponseReuse { _ in nil }
-    ready.keep(response, .memory, for: big)
+    ready.keep(response, .memory, for: big, reads: [])
     #expect(ready.entry(target: "/big") == nil)
     // And a response that does not say how it may be reused is never kept.
     let plain = try! parser.feed(Array("GET /plain HTTP/1.1\r\nHost: t\r\n\r\n".utf8))[0]
-    ready.keep(HTTPResponse(status: 200), nil, for: plain)
+    ready.keep(HTTPResponse(status: 200), nil, for: plain, reads: [])
     #expect(ready.entry(target: "/plain") == nil)
   }
 
-  /// Header names `Sources/ThumbServer` reads from a request: `header("name")`, and a field
-  /// compared by name (`name == "name"`).
-  static func namesRead() throws -> Set<String> {
-    let root = Repository.root + "/Sources/ThumbServer"
-    let pattern = try Regex(#"(?:header\(|name == )"([a-z0-9-]+)""#)
-    var names: Set<String> = []
-    let files = try #require(FileManager.default.enumerator(atPath: root))
-    for case let file as String in files where file.hasSuffix(".swift") {
-      let text = try String(contentsOfFile: root + "/" + file, encoding: .utf8)
-      for match in text.matches(of: pattern) {
-        if let name = match.output[1].substring { names.insert(String(name)) }
+  /// A route of a test's own that reads one header no route of thumbd reads: its answer is
+  /// that header's value, kept for later requests as a memory hit's is (checked again by
+  /// `again`, which counts its calls).
+  final class TintRoute: Sendable {
+    let checked = Atomic<Int>(0)
+
+    func route(reading reads: Set<String>) -> Route {
+      Route(path: "/tint", reads: reads) { [self] request in
+        let tint = request.header("x-tint") ?? "none"
+        var response = HTTPResponse(
+          status: 200, headers: [("Content-Type", "text/plain")], body: Array(tint.utf8))
+        response.reuse = ResponseReuse { later in
+          self.checked.add(1, ordering: .relaxed)
+          // Still the answer only for the same tint (which the key should already ensure).
+          return later.header("x-tint") ?? "none" == tint
+            ? nil : .now(HTTPResponse(status: 500), nil)
+        }
+        return .now(response, nil)
       }
     }
-    return names
   }
 
-  @Test("no header a route reads is left out of the table's key")
-  func ignoresNothingRead() throws {
-    let read = try Self.namesRead()
-    // The scan finds what routes are known to read (else it would prove nothing).
-    for name in ["accept", "if-none-match", "x-forwarded-for", "x-thumbd-client", "sec-ch-dpr"] {
-      #expect(read.contains(name), "\(name) not found by the scan")
-    }
-    // Not routes' reads: the parser's check of the head (one Host), whether the connection
-    // stays open, and a response's own type.
-    let server: Set<String> = ["host", "connection", "content-type"]
-    for name in read.subtracting(server) {
-      #expect(!ReadyResponses.ignores(name), "\(name) is read by a route but not keyed")
-    }
+  @Test("a route that reads a new header needs only to say so: its hits are keyed by it")
+  func newHeaderKeyed() async throws {
+    let tint = TintRoute()
+    let harness = try Harness(more: [tint.route(reading: ["X-Tint"])])
+    harness.send("/tint", headers: ["X-Tint: red"])
+    harness.send("/tint", headers: ["X-Tint: blue"])
+    harness.send("/tint", headers: ["X-Tint: blue", "User-Agent: another"])
+    harness.send("/tint", headers: ["X-Tint: red"])
+    harness.send("/tint", headers: ["X-Tint: red"])
+    // Each tint gets its own answer: blue is not served red's kept bytes, nor red blue's. A
+    // header the route does not read (User-Agent) keys nothing, so the second blue is a hit.
+    #expect(
+      harness.responses().map { String(decoding: $0.body, as: UTF8.self) } == [
+        "red", "blue", "blue", "red", "red",
+      ])
+    #expect(harness.ready.reused == 2)
+    #expect(
+      tint.checked.load(ordering: .relaxed) == 2, "a hit of another tint reached the route's check")
+  }
+
+  @Test("a route sees only the headers it says it reads")
+  func routeSeesWhatItReads() async throws {
+    let harness = try Harness(more: [TintRoute().route(reading: [])])
+    harness.send("/tint", headers: ["X-Tint: red"])
+    #expect(harness.responses().map { String(decoding: $0.body, as: UTF8.self) } == ["none"])
   }
 }

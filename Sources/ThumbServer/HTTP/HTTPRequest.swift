@@ -46,6 +46,14 @@ public struct HTTPRequest: Sendable, Hashable {
     public var value: String
   }
 
+  /// The request as a route that reads only the headers `names` (lower case) sees it: the
+  /// other fields left out (`Route.reads`).
+  public func seeing(_ names: Set<String>) -> HTTPRequest {
+    var seen = self
+    seen.headers = headers.filter { names.contains($0.name) }
+    return seen
+  }
+
   /// The first value of a header, by case-insensitive name.
   public func header(_ name: String) -> String? {
     // Stored names are lower case, and so are the callers' names: compare as given first,

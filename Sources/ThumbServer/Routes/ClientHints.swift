@@ -42,6 +42,8 @@ public struct ClientHints: Sendable, Hashable {
   /// Output formats one hinted path can negotiate: AVIF, WebP, and JPEG or PNG.
   public static let formatsPerPath = 3
 
+  /// The request headers `apply` reads (for `Route.reads`).
+  static let reads: Set<String> = ["sec-ch-width", "width", "sec-ch-dpr", "dpr"]
   /// `Accept-CH` on responses: the hints thumbd reads.
   static let acceptCH = "Sec-CH-DPR, Sec-CH-Width, DPR, Width"
   /// Headers a response varies on when the DPR was left to the hint, and when the width was.

@@ -65,6 +65,9 @@ public final class ClientLimiter: Sendable {
     return client.map(Self.key)
   }
 
+  /// The request header `client(of:)` reads (for `Route.reads`).
+  static let reads: Set<String> = ["x-forwarded-for"]
+
   /// IPv4 as is; IPv6 cut to its /64.
   static func key(_ address: IPAddress) -> IPAddress {
     guard case .v6(let bytes) = address else { return address }

@@ -30,6 +30,9 @@ public struct AcceptedFormats: Sendable, Hashable {
     if let header = acceptHeader { read(header) }
   }
 
+  /// The request header `init(acceptOf:)` reads (for `Route.reads`).
+  static let reads: Set<String> = ["accept"]
+
   /// The formats every `Accept` field of `request` names together: a field may be sent on
   /// several lines, which mean one comma-separated list (RFC 9110, section 5.3).
   public init(acceptOf request: HTTPRequest) {

@@ -17,7 +17,11 @@ public struct PlaceholderRoute: Sendable {
   public init(thumbnails: ThumbnailRoute) { self.thumbnails = thumbnails }
 
   /// The route for `/v1/placeholder`.
-  public var route: Route { Route(path: "/v1/placeholder") { [self] request in answer(request) } }
+  public var route: Route {
+    Route(path: "/v1/placeholder", reads: ThumbnailRoute.clientReads) { [self] request in
+      answer(request)
+    }
+  }
 
   /// The spec of the picture a missing placeholder is made from (32x32 PNG: valid by sight).
   static let previewSpec = try! ValidSpec(ThumbnailSpec(width: 32, height: 32, format: .png))

@@ -9,17 +9,24 @@ public struct Route: Sendable {
   /// The methods answered; others get 405 with `Allow`. A route that takes GET takes HEAD
   /// too, answered as GET without the body.
   public let methods: Set<String>
+  /// The request headers (lower-case names) the route reads: the only ones its requests
+  /// carry when they reach it (`HTTPRequest.seeing`), and so what, besides the target and
+  /// the listener, a response kept for a later request is keyed by (`ReadyResponses`). A
+  /// route that starts reading a header names it here, and nowhere else.
+  public let reads: Set<String>
   /// Answers a request for `path` with a method the router has already allowed (a HEAD
   /// arrives as it was sent; the connection leaves the body out).
   public let answer: @Sendable (HTTPRequest) -> RouteAnswer
 
-  /// A route for `path` taking `methods` (GET, and so HEAD, by default).
+  /// A route for `path` taking `methods` (GET, and so HEAD, by default) that reads the
+  /// request headers `reads`.
   public init(
-    path: String, methods: Set<String> = ["GET"],
+    path: String, methods: Set<String> = ["GET"], reads: Set<String> = [],
     answer: @escaping @Sendable (HTTPRequest) -> RouteAnswer
   ) {
     self.path = path
     self.methods = methods.contains("GET") ? methods.union(["HEAD"]) : methods
+    self.reads = Set(reads.map { $0.lowercased() })
     self.answer = answer
   }
 }
@@ -34,8 +41,8 @@ public enum RouteAnswer: Sendable {
 }
 
 /// How a response a route made may be given again, byte for byte but its `Date`, to a later
-/// request with the same target and the same headers (those `ReadyResponses` does not
-/// ignore), without the route reading that request again. The route keeps what it read;
+/// request with the same target and the same values of the headers the route reads
+/// (`Route.reads`), without the route reading that request again. The route keeps what it read;
 /// `again` makes every check and count the route would make for the later request.
 public struct ResponseReuse: Sendable {
   /// For a later request with the same key: nil when the kept response still answers it (its

@@ -58,9 +58,16 @@ public final class Router: Sendable {
   /// format.
   func count(_ status: Int, format: ImageFormat?) { statuses.count(status, format: format) }
 
+  /// The request headers the route for `request` reads (`Route.reads`; the path form's for a
+  /// target no route names), or nil when no route answers it.
+  func reads(for request: HTTPRequest) -> Set<String>? {
+    if let route = routes[request.path] { return route.reads }
+    return paths?.reads
+  }
+
   private func route(_ request: HTTPRequest) -> RouteAnswer {
     guard let route = routes[request.path] else {
-      if let answer = paths?.answer(request) { return answer }
+      if let paths, let answer = paths.answer(request.seeing(paths.reads)) { return answer }
       return .now(.error(404, kind: "not_found", message: "no such endpoint"), nil)
     }
     guard route.methods.contains(request.method) else {
@@ -70,7 +77,7 @@ public final class Router: Sendable {
       response.headers.append(("Allow", allowed))
       return .now(response, nil)
     }
-    return route.answer(request)
+    return route.answer(request.seeing(route.reads))
   }
 }
 

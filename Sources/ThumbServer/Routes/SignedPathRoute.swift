@@ -15,6 +15,8 @@ public struct SignedPathRoute: Sendable {
   /// rest.
   public let prefix: String
   private let invalid = Counter()
+  /// The request headers its answers read: a thumbnail's (`Route.reads`).
+  var reads: Set<String> { ThumbnailRoute.reads }
 
   /// Refused signatures so far.
   public var invalidSignatures: Int { invalid.value }

@@ -81,8 +81,18 @@ public struct ThumbnailRoute: Sendable {
     self.parameters = parameters
   }
 
+  /// The request headers `client(of:)` and `address(of:)` read: the client's name and its
+  /// forwarded address.
+  static let clientReads: Set<String> = Set(["x-thumbd-client"]).union(ClientLimiter.reads)
+  /// The request headers a thumbnail's answer reads: the client's, `If-None-Match`, `Accept`
+  /// and the client hints.
+  static let reads: Set<String> = clientReads.union(["if-none-match"])
+    .union(AcceptedFormats.reads).union(ClientHints.reads)
+
   /// The route for `/v1/thumbnail`.
-  public var route: Route { Route(path: "/v1/thumbnail") { [self] request in answer(request) } }
+  public var route: Route {
+    Route(path: "/v1/thumbnail", reads: Self.reads) { [self] request in answer(request) }
+  }
 
   /// Reads the request once: a memory hit is answered at once, on the calling thread; a
   /// miss becomes work whose subscription lasts as long as the task waiting for it (the client

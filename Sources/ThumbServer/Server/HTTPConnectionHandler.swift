@@ -18,10 +18,8 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
   private let upgraders: [any ProtocolUpgrader]
   private let logger: Logger?
   private let loop: EventLoop
-  /// The targets this read pass has answered at once, shared by the server's connections.
-  private let passTargets: PassTargets
-  /// The loop's responses kept ready to be given again, shared by its connections.
-  private let ready: ReadyResponses
+  /// The loop's memory-hit fast path, shared by its connections.
+  private let hits: HitPath
   private let maxPipelined = 16
   let outputLimit: Int
   private var parser: HTTPRequestParser
@@ -45,16 +43,15 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
 
   init(
     router: Router, upgraders: [any ProtocolUpgrader], logger: Logger?, loop: EventLoop,
-    passTargets: PassTargets, ready: ReadyResponses, limits: HTTPLimits, outputLimit: Int
+    hits: HitPath, limits: HTTPLimits, outputLimit: Int
   ) {
     self.router = router
-    self.passTargets = passTargets
-    self.ready = ready
+    self.hits = hits
     self.upgraders = upgraders
     self.logger = logger
     self.loop = loop
     self.outputLimit = outputLimit
-    parser = HTTPRequestParser(limits: limits, known: ready)
+    parser = HTTPRequestParser(limits: limits, known: hits.knownHeads)
   }
 
   var hasPartialInput: Bool { awaitingFirstRequest || parser.bufferedBytes > 0 }
@@ -90,7 +87,7 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
       request.received = covered
       let now =
         queued.isEmpty
-        && (covered != nil || passTargets.first(request.target.hashValue, in: loop.passes))
+        && (covered != nil || hits.firstOfPass(request, pass: loop.passes))
       queued.append(request)
       if now { dispatchQueued(connection) }
     }
@@ -201,38 +198,20 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
     let keepAlive = request.keepAlive
     if !keepAlive { connection.stopReading() }
     let answer: RouteAnswer
-    if let kept = ready.entry(for: request) {
-      // A check made for a request that arrived no earlier answers this one too, while the
-      // thumbnail has stayed in the cache; otherwise the route checks it again.
-      var other: RouteAnswer?
-      if ready.shares(kept, request) {
-        kept.reuse.shared?.count(request)
-      } else {
-        let check = ready.beginCheck(of: kept, for: request)
-        other = kept.reuse.again(request)
-        if other == nil { ready.checked(request, check) }
-      }
-      guard let other else {
-        // The kept response still answers: its bytes again, with this second's Date.
-        router.count(kept.response.status, format: kept.format)
-        ready.know(request, limits: parser.limits)
-        if let logger { Self.logAccess(logger, request, kept.response, kept.source, since: .now) }
-        deliver(
-          ready.wire(kept, for: request, keepAlive: keepAlive), close: !keepAlive,
-          sequence: sequence, on: connection)
-        return
-      }
-      ready.remove(request.target)
-      answer = router.counted(other)
-    } else {
-      answer = router.answer(request)
+    switch hits.answer(request, keepAlive: keepAlive, limits: parser.limits) {
+    case .kept(let bytes, let response, let source):
+      if let logger { Self.logAccess(logger, request, response, source, since: .now) }
+      deliver(bytes, close: !keepAlive, sequence: sequence, on: connection)
+      return
+    case .replaced(let other): answer = other
+    case nil: answer = router.answer(request)
     }
     switch answer {
     case .now(let response, let source):
       // Memory hits and health checks: no task, no hand-off between threads.
       if let logger { Self.logAccess(logger, request, response, source, since: .now) }
       // The table makes a kept-alive GET's bytes: they are made once, for it and the wire.
-      let made = ready.keep(response, source, for: request, limits: parser.limits)
+      let made = hits.keep(response, source, for: request, limits: parser.limits)
       let bytes =
         if let made, keepAlive && !headOnly { made } else {
           response.wire(keepAlive: keepAlive, headOnly: headOnly)
@@ -333,7 +312,7 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
 
 /// Request targets answered at once in the loop's current read pass (their hashes): a repeat
 /// of one waits for the pass to end, when one check of its source, later than every request
-/// of the pass, serves them all. One per server; touched on the loop thread alone.
+/// of the pass, serves them all. One per event loop; touched on its thread alone.
 final class PassTargets: @unchecked Sendable {
   // @unchecked: loop-thread state only.
   private var pass: UInt64 = 0

@@ -21,13 +21,12 @@ public final class HTTPServer: Sendable {
     var loops: [EventLoop] = []
     for _ in 0..<group.size {
       // Each loop's handlers answer repeated requests of its own read passes.
-      let passTargets = PassTargets()
-      let ready = ReadyResponses()
+      let hits = HitPath(router: router)
       var loop: EventLoop!
       loop = try EventLoop(limits: serverLimits, logger: logger, group: group) { _ in
         HTTPConnectionHandler(
-          router: router, upgraders: upgraders, logger: logger, loop: loop,
-          passTargets: passTargets, ready: ready, limits: limits, outputLimit: outputLimit)
+          router: router, upgraders: upgraders, logger: logger, loop: loop, hits: hits,
+          limits: limits, outputLimit: outputLimit)
       }
       loops.append(loop)
     }

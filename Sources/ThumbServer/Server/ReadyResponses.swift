@@ -13,9 +13,9 @@ import ThumbSystem
 /// unchanged and fresh), and the bytes go out again with only `Date` renewed. When the checks
 /// give another answer, that answer is given and replaces the entry.
 ///
-/// Every header is part of the key but those no route reads (`ignores`), so a header a route
-/// starts reading later is keyed without a change here. One entry per target (the latest
-/// variant); at most `maxEntries` entries and `maxBytes` of heads and bodies, an arbitrary one
+/// The headers in the key are those the answering route reads (`Route.reads`, the only ones
+/// its requests carry), so a header a route starts reading is keyed by its declaration alone.
+/// One entry per target (the latest variant); at most `maxEntries` entries and `maxBytes` of heads and bodies, an arbitrary one
 /// leaving when either would be passed.
 ///
 /// Targets that name the same answer (the same options in another order: `ResponseReuse`'s
@@ -34,7 +34,9 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
 
   /// One kept response.
   struct Entry {
-    /// The headers of the key (all but the ignored ones), in the order the request sent them.
+    /// The headers the route reads (`Route.reads`): those of the key.
+    var reads: Set<String>
+    /// The request's fields of those headers, in the order it sent them.
     var headers: [HTTPRequest.HeaderField]
     /// Whether the request came over the network: routes answer the Unix socket differently.
     var overNetwork: Bool
@@ -137,27 +139,13 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
   /// The target `target`'s entry is kept under: its own, or the one it is an alias of.
   private func home(_ target: String) -> String { aliases[target] ?? target }
 
-  /// Request headers no route reads, left out of the key: they never choose an answer.
-  /// (`Connection` chooses only whether the connection stays open, which is read per
-  /// request.) A route that starts reading one must take it out of this list.
-  static func ignores(_ name: String) -> Bool {
-    switch name {
-    case "host", "user-agent", "accept-encoding", "accept-language", "connection", "referer",
-      "cookie", "cache-control", "pragma", "priority", "dnt", "upgrade-insecure-requests",
-      "sec-fetch-dest", "sec-fetch-mode", "sec-fetch-site", "sec-fetch-user", "sec-ch-ua",
-      "sec-ch-ua-mobile", "sec-ch-ua-platform":
-      true
-    default: false
-    }
-  }
-
   /// The entry for `request` when one is kept under its key.
   func entry(for request: HTTPRequest) -> Entry? {
     guard request.method == "GET" || request.method == "HEAD",
       let entry = entries[home(request.target)], entry.overNetwork == request.overNetwork
     else { return nil }
     var kept = entry.headers.makeIterator()
-    for field in request.headers where !Self.ignores(field.name) {
+    for field in request.headers where entry.reads.contains(field.name) {
       guard let other = kept.next(), other == field else { return nil }
     }
     return kept.next() == nil ? entry : nil
@@ -231,18 +219,19 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
     head.withUnsafeBytes { Int(truncatingIfNeeded: FNV1a.words($0)) }
   }
 
-  /// Keeps `response` for `request`'s key when it says how it may be given again, and the
-  /// request's head as known (`rawHead`, parsed under `limits`). Returns the bytes it made
-  /// (a kept-alive GET's answer), for the caller to write instead of making them again.
+  /// Keeps `response` for `request`'s key (its target, listener and the headers `reads`
+  /// names: the answering route's) when it says how it may be given again, and the request's
+  /// head as known (`rawHead`, parsed under `limits`). Returns the bytes it made (a
+  /// kept-alive GET's answer), for the caller to write instead of making them again.
   @discardableResult
   func keep(
     _ response: HTTPResponse, _ source: ResponseSource?, for request: HTTPRequest,
-    limits: HTTPLimits = HTTPLimits()
+    reads: Set<String>, limits: HTTPLimits = HTTPLimits()
   ) -> (head: [UInt8], body: [UInt8])? {
     guard let reuse = response.reuse, request.method == "GET" || request.method == "HEAD" else {
       return nil
     }
-    let headers = request.headers.filter { !Self.ignores($0.name) }
+    let headers = request.headers.filter { reads.contains($0.name) }
     let identity = reuse.identity.map {
       Identity(
         answer: AnyHashable($0), overNetwork: request.overNetwork,
@@ -265,7 +254,7 @@ final class ReadyResponses: KnownHeads, @unchecked Sendable {
       remove(any)
     }
     entries[request.target] = Entry(
-      headers: headers, overNetwork: request.overNetwork, response: response,
+      reads: reads, headers: headers, overNetwork: request.overNetwork, response: response,
       format: response.imageFormat.flatMap(ImageFormat.init(rawValue:)), source: source,
       reuse: reuse, wire: bytes, second: second, bytes: size, identity: identity)
     if let identity { identities[identity] = request.target }
