@@ -3,9 +3,10 @@
  *
  * Decoding (libjpeg-turbo, libpng, libwebp, giflib, libheif, libtiff, libjxl; BMP, ICO and
  * camera RAW previews with readers of our own), streaming resampling, EXIF orientation and
- * encoding (libjpeg-turbo, libpng, libwebp, libavif, giflib) live behind this
- * interface; codecs.c's tables list them. It includes none of those libraries' headers: every error is caught inside C
- * (libjpeg/libpng with setjmp/longjmp) and comes back here as a status code plus a message.
+ * encoding (libjpeg-turbo, libpng, libwebp, libavif, giflib) live behind this interface;
+ * codecs.c's tables list them. It includes none of those libraries' headers: every error is
+ * caught inside C (libjpeg/libpng with setjmp/longjmp) and comes back here as a status code
+ * plus a message.
  */
 #ifndef CIMAGECODECS_H
 #define CIMAGECODECS_H

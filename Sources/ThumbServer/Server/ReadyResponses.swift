@@ -15,8 +15,8 @@ import ThumbSystem
 ///
 /// The headers in the key are those the answering route reads (`Route.reads`, the only ones
 /// its requests carry), so a header a route starts reading is keyed by its declaration alone.
-/// One entry per target (the latest variant); at most `maxEntries` entries and `maxBytes` of heads and bodies, an arbitrary one
-/// leaving when either would be passed.
+/// One entry per target (the latest variant); at most `maxEntries` entries and `maxBytes` of
+/// heads and bodies, an arbitrary one leaving when either would be passed.
 ///
 /// Targets that name the same answer (the same options in another order: `ResponseReuse`'s
 /// `identity`) share one entry: a response the route made for another target, equal to a kept one
