@@ -164,3 +164,11 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
     entry.subscribers.removeAll()
   }
 }
+
+/// Numbers for subscribers and places, unique within one pipeline.
+final class SubscriberIDs: Sendable {
+  private let last = Atomic<UInt64>(0)
+
+  /// A number not given before.
+  func next() -> UInt64 { last.add(1, ordering: .relaxed).newValue }
+}

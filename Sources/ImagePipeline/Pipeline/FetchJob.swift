@@ -20,18 +20,37 @@ struct FetchedSource: Sendable {
   let memory: MemoryHold?
 }
 
-extension ThumbnailPipeline {
-  /// The fetch stage's job: the source cache, judged like every cached entry, else a load
-  /// (conditional when a cached copy has validators) once a download slot is free, in
-  /// priority order.
-  func fetch(_ key: FetchKey, _ context: JobContext) async throws -> FetchedSource {
+/// The fetch stage's job: the source cache, judged like every cached entry, else a load
+/// (conditional when a cached copy has validators) once a download slot is free, in priority
+/// order. Built once, by the pipeline, from the parts it uses.
+struct FetchJob: Sendable {
+  /// Sources' bytes kept on disk, if any.
+  let sourceDisk: DiskCache?
+  /// What loads a source.
+  let loader: any DataLoading
+  /// The judge of a cached copy.
+  let sources: SourceState
+  /// The memory a download's bytes are held in.
+  let budget: MemoryBudget
+  /// Download slots, in priority order, per origin too.
+  let limiter: PriorityLimiter
+  /// Bytes a download reserves before it starts.
+  let reservation: Int
+  /// Where a download's first bytes are announced to the thumbnail jobs that want a preview.
+  let previews: Announcements<FetchKey, [UInt8]>
+  /// Whether any consumer wants previews now.
+  let previewDemand: PreviewDemand
+  let metrics: PipelineMetrics
+
+  /// The source's answer to `key`, for every thumbnail job that asks the same.
+  func run(_ key: FetchKey, _ context: JobContext) async throws -> FetchedSource {
     let sourceKey = ThumbnailDiskFormat.sourceKey(for: key.url)
     var conditional = key.cached
     var cachedSource: (bytes: [UInt8], version: SourceVersion)?
-    if let store = configuration.sourceCache, let entry = await store.data(forKey: sourceKey),
+    if let store = sourceDisk, let entry = await store.data(forKey: sourceKey),
       let stored = ThumbnailDiskFormat.sourceVersion(metadata: entry.metadata)
     {
-      switch verdict(for: key.url, stored: stored, now: WallClock.now()) {
+      switch sources.verdict(for: key.url, stored: stored, now: WallClock.now()) {
       case .fresh(let current) where !key.revalidate:
         return FetchedSource(
           response: .modified(entry.payload, current), memory: budget.hold(entry.payload.count))
@@ -45,14 +64,14 @@ extension ThumbnailPipeline {
     if let validator = conditional, !validator.canRevalidate, !Self.isFile(validator) {
       conditional = nil
     }
-    context.onPriorityChange { [budget, fetchLimiter] in
+    context.onPriorityChange { [budget, limiter] in
       budget.reconsider()
-      fetchLimiter.reconsider()
+      limiter.reconsider()
     }
     // Parsed once per fetch: for the per-origin cap here, and handed to the loader.
     let parsed = try? SourceURL(key.url)
     let origin = parsed.map { "\($0.host):\($0.port)" } ?? ""
-    let slot = try await fetchLimiter.acquire(
+    let slot = try await limiter.acquire(
       priority: context.priority, client: context.client, origin: origin)
     let response: SourceResponse
     let memory: MemoryHold
@@ -60,18 +79,18 @@ extension ThumbnailPipeline {
       // A download first reserves a share of the budget; bytes beyond it count as they come.
       // Never more than the whole budget: a download is not refused for its first share.
       memory = try await budget.reserve(
-        min(configuration.downloadReservation, budget.limit), priority: context.priority)
+        min(reservation, budget.limit), priority: context.priority)
     } catch {
-      fetchLimiter.release(slot)
+      limiter.release(slot)
       throw error
     }
     // While consumers want previews, a download is watched for the first bytes one can be
     // made from; they are handed to the thumbnail jobs listening while this job runs.
-    let previews = fetchPreviews
+    let (previews, demand) = (previews, previewDemand)
     let watcher =
-      previewsWanted
-      ? PreviewWatcher { [weak self, turn = context.previews] bytes in
-        guard self?.previewsWanted == true else { return }
+      demand.wanted
+      ? PreviewWatcher { [turn = context.previews] bytes in
+        guard demand.wanted else { return }
         turn.whileOpen { previews.publish(bytes, for: key) }
       } : nil
     defer {
@@ -80,19 +99,19 @@ extension ThumbnailPipeline {
     }
     do {
       let started = ContinuousClock.now
-      response = try await configuration.dataLoader.load(
+      response = try await loader.load(
         SourceRequest(
           url: key.url, cached: conditional, meter: ByteMeter { [memory] in memory.count($0) },
           watcher: watcher, parsed: parsed))
       metrics.observe("fetch", started.duration(to: .now).seconds)
-      fetchLimiter.release(slot)
+      limiter.release(slot)
     } catch let error as FetchError {
       memory.release()
-      fetchLimiter.release(slot)
+      limiter.release(slot)
       throw PipelineError.fetch(error)
     } catch {
       memory.release()
-      fetchLimiter.release(slot)
+      limiter.release(slot)
       throw error
     }
     // From here the hold counts the body alone (nothing for a 304).
@@ -109,7 +128,7 @@ extension ThumbnailPipeline {
         memory: budget.hold(cachedSource.bytes.count))
     case .modified(let bytes, let version):
       metrics.countFetch(bytes: bytes.count)
-      if let store = configuration.sourceCache {
+      if let store = sourceDisk {
         if version.freshness.mayStore {
           await store.store(
             payload: bytes, metadata: ThumbnailDiskFormat.sourceMetadata(version),

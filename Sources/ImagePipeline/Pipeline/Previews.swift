@@ -100,7 +100,33 @@ final class PreviewWatcher: BodyWatching {
   }
 }
 
-extension ThumbnailPipeline {
+/// Whether any consumer waits with a preview listener. While any does, downloads are watched
+/// and thumbnail jobs listen for their first bytes (a consumer that asks for a preview may join
+/// a job a prefetch began); with none, previews cost nothing.
+final class PreviewDemand: Sendable {
+  private let consumers = Atomic<Int>(0)
+
+  /// Whether some consumer now waits with a preview listener.
+  var wanted: Bool { consumers.load(ordering: .relaxed) > 0 }
+
+  /// A consumer with a listener came.
+  func add() { consumers.add(1, ordering: .relaxed) }
+
+  /// A consumer with a listener left.
+  func remove() { consumers.subtract(1, ordering: .relaxed) }
+}
+
+/// Makes a thumbnail job's preview, on a decode thread at the job's priority, and hands it to
+/// the consumers listening. Built once, by the pipeline, from the parts it uses.
+struct PreviewMaker: Sendable {
+  let thumbnailer: Thumbnailer
+  let decoders: DecodeWorkers
+  /// The memory a download's first bytes are held in meanwhile.
+  let budget: MemoryBudget
+  /// Where a job's preview is published to its consumers.
+  let published: Announcements<ImageRequest, Thumbnail>
+  let metrics: PipelineMetrics
+
   /// The spec a preview of `spec` is made at: the same box and fit, JPEG (PNG when
   /// transparent), quality 70: cheap to encode and shown by every client.
   static func previewSpec(_ spec: ThumbnailSpec) -> ThumbnailSpec {
@@ -110,30 +136,30 @@ extension ThumbnailPipeline {
     return preview
   }
 
-  /// Makes and publishes the thumbnail job's preview of `request` from a download's first
-  /// bytes, on a decode thread at the job's priority, while the rest arrives. The copy of the
-  /// bytes is held in the budget meanwhile.
-  func makePreview(of bytes: [UInt8], for request: ImageRequest, _ context: JobContext) async {
+  /// Makes and publishes the job's preview of `request` from a download's first bytes, on a
+  /// decode thread at the job's priority, while the rest arrives. The copy of the bytes is held
+  /// in the budget meanwhile.
+  func make(of bytes: [UInt8], for request: ImageRequest, _ context: JobContext) async {
     let memory = budget.hold(bytes.count)
     defer { memory.release() }
     _ = try? await decoders.run(context: context) { cancellation in
-      self.publishPreview(of: bytes, for: request, context, cancellation)
+      publish(of: bytes, for: request, context, cancellation)
     }
   }
 
   /// On a decode thread: makes the job's preview of `request` from `bytes` (a download's first
   /// bytes, or the whole source) and hands it to the consumers listening, unless the job has
   /// one already or has ended. A source without an early picture publishes nothing.
-  func publishPreview(
+  func publish(
     of bytes: [UInt8], for request: ImageRequest, _ context: JobContext,
     _ cancellation: CancellationFlag
   ) {
     guard context.previews.take(),
-      let preview = try? configuration.thumbnailer.preview(
+      let preview = try? thumbnailer.preview(
         .bytes(bytes), spec: ValidSpec(Self.previewSpec(request.spec.spec)),
         cancellation: cancellation)
     else { return }
     metrics.countPreview()
-    context.previews.whileOpen { thumbnailPreviews.publish(preview, for: request) }
+    context.previews.whileOpen { published.publish(preview, for: request) }
   }
 }

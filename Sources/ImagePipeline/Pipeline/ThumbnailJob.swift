@@ -1,26 +1,88 @@
-extension ThumbnailPipeline {
+/// Where thumbnails are kept: the memory cache, the one place they enter memory (which then
+/// gives way to work if the budget needs it), and the disk cache, written behind delivery.
+struct ThumbnailStore: Sendable {
+  let memory: MemoryCache<ImageRequest, Thumbnail>
+  /// The budget the memory cache gives way to.
+  let budget: MemoryBudget
+  /// The disk cache, if any.
+  let disk: DiskCache?
+  /// Where disk writes wait behind delivery.
+  let diskWrites: WriteBehind
+  let metrics: PipelineMetrics
+
+  /// Keeps `thumbnail` in the memory cache.
+  func cache(_ thumbnail: Thumbnail, for request: ImageRequest) {
+    memory.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
+    budget.trimCacheIfNeeded()
+  }
+
+  /// Keeps `thumbnail` in memory and, after delivery, on disk under `diskKey` in `group`.
+  func store(_ thumbnail: Thumbnail, for request: ImageRequest, diskKey: String, group: String) {
+    cache(thumbnail, for: request)
+    guard let disk else { return }
+    // Delivered first, written after: a reply never waits for the disk.
+    let dropped = !diskWrites.schedule {
+      await disk.store(
+        payload: thumbnail.data, metadata: ThumbnailDiskFormat.metadata(of: thumbnail),
+        forKey: diskKey, group: group)
+    }
+    if dropped { metrics.countDiskWriteSkipped() }
+  }
+}
+
+/// The thumbnail stage's job. A cached copy (a stale one from memory, else the disk's) is
+/// judged first: fresh, it is served; stale, the source is asked once whether it changed (a
+/// 304 keeps the copy, with no download and no decode); changed, every copy of the source
+/// goes. Otherwise the source is fetched (shared per URL, by `FetchJob`) and decoded on a
+/// worker; prefetch jobs first wait for a place (see `PrefetchAdmission`). Built once, by the
+/// pipeline, from the parts it uses.
+struct ThumbnailJob: Sendable {
   /// How many times one job reads a file that changed under a failed decode.
   static let fileReadAttempts = 3
 
-  /// The thumbnail stage's job. A cached copy (a stale one from memory, else the disk's) is
-  /// judged first: fresh, it is served; stale, the source is asked once whether it changed
-  /// (a 304 keeps the copy, with no download and no decode); changed, every copy of the
-  /// source goes. Otherwise the source is fetched (shared per URL) and decoded on a worker;
-  /// prefetch jobs first wait for a place (see `PrefetchAdmission`).
+  /// What the job produces: the thumbnail and where it came from (`.miss` for a new render).
+  struct Produced: Sendable {
+    let thumbnail: Thumbnail
+    let source: ResponseSource
+  }
+
+  /// Where thumbnails are kept.
+  let store: ThumbnailStore
+  /// The judge of a cached copy, and what forgets a changed source.
+  let sources: SourceState
+  /// Places for prefetch jobs.
+  let admission: PrefetchAdmission
+  /// The fetch stage, and its job.
+  let fetches: CoalescingStage<FetchKey, FetchedSource>
+  let fetch: FetchJob
+  /// Previews: made by `previews`, from a download's first bytes when they carry one.
+  let previews: PreviewMaker
+  let previewDemand: PreviewDemand
+  /// The decoder, its threads and the memory its work is held in.
+  let thumbnailer: Thumbnailer
+  let decoders: DecodeWorkers
+  let budget: MemoryBudget
+  /// Where a new thumbnail's placeholder is kept.
+  let placeholders: PlaceholderKeeper
+  /// Subscriber and place numbers.
+  let ids: SubscriberIDs
+  let metrics: PipelineMetrics
+
+  /// The thumbnail of `request`, made at `spec`, for `context`'s consumers.
   func produce(
     _ request: ImageRequest, _ spec: ValidSpec, _ context: JobContext
   ) async throws -> Produced {
     // No preview once the job has returned: the stage hands its result on after this.
     defer {
       context.previews.close()
-      thumbnailPreviews.forget(request)
+      previews.published.forget(request)
     }
-    let diskKey = ThumbnailDiskFormat.key(for: request, filter: configuration.thumbnailer.filter)
+    let diskKey = ThumbnailDiskFormat.key(for: request, filter: thumbnailer.filter)
     let group = ThumbnailDiskFormat.group(for: request.url)
-    var candidate = memoryCache.peek(request)
+    var candidate = store.memory.peek(request)
     var fromDisk = false
-    await diskRemovalFinished(request.url)
-    if candidate == nil, let disk = configuration.diskCache,
+    await sources.diskRemovalFinished(request.url)
+    if candidate == nil, let disk = store.disk,
       let entry = await disk.data(forKey: diskKey, group: group)
     {
       candidate = ThumbnailDiskFormat.thumbnail(metadata: entry.metadata, payload: entry.payload)
@@ -28,12 +90,14 @@ extension ThumbnailPipeline {
     }
     var known: SourceVersion?
     if var cached = candidate {
-      switch verdict(for: request.url, stored: cached.source, now: WallClock.now()) {
+      switch sources.verdict(for: request.url, stored: cached.source, now: WallClock.now()) {
       case .fresh(let current):
         cached.source = current
         if fromDisk {
-          if sources.version(of: request.url) == nil { sources.record(current, for: request.url) }
-          cache(cached, for: request)
+          if sources.catalog.version(of: request.url) == nil {
+            sources.catalog.record(current, for: request.url)
+          }
+          store.cache(cached, for: request)
         }
         return Produced(thumbnail: cached, source: fromDisk ? .disk : .memory)
       case .stale(let current):
@@ -41,16 +105,16 @@ extension ThumbnailPipeline {
         candidate = cached
         known = current
       case .changed:
-        await sourceChanged(request.url, keepingSourceBytes: false)
+        await sources.sourceChanged(request.url, keepingSourceBytes: false)
         candidate = nil
       case .superseded:
-        memoryCache.removeValue(forKey: request)
-        await configuration.diskCache?.removeValue(forKey: diskKey, group: group)
+        store.memory.removeValue(forKey: request)
+        await store.disk?.removeValue(forKey: diskKey, group: group)
         candidate = nil
       }
     }
-    let admission = prefetchAdmission
-    let placeID = nextID()
+    let admission = admission
+    let placeID = ids.next()
     context.onPriorityChange { admission.priorityChanged(id: placeID) }
     let hasPlace = try await admission.enter(
       id: placeID, client: context.client, priority: context.priority,
@@ -106,9 +170,9 @@ extension ThumbnailPipeline {
       if known != nil {
         metrics.countRevalidation(.changed)
         // The fetch stage has just cached the new bytes: only the old thumbnails go.
-        await sourceChanged(request.url, keepingSourceBytes: true)
+        await sources.sourceChanged(request.url, keepingSourceBytes: true)
       }
-      sources.record(version, for: request.url)
+      sources.catalog.record(version, for: request.url)
       // The source's bytes stay counted in the budget until the last decode of them ends.
       var thumbnail: Thumbnail
       do {
@@ -119,28 +183,30 @@ extension ThumbnailPipeline {
         // for the file as it still is, as a thumbnail does. Every consumer of this job,
         // those that came after the read included, gets that answer.
         guard case .file = version.validator, attempt < Self.fileReadAttempts,
-          case .changed = verdict(for: request.url, stored: version)
+          case .changed = sources.verdict(for: request.url, stored: version)
         else { throw PipelineError.thumbnail(error) }
-        await sourceChanged(request.url, keepingSourceBytes: false)
+        await sources.sourceChanged(request.url, keepingSourceBytes: false)
         return try await revalidateOrRender(
           request, spec, candidate: nil, known: nil, diskKey: diskKey, group: group, context,
           attempt: attempt + 1)
       }
       withExtendedLifetime(fetched) {}
       thumbnail.source = version
-      recordPlaceholder(of: thumbnail, for: request)
-      store(thumbnail, for: request, diskKey: diskKey, group: group)
+      placeholders.recordPlaceholder(of: thumbnail, for: request)
+      keepNew(thumbnail, for: request, diskKey: diskKey, group: group)
       return Produced(thumbnail: thumbnail, source: .miss)
     }
   }
 
   /// A cached copy the source confirmed: its renewed version becomes the source's newest, so
   /// every size of it is fresh again.
-  private func keep(_ thumbnail: Thumbnail, for request: ImageRequest) -> Produced {
+  private func keep(_ thumbnail: Thumbnail, for request: ImageRequest)
+    -> Produced
+  {
     metrics.countRevalidation(.unchanged)
-    sources.record(thumbnail.source, for: request.url)
+    sources.catalog.record(thumbnail.source, for: request.url)
     if thumbnail.source.freshness.mayStore {
-      cache(thumbnail, for: request)
+      store.cache(thumbnail, for: request)
     }
     return Produced(thumbnail: thumbnail, source: .revalidated)
   }
@@ -148,38 +214,31 @@ extension ThumbnailPipeline {
   /// Keeps a new thumbnail in memory and (after delivery) on disk, unless its source forbids,
   /// or a newer version of the source arrived while it was being made: an older picture never
   /// overwrites a newer one.
-  private func store(
+  private func keepNew(
     _ thumbnail: Thumbnail, for request: ImageRequest, diskKey: String, group: String
   ) {
     guard thumbnail.source.freshness.mayStore,
-      sources.version(of: request.url).map({ $0.sameContent(as: thumbnail.source) }) ?? true
+      sources.catalog.version(of: request.url).map({ $0.sameContent(as: thumbnail.source) })
+        ?? true
     else { return }
-    cache(thumbnail, for: request)
-    guard let disk = configuration.diskCache else { return }
-    // Delivered first, written after: a reply never waits for the disk.
-    let dropped = !diskWrites.schedule {
-      await disk.store(
-        payload: thumbnail.data, metadata: ThumbnailDiskFormat.metadata(of: thumbnail),
-        forKey: diskKey, group: group)
-    }
-    if dropped { metrics.countDiskWriteSkipped() }
+    store.store(thumbnail, for: request, diskKey: diskKey, group: group)
   }
 
   /// The source's answer to `key`, shared by every thumbnail job that asks the same.
   private func fetchSource(
     _ key: FetchKey, for request: ImageRequest, _ context: JobContext
   ) async throws -> FetchedSource {
-    let subscriber = nextID()
+    let subscriber = ids.next()
     // For consumers that want a preview (now, or by the time they arrive): the download's
     // first bytes, when they carry one, are made into it on a decode thread while the rest
     // arrives.
-    if previewsWanted {
-      fetchPreviews.listen(key, id: subscriber) { [weak self] bytes in
-        guard let self, thumbnailPreviews.wants(request) else { return }
-        Task { await self.makePreview(of: bytes, for: request, context) }
+    if previewDemand.wanted {
+      fetch.previews.listen(key, id: subscriber) { [previews] bytes in
+        guard previews.published.wants(request) else { return }
+        Task { await previews.make(of: bytes, for: request, context) }
       }
     }
-    defer { fetchPreviews.stopListening(key, id: subscriber) }
+    defer { fetch.previews.stopListening(key, id: subscriber) }
     let upstream = PriorityBox(context.priority.value)
     // Holding the box, not the context: a listener that held its own context would keep it
     // (and every listener) alive for ever.
@@ -190,15 +249,14 @@ extension ThumbnailPipeline {
     }
     return try await fetches.value(
       for: key, subscriber: subscriber, priority: upstream, client: context.client
-    ) { key, fetchContext in
-      try await self.fetch(key, fetchContext)
+    ) { [fetch] key, fetchContext in
+      try await fetch.run(key, fetchContext)
     }.value
   }
 
   private func decode(
     _ bytes: [UInt8], _ request: ImageRequest, _ spec: ValidSpec, _ context: JobContext
   ) async throws -> Thumbnail {
-    let thumbnailer = configuration.thumbnailer
     // The header says what the decode will hold; it waits for that much of the budget
     // (a header the decoder rejects is reported by the decode itself, with its own error).
     // The header is parsed here, on the pool: bounded work (libjpeg stops at the first scan,
@@ -211,9 +269,10 @@ extension ThumbnailPipeline {
     // A preview from the whole source, when the download's first bytes gave none (a HEIF's
     // thumbnail, a file, the source cache): made first in the decode's own turn on a decode
     // thread, so it comes ahead of the image without a second wait in the queue.
-    let preview = thumbnailPreviews.wants(request)
-    return try await decoders.run(context: context) { [metrics] cancellation in
-      if preview { self.publishPreview(of: bytes, for: request, context, cancellation) }
+    let preview = previews.published.wants(request)
+    return try await decoders.run(context: context) {
+      [metrics, previews, thumbnailer] cancellation in
+      if preview { previews.publish(of: bytes, for: request, context, cancellation) }
       metrics.observe("queue", enqueued.duration(to: .now).seconds)
       metrics.countDecode()
       do throws(ThumbnailError) {

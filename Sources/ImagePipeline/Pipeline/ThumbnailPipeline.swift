@@ -6,6 +6,11 @@ import Synchronization
 
 /// The loader: memory cache in front of two coalescing stages, one download per URL and one
 /// decode per URL + spec, with bounded, priority-ordered concurrency in each.
+///
+/// The façade that owns the stages: each is a value built once, here, from the few parts it
+/// uses (`ThumbnailJob`, `FetchJob`, `PreviewMaker`, `PlaceholderKeeper`, and `SourceState`,
+/// which judges and forgets sources for all of them), so what a stage depends on shows in its
+/// stored properties. None extends this type.
 public final class ThumbnailPipeline: Sendable {
   /// Online processor cores.
   public static var coreCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
@@ -23,18 +28,18 @@ public final class ThumbnailPipeline: Sendable {
   /// Whether placeholders are kept on disk too.
   public var hasPlaceholderCache: Bool { configuration.placeholderCache != nil }
   let configuration: Configuration
-  let sources: SourceCatalog
+  /// What is known of each source, and what forgets a changed one.
+  let sourceState: SourceState
   let fetches: CoalescingStage<FetchKey, FetchedSource>
-  let thumbnails: CoalescingStage<ImageRequest, Produced>
-  /// The first bytes of downloads a preview can be made from, for the thumbnail jobs that
-  /// want one (`PreviewWatcher`).
-  let fetchPreviews = Announcements<FetchKey, [UInt8]>()
+  let thumbnails: CoalescingStage<ImageRequest, ThumbnailJob.Produced>
+  /// The thumbnail stage's job (which runs the fetch stage's).
+  let job: ThumbnailJob
+  /// The placeholders, kept and judged.
+  let placeholderKeeper: PlaceholderKeeper
   /// Previews of thumbnail jobs, for the consumers that asked.
   let thumbnailPreviews = Announcements<ImageRequest, Thumbnail>()
-  /// Consumers waiting with a preview listener. While there are any, downloads are watched and
-  /// thumbnail jobs listen for their first bytes (a consumer that asks for a preview may join
-  /// a job a prefetch began); with none, previews cost nothing.
-  let previewConsumers = Atomic<Int>(0)
+  /// Consumers waiting with a preview listener (see `PreviewDemand`).
+  let previewDemand = PreviewDemand()
   let failures: NegativeCache<ImageRequest>
   let fetchLimiter: PriorityLimiter
   let prefetchAdmission: PrefetchAdmission
@@ -42,40 +47,47 @@ public final class ThumbnailPipeline: Sendable {
   let decoders: DecodeWorkers
   let diskWrites: WriteBehind
   let budget: MemoryBudget
-  /// Disk removals of changed sources still running, by URL (see `sourceChanged`).
-  let diskRemovals = Mutex<[String: (id: UInt64, task: Task<Void, Never>)]>([:])
   let allocatorTrim: AllocatorTrim
-  private let ids = Atomic<UInt64>(0)
+  let ids = SubscriberIDs()
 
   /// Creates a pipeline and starts its decode threads.
   public init(configuration: Configuration) {
     let metrics = PipelineMetrics()
     self.configuration = configuration
     self.metrics = metrics
-    sources = SourceCatalog(capacity: max(1024, 2 * configuration.memoryCacheCountLimit))
-    memoryCache = MemoryCache(
+    let memoryCache = MemoryCache<ImageRequest, Thumbnail>(
       costLimit: configuration.memoryCacheCostLimit,
       countLimit: configuration.memoryCacheCountLimit,
       grouping: configuration.maxVariantsPerSource > 0
         ? MemoryCache.Grouping(limit: configuration.maxVariantsPerSource) { $0.url } : nil)
+    self.memoryCache = memoryCache
+    let sourceState = SourceState(
+      catalog: SourceCatalog(capacity: max(1024, 2 * configuration.memoryCacheCountLimit)),
+      loader: configuration.dataLoader, memory: memoryCache, placeholders: placeholders,
+      disk: configuration.diskCache, placeholderDisk: configuration.placeholderCache,
+      sourceDisk: configuration.sourceCache, metrics: metrics)
+    self.sourceState = sourceState
     fetches = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
     thumbnails = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
-    fetchLimiter = PriorityLimiter(
+    let fetchLimiter = PriorityLimiter(
       limit: configuration.maxConcurrentFetches, originLimit: configuration.maxFetchesPerOrigin)
+    self.fetchLimiter = fetchLimiter
     prefetchAdmission = PrefetchAdmission(
       limit: configuration.maxPrefetchInProgress, visibleActivity: visibleActivity)
-    diskWrites = WriteBehind(limit: 256)
-    decoders = DecodeWorkers(
+    let diskWrites = WriteBehind(limit: 256)
+    self.diskWrites = diskWrites
+    let decoders = DecodeWorkers(
       threads: configuration.decodeThreads, maxQueued: configuration.maxQueuedDecodes)
+    self.decoders = decoders
     failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
     let cache = memoryCache
     let index = placeholders
     let trim = AllocatorTrim(delay: configuration.trimWhenIdle)
     allocatorTrim = trim
     let idle = Mutex<MemoryBudget?>(nil)
-    budget = MemoryBudget(
+    let budget = MemoryBudget(
       limit: configuration.memoryBudget,
       cacheBytes: { cache.statistics.totalCost + index.totalCost },
       trimCache: { cache.trim(toCost: $0) },
@@ -87,24 +99,31 @@ public final class ThumbnailPipeline: Sendable {
         }
       })
     idle.withLock { $0 = budget }
+    self.budget = budget
+    let placeholderKeeper = PlaceholderKeeper(
+      index: placeholders, disk: configuration.placeholderCache, sources: sourceState,
+      diskWrites: diskWrites, metrics: metrics)
+    self.placeholderKeeper = placeholderKeeper
+    let fetch = FetchJob(
+      sourceDisk: configuration.sourceCache, loader: configuration.dataLoader,
+      sources: sourceState, budget: budget, limiter: fetchLimiter,
+      reservation: configuration.downloadReservation,
+      previews: Announcements<FetchKey, [UInt8]>(), previewDemand: previewDemand,
+      metrics: metrics)
+    job = ThumbnailJob(
+      store: ThumbnailStore(
+        memory: memoryCache, budget: budget, disk: configuration.diskCache,
+        diskWrites: diskWrites, metrics: metrics),
+      sources: sourceState, admission: prefetchAdmission, fetches: fetches, fetch: fetch,
+      previews: PreviewMaker(
+        thumbnailer: configuration.thumbnailer, decoders: decoders, budget: budget,
+        published: thumbnailPreviews, metrics: metrics),
+      previewDemand: previewDemand, thumbnailer: configuration.thumbnailer, decoders: decoders,
+      budget: budget, placeholders: placeholderKeeper, ids: ids, metrics: metrics)
   }
 
   /// The memory budget's figures now: work held, the cache, waits and refusals.
   public var memoryBudget: MemoryBudgetSnapshot { budget.snapshot }
-
-  /// Keeps a thumbnail in the memory cache, which then gives way to work if the budget
-  /// needs it: the one place thumbnails enter memory.
-  func cache(_ thumbnail: Thumbnail, for request: ImageRequest) {
-    memoryCache.setValue(thumbnail, forKey: request, cost: thumbnail.data.count)
-    budget.trimCacheIfNeeded()
-  }
-
-  /// What the thumbnail stage produces: the thumbnail and where it came from (`.miss` for a
-  /// new render).
-  struct Produced: Sendable {
-    let thumbnail: Thumbnail
-    let source: ResponseSource
-  }
 
   deinit { decoders.shutdown() }
 
@@ -198,10 +217,7 @@ public final class ThumbnailPipeline: Sendable {
     metrics.observe("total", 0)
   }
 
-  func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
-
-  /// Whether some consumer now waits with a preview listener.
-  var previewsWanted: Bool { previewConsumers.load(ordering: .relaxed) > 0 }
+  func nextID() -> UInt64 { ids.next() }
 
   /// Loads `request`: from memory at once unless a `lookup` has just missed
   /// (`memoryChecked`), else through its thumbnail job, which looks once more (a job it
@@ -226,21 +242,21 @@ public final class ThumbnailPipeline: Sendable {
       throw remembered
     }
     if let onPreview {
-      previewConsumers.add(1, ordering: .relaxed)
+      previewDemand.add()
       thumbnailPreviews.listen(request, id: id, onPreview)
     }
     defer {
       if onPreview != nil {
         thumbnailPreviews.stopListening(request, id: id)
-        previewConsumers.subtract(1, ordering: .relaxed)
+        previewDemand.remove()
       }
     }
     do {
-      func deliver() async throws -> CoalescingStage<ImageRequest, Produced>.Delivery {
+      func deliver() async throws -> CoalescingStage<ImageRequest, ThumbnailJob.Produced>.Delivery {
         try await thumbnails.value(
           for: request, subscriber: id, priority: priority, client: client
         ) { request, context in
-          try await self.produce(request, spec, context)
+          try await self.job.produce(request, spec, context)
         }
       }
       var delivery = try await deliver()
@@ -251,10 +267,10 @@ public final class ThumbnailPipeline: Sendable {
       // file rewritten faster than it decodes.
       for _ in 0..<2 {
         guard case .file = delivery.value.thumbnail.source.validator,
-          case .changed = verdict(
+          case .changed = sourceState.verdict(
             for: request.url, stored: delivery.value.thumbnail.source, received: started)
         else { break }
-        sourceChanged(request.url)
+        sourceState.sourceChanged(request.url)
         delivery = try await deliver()
       }
       let produced = delivery.value
@@ -275,4 +291,93 @@ public final class ThumbnailPipeline: Sendable {
     }
   }
 
+  /// A memory hit that may be served now, without suspending, or nil. A changed source is
+  /// dropped on the spot; a stale one inside its `stale-while-revalidate` window is served
+  /// (`.stale`) while one revalidation starts.
+  func memoryHit(
+    _ request: ImageRequest, priority: ImagePriority, client: ClientID,
+    received: ContinuousClock.Instant = .now
+  ) -> ImageResponse? {
+    guard var thumbnail = memoryCache.value(forKey: request) else { return nil }
+    switch sourceState.verdict(for: request.url, stored: thumbnail.source, received: received) {
+    case .fresh(let current):
+      // Files come back as they were stored: no copy of the version on the hot path.
+      if case .file = current.validator {} else { thumbnail.source = current }
+      return ImageResponse(thumbnail: thumbnail, source: .memory)
+    case .stale(let current):
+      guard WallClock.now() < current.freshness.freshUntil + current.freshness.staleWhileRevalidate
+      else {
+        return nil
+      }
+      revalidateInBackground(request, client: client)
+      thumbnail.source = current
+      metrics.countStaleServed()
+      return ImageResponse(thumbnail: thumbnail, source: .stale)
+    case .changed:
+      sourceState.sourceChanged(request.url)
+      return nil
+    case .superseded:
+      memoryCache.removeValue(forKey: request)
+      return nil
+    }
+  }
+
+  /// Starts (or joins) the thumbnail job for `request` with no one waiting for its answer:
+  /// the job revalidates the stale entry and stores what it learns.
+  private func revalidateInBackground(_ request: ImageRequest, client: ClientID) {
+    let spec = request.spec
+    let id = nextID()
+    Task {
+      _ = try? await thumbnails.value(
+        for: request, subscriber: id, priority: PriorityBox(.normal), client: client
+      ) { request, context in
+        try await self.job.produce(request, spec, context)
+      }
+    }
+  }
+
+  /// Drops every thumbnail of the source `raw` names, in any spelling (all sizes, formats and
+  /// revisions) from memory and disk, with its source bytes, and returns how many entries went.
+  /// Writes already scheduled land first, so none of them brings an entry back after the purge.
+  public func purge(_ raw: String) async -> Int {
+    let url = SourceURL.normalized(raw)
+    metrics.countPurge()
+    await diskWrites.flush()
+    let inMemory = sourceState.forget(url)
+    return inMemory + (await sourceState.removeFromDisk(url))
+  }
+
+  /// The placeholder known in memory for `url` at `rev`, while the source still holds what it
+  /// was made from: a file is `stat`ed after `received` (shared within a pass, as a memory
+  /// hit's is), an origin's is judged by the newest version known and its freshness. nil
+  /// otherwise; one made from content the source no longer holds is forgotten. No other I/O.
+  public func placeholder(
+    for url: String, rev: String? = nil, received: ContinuousClock.Instant = .now
+  ) -> Placeholder? {
+    placeholderKeeper.placeholder(for: url, rev: rev, received: received)
+  }
+
+  /// The placeholder to name beside `thumbnail` (of `url` at `rev`, just judged current): the
+  /// one known for the same content, so every size shows one look, else the thumbnail's own,
+  /// else one made from its pixels (a disk hit carries none, and the one known may be of
+  /// another version of a file rewritten meanwhile). Never one of other content.
+  public func placeholder(for url: String, rev: String?, of thumbnail: Thumbnail) -> Placeholder? {
+    placeholderKeeper.placeholder(for: url, rev: rev, of: thumbnail)
+  }
+
+  /// The placeholder known for `url` at `rev`, in memory or on disk (read back into memory),
+  /// judged against the source as `placeholder(for:rev:received:)` judges.
+  public func storedPlaceholder(
+    for url: String, rev: String? = nil, received: ContinuousClock.Instant = .now
+  ) async -> Placeholder? {
+    await placeholderKeeper.storedPlaceholder(for: url, rev: rev, received: received)
+  }
+
+  /// The placeholder of `thumbnail` (of `url` at `rev`), its own or made from its bytes, kept
+  /// as a rendered one's would be; nil when it has none and does not decode.
+  public func keepPlaceholder(decoding thumbnail: Thumbnail, url: String, rev: String?)
+    -> Placeholder?
+  {
+    placeholderKeeper.keepPlaceholder(decoding: thumbnail, url: url, rev: rev)
+  }
 }
