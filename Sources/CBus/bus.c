@@ -87,8 +87,7 @@ static void load_libsystemd(void) {
   const cs_symbol symbols[] = {CB_SD_FUNCTIONS(CB_SD_SYMBOL)};
 #undef CB_SD_SYMBOL
   void *library = NULL;
-  if (cs_bind("libsystemd.so.0", "libsystemd0", symbols, sizeof(symbols) / sizeof(symbols[0]),
-              &library, libsystemd_error, sizeof(libsystemd_error)) != 0)
+  if (CS_BIND("libsystemd.so.0", "libsystemd0", symbols, &library, libsystemd_error) != 0)
     return;
   const unsigned *format = dlsym(library, "sd_bus_object_vtable_format");
   if (!format) {

@@ -72,8 +72,6 @@ typedef struct bmp_decoder {
   ic_decoder base;
   /* Where the pixels are read from: the source, or an ICO entry's bytes. */
   ic_stream *stream;
-  const ic_control *control;
-  const ic_limits *limits;
   dib_info info;
   uint8_t palette[256][4];
   channel_mask channel[4];
@@ -277,13 +275,13 @@ static ic_status drop_unused_alpha(bmp_decoder *d, ic_result *result) {
     uint8_t *raw = malloc(d->stride);
     if (!raw) return ic_fail(result, IC_ERR_NO_MEMORY, "BMP row allocation failed");
     for (uint32_t y = 0; y < d->info.height && !used; y++) {
-      if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) break;
+      if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK) break;
       if (ic_stream_read(d->stream, raw, d->stride) < d->stride) break;
       used = rows_have_alpha(d, raw, 1);
     }
     free(raw);
     if (result->status != IC_OK) return result->status;
-    if (ic_stream_seek(d->stream, back, d->control, result) != IC_OK) return result->status;
+    if (ic_stream_seek(d->stream, back, d->base.control, result) != IC_OK) return result->status;
   }
   if (used) return IC_OK;
   d->channel[3] = make_mask(0);
@@ -301,7 +299,7 @@ static void bmp_choose_size(ic_decoder *base, uint32_t need_width, uint32_t need
 static ic_status run_plain(bmp_decoder *d, ic_sink *sink, uint8_t *raw, uint8_t *row,
                            ic_result *result) {
   for (uint32_t y = 0; y < d->info.height; y++) {
-    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
+    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK)
       return result->status;
     if (d->rows) {
       uint32_t stored = d->info.top_down ? y : d->info.height - 1 - y;
@@ -312,7 +310,7 @@ static ic_status run_plain(bmp_decoder *d, ic_sink *sink, uint8_t *raw, uint8_t 
     size_t n = ic_stream_read(d->stream, raw, d->stride);
     if (n < d->stride) {
       if (ic_stream_failed(d->stream)) return ic_fail(result, IC_ERR_IO, "cannot read the BMP");
-      if (!d->limits->accept_damaged)
+      if (!d->base.limits->accept_damaged)
         return ic_fail(result, IC_ERR_TRUNCATED, "BMP ends at row %u of %u", y, d->info.height);
       memset(raw + n, 0, d->stride - n);
     }
@@ -338,10 +336,10 @@ static ic_status run_rle(bmp_decoder *d, ic_sink *sink, uint8_t *row, ic_result 
   memset(row, 0, row_size);
   while (y < h) {
     if (++commands > cap) return ic_fail(result, IC_ERR_CORRUPT, "BMP RLE data paints nothing");
-    if (commands % 4096 == 0 && ic_check(d->control, result) != IC_OK) return result->status;
+    if (commands % 4096 == 0 && ic_check(d->base.control, result) != IC_OK) return result->status;
     uint8_t pair[2];
     if (ic_stream_read(d->stream, pair, 2) < 2) {
-      if (!d->limits->accept_damaged)
+      if (!d->base.limits->accept_damaged)
         return ic_fail(result, IC_ERR_TRUNCATED, "BMP RLE data ends at row %u of %u", y, h);
       pair[0] = 0, pair[1] = 1; /* the rest left unpainted */
     }
@@ -454,7 +452,7 @@ static void read_profile(bmp_decoder *d, uint64_t info_start, ic_result *result)
   ic_colour_info *colour = &d->base.header.colour;
   colour->srgb = info->srgb;
   if (!info->profile_embedded || info->profile_size == 0) return;
-  if (info->profile_size > d->limits->max_profile_bytes) {
+  if (info->profile_size > d->base.limits->max_profile_bytes) {
     colour->damage = IC_PROFILE_OVERSIZED;
     return;
   }
@@ -467,7 +465,7 @@ static void read_profile(bmp_decoder *d, uint64_t info_start, ic_result *result)
   }
   uint8_t *icc = malloc(info->profile_size);
   ic_result scratch = {0};
-  if (icc && ic_stream_seek(d->stream, at, d->control, &scratch) == IC_OK &&
+  if (icc && ic_stream_seek(d->stream, at, d->base.control, &scratch) == IC_OK &&
       ic_stream_read(d->stream, icc, info->profile_size) == info->profile_size) {
     colour->icc = icc;
     colour->icc_size = info->profile_size;
@@ -475,13 +473,13 @@ static void read_profile(bmp_decoder *d, uint64_t info_start, ic_result *result)
     free(icc);
     colour->damage = IC_PROFILE_BROKEN;
   }
-  if (ic_stream_seek(d->stream, back, d->control, &scratch) != IC_OK)
+  if (ic_stream_seek(d->stream, back, d->base.control, &scratch) != IC_OK)
     ic_fail(result, scratch.status, "%s", scratch.message);
 }
 
 /* Checks the size against the limits and records it on the header. */
 static ic_status accept_size(bmp_decoder *d, ic_result *result) {
-  if (ic_check_limits(d->info.width, d->info.height, d->limits, result) != IC_OK)
+  if (ic_check_limits(d->info.width, d->info.height, d->base.limits, result) != IC_OK)
     return result->status;
   d->base.header.width = d->info.width;
   d->base.header.height = d->info.height;
@@ -493,7 +491,7 @@ static ic_status accept_size(bmp_decoder *d, ic_result *result) {
 /* Fails when uncompressed rows need more bytes than the source has after `start`. */
 static ic_status check_room(bmp_decoder *d, uint64_t start, ic_result *result) {
   uint64_t size = 0;
-  if (d->limits->accept_damaged || d->info.compression == BMP_RLE8 ||
+  if (d->base.limits->accept_damaged || d->info.compression == BMP_RLE8 ||
       d->info.compression == BMP_RLE4 || !ic_stream_size(d->stream, &size))
     return IC_OK;
   uint64_t need = row_bytes(d->info.width, d->info.bpp) * d->info.height;
@@ -515,11 +513,9 @@ ic_status ic_bmp_open(ic_stream *stream, const ic_limits *limits, const ic_contr
   dib_info info;
   if (parse_info(head + BMP_FILE_HEADER, have - BMP_FILE_HEADER, &info, result) != IC_OK)
     return result->status;
-  bmp_decoder *d = ic_decoder_new(sizeof(*d), &bmp_ops, result);
+  bmp_decoder *d = ic_decoder_new(sizeof(*d), &bmp_ops, limits, control, result);
   if (!d) return result->status;
   d->stream = stream;
-  d->control = control;
-  d->limits = limits;
   d->info = info;
   uint64_t pixels_at = le32(head + 10), info_end = BMP_FILE_HEADER + (uint64_t)info_size;
   ic_status status = accept_size(d, result);
@@ -563,8 +559,6 @@ typedef struct ico_entry {
 typedef struct ico_decoder {
   ic_decoder base;
   ic_stream *stream;
-  const ic_control *control;
-  const ic_limits *limits;
   ico_entry entries[ICO_MAX_ENTRIES];
   uint32_t count;
   /* The entry choose_size picked. */
@@ -613,14 +607,12 @@ static ic_status open_dib(ico_decoder *icon, ic_stream *bytes, const ico_entry *
   if (info.top_down) return ic_fail(result, IC_ERR_CORRUPT, "an icon's DIB is top-down");
   info.height /= 2;
   if (info.height == 0) return ic_fail(result, IC_ERR_CORRUPT, "an icon's DIB has no rows");
-  bmp_decoder *d = ic_decoder_new(sizeof(*d), &bmp_ops, result);
+  bmp_decoder *d = ic_decoder_new(sizeof(*d), &bmp_ops, icon->base.limits, icon->base.control, result);
   if (!d) return result->status;
   d->stream = bytes;
-  d->control = icon->control;
-  d->limits = icon->limits;
   d->info = info;
   ic_status status = accept_size(d, result);
-  if (status == IC_OK) status = ic_stream_seek(bytes, info.info_size, icon->control, result);
+  if (status == IC_OK) status = ic_stream_seek(bytes, info.info_size, icon->base.control, result);
   if (status == IC_OK) status = read_masks(d, result);
   if (status == IC_OK) status = read_palette(d, entry->size - ic_stream_tell(bytes), result);
   uint64_t rows = ic_stream_tell(bytes);
@@ -643,7 +635,7 @@ static ic_status open_dib(ico_decoder *icon, ic_stream *bytes, const ico_entry *
       info.profile_size <= entry->size - info.profile_offset) {
     if (info.profile_offset < and_at + and_bytes && info.profile_offset + info.profile_size > and_at)
       and_bytes = 0;
-    if (info.profile_size > icon->limits->max_profile_bytes) {
+    if (info.profile_size > icon->base.limits->max_profile_bytes) {
       d->base.header.colour.damage = IC_PROFILE_OVERSIZED;
     } else if ((d->base.header.colour.icc = malloc(info.profile_size))) {
       memcpy(d->base.header.colour.icc, data + info.profile_offset, info.profile_size);
@@ -666,7 +658,7 @@ static ic_status ico_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   const ico_entry *entry = &d->entries[d->chosen];
   uint8_t *data = malloc(entry->size);
   if (!data) return ic_fail(result, IC_ERR_NO_MEMORY, "icon entry allocation failed");
-  ic_status status = ic_stream_seek(d->stream, entry->offset, d->control, result);
+  ic_status status = ic_stream_seek(d->stream, entry->offset, d->base.control, result);
   if (status == IC_OK && ic_stream_read(d->stream, data, entry->size) < entry->size)
     status = ic_fail(result, IC_ERR_TRUNCATED, "icon entry ends early");
   ic_stream bytes;
@@ -678,7 +670,7 @@ static ic_status ico_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   }
   ic_decoder *inner = NULL;
   if (entry->png) {
-    status = ic_png_open(&bytes, d->limits, d->control, result, &inner);
+    status = ic_png_open(&bytes, d->base.limits, d->base.control, result, &inner);
   } else {
     bmp_decoder *dib = NULL;
     status = open_dib(d, &bytes, entry, data, result, &dib);
@@ -723,7 +715,7 @@ static ic_status probe_entry(ico_decoder *d, ico_entry *e, uint64_t file_size, i
   uint8_t head[24];
   if (file_size - e->offset < sizeof(head))
     return ic_fail(result, IC_ERR_TRUNCATED, "icon entry ends early");
-  if (ic_stream_seek(d->stream, e->offset, d->control, result) != IC_OK) return result->status;
+  if (ic_stream_seek(d->stream, e->offset, d->base.control, result) != IC_OK) return result->status;
   if (ic_stream_read(d->stream, head, sizeof(head)) < sizeof(head))
     return ic_fail(result, IC_ERR_TRUNCATED, "icon entry ends early");
   if (memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0) {
@@ -746,9 +738,9 @@ static ic_status probe_entry(ico_decoder *d, ico_entry *e, uint64_t file_size, i
     if (need > e->size) e->size = (uint32_t)(need < file_size - e->offset ? need : file_size - e->offset);
   }
   if (e->width == 0 || e->height == 0) return ic_fail(result, IC_ERR_CORRUPT, "icon entry of no size");
-  if (d->limits->max_decoder_memory && e->size > d->limits->max_decoder_memory)
+  if (d->base.limits->max_decoder_memory && e->size > d->base.limits->max_decoder_memory)
     return ic_fail(result, IC_ERR_TOO_LARGE, "icon entry of %u bytes", e->size);
-  return ic_check_limits(e->width, e->height, d->limits, result);
+  return ic_check_limits(e->width, e->height, d->base.limits, result);
 }
 
 ic_status ic_ico_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
@@ -758,11 +750,9 @@ ic_status ic_ico_open(ic_stream *stream, const ic_limits *limits, const ic_contr
   if (ic_stream_read(stream, head, 6) < 6) return ic_fail(result, IC_ERR_TRUNCATED, "ICO ends early");
   if (!ic_stream_size(stream, &file_size))
     return ic_fail(result, IC_ERR_UNSUPPORTED, "an icon is read from a file or from memory, not a pipe");
-  ico_decoder *d = ic_decoder_new(sizeof(*d), &ico_ops, result);
+  ico_decoder *d = ic_decoder_new(sizeof(*d), &ico_ops, limits, control, result);
   if (!d) return result->status;
   d->stream = stream;
-  d->control = control;
-  d->limits = limits;
   uint32_t listed = le16(head + 4);
   uint32_t count = listed < ICO_MAX_ENTRIES ? listed : ICO_MAX_ENTRIES;
   ic_status status = IC_OK;

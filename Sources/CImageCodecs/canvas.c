@@ -28,6 +28,19 @@ static int is_skin(const float *lab) {
 
 static int is_vivid(const float *lab) { return lab[1] * lab[1] + lab[2] * lab[2] > 60 * 60; }
 
+/* One cell of a line of `count` cells `step` apart, blurred by the kernel of `radius`: the
+ * line's ends repeat outwards. The map is blurred across rows, then down columns. */
+static float blurred(const float *line, uint32_t count, uint32_t step, uint32_t at,
+                     const float *kernel, int radius) {
+  float sum = 0;
+  for (int i = -radius; i <= radius; i++) {
+    long cell = (long)at + i;
+    cell = cell < 0 ? 0 : cell >= (long)count ? (long)count - 1 : cell;
+    sum += kernel[i + radius] * line[(size_t)cell * step];
+  }
+  return sum;
+}
+
 void ic_smart_window(const uint8_t *pixels, uint32_t width, uint32_t height, int channels,
                      uint32_t window_width, uint32_t window_height, uint32_t *x, uint32_t *y) {
   uint32_t room_x = width > window_width ? width - window_width : 0;
@@ -95,26 +108,14 @@ void ic_smart_window(const uint8_t *pixels, uint32_t width, uint32_t height, int
     kernel[i + radius] = (float)exp(-(double)i * i / (2 * sigma * sigma));
   float across[SALIENCY_CELLS * SALIENCY_CELLS];
   for (uint32_t r = 0; r < rows; r++)
-    for (uint32_t c = 0; c < cols; c++) {
-      float sum = 0;
-      for (int i = -radius; i <= radius; i++) {
-        long at = (long)c + i;
-        at = at < 0 ? 0 : at >= (long)cols ? (long)cols - 1 : at;
-        sum += kernel[i + radius] * map[r * cols + at];
-      }
-      across[r * cols + c] = sum;
-    }
+    for (uint32_t c = 0; c < cols; c++)
+      across[r * cols + c] = blurred(map + (size_t)r * cols, cols, 1, c, kernel, radius);
   float best = -1;
   double best_distance = 0;
   uint32_t best_r = rows / 2, best_c = cols / 2;
   for (uint32_t r = 0; r < rows; r++)
     for (uint32_t c = 0; c < cols; c++) {
-      float sum = 0;
-      for (int i = -radius; i <= radius; i++) {
-        long at = (long)r + i;
-        at = at < 0 ? 0 : at >= (long)rows ? (long)rows - 1 : at;
-        sum += kernel[i + radius] * across[at * cols + c];
-      }
+      float sum = blurred(across + c, rows, cols, r, kernel, radius);
       double dx = c + 0.5 - cols / 2.0, dy = r + 0.5 - rows / 2.0;
       double distance = dx * dx + dy * dy;
       if (sum > best || (sum == best && distance < best_distance)) {

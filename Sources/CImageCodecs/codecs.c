@@ -133,13 +133,16 @@ static const ic_decoder_entry *sniffed_entry(ic_stream *stream, ic_result *resul
   return NULL;
 }
 
-void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result) {
+void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, const ic_limits *limits,
+                     const ic_control *control, ic_result *result) {
   ic_decoder *decoder = calloc(1, size);
   if (!decoder) {
     if (result) ic_fail(result, IC_ERR_NO_MEMORY, "decoder allocation failed");
     return NULL;
   }
   decoder->ops = ops;
+  decoder->limits = limits;
+  decoder->control = control;
   return decoder;
 }
 

@@ -18,7 +18,6 @@
 typedef struct gif_decoder {
   ic_decoder base;
   ic_stream *stream;
-  const ic_control *control;
   GifFileType *gif;
   /* The first frame: its rectangle, in screen pixels (it may reach past the screen). */
   int left, top, width, height, interlaced;
@@ -91,7 +90,7 @@ static void compose_row(const gif_decoder *d, const visible_part *v,
 static ic_status read_rows_to(gif_decoder *d, int *next, int last, GifPixelType *line,
                               ic_result *result) {
   for (; *next <= last; (*next)++) {
-    if (*next % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
+    if (*next % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK)
       return result->status;
     if (DGifGetLine(d->gif, line, d->width) != GIF_OK)
       return fail_from_gif(d->gif->Error, "frame", result);
@@ -109,7 +108,7 @@ static ic_status read_interlaced(gif_decoder *d, const visible_part *v, GifPixel
     for (int r = start[pass]; r < d->height; r += step[pass]) {
       /* Every row is read (the passes follow one another in the data), the visible kept;
        * the frame's size is within the pixel limit, which bounds the work. */
-      if (++done % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
+      if (++done % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK)
         return result->status;
       if (DGifGetLine(d->gif, line, d->width) != GIF_OK)
         return fail_from_gif(d->gif->Error, "frame", result);
@@ -138,7 +137,7 @@ static ic_status gif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   if (status == IC_OK) status = sink->begin(sink, w, h, channels, result);
   int next = 0; /* frame rows read so far (non-interlaced) */
   for (uint32_t y = 0; y < h && status == IC_OK; y++) {
-    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
+    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK) {
       status = result->status;
       break;
     }
@@ -185,7 +184,7 @@ static ic_status read_to_first_frame(gif_decoder *d, ic_result *result) {
   GifFileType *gif = d->gif;
   d->transparent = -1;
   for (unsigned records = 0;; records++) {
-    if (records % 64 == 0 && ic_check(d->control, result) != IC_OK) return result->status;
+    if (records % 64 == 0 && ic_check(d->base.control, result) != IC_OK) return result->status;
     GifRecordType type;
     if (DGifGetRecordType(gif, &type) != GIF_OK) return fail_from_gif(gif->Error, "record", result);
     if (type == TERMINATE_RECORD_TYPE)
@@ -204,7 +203,7 @@ static ic_status read_to_first_frame(gif_decoder *d, ic_result *result) {
     if (code == GRAPHICS_EXT_FUNC_CODE && block && block[0] >= 4)
       d->transparent = (block[1] & 1) ? block[4] : -1;
     while (block) {
-      if (++records % 64 == 0 && ic_check(d->control, result) != IC_OK) return result->status;
+      if (++records % 64 == 0 && ic_check(d->base.control, result) != IC_OK) return result->status;
       if (DGifGetExtensionNext(gif, &block) != GIF_OK)
         return fail_from_gif(gif->Error, "extension", result);
     }
@@ -215,10 +214,9 @@ static const ic_decoder_ops gif_ops = {gif_choose_size, gif_run, gif_destroy, gi
 
 ic_status ic_gif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                       ic_result *result, ic_decoder **out) {
-  gif_decoder *d = ic_decoder_new(sizeof(*d), &gif_ops, result);
+  gif_decoder *d = ic_decoder_new(sizeof(*d), &gif_ops, limits, control, result);
   if (!d) return result->status;
   d->stream = stream;
-  d->control = control;
   int error = 0;
   d->gif = DGifOpen(d, read_bytes, &error);
   if (!d->gif) {

@@ -23,14 +23,13 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 _Static_assert(LIBHEIF_NUMERIC_VERSION >> 24 == IC_HEIF_MAJOR, "libheif's major version");
 
 static void load_once(void) {
-  const char *soname = IC_SONAME("heif", IC_HEIF_MAJOR);
+  const char *soname = CS_SONAME("heif", IC_HEIF_MAJOR);
   ic_heif_api api;
 #define IC_HEIF_SYMBOL(name) CS_SYMBOL(api, name, "heif_" #name)
   const cs_symbol symbols[] = {IC_HEIF_FUNCTIONS(IC_HEIF_SYMBOL)};
 #undef IC_HEIF_SYMBOL
   void *library = NULL;
-  if (cs_bind(soname, "libheif1", symbols, sizeof(symbols) / sizeof(symbols[0]), &library,
-              load_error, sizeof(load_error)) != 0)
+  if (CS_BIND(soname, CS_PACKAGE("heif", IC_HEIF_MAJOR), symbols, &library, load_error) != 0)
     return;
   /* The functions this build's headers declare were found; a minor version older than the
    * headers' could still differ in what it does with them. */

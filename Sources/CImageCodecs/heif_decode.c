@@ -22,7 +22,6 @@
 
 typedef struct heif_decoder {
   ic_decoder base;
-  const ic_control *control;
   struct heif_context *context;
   struct heif_image_handle *primary;
   /* What run() decodes: the primary image or one of its thumbnails. */
@@ -216,7 +215,7 @@ static void put_plane_row(const heif_plane *plane, int y, int width, uint8_t *ou
  */
 static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   heif_decoder *d = (heif_decoder *)base;
-  if (ic_check(d->control, result) != IC_OK) return result->status;
+  if (ic_check(d->base.control, result) != IC_OK) return result->status;
   int alpha = base->header.channels == 4;
   int channels = alpha ? 4 : 3;
   enum heif_chroma chroma = !d->interleaved ? heif_chroma_444
@@ -234,7 +233,7 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
       ic_libheif.decode_image(d->chosen, &image, heif_colorspace_RGB, chroma, options);
   ic_libheif.decoding_options_free(options);
   if (error.code != heif_error_Ok) return fail_from_heif(error, "decode", result);
-  ic_status status = ic_check(d->control, result);
+  ic_status status = ic_check(d->base.control, result);
   static const enum heif_channel names[4] = {heif_channel_R, heif_channel_G, heif_channel_B,
                                              heif_channel_Alpha};
   int planes = d->interleaved ? 1 : channels;
@@ -262,7 +261,7 @@ static ic_status heif_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   if (status == IC_OK && !row) status = ic_fail(result, IC_ERR_NO_MEMORY, "row allocation failed");
   if (status == IC_OK) status = sink->begin(sink, (uint32_t)w, (uint32_t)h, channels, result);
   for (int y = 0; y < h && status == IC_OK; y++) {
-    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
+    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK) {
       status = result->status;
       break;
     }
@@ -385,9 +384,8 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   size_t size = 0;
   if (ic_stream_contents(stream, limits, control, &data, &size, result) != IC_OK)
     return result->status;
-  heif_decoder *d = ic_decoder_new(sizeof(*d), &heif_ops, result);
+  heif_decoder *d = ic_decoder_new(sizeof(*d), &heif_ops, limits, control, result);
   if (!d) return result->status;
-  d->control = control;
   d->buffered = stream->owned_size;
   d->interleaved = limits->heif_interleaved;
   d->libde265 = limits->hevc_libde265;

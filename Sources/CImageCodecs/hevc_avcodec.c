@@ -77,10 +77,10 @@ static void load_once(void) {
       CS_SYMBOL(av, packet_free, "av_packet_free")
   };
   char error[256];
-  if (cs_bind(IC_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), IC_PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR), util,
-              sizeof(util) / sizeof(util[0]), NULL, error, sizeof(error)) != 0 ||
-      cs_bind(IC_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR), IC_PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec,
-              sizeof(codec) / sizeof(codec[0]), NULL, error, sizeof(error)) != 0)
+  if (CS_BIND(CS_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR),
+              CS_PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR), util, NULL, error) != 0 ||
+      CS_BIND(CS_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
+              CS_PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec, NULL, error) != 0)
     return;
   av.hevc = av.find_decoder(AV_CODEC_ID_HEVC);
   if (!av.hevc) return;

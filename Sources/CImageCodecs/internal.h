@@ -11,11 +11,6 @@
 /* Rows between two looks at the cancellation flag. */
 #define IC_CANCEL_CHECK_ROWS 16
 
-/* The soname of a library opened with dlopen, from its major version (a literal number). */
-#define IC_TEXT(x) #x
-#define IC_SONAME(library, major) "lib" library ".so." IC_TEXT(major)
-/* Debian's package of that library ("libavcodec59"), for the message when it is missing. */
-#define IC_PACKAGE(library, major) "lib" library IC_TEXT(major)
 
 /* Records an error on the result unless one is already recorded. */
 ic_status ic_fail(ic_result *result, ic_status status, const char *format, ...)
@@ -116,6 +111,10 @@ typedef struct ic_decoder_ops {
 struct ic_decoder {
   ic_header header;
   const ic_decoder_ops *ops;
+  /* What the decode may do, and what stops it: the opener's, kept by ic_decoder_new for every
+   * decoder (checked with ic_check every 16 rows or input slices). */
+  const ic_limits *limits;
+  const ic_control *control;
   /* Non-zero when the codec's own scaling averages every source pixel exactly (libwebp's
    * rescaler): it may then scale straight to the output size, with no headroom. */
   int exact_scaling;
@@ -128,9 +127,10 @@ struct ic_decoder {
   double pixel_scale;
 };
 
-/* A zeroed decoder struct of `size` bytes (its first member an ic_decoder) run by `ops`;
- * NULL, with the result failed, when there is no memory. */
-void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, ic_result *result);
+/* A zeroed decoder struct of `size` bytes (its first member an ic_decoder) run by `ops`, under
+ * `limits` and `control`; NULL, with the result failed, when there is no memory. */
+void *ic_decoder_new(size_t size, const ic_decoder_ops *ops, const ic_limits *limits,
+                     const ic_control *control, ic_result *result);
 
 /* Runs a decoder inside another's run (an icon's entry, a camera RAW's preview): its rows go
  * to the sink, its colour description becomes the outer decoder's when its rows begin. */

@@ -573,7 +573,7 @@ static const ic_decoder_ops jpeg_ops = {jpeg_choose_size, jpeg_run, jpeg_destroy
 ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
                        const ic_control *control, ic_result *result,
                        ic_decoder **out) {
-  jpeg_decoder *d = ic_decoder_new(sizeof(*d), &jpeg_ops, result);
+  jpeg_decoder *d = ic_decoder_new(sizeof(*d), &jpeg_ops, limits, control, result);
   if (!d) return result->status;
   d->scale_num = 8;
   d->stream = stream;
@@ -695,7 +695,7 @@ static ic_decoder *open_exif_preview(jpeg_decoder *d, const ic_limits *limits,
   size_t offset = 0, length = 0;
   if (!d->exif || !ic_exif_thumbnail(d->exif + 6, d->exif_length - 6, &offset, &length))
     return NULL;
-  exif_preview *p = ic_decoder_new(sizeof(*p), &exif_preview_ops, NULL);
+  exif_preview *p = ic_decoder_new(sizeof(*p), &exif_preview_ops, limits, control, NULL);
   if (!p) return NULL;
   p->bytes = malloc(length);
   ic_result scratch;

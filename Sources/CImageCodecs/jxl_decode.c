@@ -62,8 +62,7 @@ static void load_jxl(void) {
 #define IC_JXL_SYMBOL(name) CS_SYMBOL(jxl, name, #name)
   const cs_symbol symbols[] = {IC_JXL_FUNCTIONS(IC_JXL_SYMBOL)};
 #undef IC_JXL_SYMBOL
-  jxl_loaded = cs_bind(IC_JXL_SONAME, "libjxl0.7", symbols, sizeof(symbols) / sizeof(symbols[0]),
-                       NULL, jxl_error, sizeof(jxl_error)) == 0;
+  jxl_loaded = CS_BIND(IC_JXL_SONAME, "libjxl0.7", symbols, NULL, jxl_error) == 0;
 }
 
 int ic_jxl_sniff(const uint8_t *b, size_t size) {
@@ -73,8 +72,6 @@ int ic_jxl_sniff(const uint8_t *b, size_t size) {
 
 typedef struct jxl_decoder {
   ic_decoder base;
-  const ic_control *control;
-  const ic_limits *limits;
   JxlDecoder *dec;
   /* Where libjxl's reading of the image's headers ended, and what the first frame's says. */
   size_t frame_at;
@@ -113,14 +110,14 @@ static ic_status jxl_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   uint32_t w = base->header.width, h = base->header.height;
   int channels = base->header.channels;
   for (;;) {
-    if (ic_check(d->control, result) != IC_OK) return result->status;
+    if (ic_check(d->base.control, result) != IC_OK) return result->status;
     JxlDecoderStatus status = jxl.JxlDecoderProcessInput(d->dec);
     if (status == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
       size_t size = 0;
       if (jxl.JxlDecoderImageOutBufferSize(d->dec, &d->format, &size) != JXL_DEC_SUCCESS ||
           size != (size_t)w * h * channels)
         return fail_from_jxl(JXL_DEC_ERROR, "frame", result);
-      if (d->limits->max_decoder_memory && size > d->limits->max_decoder_memory)
+      if (d->base.limits->max_decoder_memory && size > d->base.limits->max_decoder_memory)
         return ic_fail(result, IC_ERR_TOO_LARGE,
                        "JPEG XL frame of %ux%u: over the decoder's memory limit", w, h);
       d->pixels = malloc(size);
@@ -144,7 +141,7 @@ static ic_status jxl_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   }
   ic_status status = sink->begin(sink, w, h, channels, result);
   for (uint32_t y = 0; y < h && status == IC_OK; y++) {
-    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK)
+    if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK)
       return result->status;
     status = sink->row(sink, d->pixels + (size_t)y * w * channels, result);
   }
@@ -200,13 +197,13 @@ static ic_status read_header(jxl_decoder *d, const uint8_t *data, size_t length,
                              ic_result *result) {
   ic_header *h = &d->base.header;
   for (;;) {
-    if (ic_check(d->control, result) != IC_OK) return result->status;
+    if (ic_check(d->base.control, result) != IC_OK) return result->status;
     JxlDecoderStatus status = jxl.JxlDecoderProcessInput(d->dec);
     if (status == JXL_DEC_BASIC_INFO) {
       JxlBasicInfo info;
       if (jxl.JxlDecoderGetBasicInfo(d->dec, &info) != JXL_DEC_SUCCESS)
         return fail_from_jxl(JXL_DEC_ERROR, "header", result);
-      if (ic_check_limits(info.xsize, info.ysize, d->limits, result) != IC_OK)
+      if (ic_check_limits(info.xsize, info.ysize, d->base.limits, result) != IC_OK)
         return result->status;
       h->width = info.xsize;
       h->height = info.ysize;
@@ -230,7 +227,7 @@ static ic_status read_header(jxl_decoder *d, const uint8_t *data, size_t length,
       if (jxl.JxlDecoderGetICCProfileSize(d->dec, NULL, JXL_COLOR_PROFILE_TARGET_DATA, &size) ==
               JXL_DEC_SUCCESS &&
           size) {
-        if (size > d->limits->max_profile_bytes) {
+        if (size > d->base.limits->max_profile_bytes) {
           h->colour.damage = IC_PROFILE_OVERSIZED;
         } else if ((h->colour.icc = malloc(size))) {
           if (jxl.JxlDecoderGetColorAsICCProfile(d->dec, NULL, JXL_COLOR_PROFILE_TARGET_DATA,
@@ -262,10 +259,8 @@ ic_status ic_jxl_open(ic_stream *stream, const ic_limits *limits, const ic_contr
   size_t size = 0;
   if (ic_stream_contents(stream, limits, control, &data, &size, result) != IC_OK)
     return result->status;
-  jxl_decoder *d = ic_decoder_new(sizeof(*d), &jxl_ops, result);
+  jxl_decoder *d = ic_decoder_new(sizeof(*d), &jxl_ops, limits, control, result);
   if (!d) return result->status;
-  d->control = control;
-  d->limits = limits;
   d->dec = jxl.JxlDecoderCreate(NULL);
   ic_status status = IC_OK;
   if (!d->dec) {

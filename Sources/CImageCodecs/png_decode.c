@@ -48,7 +48,6 @@ typedef struct png_decoder {
   uint64_t tail_start;
   uint64_t tail_allowance;
   int tail_exceeded;
-  const ic_control *control;
   uint32_t reads;
   /* The last 8 bytes libpng read, and how many it read: after png_read_info
    * they are the first IDAT chunk's header. */
@@ -111,7 +110,7 @@ static void on_png_warning(png_structp png, png_const_charp message) {
 static void read_bytes(png_structp png, png_bytep out, size_t length) {
   png_decoder *d = png_get_io_ptr(png);
   if (++d->reads % IC_CANCEL_CHECK_ROWS == 0) {
-    ic_status reason = ic_stop_reason(d->control);
+    ic_status reason = ic_stop_reason(d->base.control);
     if (reason != IC_OK) {
       d->status = reason;
       snprintf(d->message, sizeof(d->message), "%s",
@@ -279,7 +278,7 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   if (d->fast) {
     ic_status status =
         ic_png_fast_rows(d->stream, d->idat_length, width, height, channels, sink,
-                         d->control, result);
+                         d->base.control, result);
     result->warnings = d->warnings;
     return status;
   }
@@ -321,7 +320,7 @@ static ic_status png_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
     uint32_t columns = d->passes == 1 ? width : PNG_PASS_COLS(width, pass);
     if (columns == 0) continue; /* libpng skips an empty pass */
     for (uint32_t y = 0; y < rows; y++) {
-      if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->control, result) != IC_OK) {
+      if (y % IC_CANCEL_CHECK_ROWS == 0 && ic_check(d->base.control, result) != IC_OK) {
         if (a) adam7_free(a);
         free(pixels);
         return result->status;
@@ -437,10 +436,9 @@ static const ic_decoder_ops png_ops = {png_choose_size, png_run, png_destroy_dec
 ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
                       const ic_control *control, ic_result *result,
                       ic_decoder **out) {
-  png_decoder *d = ic_decoder_new(sizeof(*d), &png_ops, result);
+  png_decoder *d = ic_decoder_new(sizeof(*d), &png_ops, limits, control, result);
   if (!d) return result->status;
   d->stream = stream;
-  d->control = control;
   d->budget = IC_PNG_BUDGET_BASE;
   d->png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, d, on_png_error,
                                     on_png_warning, d, budget_malloc, budget_free);

@@ -35,8 +35,6 @@ typedef struct raw_candidate {
 typedef struct raw_decoder {
   ic_decoder base;
   ic_random bytes;
-  const ic_control *control;
-  const ic_limits *limits;
   raw_candidate candidates[RAW_MAX_CANDIDATES];
   uint32_t count, chosen;
   /* The chosen preview: its bytes and its decoder, opened when chosen. */
@@ -359,7 +357,7 @@ static void open_chosen(raw_decoder *d) {
   raw_close_inner(d);
   memset(&d->failure, 0, sizeof(d->failure));
   const raw_candidate *c = &d->candidates[d->chosen];
-  if (d->limits->max_decoder_memory && c->length > d->limits->max_decoder_memory) {
+  if (d->base.limits->max_decoder_memory && c->length > d->base.limits->max_decoder_memory) {
     ic_fail(&d->failure, IC_ERR_TOO_LARGE, "RAW preview of %llu bytes",
             (unsigned long long)c->length);
     return;
@@ -376,7 +374,7 @@ static void open_chosen(raw_decoder *d) {
   ic_source source = {.data = d->jpeg, .size = (size_t)c->length, .path = NULL, .fd = -1};
   if (ic_stream_open(&d->stream, &source, &d->failure) != IC_OK) return;
   d->stream_open = 1;
-  if (ic_jpeg_open(&d->stream, d->limits, d->control, &d->failure, &d->inner) != IC_OK) {
+  if (ic_jpeg_open(&d->stream, d->base.limits, d->base.control, &d->failure, &d->inner) != IC_OK) {
     d->inner = NULL;
     return;
   }
@@ -449,11 +447,9 @@ ic_status ic_raw_open_random(const ic_random *bytes, const ic_limits *limits,
   if (w.count == 0)
     return ic_fail(result, IC_ERR_UNSUPPORTED,
                    "a camera RAW without an embedded JPEG preview (thumbd never demosaics)");
-  raw_decoder *d = ic_decoder_new(sizeof(*d), &raw_ops, result);
+  raw_decoder *d = ic_decoder_new(sizeof(*d), &raw_ops, limits, control, result);
   if (!d) return result->status;
   d->bytes = *bytes;
-  d->control = control;
-  d->limits = limits;
   memcpy(d->candidates, w.candidates, sizeof(w.candidates));
   d->count = w.count;
   /* The picture is the largest preview. */

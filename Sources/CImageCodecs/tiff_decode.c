@@ -57,8 +57,6 @@ typedef struct tiff_io {
 
 typedef struct tiff_decoder {
   ic_decoder base;
-  const ic_control *control;
-  const ic_limits *limits;
   TIFF *tif;
   tiff_io io;
   tiff_level levels[IC_TIFF_MAX_LEVELS];
@@ -180,7 +178,7 @@ static ic_status set_level(tiff_decoder *d, const tiff_level *level, ic_result *
 
 /* A level's size against the limits; the result keeps the page's size as the source's. */
 static ic_status check_level(tiff_decoder *d, const tiff_level *level, ic_result *result) {
-  ic_status status = ic_check_limits(level->width, level->height, d->limits, result);
+  ic_status status = ic_check_limits(level->width, level->height, d->base.limits, result);
   result->source_width = d->levels[0].width;
   result->source_height = d->levels[0].height;
   return status;
@@ -228,7 +226,7 @@ static ic_status find_levels(tiff_decoder *d, ic_result *result) {
     count = 0;
   }
   for (tdir_t i = page + 1; i < IC_TIFF_MAX_DIRECTORIES && TIFFReadDirectory(tif); i++) {
-    if (ic_check(d->control, result) != IC_OK) return result->status;
+    if (ic_check(d->base.control, result) != IC_OK) return result->status;
     if (!(subfile_type(tif) & FILETYPE_REDUCEDIMAGE)) break; /* the next page */
     add_level(d, i, 0);
   }
@@ -539,7 +537,7 @@ static ic_status run_strips(tiff_decoder *d, row_out *o, uint32_t height, ic_res
   }
   ic_status status = IC_OK;
   for (uint32_t y = 0; y < height && status == IC_OK;) {
-    if (ic_check(d->control, result) != IC_OK) break;
+    if (ic_check(d->base.control, result) != IC_OK) break;
     uint32_t rows = 1;
     if (whole) {
       rows = height - y < per_strip ? height - y : per_strip;
@@ -580,7 +578,7 @@ static ic_status run_tiles(tiff_decoder *d, row_out *o, uint32_t width, uint32_t
   for (uint32_t y0 = 0; y0 < height && status == IC_OK; y0 += th) {
     uint32_t rows = height - y0 < th ? height - y0 : th;
     for (uint32_t x0 = 0; x0 < width && status == IC_OK; x0 += tw) {
-      if (ic_check(d->control, result) != IC_OK) return free(tile), free(band), result->status;
+      if (ic_check(d->base.control, result) != IC_OK) return free(tile), free(band), result->status;
       if (TIFFReadTile(d->tif, tile, x0, y0, 0, 0) < 0) {
         status = fail_from_tiff(d, "tile", result);
         break;
@@ -621,7 +619,7 @@ static ic_status run_rgba(tiff_decoder *d, ic_sink *sink, uint32_t width, uint32
   ic_status status = IC_OK;
   if (!raster || !row) status = ic_fail(result, IC_ERR_NO_MEMORY, "TIFF band allocation failed");
   for (uint32_t y0 = 0; y0 < height && status == IC_OK; y0 += band) {
-    if (ic_check(d->control, result) != IC_OK) {
+    if (ic_check(d->base.control, result) != IC_OK) {
       status = result->status;
       break;
     }
@@ -734,7 +732,7 @@ static ic_status run_jpeg_strips(tiff_decoder *d, ic_sink *sink, uint32_t width,
   TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
   int rgb = photometric == PHOTOMETRIC_RGB;
   for (uint32_t strip = 0, y = 0; strip < strips && y < height && status == IC_OK; strip++) {
-    if (ic_check(d->control, result) != IC_OK) {
+    if (ic_check(d->base.control, result) != IC_OK) {
       status = result->status;
       break;
     }
@@ -777,7 +775,7 @@ static ic_status run_jpeg_strips(tiff_decoder *d, ic_sink *sink, uint32_t width,
       status = result->status;
       break;
     }
-    status = ic_jpeg_open(&stream, d->limits, d->control, result, &inner);
+    status = ic_jpeg_open(&stream, d->base.limits, d->base.control, result, &inner);
     if (status == IC_OK) {
       uint32_t w = 0, h = 0;
       ic_jpeg_set_scale(inner, num, rgb, &w, &h);
@@ -947,7 +945,7 @@ static ic_status read_page(tiff_decoder *d, ic_result *result) {
   uint32_t size = 0;
   void *icc = NULL;
   if (TIFFGetField(tif, TIFFTAG_ICCPROFILE, &size, &icc) && icc && size) {
-    if (size > d->limits->max_profile_bytes) {
+    if (size > d->base.limits->max_profile_bytes) {
       h->colour.damage = IC_PROFILE_OVERSIZED;
     } else if ((h->colour.icc = malloc(size))) {
       memcpy(h->colour.icc, icc, size);
@@ -960,11 +958,9 @@ static ic_status read_page(tiff_decoder *d, ic_result *result) {
 ic_status ic_tiff_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                        ic_result *result, ic_decoder **out) {
   pthread_once(&quiet_once, quiet_globals);
-  tiff_decoder *d = ic_decoder_new(sizeof(*d), &tiff_ops, result);
+  tiff_decoder *d = ic_decoder_new(sizeof(*d), &tiff_ops, limits, control, result);
   if (d) d->jpeg_num = 8;
   if (!d) return result->status;
-  d->control = control;
-  d->limits = limits;
   if (ic_stream_random(stream, limits, control, &d->io.bytes, result) != IC_OK) {
     free(d);
     return result->status;

@@ -110,7 +110,7 @@ static const ic_decoder_ops memory_ops = {
 
 ic_decoder *ic_memory_decoder(const uint8_t *pixels, uint32_t stride, int channels, uint32_t x,
                               uint32_t y, uint32_t width, uint32_t height, ic_result *result) {
-  memory_decoder *m = ic_decoder_new(sizeof(memory_decoder), &memory_ops, result);
+  memory_decoder *m = ic_decoder_new(sizeof(memory_decoder), &memory_ops, NULL, NULL, result);
   if (!m) return NULL;
   m->pixels = pixels;
   m->stride = stride;

@@ -31,7 +31,6 @@
 
 typedef struct webp_decoder {
   ic_decoder base;
-  const ic_control *control;
   /* The bitstream to decode: the whole file, or an animation's first frame. */
   const uint8_t *frame;
   size_t frame_size;
@@ -132,7 +131,7 @@ static ic_status webp_run(ic_decoder *base, ic_sink *sink, ic_result *result) {
   size_t fed = 0;
   VP8StatusCode code = VP8_STATUS_SUSPENDED;
   while (status == IC_OK && emitted < d->out_height) {
-    if (ic_check(d->control, result) != IC_OK) {
+    if (ic_check(d->base.control, result) != IC_OK) {
       status = result->status;
       break;
     }
@@ -248,9 +247,8 @@ ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   WebPBitstreamFeatures features;
   VP8StatusCode code = WebPGetFeatures(data, size, &features);
   if (code != VP8_STATUS_OK) return fail_from_status(code, "header", result);
-  webp_decoder *d = ic_decoder_new(sizeof(*d), &webp_ops, result);
+  webp_decoder *d = ic_decoder_new(sizeof(*d), &webp_ops, limits, control, result);
   if (!d) return result->status;
-  d->control = control;
   d->buffered = stream->owned_size;
   d->frame = data;
   d->frame_size = size;

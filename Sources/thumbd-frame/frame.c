@@ -46,10 +46,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TEXT_(x) #x
-#define TEXT(x) TEXT_(x)
-#define SONAME(library, major) "lib" library ".so." TEXT(major)
-#define PACKAGE(library, major) "lib" library TEXT(major)
 
 /* Demuxers of video containers; nothing that reads other files or the network. */
 static const char format_whitelist[] =
@@ -183,17 +179,14 @@ static int bind_libraries(void) {
       CS_SYMBOL(av, sws_colorspace, "sws_setColorspaceDetails")
   };
   char error[256];
-  if (cs_bind(SONAME("avutil", LIBAVUTIL_VERSION_MAJOR), PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR),
-              util, sizeof(util) / sizeof(util[0]), NULL, error, sizeof(error)) != 0 ||
-      cs_bind(SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
-              PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec, sizeof(codec) / sizeof(codec[0]),
-              NULL, error, sizeof(error)) != 0 ||
-      cs_bind(SONAME("avformat", LIBAVFORMAT_VERSION_MAJOR),
-              PACKAGE("avformat", LIBAVFORMAT_VERSION_MAJOR), format,
-              sizeof(format) / sizeof(format[0]), NULL, error, sizeof(error)) != 0 ||
-      cs_bind(SONAME("swscale", LIBSWSCALE_VERSION_MAJOR),
-              PACKAGE("swscale", LIBSWSCALE_VERSION_MAJOR), scale, sizeof(scale) / sizeof(scale[0]),
-              NULL, error, sizeof(error)) != 0) {
+  if (CS_BIND(CS_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR),
+              CS_PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR), util, NULL, error) != 0 ||
+      CS_BIND(CS_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
+              CS_PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec, NULL, error) != 0 ||
+      CS_BIND(CS_SONAME("avformat", LIBAVFORMAT_VERSION_MAJOR),
+              CS_PACKAGE("avformat", LIBAVFORMAT_VERSION_MAJOR), format, NULL, error) != 0 ||
+      CS_BIND(CS_SONAME("swscale", LIBSWSCALE_VERSION_MAJOR),
+              CS_PACKAGE("swscale", LIBSWSCALE_VERSION_MAJOR), scale, NULL, error) != 0) {
     return fail(TF_EXIT_UNAVAILABLE, "%s", error);
   }
   return 0;
@@ -520,9 +513,9 @@ static int open_format(worker *w) {
   /* A nested open (a playlist's entries) has no protocol it may use. */
   av.dict_set(&options, "protocol_whitelist", "none", 0);
   av.dict_set(&options, "format_whitelist", format_whitelist, 0);
-  av.dict_set(&options, "probesize", TEXT(8388608), 0);
-  av.dict_set(&options, "analyzeduration", TEXT(5000000), 0);
-  av.dict_set(&options, "max_streams", TEXT(64), 0);
+  av.dict_set(&options, "probesize", "8388608", 0);
+  av.dict_set(&options, "analyzeduration", "5000000", 0);
+  av.dict_set(&options, "max_streams", "64", 0);
   av.dict_set(&options, "fpsprobesize", "8", 0);
   int opened = av.open_input(&w->format, w->name, NULL, &options);
   av.dict_free(&options);

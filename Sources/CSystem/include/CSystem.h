@@ -267,6 +267,18 @@ typedef struct cs_symbol {
 int cs_bind(const char *soname, const char *package, const cs_symbol *symbols, size_t count,
             void **handle, char *error, size_t error_size);
 
+/** `cs_bind` over a whole table (an array of `cs_symbol`), its message into the array `error`. */
+#define CS_BIND(soname, package, table, handle, error)                                      \
+  cs_bind(soname, package, table, sizeof(table) / sizeof((table)[0]), handle, error,        \
+          sizeof(error))
+
+/** The soname of a library from its major version (a number, or a macro that is one):
+ * CS_SONAME("avcodec", 59) is "libavcodec.so.59". */
+#define CS_SONAME(library, major) "lib" library ".so." CS_TEXT(major)
+/** Debian's package of that library ("libavcodec59"), for the message when it is missing. */
+#define CS_PACKAGE(library, major) "lib" library CS_TEXT(major)
+#define CS_TEXT(x) #x
+
 /** The file of the loaded object that defines `symbol` (the program itself, or a shared
  * library), or NULL when nothing loaded defines it. */
 const char *cs_library_of(const char *symbol);

@@ -47,7 +47,6 @@ public final class ThumbnailPipeline: Sendable {
   let decoders: DecodeWorkers
   let diskWrites: WriteBehind
   let budget: MemoryBudget
-  let allocatorTrim: AllocatorTrim
   let ids = SubscriberIDs()
 
   /// Creates a pipeline and starts its decode threads.
@@ -84,8 +83,8 @@ public final class ThumbnailPipeline: Sendable {
     failures = NegativeCache(seconds: configuration.negativeCacheSeconds)
     let cache = memoryCache
     let index = placeholders
+    // Kept alive by the budget's activity callback, its one user.
     let trim = AllocatorTrim(delay: configuration.trimWhenIdle)
-    allocatorTrim = trim
     let idle = Mutex<MemoryBudget?>(nil)
     let budget = MemoryBudget(
       limit: configuration.memoryBudget,

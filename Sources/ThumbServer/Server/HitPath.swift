@@ -52,7 +52,10 @@ final class HitPath: @unchecked Sendable {
   /// The answer for `request` from a response kept under its key; nil when none is kept.
   func answer(_ request: HTTPRequest, keepAlive: Bool, limits: HTTPLimits) -> Answer? {
     guard let kept = ready.entry(for: request) else { return nil }
-    let seen = request.seeing(kept.reads)
+    // What the route sees of it (`Route.reads`): the fields of the key, which are the kept
+    // entry's own, so no new list is made on the hit path.
+    var seen = request
+    seen.headers = kept.headers
     var other: RouteAnswer?
     if ready.shares(kept, request) {
       kept.reuse.shared?.count(seen)
