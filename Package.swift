@@ -118,7 +118,9 @@ let package = Package(
     ),
     .target(
       name: "TestSupport",
-      dependencies: ["ImagePipeline", "CSystem", "ThumbSystem", "Loopback", "CLibWebPDemux"],
+      dependencies: [
+        "ImagePipeline", "CSystem", "ThumbSystem", "Loopback", "CLibWebPDemux", "ThumbServer",
+      ],
       path: "Tests/TestSupport"
     ),
     .testTarget(

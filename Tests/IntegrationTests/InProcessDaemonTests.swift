@@ -10,7 +10,10 @@ import ThumbServer
   import Glibc
 #endif
 
-/// `Daemon` composes the same parts `thumbd serve` runs, in this process.
+/// `Daemon` composes the same parts `thumbd serve` runs, in this process: `TestDaemon`'s
+/// in-process driver, from the same arguments through the same `ConfigLoader`. It answers as
+/// the binary does and, stopped, lets go of everything it made (its threads end only when its
+/// pipeline is freed).
 @Suite struct InProcessDaemonTests {
   @Test("a daemon built from a config answers health and a thumbnail from its file root, and stops")
   func composedDaemon() async throws {
@@ -18,35 +21,48 @@ import ThumbServer
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let photo = directory + "/photo.jpg"
     try Data(Corpus.bytes("photo/coil/normal.jpg")).write(to: URL(fileURLWithPath: photo))
-    let socket = directory + "/d.sock"
-    guard
-      case .serve(let config, _) = try ConfigLoader.load(
-        arguments: [
-          "--socket", socket, "--file-root", directory, "--allow-scheme", "file",
-          "--cache-dir", "", "--log-level", "error",
-        ], environment: [:])
-    else {
-      Issue.record("no config")
-      return
+    try await withDaemon(
+      .inProcess,
+      [
+        "--file-root", directory, "--allow-scheme", "file", "--cache-dir", "", "--log-level",
+        "error",
+      ]
+    ) { daemon in
+      let socket = daemon.socket
+      var info = stat()
+      #expect(stat(socket, &info) == 0 && info.st_mode & 0o777 == 0o660)
+      // Off the cooperative pool: the daemon's misses run on it.
+      let health = try await offPool { SocketClient.get(socket, "/healthz") }
+      #expect(health.status == 200)
+      let query = "/v1/thumbnail?url=file://\(photo)&w=64&h=64&format=png"
+      let thumbnail = try await offPool { SocketClient.get(socket, query) }
+      #expect(thumbnail.status == 200)
+      #expect(SocketClient.header("x-thumbd-cache", in: thumbnail.response) == "miss")
+      let again = try await offPool { SocketClient.get(socket, query) }
+      #expect(SocketClient.header("x-thumbd-cache", in: again.response) == "memory")
+      #expect(daemon.inProcessDaemon?.pipeline.metrics.snapshot().decodes == 1)
     }
-    let daemon = try Daemon(
-      config: config, logger: Logger(level: .error, format: .logfmt, path: nil), version: "test")
-    #expect(try daemon.listenOnConfiguredEndpoints() == [socket])
-    daemon.start()
-    defer {
-      daemon.stop(drainTimeout: 1)
-      daemon.server.wait()
+  }
+
+  @Test("stopped, an in-process daemon's pipeline is freed: no loop keeps it, no thread stays")
+  func freedWhenStopped() async throws {
+    weak var pipeline: ThumbnailPipeline?
+    do {
+      let daemon = try await TestDaemon.start(["--cache-dir", ""], driver: .inProcess)
+      // A connection, so a loop has made a handler (which reaches the pipeline).
+      #expect(SocketClient.get(daemon.socket, "/healthz").status == 200)
+      pipeline = daemon.inProcessDaemon?.pipeline
+      #expect(pipeline != nil)
+      daemon.stop()
     }
-    var info = stat()
-    #expect(stat(socket, &info) == 0 && info.st_mode & 0o777 == 0o660)
-    let health = try await offPool { SocketClient.get(socket, "/healthz") }
-    #expect(health.status == 200)
-    let query = "/v1/thumbnail?url=file://\(photo)&w=64&h=64&format=png"
-    let thumbnail = try await offPool { SocketClient.get(socket, query) }
-    #expect(thumbnail.status == 200)
-    #expect(SocketClient.header("x-thumbd-cache", in: thumbnail.response) == "miss")
-    let again = try await offPool { SocketClient.get(socket, query) }
-    #expect(SocketClient.header("x-thumbd-cache", in: again.response) == "memory")
-    #expect(daemon.pipeline.metrics.snapshot().decodes == 1)
+    // A task the daemon started may hold it a moment longer; a cycle would hold it for ever.
+    await eventually("the stopped daemon's pipeline is freed") { pipeline == nil }
+  }
+
+  @Test("a bad argument is refused in-process as the binary refuses it")
+  func argumentsAsTheBinaryReadsThem() async throws {
+    await #expect(throws: (any Error).self) {
+      _ = try await TestDaemon.start(["--memory-budget", "lots"], driver: .inProcess)
+    }
   }
 }

@@ -87,7 +87,8 @@ struct SessionTests {
   func randomisedSlotReuse() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     // Two sessions at once: one passes frames on raw (checks the daemon), one verifies
     // (checks ThumbClient's own guard), sharing the daemon's work.
@@ -154,7 +155,8 @@ struct SessionTests {
   func supersededAndCancelledGetNothing() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let first = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
     let other = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
@@ -188,7 +190,8 @@ struct SessionTests {
   func prefetchThenLoad() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -213,7 +216,8 @@ struct SessionTests {
   func prefetchQueueIsBounded() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -224,15 +228,15 @@ struct SessionTests {
     // the other 18 never became pipeline work.
     await eventually("8 downloads held") { origin.held == 8 }
     await eventually("24 waiting for a place") {
-      daemon.metric("thumbd_queued{stage=\"prefetch\"}") == 24
+      await daemon.awaitMetric("thumbd_queued{stage=\"prefetch\"}") == 24
     }
-    #expect(daemon.metric("thumbd_inflight{stage=\"prefetch\"}") == 8)
+    #expect(await daemon.awaitMetric("thumbd_inflight{stage=\"prefetch\"}") == 8)
     try client.release(round: 1)
     await eventually("nothing waiting") {
-      daemon.metric("thumbd_queued{stage=\"prefetch\"}") == 0
+      await daemon.awaitMetric("thumbd_queued{stage=\"prefetch\"}") == 0
     }
     await eventually("no place held") {
-      daemon.metric("thumbd_inflight{stage=\"prefetch\"}") == 0
+      await daemon.awaitMetric("thumbd_inflight{stage=\"prefetch\"}") == 0
     }
     // Only the 8 admitted items ever reached the origin, and the released round says nothing.
     #expect(Set(origin.requests).count == 8, "\(origin.requests)")
@@ -243,7 +247,7 @@ struct SessionTests {
 
   @Test("the client refuses a frame over the 16 KiB header limit, sends nothing, stays open")
   func oversizedFrameRefused() async throws {
-    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    let daemon = try await TestDaemon.start(["--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -269,7 +273,7 @@ struct SessionTests {
 
   @Test("invalid parameters get an invalid_spec error for the slot; the session goes on")
   func invalidSpecKeepsSession() async throws {
-    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    let daemon = try await TestDaemon.start(["--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -289,7 +293,8 @@ struct SessionTests {
   func malformedFrames() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let bystander = try ThumbClient(endpoint: .unix(daemon.socket))
     let bystanderLog = EventLog(bystander)
@@ -320,7 +325,8 @@ struct SessionTests {
   func refusedMessages() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
     let log = EventLog(client)
@@ -389,9 +395,10 @@ struct SessionTests {
   func upgradeRules() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start([
-      "--allow-private", "--cache-dir", "", "--listen", "127.0.0.1:0",
-    ])
+    let daemon = try await TestDaemon.start(
+      [
+        "--allow-private", "--cache-dir", "", "--listen", "127.0.0.1:0",
+      ], driver: .inProcess)
     defer { daemon.stop() }
     #expect(SocketClient.get(daemon.socket, "/v1/session").status == 426)
     let port = try #require(Self.tcpPort(in: daemon.log))
@@ -413,7 +420,8 @@ struct SessionTests {
   func pipelinedUpgrade() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let upgrade =
       "GET /v1/session HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
@@ -454,7 +462,8 @@ struct SessionTests {
 
   @Test("the TCP listener takes an IPv6 address: [::1]:0 serves, on that address alone")
   func ipv6Listener() async throws {
-    let daemon = try await TestDaemon.start(["--cache-dir", "", "--listen", "[::1]:0"])
+    let daemon = try await TestDaemon.start(
+      ["--cache-dir", "", "--listen", "[::1]:0"], driver: .inProcess)
     defer { daemon.stop() }
     let log = daemon.log
     let range = try #require(log.range(of: "[::1]:"), "\(log)")

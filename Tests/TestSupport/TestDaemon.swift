@@ -1,18 +1,57 @@
 import Foundation
 import Loopback
+import Synchronization
 import Testing
+import ThumbServer
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
-/// The real `thumbd serve` binary on a temporary socket, with its own disk cache directory and
-/// its log captured, started and awaited healthy.
+/// How a test runs its daemon, one client API for both (as HummingbirdTesting runs one
+/// application live or in-process):
+/// - `.process`: the real `thumbd serve` binary, for what only a process shows: signals, its
+///   memory and CPU, the CLI, crashes, sandboxed workers beside the binary;
+/// - `.inProcess`: the same `Daemon` that binary builds, from the same arguments through the
+///   same `ConfigLoader`, listening on the same kind of socket inside the test's process, for
+///   everything else (faster to start, and no process to leave behind). Its work shares the
+///   test's cooperative pool (a few threads, one per core), so a test of one never blocks a
+///   pool thread waiting for it: its clients are `ThumbClient`, or blocking calls moved off the
+///   pool (`awaitMetric`, `offPool`). Answers given on the loop thread (`/healthz`, a memory
+///   hit) need no pool thread.
+enum DaemonDriver: Sendable {
+  case process
+  case inProcess
+}
+
+/// A daemon on a temporary socket, with its own disk cache directory and its log captured,
+/// started and awaited healthy: the real binary, or the same `Daemon` in-process
+/// (`DaemonDriver`).
 struct TestDaemon {
-  let pid: pid_t
+  /// How it runs.
+  private let running: Running
   let socket: String
   let directory: String
   let logPath: String
+
+  private enum Running {
+    case process(pid_t)
+    case inProcess(Daemon)
+  }
+
+  /// The `Daemon` of an in-process one (nil for a process).
+  var inProcessDaemon: Daemon? {
+    if case .inProcess(let daemon) = running { return daemon }
+    return nil
+  }
+
+  /// The daemon process's id (only a `.process` daemon has one of its own).
+  var pid: pid_t {
+    guard case .process(let pid) = running else {
+      preconditionFailure("an in-process daemon has no process of its own: use .process")
+    }
+    return pid
+  }
 
   /// A fresh directory for one daemon's socket, cache and log.
   static func makeDirectory() -> String {
@@ -26,9 +65,10 @@ struct TestDaemon {
   /// waits until /healthz answers. With `descriptorLimit`, it runs under that RLIMIT_NOFILE
   /// (soft and hard, so it cannot raise it); `wrapper` runs before it and execs it.
   static func start(
-    _ arguments: [String] = [], directory: String = makeDirectory(),
-    environment: [String: String] = [:], inside namespace: NetworkNamespace? = nil,
-    descriptorLimit: Int? = nil, wrapper: [String] = [], binary: String = ChildProcess.thumbd
+    _ arguments: [String] = [], driver: DaemonDriver = .process,
+    directory: String = makeDirectory(), environment: [String: String] = [:],
+    inside namespace: NetworkNamespace? = nil, descriptorLimit: Int? = nil,
+    wrapper: [String] = [], binary: String = ChildProcess.thumbd
   ) async throws -> TestDaemon {
     let socket = directory + "/thumbd.sock"
     var all = ["serve", "--socket", socket]
@@ -39,6 +79,15 @@ struct TestDaemon {
     if !arguments.contains("--connect-timeout") { all += ["--connect-timeout", "120"] }
     if !arguments.contains("--request-timeout") { all += ["--request-timeout", "120"] }
     let logPath = directory + "/thumbd.log"
+    if driver == .inProcess {
+      precondition(
+        namespace == nil && descriptorLimit == nil && wrapper.isEmpty
+          && binary == ChildProcess.thumbd,
+        "namespaces, limits, wrappers and other binaries need a process")
+      return try await startInProcess(
+        Array((all + arguments).dropFirst()), environment: environment, socket: socket,
+        directory: directory, logPath: logPath)
+    }
     // A wrapper (a filter, say) execs the daemon in its own place: the pid stays the daemon's.
     var argv = wrapper + [binary] + all + arguments
     if let limit = descriptorLimit {
@@ -47,18 +96,56 @@ struct TestDaemon {
     }
     let pid = try ChildProcess.spawn(
       namespace?.command(argv) ?? argv, standardError: logPath, environment: environment)
-    let daemon = TestDaemon(pid: pid, socket: socket, directory: directory, logPath: logPath)
+    let daemon = TestDaemon(
+      running: .process(pid), socket: socket, directory: directory, logPath: logPath)
     await eventually("daemon healthy") {
       SocketClient.get(socket, "/healthz").status == 200
     }
     return daemon
   }
 
-  /// SIGTERM, then waits; returns the exit status.
+  /// `thumbd serve`'s own steps, in this process: the arguments read by `ConfigLoader`, the
+  /// log written to `logPath`, the `Daemon` built, listening and started.
+  private static func startInProcess(
+    _ arguments: [String], environment: [String: String], socket: String, directory: String,
+    logPath: String
+  ) async throws -> TestDaemon {
+    guard
+      case .serve(let config, _) = try ConfigLoader.load(
+        arguments: arguments, environment: environment)
+    else { throw InProcessError(message: "the arguments ask for help, not a daemon") }
+    let logger = try Logger(level: config.logLevel, format: config.logFormat, path: logPath)
+    let daemon = try Daemon(config: config, logger: logger, version: "test")
+    let endpoints = try daemon.listenOnConfiguredEndpoints()
+    // The line `thumbd serve` writes, which tests read (a TCP listener's port, say).
+    logger.log(.info, "listening", ["endpoints": endpoints.joined(separator: ",")])
+    daemon.start()
+    let started = TestDaemon(
+      running: .inProcess(daemon), socket: socket, directory: directory, logPath: logPath)
+    await eventually("daemon healthy") {
+      SocketClient.get(socket, "/healthz").status == 200
+    }
+    return started
+  }
+
+  struct InProcessError: Error {
+    let message: String
+  }
+
+  /// Stops it: SIGTERM and the process's exit status, or, in-process, the drain `thumbd
+  /// serve` runs on SIGTERM, then 0 once its loops have ended.
   @discardableResult
   func stop() -> Int32 {
-    kill(pid, SIGTERM)
-    return ChildProcess.exitStatus(ChildProcess.wait(pid))
+    switch running {
+    case .process(let pid):
+      kill(pid, SIGTERM)
+      return ChildProcess.exitStatus(ChildProcess.wait(pid))
+    case .inProcess(let daemon):
+      daemon.stop(drainTimeout: 0)
+      daemon.server.wait()
+      unlink(socket)
+      return 0
+    }
   }
 
   /// What the daemon wrote on stderr so far.
@@ -74,6 +161,13 @@ struct TestDaemon {
 
   /// The value of a metric line, e.g. `thumbd_stale_drops_total`.
   func metric(_ name: String) -> Double? { Self.metric(name, at: socket) }
+
+  /// `metric`, read on a thread of its own: what a test awaits from an in-process daemon,
+  /// whose answer to `/metrics` runs on the cooperative pool the test would otherwise block.
+  func awaitMetric(_ name: String) async -> Double? {
+    let socket = socket
+    return try? await offPool { Self.metric(name, at: socket) }
+  }
 
   /// The value of a metric line of the daemon listening on `socket`: the one reader of
   /// `/metrics` the tests share.
@@ -110,4 +204,15 @@ extension TestDaemon {
     else { return nil }
     return Int(line.split(separator: " ").dropFirst().first ?? "")
   }
+}
+
+/// Runs `body` with a daemon started by `driver` from `arguments`, and stops it after, however
+/// `body` ends.
+func withDaemon<T>(
+  _ driver: DaemonDriver, _ arguments: [String] = [],
+  _ body: (TestDaemon) async throws -> T
+) async throws -> T {
+  let daemon = try await TestDaemon.start(arguments, driver: driver)
+  defer { daemon.stop() }
+  return try await body(daemon)
 }

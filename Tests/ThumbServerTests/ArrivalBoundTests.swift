@@ -39,7 +39,8 @@ struct ArrivalBoundTests {
     var warm = HTTPRequestParser()
     #expect(await router.respond(to: try warm.feed(request)[0]).0.status == 200)
 
-    let loop = try EventLoop(limits: ServerLimits(), logger: nil) { _ in fatalError("no accepts") }
+    let loop = try EventLoop(limits: ServerLimits(), logger: nil) { _, _ in fatalError("no accepts")
+    }
     var fds: [Int32] = [0, 0]
     #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
     defer { close(fds[1]) }

@@ -50,7 +50,7 @@ struct LoopGroupTests {
     let group = LoopGroup(size: 2)
     let limits = ServerLimits(maxConnections: 4)
     let loops = try (0..<2).map { _ in
-      try EventLoop(limits: limits, logger: nil, group: group) { _ in Holding() }
+      try EventLoop(limits: limits, logger: nil, group: group) { _, _ in Holding() }
     }
     // A listener of its own for each loop, so the test decides which loop accepts.
     let paths = [directory + "/a.sock", directory + "/b.sock"]
@@ -90,8 +90,8 @@ struct LoopGroupTests {
     let limits = ServerLimits(maxConnections: 4)
     // The first loop's connections are idle, the second's busy.
     let loops = try [
-      EventLoop(limits: limits, logger: nil, group: group) { _ in Idle() },
-      EventLoop(limits: limits, logger: nil, group: group) { _ in Holding() },
+      EventLoop(limits: limits, logger: nil, group: group) { _, _ in Idle() },
+      EventLoop(limits: limits, logger: nil, group: group) { _, _ in Holding() },
     ]
     let paths = [directory + "/idle.sock", directory + "/busy.sock"]
     for (loop, path) in zip(loops, paths) {

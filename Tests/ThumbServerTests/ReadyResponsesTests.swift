@@ -59,7 +59,7 @@ struct ReadyResponsesTests {
       }
       owner = sharing == nil
       encodedURL = ("file://" + photo).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-      loop = try EventLoop(limits: ServerLimits(), logger: nil) { _ in fatalError("no accepts") }
+      loop = try EventLoop(limits: ServerLimits(), logger: nil) { _, _ in fatalError("no accepts") }
       handler = HTTPConnectionHandler(
         router: router, upgraders: [], logger: nil, loop: loop,
         hits: HitPath(router: router, ready: self.ready), limits: HTTPLimits(),

@@ -64,7 +64,10 @@ final class EventLoop: @unchecked Sendable {
   /// The server's other loops' share of the bounds, and the listeners.
   private let group: LoopGroup
   /// Makes the handler of each new connection.
-  private let accept: (ConnectionID) -> any ConnectionHandler
+  /// Makes a new connection's handler, given the loop it belongs to (passed, not captured:
+  /// a factory that held its loop would keep the loop, its connections and everything their
+  /// handlers reach alive after it stopped).
+  private let accept: (ConnectionID, EventLoop) -> any ConnectionHandler
   private let poller: Int32
   private let wakeup: Int32
   private var listeners: [UInt64: Int32] = [:]
@@ -100,7 +103,7 @@ final class EventLoop: @unchecked Sendable {
 
   init(
     limits: ServerLimits, logger: Logger?, group: LoopGroup = LoopGroup(size: 1),
-    accept: @escaping (ConnectionID) -> any ConnectionHandler
+    accept: @escaping (ConnectionID, EventLoop) -> any ConnectionHandler
   ) throws {
     self.limits = limits
     self.logger = logger
@@ -328,7 +331,7 @@ final class EventLoop: @unchecked Sendable {
     nextNumber += 1
     let id = ConnectionID(value: nextNumber)
     connections[id] = LoopConnection(
-      id: id, fd: fd, loop: self, handler: accept(id), now: Self.now())
+      id: id, fd: fd, loop: self, handler: accept(id, self), now: Self.now())
     _ = ts_poll_watch(poller, fd, UInt32(TS_READABLE | TS_READ_HANGUP), id.value, 0)
   }
 

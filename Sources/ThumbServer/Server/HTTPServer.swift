@@ -22,8 +22,7 @@ public final class HTTPServer: Sendable {
     for _ in 0..<group.size {
       // Each loop's handlers answer repeated requests of its own read passes.
       let hits = HitPath(router: router)
-      var loop: EventLoop!
-      loop = try EventLoop(limits: serverLimits, logger: logger, group: group) { _ in
+      let loop = try EventLoop(limits: serverLimits, logger: logger, group: group) { _, loop in
         HTTPConnectionHandler(
           router: router, upgraders: upgraders, logger: logger, loop: loop, hits: hits,
           limits: limits, outputLimit: outputLimit)
