@@ -14,11 +14,14 @@ import ThumbServer
 ///   memory and CPU, the CLI, crashes, sandboxed workers beside the binary;
 /// - `.inProcess`: the same `Daemon` that binary builds, from the same arguments through the
 ///   same `ConfigLoader`, listening on the same kind of socket inside the test's process, for
-///   everything else (faster to start, and no process to leave behind). Its work shares the
-///   test's cooperative pool (a few threads, one per core), so a test of one never blocks a
-///   pool thread waiting for it: its clients are `ThumbClient`, or blocking calls moved off the
-///   pool (`awaitMetric`, `offPool`). Answers given on the loop thread (`/healthz`, a memory
-///   hit) need no pool thread.
+///   what needs no process (no process to leave behind). Its work shares the test's
+///   cooperative pool (a thread per core), so a test of one never blocks a pool thread waiting
+///   for it: its clients are `ThumbClient`, or blocking calls moved off the pool
+///   (`awaitMetric`, `offPool`); answers given on the loop thread (`/healthz`, a memory hit)
+///   need no pool thread. That pool is also every other test's, and the suite's corpus tests
+///   hold it for minutes: a session test's 1,800 loads in-process did not finish within a
+///   minute of the whole suite's run, so suites that load much stay `.process` until the
+///   daemon can be given an executor of its own.
 enum DaemonDriver: Sendable {
   case process
   case inProcess
