@@ -47,7 +47,7 @@ let package = Package(
     ),
     .target(
       name: "ImagePipeline",
-      dependencies: ["CImageCodecs", "CCurl", "CSystem", "ThumbSystem"]
+      dependencies: ["CImageCodecs", "CCurl", "CSystem", "ThumbSystem", "ThumbWire"]
     ),
     // libcurl is opened with dlopen on first use, never linked: see include/CCurl.h. So are
     // libheif (CImageCodecs/heif_api.h), libavcodec and libsystemd (CBus/bus.c): their
@@ -55,26 +55,32 @@ let package = Package(
     .target(name: "CCurl", dependencies: ["CSystem"]),
     .target(name: "CBus", dependencies: ["CSystem"]),
     .target(name: "CSystem"),
+    // What thumbd asks of the system: threads, files, clocks.
     .target(
       name: "ThumbSystem",
       dependencies: ["CSystem"]
     ),
+    // What goes over the wire: HTTP grammar, response heads, percent-encoding, digests
+    // (SHA-256, MD5, FNV-1a). Pure Swift, no system calls.
+    .target(name: "ThumbWire"),
     // Programs from outside thumbd (installed thumbnailers, thumbd's video worker) in a
     // bubblewrap sandbox.
     .target(
       name: "Sandbox",
-      dependencies: ["CSystem", "ThumbSystem", "ImagePipeline"]
+      dependencies: ["CSystem", "ThumbSystem", "ThumbWire", "ImagePipeline"]
     ),
     .target(
       name: "ThumbProtocol"
     ),
     .target(
       name: "ThumbClient",
-      dependencies: ["ThumbProtocol", "CSystem", "ThumbSystem"]
+      dependencies: ["ThumbProtocol", "CSystem", "ThumbSystem", "ThumbWire"]
     ),
     .target(
       name: "ThumbServer",
-      dependencies: ["ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem", "Sandbox"]
+      dependencies: [
+        "ImagePipeline", "ThumbProtocol", "CBus", "CSystem", "ThumbSystem", "ThumbWire", "Sandbox",
+      ]
     ),
     // The video worker thumbd runs in its sandbox: C only, so it needs nothing the sandbox
     // does not show (FFmpeg's libraries are opened with dlopen from /usr).
@@ -85,17 +91,20 @@ let package = Package(
     ),
     .executableTarget(
       name: "thumbd",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem", "Sandbox"]
+      dependencies: [
+        "ImagePipeline", "ThumbServer", "ThumbClient", "ThumbSystem", "ThumbWire", "Sandbox",
+      ]
     ),
     // The loopback origin and the blocking client that the tests and thumbload share.
     .target(
       name: "Loopback",
-      dependencies: ["CSystem", "ThumbSystem"]
+      dependencies: ["CSystem", "ThumbSystem", "ThumbWire"]
     ),
     .target(
       name: "LoadHarness",
       dependencies: [
         "ImagePipeline", "ThumbProtocol", "ThumbServer", "ThumbClient", "CSystem", "ThumbSystem",
+        "ThumbWire",
         "Loopback",
       ]
     ),
@@ -109,7 +118,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "thumbfuzz",
-      dependencies: ["FuzzTargets", "ThumbSystem"]
+      dependencies: ["FuzzTargets", "ThumbSystem", "ThumbWire"]
     ),
     .executableTarget(
       name: "pipeline-bench",
@@ -119,7 +128,8 @@ let package = Package(
     .target(
       name: "TestSupport",
       dependencies: [
-        "ImagePipeline", "CSystem", "ThumbSystem", "Loopback", "CLibWebPDemux", "ThumbServer",
+        "ImagePipeline", "CSystem", "ThumbSystem", "ThumbWire", "Loopback", "CLibWebPDemux",
+        "ThumbServer",
       ],
       path: "Tests/TestSupport"
     ),
@@ -129,14 +139,16 @@ let package = Package(
     ),
     .testTarget(
       name: "ImagePipelineTests",
-      dependencies: ["ImagePipeline", "CImageCodecs", "CSystem", "ThumbSystem", "TestSupport"],
+      dependencies: [
+        "ImagePipeline", "CImageCodecs", "CSystem", "ThumbSystem", "ThumbWire", "TestSupport",
+      ],
       exclude: ["Fixtures"]
     ),
     .testTarget(
       name: "ThumbServerTests",
       dependencies: [
         "ThumbServer", "ThumbProtocol", "ThumbClient", "ImagePipeline", "LoadHarness", "CSystem",
-        "ThumbSystem", "TestSupport", "Sandbox",
+        "ThumbSystem", "ThumbWire", "TestSupport", "Sandbox",
       ]
     ),
     .testTarget(
@@ -144,7 +156,7 @@ let package = Package(
       name: "IntegrationTests",
       dependencies: [
         "ImagePipeline", "ThumbServer", "ThumbClient", "LoadHarness", "FuzzTargets", "CSystem",
-        "ThumbSystem", "TestSupport",
+        "ThumbSystem", "ThumbWire", "TestSupport",
       ]
     ),
   ],

@@ -1,6 +1,7 @@
 import CSystem
 import Foundation
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc

@@ -1,4 +1,5 @@
 import ThumbSystem
+import ThumbWire
 
 /// An installed `*.thumbnailer` entry: the desktop's shared way to add a file type
 /// (ffmpegthumbnailer, evince, gdk-pixbuf, librsvg, gnome-font-viewer ship one). Parsed

@@ -3,6 +3,7 @@ import Sandbox
 import Synchronization
 import ThumbServer
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc

@@ -2,6 +2,7 @@ import ImagePipeline
 import ThumbProtocol
 import ThumbServer
 import ThumbSystem
+import ThumbWire
 
 /// `thumbd sign`: signs an imgproxy-style path, as imgproxy's client libraries do, for
 /// scripts and tests.

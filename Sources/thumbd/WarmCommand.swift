@@ -4,6 +4,7 @@ import Synchronization
 import ThumbClient
 import ThumbServer
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc

@@ -1,5 +1,6 @@
 import Testing
 import ThumbSystem
+import ThumbWire
 
 @testable import ImagePipeline
 

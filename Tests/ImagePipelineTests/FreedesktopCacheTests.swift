@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import ThumbSystem
+import ThumbWire
 
 @testable import ImagePipeline
 @testable import TestSupport

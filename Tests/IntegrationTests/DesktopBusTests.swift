@@ -3,6 +3,7 @@ import Foundation
 import ImagePipeline
 import Testing
 import ThumbSystem
+import ThumbWire
 
 @testable import Loopback
 @testable import TestSupport

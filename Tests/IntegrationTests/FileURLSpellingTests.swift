@@ -3,6 +3,7 @@ import ImagePipeline
 import Testing
 import ThumbClient
 import ThumbSystem
+import ThumbWire
 
 @testable import Loopback
 @testable import TestSupport

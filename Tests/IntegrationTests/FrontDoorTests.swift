@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ThumbServer
 import ThumbSystem
+import ThumbWire
 
 @testable import Loopback
 @testable import TestSupport

@@ -5,6 +5,7 @@ import ThumbClient
 import ThumbProtocol
 import ThumbServer
 import ThumbSystem
+import ThumbWire
 
 @testable import Loopback
 @testable import TestSupport

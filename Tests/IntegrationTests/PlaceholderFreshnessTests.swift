@@ -5,6 +5,7 @@ import Testing
 import ThumbClient
 import ThumbProtocol
 import ThumbSystem
+import ThumbWire
 
 @testable import Loopback
 @testable import TestSupport

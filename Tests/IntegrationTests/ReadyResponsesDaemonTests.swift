@@ -3,6 +3,7 @@ import Loopback
 import Synchronization
 import Testing
 import ThumbSystem
+import ThumbWire
 
 @testable import TestSupport
 

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import ThumbClient
 import ThumbSystem
+import ThumbWire
 
 @testable import Loopback
 @testable import TestSupport

@@ -3,6 +3,7 @@ import Testing
 import ThumbProtocol
 import ThumbServer
 import ThumbSystem
+import ThumbWire
 
 @testable import Loopback
 @testable import TestSupport

@@ -1,6 +1,7 @@
 import Testing
 import ThumbProtocol
 import ThumbSystem
+import ThumbWire
 
 @testable import ThumbServer
 

@@ -1,4 +1,5 @@
 import ThumbSystem
+import ThumbWire
 
 /// The on-disk layout of one cache entry, and the hashes that name and check it.
 ///

@@ -1,4 +1,5 @@
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc

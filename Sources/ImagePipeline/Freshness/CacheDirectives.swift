@@ -1,4 +1,5 @@
 import ThumbSystem
+import ThumbWire
 
 /// The directives of `Cache-Control` fields that decide freshness (RFC 9111, section 5.2.2,
 /// and RFC 5861's two stale extensions). Pure: parsed from the field values alone, unit-tested

@@ -1,9 +1,9 @@
-import ThumbSystem
+import ThumbWire
 
-/// A response's status and header fields (`ThumbSystem.ResponseHead`): the fetcher reads
+/// A response's status and header fields (`ThumbWire.ResponseHead`): the fetcher reads
 /// origins with it, and `FreshnessRules` reads freshness from it. It lives beside the other
 /// HTTP grammar so that the plain-HTTP client (`HTTPRoundTrip`) reads heads with it too.
-public typealias ResponseHead = ThumbSystem.ResponseHead
+public typealias ResponseHead = ThumbWire.ResponseHead
 
 /// HTTP dates (RFC 9110, section 5.6.7): parsed in all three forms, written in the IMF form.
-public typealias HTTPDate = ThumbSystem.HTTPDate
+public typealias HTTPDate = ThumbWire.HTTPDate

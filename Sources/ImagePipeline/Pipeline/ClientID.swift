@@ -1,4 +1,5 @@
 import ThumbSystem
+import ThumbWire
 
 /// Who a request is for, as far as sharing prefetch capacity goes: prefetch work is admitted
 /// fairly between clients, so one client announcing thousands of items cannot starve another's

@@ -3,6 +3,7 @@ import Loopback
 import Synchronization
 import ThumbClient
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc

@@ -1,5 +1,6 @@
 import ThumbProtocol
 import ThumbSystem
+import ThumbWire
 
 /// One option's value as it arrived: typed from the JSON file, or text from a flag or an
 /// environment variable. Each option parses it into its field.

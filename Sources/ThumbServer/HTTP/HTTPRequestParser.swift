@@ -1,4 +1,5 @@
 import ThumbSystem
+import ThumbWire
 
 /// Why a request was refused. Every case means "400 Bad Request, then close", except
 /// `bodyTooLarge` (413).

@@ -1,6 +1,7 @@
 import Synchronization
 import ThumbProtocol
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc

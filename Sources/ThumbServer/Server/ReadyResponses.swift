@@ -1,5 +1,6 @@
 import ImagePipeline
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc

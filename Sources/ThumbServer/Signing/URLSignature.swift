@@ -1,5 +1,6 @@
 import ThumbProtocol
 import ThumbSystem
+import ThumbWire
 
 /// imgproxy's URL signature, so its client libraries and a site's signed URLs work with thumbd:
 /// HMAC-SHA256 under a key, over a salt followed by the path after the signature (leading `/`

@@ -5,9 +5,9 @@
 /// MD5 (RFC 1321), for the one place a format requires it: the freedesktop thumbnail cache
 /// names a thumbnail by the MD5 of its source's URI. Not used for anything that needs a secure
 /// hash.
-enum MD5 {
+public enum MD5 {
   /// The 16-byte digest of `message`.
-  static func digest(_ message: some Collection<UInt8>) -> [UInt8] {
+  public static func digest(_ message: some Collection<UInt8>) -> [UInt8] {
     var state: (UInt32, UInt32, UInt32, UInt32) = (
       0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476
     )
@@ -58,7 +58,7 @@ enum MD5 {
   }
 
   /// The digest in lowercase hexadecimal, as the thumbnail cache names files.
-  static func hex(_ message: some Collection<UInt8>) -> String {
+  public static func hex(_ message: some Collection<UInt8>) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var out: [UInt8] = []
     for byte in digest(message) { out += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
