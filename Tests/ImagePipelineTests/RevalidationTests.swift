@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import ThumbSystem
 
 @testable import ImagePipeline
 @testable import TestSupport

@@ -1,3 +1,5 @@
+import ThumbSystem
+
 /// What the fetch stage shares: one answer per URL and cached validator. A revalidation and a
 /// plain download of the same URL are different questions, so they do not share.
 struct FetchKey: Hashable, Sendable {

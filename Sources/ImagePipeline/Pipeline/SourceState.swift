@@ -1,4 +1,5 @@
 import Synchronization
+import ThumbSystem
 
 /// What the pipeline knows of each source, and how it lets go of a source that changed: the
 /// one stage every other asks whether a cached entry still shows its source (`verdict`), and

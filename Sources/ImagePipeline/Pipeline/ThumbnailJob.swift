@@ -1,3 +1,5 @@
+import ThumbSystem
+
 /// Where thumbnails are kept: the memory cache, the one place they enter memory (which then
 /// gives way to work if the budget needs it), and the disk cache, written behind delivery.
 struct ThumbnailStore: Sendable {

@@ -1,4 +1,5 @@
 import Synchronization
+import ThumbSystem
 
 #if canImport(Glibc)
   import Glibc

@@ -1,5 +1,6 @@
 import ImagePipeline
 import Synchronization
+import ThumbSystem
 
 /// The `Date` of responses (RFC 9110, section 6.6.1), formatted once a second rather than per
 /// response, and kept as the bytes of its header line: the memory-hit path writes tens of
