@@ -165,7 +165,7 @@ actor CoalescingStage<Key: Hashable & Sendable, Value: Sendable> {
   }
 }
 
-/// Numbers for subscribers and places, unique within one pipeline.
+/// Numbers for subscribers, places and disk removals, unique within one pipeline.
 final class SubscriberIDs: Sendable {
   private let last = Atomic<UInt64>(0)
 

@@ -18,16 +18,18 @@ final class SourceState: Sendable {
   private let metrics: PipelineMetrics
   /// Disk removals of changed sources still running, by URL (see `sourceChanged`).
   private let diskRemovals = Mutex<[String: (id: UInt64, task: Task<Void, Never>)]>([:])
-  private let removals = Atomic<UInt64>(0)
+  /// The pipeline's numbers, one for each removal.
+  private let ids: SubscriberIDs
 
   /// A record over `catalog`, judging files through `loader` and forgetting sources in
   /// `memory`, `placeholders` and the disk caches.
   init(
     catalog: SourceCatalog, loader: any DataLoading,
     memory: MemoryCache<ImageRequest, Thumbnail>, placeholders: PlaceholderIndex,
-    disk: DiskCache?, placeholderDisk: DiskCache?, sourceDisk: DiskCache?,
+    disk: DiskCache?, placeholderDisk: DiskCache?, sourceDisk: DiskCache?, ids: SubscriberIDs,
     metrics: PipelineMetrics
   ) {
+    self.ids = ids
     self.catalog = catalog
     self.loader = loader
     self.memory = memory
@@ -63,7 +65,7 @@ final class SourceState: Sendable {
   func sourceChanged(_ url: String) {
     metrics.countSourceChange()
     forget(url)
-    let id = removals.add(1, ordering: .relaxed).newValue
+    let id = ids.next()
     let removal = Task {
       await removeFromDisk(url)
       diskRemovals.withLock { if $0[url]?.id == id { $0[url] = nil } }

@@ -65,7 +65,7 @@ public final class ThumbnailPipeline: Sendable {
       catalog: SourceCatalog(capacity: max(1024, 2 * configuration.memoryCacheCountLimit)),
       loader: configuration.dataLoader, memory: memoryCache, placeholders: placeholders,
       disk: configuration.diskCache, placeholderDisk: configuration.placeholderCache,
-      sourceDisk: configuration.sourceCache, metrics: metrics)
+      sourceDisk: configuration.sourceCache, ids: ids, metrics: metrics)
     self.sourceState = sourceState
     fetches = CoalescingStage(
       onJoin: { metrics.countJoin() }, onWorkCancelled: { metrics.countCancelledWork() })
@@ -229,7 +229,8 @@ public final class ThumbnailPipeline: Sendable {
     let started = ContinuousClock.now
     metrics.countRequest()
     defer { metrics.observe("total", started.duration(to: .now).seconds) }
-    if priority.value == .visible { visibleActivity.note(client) }
+    // A lookup that has just missed noted the client's activity already.
+    if !memoryChecked && priority.value == .visible { visibleActivity.note(client) }
     let spec = request.spec
     if !memoryChecked,
       let response = memoryHit(request, priority: priority.value, client: client)
