@@ -87,7 +87,7 @@ static void load_libsystemd(void) {
   const cs_symbol symbols[] = {CB_SD_FUNCTIONS(CB_SD_SYMBOL)};
 #undef CB_SD_SYMBOL
   void *library = NULL;
-  if (CS_BIND("libsystemd.so.0", "libsystemd0", symbols, &library, libsystemd_error) != 0)
+  if (CS_BIND_MAJOR("systemd", 0, symbols, &library, libsystemd_error) != 0)
     return;
   const unsigned *format = dlsym(library, "sd_bus_object_vtable_format");
   if (!format) {

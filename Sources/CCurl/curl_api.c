@@ -42,7 +42,7 @@ static void load_once(void) {
       CS_SYMBOL(api, slist_append, "curl_slist_append")
       CS_SYMBOL(api, slist_free_all, "curl_slist_free_all")
   };
-  if (CS_BIND("libcurl.so.4", "libcurl4", symbols, NULL, load_error) != 0)
+  if (CS_BIND_MAJOR("curl", 4, symbols, NULL, load_error) != 0)
     return;
   curl_version_info_data *version = api.version_info(CURLVERSION_NOW);
   if (!version || version->version_num < CC_MINIMUM_VERSION) {

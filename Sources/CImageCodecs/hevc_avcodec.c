@@ -77,10 +77,8 @@ static void load_once(void) {
       CS_SYMBOL(av, packet_free, "av_packet_free")
   };
   char error[256];
-  if (CS_BIND(CS_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR),
-              CS_PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR), util, NULL, error) != 0 ||
-      CS_BIND(CS_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
-              CS_PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec, NULL, error) != 0)
+  if (CS_BIND_MAJOR("avutil", LIBAVUTIL_VERSION_MAJOR, util, NULL, error) != 0 ||
+      CS_BIND_MAJOR("avcodec", LIBAVCODEC_VERSION_MAJOR, codec, NULL, error) != 0)
     return;
   av.hevc = av.find_decoder(AV_CODEC_ID_HEVC);
   if (!av.hevc) return;

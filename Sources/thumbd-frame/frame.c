@@ -179,14 +179,10 @@ static int bind_libraries(void) {
       CS_SYMBOL(av, sws_colorspace, "sws_setColorspaceDetails")
   };
   char error[256];
-  if (CS_BIND(CS_SONAME("avutil", LIBAVUTIL_VERSION_MAJOR),
-              CS_PACKAGE("avutil", LIBAVUTIL_VERSION_MAJOR), util, NULL, error) != 0 ||
-      CS_BIND(CS_SONAME("avcodec", LIBAVCODEC_VERSION_MAJOR),
-              CS_PACKAGE("avcodec", LIBAVCODEC_VERSION_MAJOR), codec, NULL, error) != 0 ||
-      CS_BIND(CS_SONAME("avformat", LIBAVFORMAT_VERSION_MAJOR),
-              CS_PACKAGE("avformat", LIBAVFORMAT_VERSION_MAJOR), format, NULL, error) != 0 ||
-      CS_BIND(CS_SONAME("swscale", LIBSWSCALE_VERSION_MAJOR),
-              CS_PACKAGE("swscale", LIBSWSCALE_VERSION_MAJOR), scale, NULL, error) != 0) {
+  if (CS_BIND_MAJOR("avutil", LIBAVUTIL_VERSION_MAJOR, util, NULL, error) != 0 ||
+      CS_BIND_MAJOR("avcodec", LIBAVCODEC_VERSION_MAJOR, codec, NULL, error) != 0 ||
+      CS_BIND_MAJOR("avformat", LIBAVFORMAT_VERSION_MAJOR, format, NULL, error) != 0 ||
+      CS_BIND_MAJOR("swscale", LIBSWSCALE_VERSION_MAJOR, scale, NULL, error) != 0) {
     return fail(TF_EXIT_UNAVAILABLE, "%s", error);
   }
   return 0;

@@ -278,6 +278,10 @@ int cs_bind(const char *soname, const char *package, const cs_symbol *symbols, s
 /** Debian's package of that library ("libavcodec59"), for the message when it is missing. */
 #define CS_PACKAGE(library, major) "lib" library CS_TEXT(major)
 #define CS_TEXT(x) #x
+/** CS_BIND of Debian's library `library` of major version `major`: its soname and package,
+ * spelled once (CS_BIND_MAJOR("avcodec", LIBAVCODEC_VERSION_MAJOR, table, NULL, error)). */
+#define CS_BIND_MAJOR(library, major, table, handle, error)                                  \
+  CS_BIND(CS_SONAME(library, major), CS_PACKAGE(library, major), table, handle, error)
 
 /** The file of the loaded object that defines `symbol` (the program itself, or a shared
  * library), or NULL when nothing loaded defines it. */

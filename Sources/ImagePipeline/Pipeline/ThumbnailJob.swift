@@ -42,12 +42,6 @@ struct ThumbnailJob: Sendable {
   /// How many times one job reads a file that changed under a failed decode.
   static let fileReadAttempts = 3
 
-  /// What the job produces: the thumbnail and where it came from (`.miss` for a new render).
-  struct Produced: Sendable {
-    let thumbnail: Thumbnail
-    let source: ResponseSource
-  }
-
   /// Where thumbnails are kept.
   let store: ThumbnailStore
   /// The judge of a cached copy, and what forgets a changed source.
@@ -70,10 +64,11 @@ struct ThumbnailJob: Sendable {
   let ids: SubscriberIDs
   let metrics: PipelineMetrics
 
-  /// The thumbnail of `request`, made at `spec`, for `context`'s consumers.
+  /// The thumbnail of `request`, made at `spec`, for `context`'s consumers, and where it came
+  /// from (`.miss` for a new render; the caller makes a joined one `.coalesced`).
   func produce(
     _ request: ImageRequest, _ spec: ValidSpec, _ context: JobContext
-  ) async throws -> Produced {
+  ) async throws -> ImageResponse {
     // No preview once the job has returned: the stage hands its result on after this.
     defer {
       context.previews.close()
@@ -101,7 +96,7 @@ struct ThumbnailJob: Sendable {
           }
           store.cache(cached, for: request)
         }
-        return Produced(thumbnail: cached, source: fromDisk ? .disk : .memory)
+        return ImageResponse(thumbnail: cached, source: fromDisk ? .disk : .memory)
       case .stale(let current):
         cached.source = current
         candidate = cached
@@ -138,7 +133,7 @@ struct ThumbnailJob: Sendable {
   private func revalidateOrRender(
     _ request: ImageRequest, _ spec: ValidSpec, candidate: Thumbnail?, known: SourceVersion?,
     diskKey: String, group: String, _ context: JobContext, attempt: Int = 1
-  ) async throws -> Produced {
+  ) async throws -> ImageResponse {
     let fetched: FetchedSource
     do {
       fetched = try await fetchSource(
@@ -154,7 +149,7 @@ struct ThumbnailJob: Sendable {
         throw error
       }
       metrics.countStaleServed()
-      return Produced(thumbnail: stale, source: .stale)
+      return ImageResponse(thumbnail: stale, source: .stale)
     }
     switch fetched.response {
     case .notModified(let renewal):
@@ -196,21 +191,21 @@ struct ThumbnailJob: Sendable {
       thumbnail.source = version
       placeholders.recordPlaceholder(of: thumbnail, for: request)
       keepNew(thumbnail, for: request, diskKey: diskKey, group: group)
-      return Produced(thumbnail: thumbnail, source: .miss)
+      return ImageResponse(thumbnail: thumbnail, source: .miss)
     }
   }
 
   /// A cached copy the source confirmed: its renewed version becomes the source's newest, so
   /// every size of it is fresh again.
   private func keep(_ thumbnail: Thumbnail, for request: ImageRequest)
-    -> Produced
+    -> ImageResponse
   {
     metrics.countRevalidation(.unchanged)
     sources.catalog.record(thumbnail.source, for: request.url)
     if thumbnail.source.freshness.mayStore {
       store.cache(thumbnail, for: request)
     }
-    return Produced(thumbnail: thumbnail, source: .revalidated)
+    return ImageResponse(thumbnail: thumbnail, source: .revalidated)
   }
 
   /// Keeps a new thumbnail in memory and (after delivery) on disk, unless its source forbids,

@@ -32,7 +32,7 @@ public final class ThumbnailPipeline: Sendable {
   /// What is known of each source, and what forgets a changed one.
   let sourceState: SourceState
   let fetches: CoalescingStage<FetchKey, FetchedSource>
-  let thumbnails: CoalescingStage<ImageRequest, ThumbnailJob.Produced>
+  let thumbnails: CoalescingStage<ImageRequest, ImageResponse>
   /// The thumbnail stage's job (which runs the fetch stage's).
   let job: ThumbnailJob
   /// The placeholders, kept and judged.
@@ -253,7 +253,7 @@ public final class ThumbnailPipeline: Sendable {
       }
     }
     do {
-      func deliver() async throws -> CoalescingStage<ImageRequest, ThumbnailJob.Produced>.Delivery {
+      func deliver() async throws -> CoalescingStage<ImageRequest, ImageResponse>.Delivery {
         try await thumbnails.value(
           for: request, subscriber: id, priority: priority, client: client
         ) { request, context in

@@ -58,11 +58,7 @@ public struct ConfigOption: Sendable {
     bytes("memory_limit", minimum: 0) { $0.memoryLimit = $1 },
     integer("memory_count_limit", 0...10_000_000) { $0.memoryCountLimit = $1 },
     integer("max_variants_per_source", 0...1_000_000) { $0.maxVariantsPerSource = $1 },
-    ConfigOption("placeholders", expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config.placeholders = flag
-      return true
-    },
+    switchOption("placeholders", \.placeholders),
     bytes("memory_budget", minimum: 16 << 20) { $0.memoryBudget = $1 },
     seconds("idle_trim") { $0.idleTrim = $1 },
     integer("malloc_arenas", 0...1024) { $0.mallocArenas = $1 },
@@ -71,22 +67,14 @@ public struct ConfigOption: Sendable {
     integer("max_pixels", 1...(1 << 40)) { $0.maxPixels = $1 },
     integer("max_dimension", 1...1_000_000) { $0.maxDimension = $1 },
     seconds("decode_timeout") { $0.decodeTimeout = $1 },
-    ConfigOption("video_frames", expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config.videoFrames = flag
-      return true
-    },
+    switchOption("video_frames", \.videoFrames),
     list(
       "allowed_schemes", flag: "--allow-scheme", \.allowedSchemes,
       expects: "a list of http, https, file"
     ) { ["http", "https", "file"].contains($0) },
     list("allowed_hosts", flag: "--allow-host", \.allowedHosts),
     list("file_roots", flag: "--file-root", \.fileRoots),
-    ConfigOption("allow_private", expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config.allowPrivate = flag
-      return true
-    },
+    switchOption("allow_private", \.allowPrivate),
     list(
       "allowed_networks", flag: "--allow-network", \.allowedNetworks,
       expects: "a list of CIDR networks such as 10.0.0.0/8"
@@ -114,11 +102,7 @@ public struct ConfigOption: Sendable {
       return true
     },
     integer("default_quality", 1...100) { $0.defaultQuality = $1 },
-    ConfigOption("auto_avif", expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config.autoAVIF = flag
-      return true
-    },
+    switchOption("auto_avif", \.autoAVIF),
     integer("avif_speed", 0...9) { $0.avifSpeed = $1 },
     integer("max_animation_frames", 1...ThumbnailSpec.maxAnimationFrames) {
       $0.maxAnimationFrames = $1
@@ -135,20 +119,11 @@ public struct ConfigOption: Sendable {
     seconds("source_max_ttl") { $0.sourceMaxTTL = $1 },
     seconds("stale_while_revalidate") { $0.staleWhileRevalidate = $1 },
     seconds("stale_if_error") { $0.staleIfError = $1 },
-    ConfigOption("network_purge", expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config.networkPurge = flag
-      return true
-    },
+    switchOption("network_purge", \.networkPurge),
     list("signing_keys", flag: "--signing-key", \.signingKeys),
     list("signing_salts", flag: "--signing-salt", \.signingSalts),
     integer("signature_size", 1...32) { $0.signatureSize = $1 },
-    ConfigOption("allow_unsigned_tcp", expects: "true or false", isSwitch: true) {
-      config, value in
-      guard let flag = value.boolean() else { return false }
-      config.allowUnsignedTCP = flag
-      return true
-    },
+    switchOption("allow_unsigned_tcp", \.allowUnsignedTCP),
     ConfigOption(
       "path_prefix", expects: "\"\" or a path such as \"/img\" (no trailing slash)"
     ) { config, value in
@@ -162,16 +137,8 @@ public struct ConfigOption: Sendable {
     list(
       "watermarks", flag: "--watermark", \.watermarks, expects: "a list of NAME=PATH",
       valid: { $0.contains("=") }),
-    ConfigOption("presets_only", expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config.presetsOnly = flag
-      return true
-    },
-    ConfigOption("client_hints", expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config.clientHints = flag
-      return true
-    },
+    switchOption("presets_only", \.presetsOnly),
+    switchOption("client_hints", \.clientHints),
     integer("client_hints_max_width", 32...16_384) { $0.clientHintsMaxWidth = $1 },
     integer("client_hints_max_dpr", 1...4) { $0.clientHintsMaxDPR = $1 },
     ConfigOption("client_miss_rate", expects: "an integer in 0...1000000, or auto") {
@@ -211,6 +178,17 @@ public struct ConfigOption: Sendable {
     text("log_file") { $0.logFile = $1 },
     seconds("drain_timeout") { $0.drainTimeout = $1 },
   ]
+
+  /// A switch: `true` or `false` in the file and the environment; the flag alone turns it on.
+  private static func switchOption(
+    _ key: String, _ field: WritableKeyPath<DaemonConfig, Bool> & Sendable
+  ) -> ConfigOption {
+    ConfigOption(key, expects: "true or false", isSwitch: true) { config, value in
+      guard let flag = value.boolean() else { return false }
+      config[keyPath: field] = flag
+      return true
+    }
+  }
 
   private static func text(
     _ key: String, _ set: @escaping @Sendable (inout DaemonConfig, String) -> Void
