@@ -283,15 +283,15 @@ static uint64_t block_pixels(uint64_t width, uint64_t height) {
 static uint64_t heif_working_memory(ic_decoder *base) {
   heif_decoder *d = (heif_decoder *)base;
   /* The largest of the size libheif reports and what the scan read from the bitstreams and
-   * grid boxes; then the tiles in flight (one a tile thread, or one) and the alpha plane. */
+   * grid boxes; the tiles in flight (one a tile thread, or one), and the alpha plane. */
   uint32_t width = d->chosen_width, height = d->chosen_height;
   const ic_heif_image *scanned = ic_heif_layout_image(&d->layout, d->chosen_id);
-  uint64_t pixels = block_pixels(width, height), alpha = 0;
+  uint64_t frame = block_pixels(width, height), tiles = 0, alpha = 0;
   if (scanned) {
     uint64_t found = block_pixels(scanned->width, scanned->height);
-    if (found > pixels) pixels = found;
+    if (found > frame) frame = found;
     int threads = heif_tile_threads();
-    pixels += scanned->tile_pixels * (uint64_t)(threads > 1 ? threads : 1);
+    tiles = scanned->tile_pixels * (uint64_t)(threads > 1 ? threads : 1);
     alpha = scanned->alpha_pixels;
   }
   uint64_t sample = d->bits > 8 ? 2 : 1, channels = (uint64_t)base->header.channels;
@@ -299,18 +299,24 @@ static uint64_t heif_working_memory(ic_decoder *base) {
    * (the scan's; a hostile file can make it larger than the primary) and the primary's, not
    * as a fourth channel of every pixel on top of its own size (which put a 3840x2160 AVIF
    * with alpha at 259 MiB, over the default budget, for a measured 65 MiB). */
-  uint64_t planes = pixels * channels;
-  if (scanned && channels == 4) planes = pixels * 3 + (alpha > pixels ? alpha : pixels);
-  /* The codec's planes and libheif's planar RGB copy of them, counted as full-resolution
-   * 4:4:4 (chroma is often a quarter of that, which covers the codec's own state and the
-   * tiles in flight on other threads): 6 bytes a pixel for 8-bit RGB, against 3.5 measured
-   * for a 12 MP HEVC grid and 9.7 for a 4 MP 10-bit HEIC at two bytes a sample. dav1d holds
-   * more: film grain is applied into further copies (abandoned_filmgrain.avif peaks at 16
-   * bytes a pixel inside dav1d, with or without libheif's interleaved copy), so AV1 counts
-   * four. Rows are interleaved one at a time (heif_run). MemoryEstimateTests checks every
-   * corpus file. */
+  uint64_t planes = frame * channels;
+  if (scanned && channels == 4) planes = frame * 3 + (alpha > frame ? alpha : frame);
+  /* A coded image: the codec's planes and libheif's planar RGB copy of them, counted as
+   * full-resolution 4:4:4 (chroma is often a quarter of that, which covers the codec's own
+   * state): 6 bytes a pixel for 8-bit RGB, against 9.7 measured for a 4 MP 10-bit HEIC at two
+   * bytes a sample. dav1d holds more: film grain is applied into further copies
+   * (abandoned_filmgrain.avif peaks at 16 bytes a pixel inside dav1d, with or without
+   * libheif's interleaved copy), so AV1 counts four. Rows are interleaved one at a time
+   * (heif_run). MemoryEstimateTests checks every corpus file. */
   uint64_t copies = d->av1 ? 4 : 2;
-  return planes * copies * sample + d->buffered + (4u << 20) + IC_DECODE_BASE_BYTES;
+  uint64_t work = planes * copies;
+  /* A grid (or overlay): only its tiles in flight go through the codec's copies; the frame
+   * is libheif's one planar RGB image they are pasted into, counted one and a half times
+   * (4.5 bytes a pixel, against 3.5 measured for a 12 MP HEVC grid and 4.2 for an 18 MP AV1
+   * one, whose estimate at four whole-frame copies, 242 MiB, refused it under a 128 MiB
+   * budget for a peak of 77). */
+  if (tiles) work = planes * 3 / 2 + tiles * channels * copies;
+  return work * sample + d->buffered + (4u << 20) + IC_DECODE_BASE_BYTES;
 }
 
 static void heif_destroy(ic_decoder *base) {

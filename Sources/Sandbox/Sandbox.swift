@@ -266,8 +266,13 @@ public final class Sandbox: Sendable {
         arguments += ["--ro-bind", folder, folder]
       }
     }
-    // What the loader, fonts and the alternatives' links in /usr/bin need of /etc.
-    for file in ["/etc/ld.so.cache", "/etc/fonts", "/etc/alternatives", "/etc/localtime"] {
+    // What the loader, fonts and the alternatives' links in /usr/bin need of /etc, and
+    // fontconfig's system cache: without it every program that draws text (librsvg, poppler,
+    // the font viewer) scans every installed font again, 0.5 s of a 0.07 s SVG thumbnail.
+    for file in [
+      "/etc/ld.so.cache", "/etc/fonts", "/etc/alternatives", "/etc/localtime",
+      "/var/cache/fontconfig",
+    ] {
       arguments += ["--ro-bind-try", file, file]
     }
     arguments += [

@@ -100,6 +100,28 @@ struct SandboxTests {
   }
 
   @Test(
+    "the system's font cache is seen read-only: a program that draws text does not scan every font again"
+  )
+  func fontCacheSeen() async throws {
+    let host = (try? FileManager.default.contentsOfDirectory(atPath: "/var/cache/fontconfig"))
+    try #require(host?.isEmpty == false, "no fontconfig cache on this machine")
+    let bench = try Bench()
+    let (run, report) = try await bench.run(
+      Self.prelude + """
+        note('caches %d' % len(os.listdir('/var/cache/fontconfig')))
+        try:
+            open('/var/cache/fontconfig/planted', 'w').write('x')
+            note('wrote the cache')
+        except OSError:
+            note('cache read-only')
+        """)
+    defer { run.discard() }
+    #expect(report.contains("caches \(host!.count)"), "\(run.outcome) \(report) \(run.messages)")
+    #expect(report.contains("cache read-only"), "\(report)")
+    #expect(!FileManager.default.fileExists(atPath: "/var/cache/fontconfig/planted"))
+  }
+
+  @Test(
     "a secret outside the input is not read: the host's files, other users', the daemon's environment"
   )
   func secretStaysHidden() async throws {
