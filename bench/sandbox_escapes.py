@@ -40,6 +40,9 @@ def png(width, height, rows):
 def cases(secret, outside, port):
     """Name: (what it tries, its program)."""
     return {
+        "control": ("nothing: a well-behaved program writes an 8x8 PNG (must be Ready)", """
+open(sys.argv[1], 'wb').write(png(8, 8, b''.join(b'\\0' + b'\\x80' * 24 for _ in range(8))))
+"""),
         "secret": ("read a planted secret outside its input", f"""
 try:
     data = open({secret!r}, 'rb').read()
