@@ -25,18 +25,9 @@ enum SpecOptions {
       }
       spec.scale = scale
     case "--fit":
-      let value = try cursor.value(for: argument)
-      guard let fit = FitMode(rawValue: value) else {
-        throw .init(message: "--fit expects \(FitMode.names), got '\(value)'")
-      }
-      spec.fit = fit
+      spec.fit = try cursor.choice(for: argument)
     case "--format":
-      let value = try cursor.value(for: argument)
-      guard let format = OutputFormat(rawValue: value) else {
-        let names = OutputFormat.allCases.map(\.rawValue).joined(separator: ", ")
-        throw .init(message: "--format expects one of \(names), got '\(value)'")
-      }
-      spec.format = format
+      spec.format = try cursor.choice(for: argument)
     case "--quality":
       spec.quality = try cursor.integer(for: argument, in: 1...100)
     case "--upscale":
@@ -44,11 +35,7 @@ enum SpecOptions {
     case "--frames":
       spec.maxFrames = try cursor.integer(for: argument, in: 1...ThumbnailSpec.maxAnimationFrames)
     case "--colour":
-      let value = try cursor.value(for: argument)
-      guard let colour = ColourMode(rawValue: value) else {
-        throw .init(message: "--colour expects \(ColourMode.names), got '\(value)'")
-      }
-      spec.colour = colour
+      spec.colour = try cursor.choice(for: argument)
     case "--options":
       let value = try cursor.value(for: argument)
       do {

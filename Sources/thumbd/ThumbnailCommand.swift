@@ -324,6 +324,18 @@ struct ArgumentCursor {
     return value
   }
 
+  /// The case of `Choice` the argument's value names.
+  mutating func choice<Choice: NamedChoice>(
+    for argument: Argument
+  ) throws(ThumbnailCommand.UsageError) -> Choice {
+    let value = try self.value(for: argument)
+    guard let choice = Choice(rawValue: value) else {
+      throw ThumbnailCommand.UsageError(
+        message: "\(argument.name) expects \(Choice.names), got '\(value)'")
+    }
+    return choice
+  }
+
   mutating func integer(
     for argument: Argument, in range: ClosedRange<Int>
   ) throws(ThumbnailCommand.UsageError) -> Int {

@@ -2,7 +2,7 @@ import CImageCodecs
 import ThumbSystem
 
 /// What happens to a source's embedded colour profile.
-public enum ColourMode: String, Sendable, Hashable, CaseIterable {
+public enum ColourMode: String, Sendable, Hashable, CaseIterable, NamedChoice {
   /// Converted to sRGB through the profile (relative colorimetric); the output is untagged,
   /// which every browser and viewer takes as sRGB. The default.
   case srgb
@@ -17,9 +17,6 @@ public enum ColourMode: String, Sendable, Hashable, CaseIterable {
     case .keep: IC_COLOUR_KEEP
     }
   }
-
-  /// "srgb or keep", from the cases.
-  public static let names = allCases.map(\.rawValue).joined(separator: " or ")
 }
 
 /// What the colour step did with a source's profile.

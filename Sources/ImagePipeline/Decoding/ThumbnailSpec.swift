@@ -1,5 +1,5 @@
 /// How a source is mapped into the target box.
-public enum FitMode: String, Sendable, Hashable, CaseIterable {
+public enum FitMode: String, Sendable, Hashable, CaseIterable, NamedChoice {
   /// Inside the box, aspect ratio kept (the default).
   case contain
   /// Fills the box, aspect ratio kept, centre cropped.
@@ -9,23 +9,20 @@ public enum FitMode: String, Sendable, Hashable, CaseIterable {
   /// `cover` when the source and the box have the same orientation (both landscape, or both
   /// portrait or square), else `contain`: imgproxy's `rt:auto`.
   case auto
-
-  /// "contain, cover, fill or auto", from the cases.
-  public static let names: String = {
-    let names = allCases.map(\.rawValue)
-    return names.dropLast().joined(separator: ", ") + " or " + names.last!
-  }()
 }
 
 /// The encoding a caller asks for. `auto` is PNG when the result has alpha, JPEG otherwise;
 /// a server may first resolve it from what the client accepts (`FormatNegotiation`).
-public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
+public enum OutputFormat: String, Sendable, Hashable, CaseIterable, NamedChoice {
   case png
   case jpeg
   case webp
   case avif
   case gif
   case auto
+
+  /// `auto` first, then the written formats: how messages and docs list them.
+  public static var listed: [OutputFormat] { [.auto] + allCases.filter { $0 != .auto } }
 
   /// The written format this names, or nil for `auto`.
   public var imageFormat: ImageFormat? {

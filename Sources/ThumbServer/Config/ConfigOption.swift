@@ -96,10 +96,8 @@ public struct ConfigOption: Sendable {
     seconds("dns_cache_seconds") { $0.dnsCacheSeconds = $1 },
     text("ca_file") { $0.caFile = $1 },
     text("ca_path") { $0.caPath = $1 },
-    ConfigOption("default_format", expects: ThumbnailParameters.formatNames) { config, value in
-      guard let text = value.string(), OutputFormat(rawValue: text) != nil else { return false }
-      config.defaultFormat = text
-      return true
+    choice("default_format") { (config, format: OutputFormat) in
+      config.defaultFormat = format.rawValue
     },
     integer("default_quality", 1...100) { $0.defaultQuality = $1 },
     switchOption("auto_avif", \.autoAVIF),
@@ -107,11 +105,7 @@ public struct ConfigOption: Sendable {
     integer("max_animation_frames", 1...ThumbnailSpec.maxAnimationFrames) {
       $0.maxAnimationFrames = $1
     },
-    ConfigOption("colour", expects: ColourMode.names) { config, value in
-      guard let text = value.string(), let mode = ColourMode(rawValue: text) else { return false }
-      config.colour = mode
-      return true
-    },
+    choice("colour") { $0.colour = $1 },
     text("cmyk_profile") { $0.cmykProfile = $1 },
     integer("cache_max_age", 0...(10 * 365 * 86_400)) { $0.cacheMaxAge = $1 },
     seconds("source_default_ttl") { $0.sourceDefaultTTL = $1 },
@@ -165,39 +159,46 @@ public struct ConfigOption: Sendable {
       return true
     },
     seconds("negative_cache_seconds") { $0.negativeCacheSeconds = $1 },
-    ConfigOption("log_level", expects: "debug, info, warn or error") { config, value in
-      guard let level = value.string().flatMap(LogLevel.init(rawValue:)) else { return false }
-      config.logLevel = level
-      return true
-    },
-    ConfigOption("log_format", expects: "logfmt or json") { config, value in
-      guard let format = value.string().flatMap(LogFormat.init(rawValue:)) else { return false }
-      config.logFormat = format
-      return true
-    },
+    choice("log_level") { $0.logLevel = $1 },
+    choice("log_format") { $0.logFormat = $1 },
     text("log_file") { $0.logFile = $1 },
     seconds("drain_timeout") { $0.drainTimeout = $1 },
   ]
+
+  /// An option whose value `parse` reads (nil refuses it) and `set` stores: the one shape
+  /// of every option kind below but lists.
+  private static func parsed<Value>(
+    _ key: String, expects: String, isSwitch: Bool = false,
+    _ parse: @escaping @Sendable (ConfigValue) -> Value?,
+    _ set: @escaping @Sendable (inout DaemonConfig, Value) -> Void
+  ) -> ConfigOption {
+    ConfigOption(key, expects: expects, isSwitch: isSwitch) { config, value in
+      guard let parsed = parse(value) else { return false }
+      set(&config, parsed)
+      return true
+    }
+  }
 
   /// A switch: `true` or `false` in the file and the environment; the flag alone turns it on.
   private static func switchOption(
     _ key: String, _ field: WritableKeyPath<DaemonConfig, Bool> & Sendable
   ) -> ConfigOption {
-    ConfigOption(key, expects: "true or false", isSwitch: true) { config, value in
-      guard let flag = value.boolean() else { return false }
-      config[keyPath: field] = flag
-      return true
-    }
+    parsed(
+      key, expects: "true or false", isSwitch: true, { $0.boolean() },
+      { $0[keyPath: field] = $1 })
+  }
+
+  /// One of a `NamedChoice`'s names.
+  private static func choice<Choice: NamedChoice>(
+    _ key: String, _ set: @escaping @Sendable (inout DaemonConfig, Choice) -> Void
+  ) -> ConfigOption {
+    parsed(key, expects: Choice.names, { $0.string().flatMap(Choice.init(rawValue:)) }, set)
   }
 
   private static func text(
     _ key: String, _ set: @escaping @Sendable (inout DaemonConfig, String) -> Void
   ) -> ConfigOption {
-    ConfigOption(key, expects: "a string") { config, value in
-      guard let text = value.string() else { return false }
-      set(&config, text)
-      return true
-    }
+    parsed(key, expects: "a string", { $0.string() }, set)
   }
 
   /// A list option: its flag names one entry and adds it; the file and the environment give
@@ -218,33 +219,23 @@ public struct ConfigOption: Sendable {
     _ key: String, _ range: ClosedRange<Int>,
     _ set: @escaping @Sendable (inout DaemonConfig, Int) -> Void
   ) -> ConfigOption {
-    ConfigOption(key, expects: "an integer in \(range.lowerBound)...\(range.upperBound)") {
-      config, value in
-      guard let number = value.integer(in: range) else { return false }
-      set(&config, number)
-      return true
-    }
+    parsed(
+      key, expects: "an integer in \(range.lowerBound)...\(range.upperBound)",
+      { $0.integer(in: range) }, set)
   }
 
   private static func bytes(
     _ key: String, minimum: Int, _ set: @escaping @Sendable (inout DaemonConfig, Int) -> Void
   ) -> ConfigOption {
-    ConfigOption(key, expects: "a byte size of at least \(minimum), such as 64MiB or 1G") {
-      config, value in
-      guard let size = value.byteSize(), size >= minimum else { return false }
-      set(&config, size)
-      return true
-    }
+    parsed(
+      key, expects: "a byte size of at least \(minimum), such as 64MiB or 1G",
+      { $0.byteSize().flatMap { $0 >= minimum ? $0 : nil } }, set)
   }
 
   private static func seconds(
     _ key: String, _ set: @escaping @Sendable (inout DaemonConfig, Double) -> Void
   ) -> ConfigOption {
-    ConfigOption(key, expects: "a number of seconds (0 to 31536000)") { config, value in
-      guard let seconds = value.seconds() else { return false }
-      set(&config, seconds)
-      return true
-    }
+    parsed(key, expects: "a number of seconds (0 to 31536000)", { $0.seconds() }, set)
   }
 }
 

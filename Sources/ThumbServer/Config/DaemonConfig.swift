@@ -175,7 +175,7 @@ public struct DaemonConfig: Sendable, Hashable {
 }
 
 /// Severity of a log line.
-public enum LogLevel: String, Sendable, Hashable, CaseIterable, Comparable {
+public enum LogLevel: String, Sendable, Hashable, CaseIterable, Comparable, NamedChoice {
   case debug, info, warn, error
 
   /// Orders by severity.
@@ -185,7 +185,7 @@ public enum LogLevel: String, Sendable, Hashable, CaseIterable, Comparable {
 }
 
 /// How log lines are written.
-public enum LogFormat: String, Sendable, Hashable, CaseIterable {
+public enum LogFormat: String, Sendable, Hashable, CaseIterable, NamedChoice {
   /// `key=value` pairs.
   case logfmt
   /// One JSON object per line.

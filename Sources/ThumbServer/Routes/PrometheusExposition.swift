@@ -52,16 +52,14 @@ struct PrometheusExposition {
         fetcher.connections)
     }
     if let memoryCache {
-      out.family("thumbd_memory_cache_entries", "gauge", "Thumbnails in the memory cache.")
-      out.sample("thumbd_memory_cache_entries", memoryCache.count)
-      out.family("thumbd_memory_cache_bytes", "gauge", "Bytes of thumbnails in the memory cache.")
-      out.sample("thumbd_memory_cache_bytes", memoryCache.totalCost)
+      out.gauge("thumbd_memory_cache_entries", "Thumbnails in the memory cache.", memoryCache.count)
+      out.gauge(
+        "thumbd_memory_cache_bytes", "Bytes of thumbnails in the memory cache.",
+        memoryCache.totalCost)
     }
     if let disk {
-      out.family("thumbd_disk_cache_entries", "gauge", "Entries in the disk cache.")
-      out.sample("thumbd_disk_cache_entries", disk.count)
-      out.family("thumbd_disk_cache_bytes", "gauge", "Bytes of disk cache entries.")
-      out.sample("thumbd_disk_cache_bytes", disk.totalBytes)
+      out.gauge("thumbd_disk_cache_entries", "Entries in the disk cache.", disk.count)
+      out.gauge("thumbd_disk_cache_bytes", "Bytes of disk cache entries.", disk.totalBytes)
       out.counter(
         "thumbd_disk_cache_evictions_total", "Entries evicted (size limit or a full disk).",
         disk.evictions)
@@ -75,18 +73,15 @@ struct PrometheusExposition {
       }
     }
     if let memory {
-      out.family("thumbd_memory_budget_bytes", "gauge", "The memory budget (memory_budget).")
-      out.sample("thumbd_memory_budget_bytes", memory.limit)
+      out.gauge("thumbd_memory_budget_bytes", "The memory budget (memory_budget).", memory.limit)
       out.family(
         "thumbd_memory_budget_used_bytes", "gauge",
         "Bytes of the budget in use, by part: work (sources in flight, decode estimates), cache.")
       out.sample("thumbd_memory_budget_used_bytes{part=\"work\"}", memory.work)
       out.sample("thumbd_memory_budget_used_bytes{part=\"cache\"}", memory.cache)
-      out.family(
-        "thumbd_memory_budget_peak_work_bytes", "gauge", "The most work has held at once.")
-      out.sample("thumbd_memory_budget_peak_work_bytes", memory.peakWork)
-      out.family("thumbd_memory_budget_waiting", "gauge", "Jobs waiting for memory now.")
-      out.sample("thumbd_memory_budget_waiting", memory.waiting)
+      out.gauge(
+        "thumbd_memory_budget_peak_work_bytes", "The most work has held at once.", memory.peakWork)
+      out.gauge("thumbd_memory_budget_waiting", "Jobs waiting for memory now.", memory.waiting)
       out.counter(
         "thumbd_memory_budget_waits_total", "Jobs that waited for memory.", memory.waits)
       out.counter(
@@ -146,12 +141,10 @@ struct PrometheusExposition {
         metrics.profiles[outcome.rawValue] ?? 0)
     }
     let colour = ColourManagement.stats()
-    out.family("thumbd_colour_transforms", "gauge", "Colour transforms cached now.")
-    out.sample("thumbd_colour_transforms", colour.entries)
-    out.family(
-      "thumbd_colour_transform_bytes", "gauge",
-      "Bytes lcms2 and the tables hold for the cached colour transforms.")
-    out.sample("thumbd_colour_transform_bytes", colour.bytes)
+    out.gauge("thumbd_colour_transforms", "Colour transforms cached now.", colour.entries)
+    out.gauge(
+      "thumbd_colour_transform_bytes",
+      "Bytes lcms2 and the tables hold for the cached colour transforms.", colour.bytes)
     out.counter(
       "thumbd_colour_transform_builds_total",
       "Colour transforms built (a profile parsed and linked); the rest came from the cache.",
@@ -165,8 +158,9 @@ struct PrometheusExposition {
     out.sample("thumbd_inflight{stage=\"fetch\"}", workload.fetchesInFlight)
     out.sample("thumbd_inflight{stage=\"decode\"}", workload.runningDecodes)
     out.sample("thumbd_inflight{stage=\"prefetch\"}", workload.prefetchInProgress)
-    out.family("thumbd_fetch_slots_in_use", "gauge", "Download slots held (lookups included).")
-    out.sample("thumbd_fetch_slots_in_use", workload.fetchSlotsInUse)
+    out.gauge(
+      "thumbd_fetch_slots_in_use", "Download slots held (lookups included).",
+      workload.fetchSlotsInUse)
     out.family("thumbd_queued", "gauge", "Work waiting per stage.")
     out.sample("thumbd_queued{stage=\"fetch\"}", workload.queuedFetches)
     out.sample("thumbd_queued{stage=\"decode\"}", workload.queuedDecodes)
@@ -199,10 +193,9 @@ struct PrometheusExposition {
     for (outcome, count) in videoFrames.sorted(by: { $0.key < $1.key }) {
       out.sample("thumbd_video_frames_total{outcome=\"\(outcome)\"}", count)
     }
-    out.family("thumbd_process_resident_memory_bytes", "gauge", "Resident set size.")
-    out.sample("thumbd_process_resident_memory_bytes", ProcessFigures.residentBytes())
-    out.family("thumbd_process_open_fds", "gauge", "Open file descriptors.")
-    out.sample("thumbd_process_open_fds", ProcessFigures.openDescriptors())
+    out.gauge(
+      "thumbd_process_resident_memory_bytes", "Resident set size.", ProcessFigures.residentBytes())
+    out.gauge("thumbd_process_open_fds", "Open file descriptors.", ProcessFigures.openDescriptors())
     return out.lines.joined(separator: "\n") + "\n"
   }
 
@@ -222,6 +215,11 @@ struct PrometheusExposition {
   private mutating func family(_ name: String, _ type: String, _ help: String) {
     lines.append("# HELP \(name) \(help)")
     lines.append("# TYPE \(name) \(type)")
+  }
+
+  private mutating func gauge(_ name: String, _ help: String, _ value: Int) {
+    family(name, "gauge", help)
+    sample(name, value)
   }
 
   private mutating func counter(_ name: String, _ help: String, _ value: Int) {

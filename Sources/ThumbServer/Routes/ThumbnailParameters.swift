@@ -66,26 +66,15 @@ public struct ThumbnailParameters: Sendable, Hashable {
     colour: String? = nil, enlarge: Bool = false, geometry: Geometry = Geometry(),
     filters: Filters = Filters(), watermark: WatermarkRequest? = nil
   ) -> Result<ValidSpec, ParameterError> {
-    var colourMode = defaultColour
-    if let colour {
-      guard let value = ColourMode(rawValue: colour) else {
-        return .failure(ParameterError("colour must be " + ColourMode.names))
-      }
-      colourMode = value
-    }
-    var fitMode = FitMode.contain
-    if let fit {
-      guard let value = FitMode(rawValue: fit) else {
-        return .failure(ParameterError("fit must be " + FitMode.names))
-      }
-      fitMode = value
-    }
-    var outputFormat = defaultFormat
-    if let format {
-      guard let value = OutputFormat(rawValue: format) else {
-        return .failure(ParameterError("format must be " + Self.formatNames))
-      }
-      outputFormat = value
+    let colourMode: ColourMode
+    let fitMode: FitMode
+    var outputFormat: OutputFormat
+    do throws(ParameterError) {
+      colourMode = try Self.choice("colour", colour) ?? defaultColour
+      fitMode = try Self.choice("fit", fit) ?? .contain
+      outputFormat = try Self.choice("format", format) ?? defaultFormat
+    } catch {
+      return .failure(error)
     }
     outputFormat = FormatNegotiation.resolve(
       outputFormat, accepted: accepted, avifEnabled: avifInAuto)
@@ -132,14 +121,19 @@ extension ThumbnailParameters {
         image: image, opacity: request.opacity, position: request.position,
         replicate: request.replicate, scale: request.scale))
   }
+}
 
-  /// "auto, png, jpeg, webp, avif or gif", from the cases.
-  static let formatNames: String = {
-    let names =
-      [OutputFormat.auto.rawValue]
-      + OutputFormat.allCases.filter { $0 != .auto }.map(\.rawValue)
-    return names.dropLast().joined(separator: ", ") + " or " + names.last!
-  }()
+extension ThumbnailParameters {
+  /// The case `text` names, nil without one, or the error listing the names.
+  fileprivate static func choice<Choice: NamedChoice>(
+    _ name: String, _ text: String?
+  ) throws(ParameterError) -> Choice? {
+    guard let text else { return nil }
+    guard let value = Choice(rawValue: text) else {
+      throw ParameterError("\(name) must be " + Choice.names)
+    }
+    return value
+  }
 }
 
 /// A parameter that is out of range or unknown.
