@@ -21,14 +21,18 @@
 #define MAX_RING_BYTES (64u << 20)
 
 /* The half kernel k[0..radius] of a gaussian, normalised over -radius..radius, ending where
- * it falls below `least` of its peak (libvips: 0.2 for gaussblur, 0.1 for sharpen); radius 0
- * (no filter) when even the first step does. */
-static float *half_kernel(double sigma, double least, int *radius) {
+ * it falls below `least` of its peak (libvips: 0.2 for gaussblur, 0.1 for sharpen). *kernel
+ * is NULL when there is nothing to do: radius 0 (even the first step falls below; IC_OK), or
+ * no memory (the error). */
+static ic_status half_kernel(double sigma, double least, float **kernel, int *radius,
+                             ic_result *result) {
   int r = 0;
   while (r < 8 * sigma + 1 && exp(-(double)(r + 1) * (r + 1) / (2 * sigma * sigma)) >= least)
     r++;
+  *kernel = NULL;
+  if (r == 0) return IC_OK;
   float *k = malloc(sizeof(float) * (size_t)(r + 1));
-  if (!k) return NULL;
+  if (!k) return ic_fail(result, IC_ERR_NO_MEMORY, "filter buffer failed");
   double sum = 0;
   for (int i = 0; i <= r; i++) {
     k[i] = (float)exp(-(double)i * i / (2 * sigma * sigma));
@@ -36,7 +40,8 @@ static float *half_kernel(double sigma, double least, int *radius) {
   }
   for (int i = 0; i <= r; i++) k[i] = (float)(k[i] / sum);
   *radius = r;
-  return k;
+  *kernel = k;
+  return IC_OK;
 }
 
 /* A separable gaussian over rows that arrive one by one, `width` floats each: a ring of
@@ -124,12 +129,9 @@ static const float *ring_row(ring_blur *ring, uint32_t y) {
 static ic_status blur(uint8_t *pixels, uint32_t w, uint32_t h, int ch, double sigma,
                       const ic_control *control, ic_result *result) {
   int r;
-  float *k = half_kernel(sigma, 0.2, &r);
-  if (!k) return ic_fail(result, IC_ERR_NO_MEMORY, "filter buffer failed");
-  if (r == 0) {
-    free(k);
-    return IC_OK;
-  }
+  float *k;
+  ic_status made = half_kernel(sigma, 0.2, &k, &r, result);
+  if (!k) return made;
   size_t stride = (size_t)w * ch;
   ring_blur ring;
   ic_status status = ring_begin(&ring, k, r, h, (int)stride, result);
@@ -239,12 +241,9 @@ static float sharpen_curve(float d) {
 static ic_status sharpen(uint8_t *pixels, uint32_t w, uint32_t h, int ch, double sigma,
                          const ic_control *control, ic_result *result) {
   int r;
-  float *k = half_kernel(sigma, 0.1, &r);
-  if (!k) return ic_fail(result, IC_ERR_NO_MEMORY, "filter buffer failed");
-  if (r == 0) {
-    free(k);
-    return IC_OK;
-  }
+  float *k;
+  ic_status made = half_kernel(sigma, 0.1, &k, &r, result);
+  if (!k) return made;
   pthread_once(&tables, tables_once);
   size_t stride = (size_t)w * ch;
   ring_blur ring;

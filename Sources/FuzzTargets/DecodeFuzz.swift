@@ -33,7 +33,7 @@ extension SourceFormat {
     case .jxl:
       (
         "decode-jxl",
-        "libjxl's container and codestream, the header checks before pixels, our counting memory manager, the first frame and the DC-only stop"
+        "libjxl's container and codestream, our header and frame reader (jxl_header.c) and its checks before pixels, the first frame and the DC-only stop"
       )
     case .raw:
       (

@@ -56,50 +56,48 @@ struct JSONParser {
   }
 
   private mutating func object(depth: Int) -> JSONValue? {
-    index += 1  // {
     var fields: [String: JSONValue] = [:]
-    skipWhitespace()
-    if current == UInt8(ascii: "}") {
-      index += 1
-      return .object(fields)
-    }
-    while true {
-      skipWhitespace()
-      guard current == UInt8(ascii: "\""), let key = string() else { return nil }
-      skipWhitespace()
-      guard current == UInt8(ascii: ":") else { return nil }
-      index += 1
-      guard let element = value(depth: depth) else { return nil }
+    let closed = elements(closing: UInt8(ascii: "}")) { parser in
+      parser.skipWhitespace()
+      guard parser.current == UInt8(ascii: "\""), let key = parser.string() else { return false }
+      parser.skipWhitespace()
+      guard parser.current == UInt8(ascii: ":") else { return false }
+      parser.index += 1
+      guard let element = parser.value(depth: depth) else { return false }
       fields[key] = element
-      skipWhitespace()
-      switch current {
-      case UInt8(ascii: ","): index += 1
-      case UInt8(ascii: "}"):
-        index += 1
-        return .object(fields)
-      default: return nil
-      }
+      return true
     }
+    return closed ? .object(fields) : nil
   }
 
   private mutating func array(depth: Int) -> JSONValue? {
-    index += 1  // [
     var elements: [JSONValue] = []
+    let closed = self.elements(closing: UInt8(ascii: "]")) { parser in
+      guard let element = parser.value(depth: depth) else { return false }
+      elements.append(element)
+      return true
+    }
+    return closed ? .array(elements) : nil
+  }
+
+  /// The elements of an object or an array, from its opening byte: `element` reads one;
+  /// then `,` goes on and `closing` ends it. False when anything else comes.
+  private mutating func elements(closing: UInt8, _ element: (inout Self) -> Bool) -> Bool {
+    index += 1
     skipWhitespace()
-    if current == UInt8(ascii: "]") {
+    if current == closing {
       index += 1
-      return .array(elements)
+      return true
     }
     while true {
-      guard let element = value(depth: depth) else { return nil }
-      elements.append(element)
+      guard element(&self) else { return false }
       skipWhitespace()
       switch current {
       case UInt8(ascii: ","): index += 1
-      case UInt8(ascii: "]"):
+      case closing:
         index += 1
-        return .array(elements)
-      default: return nil
+        return true
+      default: return false
       }
     }
   }
