@@ -40,33 +40,10 @@
 /* A band has at least this many rows of MCUs: fewer do not pay for a thread. */
 #define MIN_BAND_MCU_ROWS 8
 
-/* The source's bytes: in memory, or a regular file read with pread. */
-typedef struct band_bytes {
-  const uint8_t *data;
-  uint64_t size;
-  int fd;
-} band_bytes;
-
-static size_t read_at(const band_bytes *bytes, uint64_t offset, uint8_t *out, size_t length) {
-  if (offset >= bytes->size) return 0;
-  if (length > bytes->size - offset) length = (size_t)(bytes->size - offset);
-  if (bytes->data) {
-    memcpy(out, bytes->data + offset, length);
-    return length;
-  }
-  size_t done = 0;
-  while (done < length) {
-    ssize_t n = pread(bytes->fd, out + done, length - done, (off_t)(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += (size_t)n;
-  }
-  return done;
-}
-
 /* What every band shares. */
 typedef struct band_plan {
-  band_bytes bytes;
+  /* The source's bytes: in memory, or a regular file read with pread. */
+  ic_random bytes;
   /* The kept header; the frame's height is at sof_height (two bytes, big-endian). */
   uint8_t header[HEADER_MAX_BYTES];
   size_t header_length;
@@ -153,7 +130,7 @@ static boolean band_source_fill(j_decompress_ptr cinfo) {
   case 1:
     if (src->position < b->end) {
       uint64_t left = b->end - src->position;
-      const band_bytes *bytes = &b->plan->bytes;
+      const ic_random *bytes = &b->plan->bytes;
       if (bytes->data) {
         src->pub.next_input_byte = bytes->data + src->position;
         src->pub.bytes_in_buffer = (size_t)left;
@@ -161,7 +138,7 @@ static boolean band_source_fill(j_decompress_ptr cinfo) {
         return TRUE;
       }
       size_t want = left < sizeof(src->buffer) ? (size_t)left : sizeof(src->buffer);
-      size_t n = read_at(bytes, src->position, src->buffer, want);
+      size_t n = ic_random_read(bytes, src->position, src->buffer, want);
       if (n == 0) ERREXIT(cinfo, JERR_FILE_READ);
       src->position += n;
       src->pub.next_input_byte = src->buffer;
@@ -334,23 +311,23 @@ uint64_t ic_jpeg_bands_memory(j_decompress_ptr cinfo, unsigned scale_num, unsign
  * (DRI) and the scan header (SOS). Anything it does not expect leaves the file whole. */
 static int keep_header(band_plan *plan, uint64_t scan_start) {
   uint8_t at[2];
-  if (read_at(&plan->bytes, 0, at, 2) != 2 || at[0] != 0xFF || at[1] != 0xD8) return 0;
+  if (ic_random_read(&plan->bytes, 0, at, 2) != 2 || at[0] != 0xFF || at[1] != 0xD8) return 0;
   plan->header[0] = 0xFF;
   plan->header[1] = 0xD8;
   plan->header_length = 2;
   plan->sof_height = 0;
   uint64_t position = 2;
   for (int segments = 0; segments < HEADER_MAX_SEGMENTS && position < scan_start; segments++) {
-    if (read_at(&plan->bytes, position, at, 2) != 2 || at[0] != 0xFF) return 0;
+    if (ic_random_read(&plan->bytes, position, at, 2) != 2 || at[0] != 0xFF) return 0;
     position += 2;
     /* Fill bytes before the marker's code: a few at most in real files. */
     for (int fill = 0; at[1] == 0xFF; fill++) {
-      if (fill == 64 || read_at(&plan->bytes, position, &at[1], 1) != 1) return 0;
+      if (fill == 64 || ic_random_read(&plan->bytes, position, &at[1], 1) != 1) return 0;
       position++;
     }
     int code = at[1];
     uint8_t length_bytes[2];
-    if (read_at(&plan->bytes, position, length_bytes, 2) != 2) return 0;
+    if (ic_random_read(&plan->bytes, position, length_bytes, 2) != 2) return 0;
     uint32_t length = (uint32_t)length_bytes[0] << 8 | length_bytes[1];
     if (length < 2 || position + length > scan_start) return 0;
     int keep = 0;
@@ -376,9 +353,8 @@ static int keep_header(band_plan *plan, uint64_t scan_start) {
       if (plan->header_length + 2 + length > sizeof(plan->header)) return 0;
       plan->header[plan->header_length] = 0xFF;
       plan->header[plan->header_length + 1] = (uint8_t)code;
-      if (read_at(&plan->bytes, position, plan->header + plan->header_length + 2, length) !=
-          length)
-        return 0;
+      uint8_t *segment = plan->header + plan->header_length + 2;
+      if (ic_random_read(&plan->bytes, position, segment, length) != length) return 0;
       plan->header_length += 2 + length;
     }
     position += length;
@@ -398,7 +374,7 @@ static int keep_header(band_plan *plan, uint64_t scan_start) {
 static int find_intervals(const band_plan *plan, uint64_t scan_start, uint64_t expected,
                           uint64_t per_step, uint64_t places, uint64_t *starts,
                           uint64_t *ends, uint64_t *eoi, ic_status *stop) {
-  const band_bytes *bytes = &plan->bytes;
+  const ic_random *bytes = &plan->bytes;
   uint8_t *buffer = bytes->data ? NULL : malloc(SCAN_CHUNK);
   if (!bytes->data && !buffer) return 0;
   uint64_t markers = 0, ff_at = 0;
@@ -412,7 +388,7 @@ static int find_intervals(const band_plan *plan, uint64_t scan_start, uint64_t e
     size_t length = bytes->size - offset < SCAN_CHUNK ? (size_t)(bytes->size - offset)
                                                         : SCAN_CHUNK;
     const uint8_t *chunk = bytes->data ? bytes->data + offset : buffer;
-    if (!bytes->data && read_at(bytes, offset, buffer, length) != length) break;
+    if (!bytes->data && ic_random_read(bytes, offset, buffer, length) != length) break;
     for (size_t i = 0; i < length; i++) {
       if (!after_ff) {
         const uint8_t *next = memchr(chunk + i, 0xFF, length - i);
@@ -449,7 +425,7 @@ done:
 }
 
 /* What the bands need of the source: its bytes, and where the entropy-coded data starts. */
-static int source_bytes(j_decompress_ptr cinfo, ic_stream *stream, band_bytes *bytes,
+static int source_bytes(j_decompress_ptr cinfo, ic_stream *stream, ic_random *bytes,
                         uint64_t *scan_start) {
   if (stream->file) {
     struct stat status;
@@ -459,13 +435,13 @@ static int source_bytes(j_decompress_ptr cinfo, ic_stream *stream, band_bytes *b
       return 0;
     off_t position = ftello(stream->file);
     if (position < 0 || (uint64_t)position < cinfo->src->bytes_in_buffer) return 0;
-    *bytes = (band_bytes){.data = NULL, .size = (uint64_t)status.st_size, .fd = fd};
+    *bytes = (ic_random){.data = NULL, .size = (uint64_t)status.st_size, .fd = fd};
     *scan_start = (uint64_t)position - cinfo->src->bytes_in_buffer;
   } else {
     if (!stream->data || cinfo->src->next_input_byte < stream->data ||
         cinfo->src->next_input_byte > stream->data + stream->size)
       return 0;
-    *bytes = (band_bytes){.data = stream->data, .size = stream->size, .fd = -1};
+    *bytes = (ic_random){.data = stream->data, .size = stream->size, .fd = -1};
     *scan_start = (uint64_t)(cinfo->src->next_input_byte - stream->data);
   }
   return *scan_start < bytes->size;
