@@ -176,14 +176,7 @@ actor ListDriver {
     case .placeholder(let slot, let item, let token):
       // Held to the images' rule: only for the slot's current item and token, and never
       // once its image is shown.
-      guard client.isCurrent(slot: slot, item: item, token: token) else {
-        measurements.countClientStale()
-        return
-      }
-      guard let binding = slots[slot], String(binding.item) == item, binding.token == token else {
-        measurements.recordWrong(
-          "slot \(slot) was sent a placeholder for item \(item) (token \(token)) it does not hold",
-          undecodable: false)
+      guard let binding = held(slot: slot, item: item, token: token, kind: "placeholder") else {
         return
       }
       if binding.delivered {
@@ -198,17 +191,27 @@ actor ListDriver {
     }
   }
 
+  /// The slot's binding when a `kind` sent for `item` and `token` may be shown in it: nil,
+  /// counted, when the client has moved the slot on (stale, the client's own check), or
+  /// when the slot holds another item or token (wrong: the server's fault).
+  private func held(slot: Int, item: String, token: Int, kind: String) -> Binding? {
+    guard client.isCurrent(slot: slot, item: item, token: token) else {
+      measurements.countClientStale()
+      return nil
+    }
+    guard let binding = slots[slot], String(binding.item) == item, binding.token == token else {
+      measurements.recordWrong(
+        "slot \(slot) was sent a \(kind) for item \(item) (token \(token)) it does not hold",
+        undecodable: false)
+      return nil
+    }
+    return binding
+  }
+
   /// A preview, held to the images' rule and checked like one: the slot's current item and
   /// token, its pixels that item's, at most one per load, never after the image.
   private func showPreview(slot: Int, item: String, token: Int, data: [UInt8], now: Double) {
-    guard client.isCurrent(slot: slot, item: item, token: token) else {
-      measurements.countClientStale()
-      return
-    }
-    guard var binding = slots[slot], String(binding.item) == item, binding.token == token else {
-      measurements.recordWrong(
-        "slot \(slot) was sent a preview for item \(item) (token \(token)) it does not hold",
-        undecodable: false)
+    guard var binding = held(slot: slot, item: item, token: token, kind: "preview") else {
       return
     }
     let shown = ItemImage.read(data)?.item
