@@ -437,33 +437,18 @@ static int extents_inside(const heif_scan *s, const scan_item *item) {
 
 /* ---- bitstream headers ---- */
 
-typedef struct bits {
-  const uint8_t *p;
-  size_t size, at; /* in bits */
-  int bad;
-} bits;
+typedef ic_bits bits;
 
-static uint32_t bits_take(bits *b, int n) {
-  uint32_t v = 0;
-  for (int i = 0; i < n; i++) {
-    if (b->at >= b->size * 8) {
-      b->bad = 1;
-      return 0;
-    }
-    v = v << 1 | ((b->p[b->at >> 3] >> (7 - (b->at & 7))) & 1);
-    b->at++;
-  }
-  return v;
-}
+static uint32_t bits_take(bits *b, int n) { return ic_bits_read(b, n, 1); }
 
 static uint32_t bits_ue(bits *b) {
   int zeros = 0;
-  while (!b->bad && bits_take(b, 1) == 0)
+  while (!b->over && bits_take(b, 1) == 0)
     if (++zeros > 31) {
-      b->bad = 1;
+      b->over = 1;
       return 0;
     }
-  if (b->bad) return 0;
+  if (b->over) return 0;
   return (uint32_t)(((uint64_t)1 << zeros) - 1 + bits_take(b, zeros));
 }
 
@@ -505,7 +490,7 @@ static int hevc_sps_size(const uint8_t *nal, size_t size, uint32_t *width, uint3
   bits_ue(&b); /* sps_seq_parameter_set_id */
   if (bits_ue(&b) == 3) bits_take(&b, 1);
   uint32_t w = bits_ue(&b), h = bits_ue(&b);
-  if (b.bad) return 0;
+  if (b.over) return 0;
   *width = w;
   *height = h;
   return 1;
@@ -545,7 +530,7 @@ static void av1_sizes(const uint8_t *p, size_t size, uint32_t *width, uint32_t *
           bits_take(&b, 32);
           if (bits_take(&b, 1)) {
             int zeros = 0;
-            while (!b.bad && bits_take(&b, 1) == 0 && zeros < 32) zeros++;
+            while (!b.over && bits_take(&b, 1) == 0 && zeros < 32) zeros++;
             if (zeros < 32) bits_take(&b, zeros);
           }
           decoder_model = (int)bits_take(&b, 1);
@@ -557,7 +542,7 @@ static void av1_sizes(const uint8_t *p, size_t size, uint32_t *width, uint32_t *
         }
         int display_delay = (int)bits_take(&b, 1);
         int points = (int)bits_take(&b, 5) + 1;
-        for (int i = 0; i < points && !b.bad; i++) {
+        for (int i = 0; i < points && !b.over; i++) {
           bits_take(&b, 12);
           if (bits_take(&b, 5) > 7) bits_take(&b, 1);
           if (decoder_model && bits_take(&b, 1)) {
@@ -570,7 +555,7 @@ static void av1_sizes(const uint8_t *p, size_t size, uint32_t *width, uint32_t *
       }
       int wb = (int)bits_take(&b, 4) + 1, hb = (int)bits_take(&b, 4) + 1;
       uint32_t w = bits_take(&b, wb) + 1, h = bits_take(&b, hb) + 1;
-      if (!b.bad) {
+      if (!b.over) {
         if (w > *width) *width = w;
         if (h > *height) *height = h;
       }

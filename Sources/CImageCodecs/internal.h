@@ -368,6 +368,28 @@ static inline uint32_t ic_be32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
+/* A bit reader bounded by its `size` bytes: a read past them gives 0 bits and sets `over`,
+ * which callers check once after a run of reads. `at` counts bits. Least significant bit
+ * first (VP8L, JPEG XL), or with msb_first most significant first (HEVC's and AV1's headers). */
+typedef struct ic_bits {
+  const uint8_t *data;
+  size_t size, at;
+  int over;
+} ic_bits;
+static inline uint32_t ic_bits_read(ic_bits *b, int n, int msb_first) {
+  uint32_t value = 0;
+  for (int i = 0; i < n; i++, b->at++) {
+    if (b->at / 8 >= b->size) {
+      b->over = 1;
+      return 0;
+    }
+    unsigned shift = msb_first ? 7 - b->at % 8 : b->at % 8;
+    uint32_t bit = (uint32_t)(b->data[b->at / 8] >> shift) & 1;
+    value = msb_first ? value << 1 | bit : value | bit << i;
+  }
+  return value;
+}
+
 /* Checks header dimensions against the limits; IC_ERR_TOO_LARGE if over. */
 ic_status ic_check_limits(uint32_t width, uint32_t height,
                           const ic_limits *limits, ic_result *result);

@@ -36,24 +36,9 @@
 /* Frames read past before the first one shown. */
 #define IC_JXL_MAX_HIDDEN 8
 
-typedef struct jxl_bits {
-  const uint8_t *data;
-  size_t size;
-  size_t bit;
-  int overrun;
-} jxl_bits;
+typedef ic_bits jxl_bits;
 
-static uint32_t bits(jxl_bits *b, int n) {
-  uint32_t value = 0;
-  for (int i = 0; i < n; i++, b->bit++) {
-    if (b->bit / 8 >= b->size) {
-      b->overrun = 1;
-      return 0;
-    }
-    value |= (uint32_t)((b->data[b->bit / 8] >> (b->bit % 8)) & 1) << i;
-  }
-  return value;
-}
+static uint32_t bits(jxl_bits *b, int n) { return ic_bits_read(b, n, 0); }
 
 /* U32(d0, d1, d2, d3): a 2-bit selector, then that distribution's value. Each distribution is
  * an offset and a bit count (0 bits: a constant). */
@@ -80,7 +65,7 @@ static uint64_t u64(jxl_bits *b) {
   default: break;
   }
   uint64_t value = bits(b, 12);
-  for (int shift = 12; bits(b, 1) && !b->overrun; shift += 8) {
+  for (int shift = 12; bits(b, 1) && !b->over; shift += 8) {
     if (shift == 60) {
       value |= (uint64_t)bits(b, 4) << 60;
       break;
@@ -91,8 +76,8 @@ static uint64_t u64(jxl_bits *b) {
 }
 
 static void skip(jxl_bits *b, size_t count) {
-  b->bit += count;
-  if (b->bit > b->size * 8) b->overrun = 1;
+  b->at += count;
+  if (b->at > b->size * 8) b->over = 1;
 }
 
 static uint32_t enumeration(jxl_bits *b) {
@@ -162,7 +147,7 @@ static void image_metadata(jxl_bits *b, jxl_image *image) {
     bit_depth(b);
     bits(b, 1); /* modular_16_bit_buffer_sufficient */
     image->extra_channels = u32(b, VAL(0), VAL(1), OFFSET(4, 2), OFFSET(12, 1));
-    for (uint32_t i = 0; i < image->extra_channels && !b->overrun; i++) {
+    for (uint32_t i = 0; i < image->extra_channels && !b->over; i++) {
       if (bits(b, 1)) continue; /* all default: 8-bit alpha */
       uint32_t type = enumeration(b);
       bit_depth(b);
@@ -225,7 +210,7 @@ static void loop_filter(jxl_bits *b, int modular) {
     if (bits(b, 1)) skip(b, (modular ? 3 : 4) * 16); /* sigma scales */
     if (modular) skip(b, 16);
   }
-  if (u64(b) != 0) b->overrun = 1; /* extensions: not followed */
+  if (u64(b) != 0) b->over = 1; /* extensions: not followed */
 }
 
 /* A frame header (byte-aligned), through its end; the reader then stands at its TOC. Sets
@@ -250,7 +235,7 @@ static void frame_header(jxl_bits *b, const jxl_image *image, jxl_frame *f) {
   }
   if (!(flags & use_dc_frame)) {
     f->upsampling = u32(b, VAL(1), VAL(2), VAL(4), VAL(8));
-    for (uint32_t i = 0; i < image->extra_channels && !b->overrun; i++)
+    for (uint32_t i = 0; i < image->extra_channels && !b->over; i++)
       u32(b, VAL(1), VAL(2), VAL(4), VAL(8));
   }
   if (f->modular) f->group_shift = bits(b, 2);
@@ -288,7 +273,7 @@ static void frame_header(jxl_bits *b, const jxl_image *image, jxl_frame *f) {
   }
   uint32_t duration = 0, reference = 0, mode = 0;
   if (f->type == 0 || f->type == 3) {
-    for (uint32_t i = 0; i <= image->extra_channels && !b->overrun; i++) {
+    for (uint32_t i = 0; i <= image->extra_channels && !b->over; i++) {
       uint32_t channel_mode = u32(b, VAL(0), VAL(1), VAL(2), OFFSET(2, 3));
       int alpha_blend = image->extra_channels > 0 && (channel_mode == 2 || channel_mode == 3);
       if (alpha_blend) u32(b, VAL(0), VAL(1), VAL(2), OFFSET(3, 3));
@@ -311,7 +296,7 @@ static void frame_header(jxl_bits *b, const jxl_image *image, jxl_frame *f) {
   }
   skip(b, 8u * u32(b, VAL(0), BITS(4), OFFSET(5, 16), OFFSET(10, 48))); /* its name */
   loop_filter(b, f->modular);
-  if (u64(b) != 0) b->overrun = 1; /* extensions: not followed */
+  if (u64(b) != 0) b->over = 1; /* extensions: not followed */
 }
 
 /* Skips a frame's table of contents and its sections (the reader stands after its header);
@@ -327,16 +312,16 @@ static void skip_frame(jxl_bits *b, const jxl_frame *f) {
   uint64_t dc_groups = ((xblocks + group - 1) / group) * ((yblocks + group - 1) / group);
   uint64_t entries = groups == 1 && f->passes == 1 ? 1 : 2 + dc_groups + groups * f->passes;
   if (entries > 65536 || bits(b, 1)) { /* libjxl refuses more; a permutation */
-    b->overrun = 1;
+    b->over = 1;
     return;
   }
-  b->bit = (b->bit + 7) / 8 * 8;
+  b->at = (b->at + 7) / 8 * 8;
   uint64_t total = 0;
-  for (uint64_t i = 0; i < entries && !b->overrun; i++)
+  for (uint64_t i = 0; i < entries && !b->over; i++)
     total += u32(b, BITS(10), OFFSET(14, 1024), OFFSET(22, 17408), OFFSET(30, 4211712));
-  b->bit = (b->bit + 7) / 8 * 8;
+  b->at = (b->at + 7) / 8 * 8;
   if (total > (uint64_t)b->size) {
-    b->overrun = 1;
+    b->over = 1;
     return;
   }
   skip(b, (size_t)total * 8);
@@ -407,20 +392,20 @@ ic_status ic_jxl_scan(const uint8_t *data, size_t size, size_t frame_at,
     image.stop = 1;
   }
   if (image.icc && !image.stop && at != SIZE_MAX)
-    b.bit = at * 8; /* after the profile, where libjxl's reading of it ended */
+    b.at = at * 8; /* after the profile, where libjxl's reading of it ended */
   else if (image.icc)
     image.stop = 1;
-  else if (at != SIZE_MAX && at != (b.bit + 7) / 8)
+  else if (at != SIZE_MAX && at != (b.at + 7) / 8)
     image.stop = 1; /* libjxl read the headers to another end: trust neither reading */
   else
-    b.bit = (b.bit + 7) / 8 * 8; /* the frame starts on a byte */
+    b.at = (b.at + 7) / 8 * 8; /* the frame starts on a byte */
   /* Frames before the first one shown (a DC frame, a reference frame of patches) are read
    * past, each judged by the limits; the estimate counts what they hold. */
   ic_status status = IC_OK;
   jxl_frame f = {0};
-  for (int frames = 0; !image.stop && !b.overrun && frames < IC_JXL_MAX_HIDDEN; frames++) {
+  for (int frames = 0; !image.stop && !b.over && frames < IC_JXL_MAX_HIDDEN; frames++) {
     frame_header(&b, &image, &f);
-    if (b.overrun) break;
+    if (b.over) break;
     if (f.custom_size || f.type == 1) {
       status = ic_fail_over_limits(result, "JPEG XL: a frame, ", f.width, f.height,
                                    limits->max_width, limits->max_height, limits->max_pixels);

@@ -21,25 +21,9 @@
 #define IC_VP8L_CHECK_PIXELS (1u << 16)
 #define IC_VP8L_MAX_CODE_LENGTH 15
 
-typedef struct vp8l_bits {
-  const uint8_t *p;
-  size_t size;
-  size_t at; /* bit position */
-  int eos;
-} vp8l_bits;
+typedef ic_bits vp8l_bits;
 
-static uint32_t read_bits(vp8l_bits *b, int n) {
-  uint32_t v = 0;
-  for (int i = 0; i < n; i++) {
-    if (b->at >= b->size * 8) {
-      b->eos = 1;
-      return 0;
-    }
-    v |= (uint32_t)(b->p[b->at >> 3] >> (b->at & 7) & 1) << i;
-    b->at++;
-  }
-  return v;
-}
+static uint32_t read_bits(vp8l_bits *b, int n) { return ic_bits_read(b, n, 0); }
 
 /* A canonical prefix code: symbols sorted by code length, and the counts per length. */
 typedef struct vp8l_code {
@@ -91,7 +75,7 @@ static int code_read(const vp8l_code *code, vp8l_bits *b) {
   int first = 0, index = 0, value = 0;
   for (int len = 1; len <= IC_VP8L_MAX_CODE_LENGTH; len++) {
     value |= (int)read_bits(b, 1);
-    if (b->eos) return -1;
+    if (b->over) return -1;
     int count = code->count[len];
     if (value - first < count) return code->symbols[index + value - first];
     index += count;
@@ -118,7 +102,7 @@ static int read_code(vp8l_bits *b, int alphabet, vp8l_code *code) {
       uint32_t s1 = read_bits(b, 8);
       if (s1 < (uint32_t)alphabet) lengths[s1] = 1;
     }
-    ok = !b->eos;
+    ok = !b->over;
     if (ok) {
       /* Two symbols of length 1, or one of any length (no bits). */
       int used = 0;
@@ -133,7 +117,7 @@ static int read_code(vp8l_bits *b, int alphabet, vp8l_code *code) {
     for (int i = 0; i < count; i++) length_lengths[code_length_order[i]] = (uint8_t)read_bits(b, 3);
     vp8l_code lengths_code;
     memset(&lengths_code, 0, sizeof(lengths_code));
-    ok = !b->eos && code_build(&lengths_code, length_lengths, 19);
+    ok = !b->over && code_build(&lengths_code, length_lengths, 19);
     int max_symbol = alphabet;
     if (ok && read_bits(b, 1)) {
       int width = 2 + 2 * (int)read_bits(b, 3);
@@ -159,7 +143,7 @@ static int read_code(vp8l_bits *b, int alphabet, vp8l_code *code) {
       }
     }
     code_free(&lengths_code);
-    ok = ok && !b->eos && code_build(code, lengths, alphabet);
+    ok = ok && !b->over && code_build(code, lengths, alphabet);
   }
   free(lengths);
   return ok;
@@ -206,7 +190,7 @@ static ic_status read_image(vp8l_bits *b, uint32_t width, uint32_t height, uint8
       int red = code_read(&codes[1], b);
       code_read(&codes[2], b);
       code_read(&codes[3], b);
-      if (red < 0 || b->eos) {
+      if (red < 0 || b->over) {
         status = ic_fail(result, IC_ERR_TRUNCATED, "WebP lossless data ends in a sub-image");
       } else {
         if (values) values[(uint32_t)red << 8 | (uint32_t)green] = 1;
@@ -222,7 +206,7 @@ static ic_status read_image(vp8l_bits *b, uint32_t width, uint32_t height, uint8
         length = ((2u + (uint32_t)(prefix & 1)) << extra) + read_bits(b, extra) + 1;
       }
       int distance = code_read(&codes[4], b);
-      if (distance < 0 || b->eos) {
+      if (distance < 0 || b->over) {
         status = ic_fail(result, IC_ERR_TRUNCATED, "WebP lossless data ends in a sub-image");
       } else {
         skip_prefix_extra(b, distance);
@@ -232,7 +216,7 @@ static ic_status read_image(vp8l_bits *b, uint32_t width, uint32_t height, uint8
     } else {
       at++; /* a colour cache entry: an earlier value */
     }
-    if (b->eos && status == IC_OK)
+    if (b->over && status == IC_OK)
       status = ic_fail(result, IC_ERR_TRUNCATED, "WebP lossless data ends in a sub-image");
   }
   for (int c = 0; c < 5; c++) code_free(&codes[c]);
@@ -251,7 +235,7 @@ ic_status ic_vp8l_groups(const uint8_t *data, size_t size, const ic_control *con
   read_bits(&b, 1); /* alpha hint */
   if (read_bits(&b, 3) != 0) return ic_fail(result, IC_ERR_CORRUPT, "WebP lossless version is not 0");
   uint32_t seen = 0;
-  while (!b.eos && read_bits(&b, 1)) {
+  while (!b.over && read_bits(&b, 1)) {
     int type = (int)read_bits(&b, 2);
     if (seen & 1u << type) return ic_fail(result, IC_ERR_CORRUPT, "WebP lossless transform repeats");
     seen |= 1u << type;
@@ -272,7 +256,7 @@ ic_status ic_vp8l_groups(const uint8_t *data, size_t size, const ic_control *con
     if (*cache_bits < 1 || *cache_bits > 11)
       return ic_fail(result, IC_ERR_CORRUPT, "WebP lossless colour cache of %d bits", *cache_bits);
   }
-  if (b.eos) return ic_fail(result, IC_ERR_TRUNCATED, "WebP lossless header is truncated");
+  if (b.over) return ic_fail(result, IC_ERR_TRUNCATED, "WebP lossless header is truncated");
   if (!read_bits(&b, 1)) return IC_OK; /* one group for the whole image */
   int bits = (int)read_bits(&b, 3) + 2;
   uint8_t *values = calloc(1u << 16, 1);
