@@ -126,49 +126,68 @@ static const float *ring_row(ring_blur *ring, uint32_t y) {
   return ring->out;
 }
 
-static ic_status blur(uint8_t *pixels, uint32_t w, uint32_t h, int ch, double sigma,
-                      const ic_control *control, ic_result *result) {
+/* A separable filter run in place: each row goes into the ring (`load`: the image's row to
+ * `channels` floats a pixel) as far ahead of the row written as the kernel reaches, and each
+ * row is written from its filtered one (`store`). */
+typedef struct ring_filter {
+  double least; /* where the kernel ends (half_kernel) */
+  int channels; /* floats a pixel in the ring; 0 for the image's own */
+  void (*load)(const uint8_t *src, float *in, uint32_t w, int ch);
+  void (*store)(uint8_t *dst, const float *filtered, uint32_t w, int ch);
+} ring_filter;
+
+static ic_status run_filter(const ring_filter *filter, uint8_t *pixels, uint32_t w, uint32_t h,
+                            int ch, double sigma, const ic_control *control,
+                            ic_result *result) {
   int r;
   float *k;
-  ic_status made = half_kernel(sigma, 0.2, &k, &r, result);
+  ic_status made = half_kernel(sigma, filter->least, &k, &r, result);
   if (!k) return made;
   size_t stride = (size_t)w * ch;
+  int channels = filter->channels ? filter->channels : ch;
   ring_blur ring;
-  ic_status status = ring_begin(&ring, k, r, h, (int)stride, result);
+  ic_status status = ring_begin(&ring, k, r, h, (int)w * channels, result);
   uint32_t next = 0;
   for (uint32_t y = 0; y < h && status == IC_OK; y++) {
     for (; next < h && next <= y + (uint32_t)r; next++) {
-      /* Row `next`, premultiplied. */
-      const uint8_t *src = pixels + next * stride;
-      float *in = ring_input(&ring, ch);
-      if (ch == 4) {
-        for (uint32_t x = 0; x < w; x++) {
-          float a = src[x * 4 + 3] / 255.0f;
-          in[x * 4] = src[x * 4] * a;
-          in[x * 4 + 1] = src[x * 4 + 1] * a;
-          in[x * 4 + 2] = src[x * 4 + 2] * a;
-          in[x * 4 + 3] = src[x * 4 + 3];
-        }
-      } else {
-        for (size_t i = 0; i < stride; i++) in[i] = src[i];
-      }
-      ring_push(&ring, next, ch);
+      filter->load(pixels + next * stride, ring_input(&ring, channels), w, ch);
+      ring_push(&ring, next, channels);
     }
-    const float *sums = ring_row(&ring, y);
-    uint8_t *dst = pixels + y * stride;
-    for (size_t i = 0; i < stride; i += ch) {
-      float a = ch == 4 ? sums[i + 3] / 255.0f : 1.0f;
-      for (int c = 0; c < ch; c++) {
-        float v = c == 3 ? sums[i + 3] : ch == 3 ? sums[i + c] : a > 0 ? sums[i + c] / a : 0;
-        dst[i + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v + 0.5f);
-      }
-    }
+    filter->store(pixels + y * stride, ring_row(&ring, y), w, ch);
     status = ic_check(control, result);
   }
   ring_end(&ring);
   free(k);
   return status;
 }
+
+/* Blur: the row premultiplied, and back. */
+static void load_premultiplied(const uint8_t *src, float *in, uint32_t w, int ch) {
+  if (ch == 4) {
+    for (uint32_t x = 0; x < w; x++) {
+      float a = src[x * 4 + 3] / 255.0f;
+      in[x * 4] = src[x * 4] * a;
+      in[x * 4 + 1] = src[x * 4 + 1] * a;
+      in[x * 4 + 2] = src[x * 4 + 2] * a;
+      in[x * 4 + 3] = src[x * 4 + 3];
+    }
+  } else {
+    for (size_t i = 0; i < (size_t)w * ch; i++) in[i] = src[i];
+  }
+}
+
+static void store_unpremultiplied(uint8_t *dst, const float *sums, uint32_t w, int ch) {
+  size_t stride = (size_t)w * ch;
+  for (size_t i = 0; i < stride; i += ch) {
+    float a = ch == 4 ? sums[i + 3] / 255.0f : 1.0f;
+    for (int c = 0; c < ch; c++) {
+      float v = c == 3 ? sums[i + 3] : ch == 3 ? sums[i + c] : a > 0 ? sums[i + c] / a : 0;
+      dst[i + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v + 0.5f);
+    }
+  }
+}
+
+static const ring_filter blur_filter = {0.2, 0, load_premultiplied, store_unpremultiplied};
 
 /* sRGB and linear light, by table. */
 #define LINEAR_STEPS 16384
@@ -238,42 +257,26 @@ static float sharpen_curve(float d) {
   return y < -y3 ? -y3 : y > y2 ? y2 : y;
 }
 
-static ic_status sharpen(uint8_t *pixels, uint32_t w, uint32_t h, int ch, double sigma,
-                         const ic_control *control, ic_result *result) {
-  int r;
-  float *k;
-  ic_status made = half_kernel(sigma, 0.1, &k, &r, result);
-  if (!k) return made;
-  pthread_once(&tables, tables_once);
-  size_t stride = (size_t)w * ch;
-  ring_blur ring;
-  ic_status status = ring_begin(&ring, k, r, h, (int)w, result);
-  uint32_t next = 0;
-  for (uint32_t y = 0; y < h && status == IC_OK; y++) {
-    for (; next < h && next <= y + (uint32_t)r; next++) {
-      const uint8_t *src = pixels + next * stride;
-      float *in = ring_input(&ring, 1);
-      for (uint32_t x = 0; x < w; x++) in[x] = lightness(src + (size_t)x * ch);
-      ring_push(&ring, next, 1);
-    }
-    const float *blurred = ring_row(&ring, y);
-    uint8_t *dst = pixels + y * stride;
-    for (uint32_t x = 0; x < w; x++) {
-      uint8_t *p = dst + (size_t)x * ch;
-      float lab[3];
-      ic_srgb_to_lab(p, lab);
-      float change = sharpen_curve(lab[0] - blurred[x]);
-      if (change == 0) continue; /* flat: the pixel as it was, exactly */
-      float sharpened = lab[0] + change;
-      lab[0] = sharpened < 0 ? 0 : sharpened > 100 ? 100 : sharpened;
-      from_lab(lab, p);
-    }
-    status = ic_check(control, result);
-  }
-  ring_end(&ring);
-  free(k);
-  return status;
+/* Sharpen: lightness into the ring; each pixel's L* moved by the curve of its difference
+ * from the blurred one. */
+static void load_lightness(const uint8_t *src, float *in, uint32_t w, int ch) {
+  for (uint32_t x = 0; x < w; x++) in[x] = lightness(src + (size_t)x * ch);
 }
+
+static void store_sharpened(uint8_t *dst, const float *blurred, uint32_t w, int ch) {
+  for (uint32_t x = 0; x < w; x++) {
+    uint8_t *p = dst + (size_t)x * ch;
+    float lab[3];
+    ic_srgb_to_lab(p, lab);
+    float change = sharpen_curve(lab[0] - blurred[x]);
+    if (change == 0) continue; /* flat: the pixel as it was, exactly */
+    float sharpened = lab[0] + change;
+    lab[0] = sharpened < 0 ? 0 : sharpened > 100 ? 100 : sharpened;
+    from_lab(lab, p);
+  }
+}
+
+static const ring_filter sharpen_filter = {0.1, 1, load_lightness, store_sharpened};
 
 static void pixelate(uint8_t *pixels, uint32_t w, uint32_t h, int ch, uint32_t size) {
   for (uint32_t by = 0; by < h; by += size)
@@ -304,9 +307,13 @@ ic_status ic_apply_effects(uint8_t *pixels, uint32_t width, uint32_t height, int
   /* imgproxy's order: blur, sharpen, pixelate. */
   ic_status status = IC_OK;
   if (effects->blur_sigma > 0)
-    status = blur(pixels, width, height, channels, effects->blur_sigma, control, result);
-  if (status == IC_OK && effects->sharpen_sigma > 0)
-    status = sharpen(pixels, width, height, channels, effects->sharpen_sigma, control, result);
+    status = run_filter(&blur_filter, pixels, width, height, channels, effects->blur_sigma,
+                        control, result);
+  if (status == IC_OK && effects->sharpen_sigma > 0) {
+    pthread_once(&tables, tables_once);
+    status = run_filter(&sharpen_filter, pixels, width, height, channels,
+                        effects->sharpen_sigma, control, result);
+  }
   if (status == IC_OK && effects->pixelate > 1)
     pixelate(pixels, width, height, channels, effects->pixelate);
   return status;
