@@ -25,9 +25,9 @@ typedef struct ic_decoder_entry {
   ic_status (*open)(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                     ic_result *result, ic_decoder **decoder);
   /* The preview opener (ic_request.preview), NULL for formats that carry no early picture. */
-  ic_status (*preview_open)(ic_stream *stream, const ic_limits *limits,
+  ic_status (*preview_open)(ic_decoder *decoder, const ic_limits *limits,
                             const ic_control *control, ic_result *result,
-                            ic_decoder **decoder);
+                            ic_decoder **preview);
   /* The prefix scanner (ic_preview_prefix), NULL when a preview needs the whole file. */
   ic_prefix_verdict (*prefix)(const uint8_t *bytes, size_t size, ic_prefix_scan *scan);
 } ic_decoder_entry;
@@ -223,7 +223,9 @@ ic_status ic_preview_open(ic_stream *stream, const ic_limits *limits,
   if (!entry) return result->status;
   if (!entry->preview_open)
     return ic_fail(result, IC_ERR_UNSUPPORTED, "a %s image carries no preview", entry->name);
-  return entry->preview_open(stream, limits, control, result, decoder);
+  ic_decoder *opened = NULL;
+  if (entry->open(stream, limits, control, result, &opened) != IC_OK) return result->status;
+  return entry->preview_open(opened, limits, control, result, decoder);
 }
 
 ic_prefix_verdict ic_preview_prefix(const uint8_t *bytes, size_t size, ic_prefix_scan *scan) {

@@ -455,11 +455,11 @@ ic_status ic_heif_open(ic_stream *stream, const ic_limits *limits, const ic_cont
   return IC_OK;
 }
 
-ic_status ic_heif_preview_open(ic_stream *stream, const ic_limits *limits,
+ic_status ic_heif_preview_open(ic_decoder *base, const ic_limits *limits,
                                const ic_control *control, ic_result *result,
                                ic_decoder **out) {
-  ic_decoder *base = NULL;
-  if (ic_heif_open(stream, limits, control, result, &base) != IC_OK) return result->status;
+  (void)limits;
+  (void)control;
   heif_decoder *d = (heif_decoder *)base;
   d->preview = 1;
   uint32_t width = 0, height = 0;

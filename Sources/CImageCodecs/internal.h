@@ -285,11 +285,13 @@ int ic_raw_is_camera(const ic_random *bytes);
 ic_status ic_raw_open_random(const ic_random *bytes, const ic_limits *limits,
                              const ic_control *control, ic_result *result, ic_decoder **out);
 /* Preview openers (ic_request.preview) and prefix scanners (ic_preview_prefix), for the
- * formats that have them. */
+ * formats that have them. A preview opener takes the format's open decoder, and gives the
+ * decoder of its preview (that one, set to make it, or another, the first destroyed) or an
+ * error (the decoder destroyed). */
 #define IC_DECLARE_PREVIEW(name)                                                         \
-  ic_status ic_##name##_preview_open(ic_stream *stream, const ic_limits *limits,         \
+  ic_status ic_##name##_preview_open(ic_decoder *decoder, const ic_limits *limits,       \
                                      const ic_control *control, ic_result *result,      \
-                                     ic_decoder **decoder)
+                                     ic_decoder **preview)
 IC_DECLARE_PREVIEW(jpeg);
 IC_DECLARE_PREVIEW(heif);
 ic_prefix_verdict ic_jpeg_prefix(const uint8_t *bytes, size_t size, ic_prefix_scan *scan);

@@ -720,11 +720,9 @@ static ic_decoder *open_exif_preview(jpeg_decoder *d, const ic_limits *limits,
   return &p->base;
 }
 
-ic_status ic_jpeg_preview_open(ic_stream *stream, const ic_limits *limits,
+ic_status ic_jpeg_preview_open(ic_decoder *base, const ic_limits *limits,
                                const ic_control *control, ic_result *result,
                                ic_decoder **out) {
-  ic_decoder *base = NULL;
-  if (ic_jpeg_open(stream, limits, control, result, &base) != IC_OK) return result->status;
   jpeg_decoder *d = (jpeg_decoder *)base;
   ic_decoder *exif = open_exif_preview(d, limits, control);
   if (exif) {
