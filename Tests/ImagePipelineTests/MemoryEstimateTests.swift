@@ -187,6 +187,21 @@ extension DecodeSuites {
       #expect(avif.bytes >= pixels * 4 * 4)
     }
 
+    @Test(
+      "a HEIF grid counts its tiles in flight through the codec, not its whole frame: an 18 MP AV1 grid fits a 128 MiB budget"
+    )
+    func gridCountsTiles() throws {
+      // 6400x2880 in 20 AV1 tiles. Counted as four whole-frame copies it came to 242 MiB, for
+      // a measured peak of 77: refused (413) by a daemon with a 128 MiB memory_budget.
+      // neverBelowPeak holds it above what it uses.
+      let grid = try Thumbnailer().estimate(
+        .path(Corpus.path("heif-valid/av1-avif/Summer_in_Tomsk_720p_5x4_grid.avif")),
+        spec: ValidSpec(ThumbnailSpec(width: 256, height: 256)))
+      #expect(grid.bytes < 128 << 20, "\(grid.bytes >> 20) MiB")
+      // Still the frame libheif assembles, at 3 bytes a pixel, and more.
+      #expect(grid.bytes >= grid.sourceWidth * grid.sourceHeight * 3)
+    }
+
     @Test("the estimate counts what the source needs: progressive coefficients, Adam7 images")
     func countsTheBigBuffers() throws {
       let photo = Corpus.path("photo/coil/large.jpg")  // 4000x6000, 4:2:0

@@ -61,16 +61,22 @@ struct ThumbloadTests {
     #expect(Gates().exitStatus(for: report) == 1)
     #expect(Gates().failures(of: report).first?.contains("wrong deliveries") == true)
     // The same run against the library's real slot rules: nothing wrong. A time window: on a
-    // busy machine (the CI run beside the other suites) a run may finish no image, so up to
-    // five runs, each longer than the one before (every one must be clean).
-    for attempt in 0..<5 {
+    // busy machine (the CI run beside the other suites, whose corpus cases hold the two
+    // cooperative threads the in-process pipeline also needs) a run may finish no image for a
+    // minute or more, so up to eight runs, each longer than the one before, at a priority
+    // above the suites' own (every one must be clean).
+    let attempts = 8
+    for attempt in 0..<attempts {
       var longer = options
       longer.duration = options.duration * Double(attempt + 1)
-      let honest = try await Runner(target: LibraryTarget(), options: longer, origin: origin).run()
+      let run = longer
+      let honest = try await Task(priority: .high) {
+        try await Runner(target: LibraryTarget(), options: run, origin: origin).run()
+      }.value
       #expect(honest.wrongDeliveries == 0)
       #expect(Gates().exitStatus(for: honest) == 0 || honest.images == 0)
       if honest.images > 0 && honest.cancelledWork.loadsSuperseded > 0 { break }
-      #expect(attempt < 4, "no image in five honest runs")
+      #expect(attempt < attempts - 1, "no image in \(attempts) honest runs")
     }
   }
 
