@@ -126,12 +126,22 @@ struct ThumbloadTests {
     #expect(ignoring.staleDeliveries > 0 && ignoring.wrongDeliveries == 0)
     #expect(Gates().exitStatus(for: ignoring) == 1)
     #expect(Gates().failures(of: ignoring).contains { $0.contains("stale deliveries") })
-    for _ in 0..<3 {
-      let honest = try await Runner(target: LibraryTarget(), options: options, origin: origin).run()
+    // The honest side as checkCanFail's: longer runs, above the suites' priority, until it
+    // has shown images and revalidated (the corpus suites can starve it for a minute).
+    var shown = 0
+    for attempt in 0..<8 {
+      var longer = options
+      longer.duration = options.duration * Double(attempt + 1)
+      let run = longer
+      let honest = try await Task(priority: .high) {
+        try await Runner(target: LibraryTarget(), options: run, origin: origin).run()
+      }.value
       #expect(honest.staleDeliveries == 0, "\(honest.staleExamples)")
-      #expect(honest.images > 0 && honest.wrongDeliveries == 0)
-      if origin.revalidations.notModified > 0 { break }
+      #expect(honest.wrongDeliveries == 0)
+      shown += honest.images
+      if shown > 0 && origin.revalidations.notModified > 0 { break }
     }
+    #expect(shown > 0, "no image in the honest runs")
     #expect(origin.revalidations.notModified > 0, "the real pipeline never revalidated")
   }
 

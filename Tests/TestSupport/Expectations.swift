@@ -38,13 +38,14 @@ func within<T: Sendable>(
 /// Waits until `condition` holds: for conditions that other tasks or processes make true
 /// without any timing assumption. It yields at first, then backs off (up to 20 ms between
 /// looks), so a condition that takes a while does not spin on the few cooperative threads the
-/// code under test needs. Fails the test instead of hanging when it does not hold within a
-/// minute (a generous bound: these conditions take milliseconds when the code works).
+/// code under test needs. Fails the test instead of hanging when it does not hold within two
+/// minutes (a generous bound: these conditions take milliseconds when the code works, but the
+/// whole suite on two cores has held the cooperative threads for over a minute).
 func eventually(
   _ description: String, _ condition: () async -> Bool,
   sourceLocation: SourceLocation = #_sourceLocation
 ) async {
-  let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+  let deadline = ContinuousClock.now.advanced(by: .seconds(120))
   var pause = Duration.zero
   while ContinuousClock.now < deadline {
     if await condition() { return }
