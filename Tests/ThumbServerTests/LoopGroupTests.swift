@@ -87,7 +87,10 @@ struct LoopGroupTests {
   func idleClosedOnAnotherLoop() async throws {
     let directory = TestDaemon.makeDirectory()
     let group = LoopGroup(size: 2)
-    let limits = ServerLimits(maxConnections: 4)
+    // The idle connection must outlive the test's steps: on the default idle timeout (60 s)
+    // the loop's sweep closed it while a loaded machine took a minute between two connects,
+    // and the count never reached the next step's.
+    let limits = ServerLimits(maxConnections: 4, idleTimeout: 86_400)
     // The first loop's connections are idle, the second's busy.
     let loops = try [
       EventLoop(limits: limits, logger: nil, group: group) { _, _ in Idle() },
