@@ -14,23 +14,24 @@ final class Once: Sendable {
   }
 }
 
-/// Runs `operation` unstructured and waits for it on a continuation, at most `seconds`: its
-/// result, or nil when it has not finished by then (it goes on; the test's gate lets it end
-/// later). For expectations that something is answered "at once" without a test hanging
-/// when it is not.
+/// Runs `operation` unstructured and waits for it on a continuation, at most `seconds` from
+/// when it starts: its result, or nil when it has not finished by then (it goes on; the
+/// test's gate lets it end later). For expectations that something is answered "at once"
+/// without a test hanging when it is not. The clock starts with the operation, not before:
+/// a task that waited for a thread of a busy pool has not yet been slow.
 func within<T: Sendable>(
   _ seconds: Double, _ operation: @escaping @Sendable () async throws -> T
 ) async -> Result<T, any Error>? {
   let once = Once()
   return await withCheckedContinuation { continuation in
     Task {
+      Task {
+        try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+        if once.claim() { continuation.resume(returning: nil) }
+      }
       let result: Result<T, any Error>
       do { result = .success(try await operation()) } catch { result = .failure(error) }
       if once.claim() { continuation.resume(returning: result) }
-    }
-    Task {
-      try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-      if once.claim() { continuation.resume(returning: nil) }
     }
   }
 }
@@ -40,7 +41,9 @@ func within<T: Sendable>(
 /// looks), so a condition that takes a while does not spin on the few cooperative threads the
 /// code under test needs. Fails the test instead of hanging when it does not hold within two
 /// minutes (a generous bound: these conditions take milliseconds when the code works, but the
-/// whole suite on two cores has held the cooperative threads for over a minute).
+/// whole suite on two cores has held the cooperative threads for over a minute). The condition
+/// is looked at once more after the deadline: a task that waited past it for a thread has not
+/// seen the condition fail, only the clock move.
 func eventually(
   _ description: String, _ condition: () async -> Bool,
   sourceLocation: SourceLocation = #_sourceLocation
@@ -56,6 +59,7 @@ func eventually(
     }
     pause = pause == .zero ? .microseconds(50) : min(pause * 2, .milliseconds(20))
   }
+  if await condition() { return }
   Issue.record("never happened: \(description)", sourceLocation: sourceLocation)
 }
 
