@@ -32,7 +32,7 @@ extension DecodeSuites {
       guard a.width == b.width, a.height == b.height, a.channels == b.channels else {
         return 255
       }
-      return zip(a.pixels, b.pixels).map { abs(Int($0) - Int($1)) }.max() ?? 0
+      return ImageMetrics.sampleDifference(a, b).worst
     }
 
     @Test(

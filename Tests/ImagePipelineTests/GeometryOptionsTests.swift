@@ -434,7 +434,7 @@ struct GeometryOptionsTests {
         let made = try picture(source, spec)
         let expected = Self.referenceBlur(bitmap, sigma: sigma)
         #expect(made.width == 37 && made.channels == channels)
-        let worst = zip(made.pixels, expected.pixels).map { abs(Int($0) - Int($1)) }.max() ?? 0
+        let worst = ImageMetrics.sampleDifference(made, expected).worst
         #expect(worst <= 1, "channels \(channels), sigma \(sigma): off by \(worst)")
       }
     }

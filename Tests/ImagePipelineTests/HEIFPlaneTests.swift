@@ -26,14 +26,7 @@ extension DecodeSuites {
         decoded.width == expected.width && decoded.height == expected.height
           && decoded.channels == expected.channels)
       let wide = entry.note.contains("10-bit") || entry.note.contains("12-bit")
-      var worst = 0
-      var total = 0
-      for (ours, theirs) in zip(decoded.pixels, expected.pixels) {
-        let d = abs(Int(ours) - Int(theirs))
-        worst = max(worst, d)
-        total += d
-      }
-      let mean = Double(total) / Double(max(1, decoded.pixels.count))
+      let (worst, mean) = ImageMetrics.sampleDifference(decoded, expected)
       // 8-bit files: the same samples, interleaved. Wider ones: rounding against truncation.
       #expect(wide ? worst <= 8 && mean <= 0.6 : worst == 0, "worst \(worst), mean \(mean)")
     }

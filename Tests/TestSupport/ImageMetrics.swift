@@ -54,25 +54,52 @@ enum ImageMetrics {
     return mse == 0 ? .infinity : 10 * log10(255 * 255 / mse)
   }
 
-  /// One output sample's source span and overlap weights along an axis.
-  private struct Span {
-    let first: Int
-    let weights: [Double]
+  /// The largest and the mean difference of any sample between two bitmaps' samples, over
+  /// the shorter of the two. Through buffer pointers: a `zip` of two full-size pictures
+  /// spent over a minute in the runtime's generic calls in a debug build.
+  static func sampleDifference(_ a: Bitmap, _ b: Bitmap) -> (worst: Int, mean: Double) {
+    let count = min(a.pixels.count, b.pixels.count)
+    var worst = 0
+    var total = 0
+    a.pixels.withUnsafeBufferPointer { pa in
+      b.pixels.withUnsafeBufferPointer { pb in
+        for i in 0..<count {
+          let d = abs(Int(pa[i]) - Int(pb[i]))
+          if d > worst { worst = d }
+          total += d
+        }
+      }
+    }
+    return (worst, Double(total) / Double(max(1, count)))
+  }
+
+  /// Each output sample's source span along an axis: output i covers `count[i]` samples from
+  /// `first[i]`, with weights `weights[offset[i]...]`. Flat arrays read through buffer
+  /// pointers: the debug build's generic iteration made the reference minutes long.
+  private struct Spans {
+    var first: [Int] = []
+    var offset: [Int] = []
+    var count: [Int] = []
+    var weights: [Double] = []
   }
 
   /// Exact box coverage: output i covers source [i*n/m, (i+1)*n/m).
-  private static func spans(source n: Int, output m: Int) -> [Span] {
+  private static func spans(source n: Int, output m: Int) -> Spans {
     let step = Double(n) / Double(m)
-    return (0..<m).map { i in
+    var spans = Spans()
+    for i in 0..<m {
       let a = Double(i) * step
       let b = Double(i + 1) * step
       let first = Int(a.rounded(.down))
       let last = min(n - 1, Int((b - 1e-9).rounded(.down)))
-      let weights = (first...last).map { k in
-        (min(Double(k + 1), b) - max(Double(k), a)) / step
+      spans.first.append(first)
+      spans.offset.append(spans.weights.count)
+      spans.count.append(last - first + 1)
+      for k in first...last {
+        spans.weights.append((min(Double(k + 1), b) - max(Double(k), a)) / step)
       }
-      return Span(first: first, weights: weights)
     }
+    return spans
   }
 
   /// Exact area average to `width` x `height`. With `premultiplied` false, colour is averaged
@@ -86,45 +113,55 @@ enum ImageMetrics {
     var rows = [Double](repeating: 0, count: width * image.height * 4)
     image.pixels.withUnsafeBufferPointer { src in
       rows.withUnsafeMutableBufferPointer { dst in
-        for y in 0..<image.height {
-          for (i, span) in xs.enumerated() {
-            var sum = (0.0, 0.0, 0.0, 0.0)
-            for (k, w) in span.weights.enumerated() {
-              let p = (y * image.width + span.first + k) * ch
-              let alpha = ch == 4 ? Double(src[p + 3]) / 255 : 1
-              let weight = premultiplied ? alpha : 1
-              sum.0 += w * Double(src[p]) * weight
-              sum.1 += w * Double(src[p + 1]) * weight
-              sum.2 += w * Double(src[p + 2]) * weight
-              sum.3 += w * alpha
+        xs.weights.withUnsafeBufferPointer { weights in
+          for y in 0..<image.height {
+            for i in 0..<width {
+              var sum = (0.0, 0.0, 0.0, 0.0)
+              let start = xs.offset[i]
+              for k in 0..<xs.count[i] {
+                let w = weights[start + k]
+                let p = (y * image.width + xs.first[i] + k) * ch
+                let alpha = ch == 4 ? Double(src[p + 3]) / 255 : 1
+                let weight = premultiplied ? alpha : 1
+                sum.0 += w * Double(src[p]) * weight
+                sum.1 += w * Double(src[p + 1]) * weight
+                sum.2 += w * Double(src[p + 2]) * weight
+                sum.3 += w * alpha
+              }
+              let o = (y * width + i) * 4
+              dst[o] = sum.0
+              dst[o + 1] = sum.1
+              dst[o + 2] = sum.2
+              dst[o + 3] = sum.3
             }
-            let o = (y * width + i) * 4
-            dst[o] = sum.0
-            dst[o + 1] = sum.1
-            dst[o + 2] = sum.2
-            dst[o + 3] = sum.3
           }
         }
       }
     }
     var out = [UInt8](repeating: 0, count: width * height * ch)
-    for (j, span) in ys.enumerated() {
-      for i in 0..<width {
-        var sum = (0.0, 0.0, 0.0, 0.0)
-        for (k, w) in span.weights.enumerated() {
-          let o = ((span.first + k) * width + i) * 4
-          sum.0 += w * rows[o]
-          sum.1 += w * rows[o + 1]
-          sum.2 += w * rows[o + 2]
-          sum.3 += w * rows[o + 3]
+    rows.withUnsafeBufferPointer { rows in
+      ys.weights.withUnsafeBufferPointer { weights in
+        for j in 0..<height {
+          for i in 0..<width {
+            var sum = (0.0, 0.0, 0.0, 0.0)
+            let start = ys.offset[j]
+            for k in 0..<ys.count[j] {
+              let w = weights[start + k]
+              let o = ((ys.first[j] + k) * width + i) * 4
+              sum.0 += w * rows[o]
+              sum.1 += w * rows[o + 1]
+              sum.2 += w * rows[o + 2]
+              sum.3 += w * rows[o + 3]
+            }
+            let o = (j * width + i) * ch
+            let alpha = sum.3
+            let unpremultiply = premultiplied ? (alpha > 0 ? 1 / alpha : 0) : 1
+            out[o] = byte(sum.0 * unpremultiply)
+            out[o + 1] = byte(sum.1 * unpremultiply)
+            out[o + 2] = byte(sum.2 * unpremultiply)
+            if ch == 4 { out[o + 3] = byte(alpha * 255) }
+          }
         }
-        let o = (j * width + i) * ch
-        let alpha = sum.3
-        let unpremultiply = premultiplied ? (alpha > 0 ? 1 / alpha : 0) : 1
-        out[o] = byte(sum.0 * unpremultiply)
-        out[o + 1] = byte(sum.1 * unpremultiply)
-        out[o + 2] = byte(sum.2 * unpremultiply)
-        if ch == 4 { out[o + 3] = byte(alpha * 255) }
       }
     }
     return Bitmap(pixels: out, width: width, height: height, channels: ch)
