@@ -3,7 +3,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// Transparency is resampled premultiplied: no dark fringes, and alpha picks PNG.
   @Suite("Alpha", .serialized)
   struct AlphaTests {

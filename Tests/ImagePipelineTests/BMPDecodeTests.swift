@@ -4,7 +4,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// BMP and ICO/CUR through thumbd's own parser: every encoding gives back the picture it was
   /// written from, pixel for pixel, however its rows are stored; an icon shows the entry drawn
   /// for the size asked for.

@@ -6,7 +6,7 @@ import Testing
 @testable import ImagePipeline
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// Embedded profiles to sRGB: against a full-resolution conversion, with broken, oversized
   /// and odd profiles, CMYK, `keep`, and the transform cache.
   @Suite("Colour profiles", .serialized)

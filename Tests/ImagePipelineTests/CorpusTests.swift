@@ -3,7 +3,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// Every file of the shared corpus does what MANIFEST.tsv says it must. Serialized, like the
   /// other suites of synchronous decoding: hundreds of decode cases queued at once on a 2-core
   /// machine's two cooperative threads would delay every other test's continuations for tens of

@@ -3,7 +3,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// Every file of MANIFEST-formats.tsv (WebP, GIF, HEIC/AVIF, ICC-tagged) does what the
   /// manifest says: from memory and streamed from its file.
   @Suite("Corpus manifest: WebP, GIF, HEIF", .serialized)

@@ -3,7 +3,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// What the corpus cannot show with a known answer: first frames of animations, WebP EXIF
   /// and HEIF irot/imir orientation on a known picture, alpha edges of each new format.
   @Suite("WebP, GIF and HEIF decoding", .serialized)
@@ -208,7 +208,7 @@ extension DecodeSuites {
 
     @Test("alpha edges show no dark fringe against the full decode", arguments: alphaEncodings)
     func noFringe(encoding: String) throws {
-      let source = AlphaTests.redBesideTransparentBlack(width: 64, height: 64)
+      let source = DecodeSuites.Photos.AlphaTests.redBesideTransparentBlack(width: 64, height: 64)
       let bytes =
         switch encoding {
         case "webp-lossy": try ImageEncoder.webp(source, quality: 90, exact: true)
@@ -244,7 +244,7 @@ extension DecodeSuites {
 
     @Test("WebP and AVIF output keep alpha; JPEG output flattens it")
     func outputAlpha() throws {
-      let png = try ImageEncoder.png(AlphaTests.redBesideTransparentBlack(width: 40, height: 40))
+      let png = try ImageEncoder.png(DecodeSuites.Photos.AlphaTests.redBesideTransparentBlack(width: 40, height: 40))
       for format in [OutputFormat.webp, .avif] {
         let thumbnail = try thumbnailer.thumbnail(
           .bytes(png), spec: ValidSpec(ThumbnailSpec(width: 20, height: 20, format: format)))

@@ -4,7 +4,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// The kinds of MANIFEST-formats2.tsv thumbd decodes itself do what the manifest says, from
   /// memory and streamed from the file.
   @Suite("Corpus manifest: BMP, ICO and the other second-round formats", .serialized)

@@ -3,7 +3,7 @@ import Testing
 @testable import ImagePipeline
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// The HEIF decoder takes libheif's planar RGB and interleaves it row by row itself, and
   /// reduces 10- and 12-bit samples to 8 bits itself (libheif skips that without a conversion).
   /// Checked against libheif's own interleaved 8-bit conversion on every HEIC and AVIF of the

@@ -4,7 +4,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// The decoders against the outside robustness test's findings: each input gets its typed
   /// answer, and none costs more than 5 s of CPU or 64 MiB above the process baseline.
   @Suite("Hostile images", .serialized)

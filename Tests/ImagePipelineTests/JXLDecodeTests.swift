@@ -4,7 +4,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// JPEG XL through libjxl: the orientation applied on the small result, the DC image when it
   /// covers the output, and libjxl's memory counted against the decode's limit.
   @Suite("JPEG XL")

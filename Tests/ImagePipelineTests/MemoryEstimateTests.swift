@@ -4,7 +4,7 @@ import Testing
 @testable import ImagePipeline
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// `Thumbnailer.estimate` against what a decode really holds: the peak RSS of
   /// `thumbd thumbnail` on the file, above the same command on a tiny file of the same format.
   @Suite("Memory estimates", .serialized)
@@ -69,7 +69,7 @@ extension DecodeSuites {
     /// more.
     static let formats2Cases: [Case] = Corpus.nativeFormats2Entries(expected: "decode-ok").filter {
       ($0.storedSize.map { $0.width * $0.height >= 250_000 } ?? false)
-        && DecodeSuites.Formats2CorpusTests.beyondDebianLibraries[$0.path] == nil
+        && DecodeSuites.Formats.Formats2CorpusTests.beyondDebianLibraries[$0.path] == nil
     }.map { entry in Case(name: entry.path, box: 256, make: { Corpus.path(entry.path) }) }
 
     /// The formats whose corpus files are all small, at 0.25 MP and more (GeneratedLarge).

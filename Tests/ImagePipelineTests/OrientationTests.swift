@@ -3,7 +3,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// Every EXIF orientation comes out upright.
   ///
   /// Each file of a set stores the same picture transformed its own way and was JPEG-encoded

@@ -3,7 +3,7 @@ import Testing
 @testable import ImagePipeline
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// The fast IDAT path (png_fast.c) must be indistinguishable from libpng's own rows.
   @Suite("PNG fast path", .serialized)
   struct PNGFastPathTests {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// How PNG thumbnails are coded: photographs (JPEG, HEIC and AVIF sources) with Paeth rows
   /// and zlib's run-length strategy, graphics with the adaptive filters and LZ77.
   @Suite("PNG output coding", .serialized)

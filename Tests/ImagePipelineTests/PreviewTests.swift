@@ -5,7 +5,7 @@ import ThumbSystem
 @testable import ImagePipeline
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// Previews (ic_request.preview) and the prefix watch that finds them in a download's first
   /// bytes: a JPEG's EXIF thumbnail, a progressive JPEG's first DC scans, a HEIF's embedded
   /// thumbnail.

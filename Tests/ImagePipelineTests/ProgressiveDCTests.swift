@@ -4,7 +4,7 @@ import Testing
 @testable import ImagePipeline
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// Progressive JPEGs at 1/8 from their DC scans alone (jpeg_dc_scans.c), against libjpeg's
   /// whole-image decode of the same file at the same scale.
   @Suite("Progressive JPEGs from their DC scans", .serialized)

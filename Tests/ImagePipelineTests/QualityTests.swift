@@ -3,7 +3,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// The fast path (shrink-on-load, block averaging, kernel) against an exact reference.
   @Suite("Resampling quality", .serialized)
   struct QualityTests {

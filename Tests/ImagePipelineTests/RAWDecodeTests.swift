@@ -4,7 +4,7 @@ import Testing
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// Camera RAW as its embedded preview: the right preview for the box, upright by the raw
   /// file's own orientation, and a typed refusal where there is none.
   @Suite("Camera RAW previews")

@@ -4,7 +4,7 @@ import Testing
 @testable import ImagePipeline
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Photos {
   /// Sequential JPEGs with restart markers, decoded in bands on several threads
   /// (jpeg_bands.c), against the same file decoded in one piece.
   @Suite("JPEG restart bands", .serialized)

@@ -5,7 +5,7 @@ import ThumbSystem
 
 @testable import TestSupport
 
-extension DecodeSuites {
+extension DecodeSuites.Formats {
   /// TIFF through libtiff: every layout gives back the picture it was written from, the
   /// orientation tag is applied, and a pyramid is read at the smallest level that covers the
   /// output.

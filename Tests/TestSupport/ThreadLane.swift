@@ -10,9 +10,8 @@ import Testing
 /// for the in-process pipelines, event loops and `eventually` waits of every other test.
 /// Jobs run in the order they arrive.
 final class ThreadLane: TaskExecutor {
-  /// The corpus and decoder suites (`DecodeSuites`): one thread, as they ran one at a time on
-  /// the cooperative pool.
-  static let decoding = ThreadLane(threads: 1, name: "test-decoding")
+  /// The corpus and decoder suites (`DecodeSuites`): a thread for each of their two groups.
+  static let decoding = ThreadLane(threads: 2, name: "test-decoding")
 
   private let jobs = Mutex<[UnownedJob]>([])
   /// The lane's threads.
