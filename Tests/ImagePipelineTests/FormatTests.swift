@@ -244,7 +244,8 @@ extension DecodeSuites.Formats {
 
     @Test("WebP and AVIF output keep alpha; JPEG output flattens it")
     func outputAlpha() throws {
-      let png = try ImageEncoder.png(DecodeSuites.Photos.AlphaTests.redBesideTransparentBlack(width: 40, height: 40))
+      let png = try ImageEncoder.png(
+        DecodeSuites.Photos.AlphaTests.redBesideTransparentBlack(width: 40, height: 40))
       for format in [OutputFormat.webp, .avif] {
         let thumbnail = try thumbnailer.thumbnail(
           .bytes(png), spec: ValidSpec(ThumbnailSpec(width: 20, height: 20, format: format)))
