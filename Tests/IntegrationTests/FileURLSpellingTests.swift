@@ -13,7 +13,7 @@ import ThumbWire
 /// file URL, after the query string's own decoding in HTTP and from the JSON string as it is in
 /// a session, so the same URL names the same file in both. A name with a `%` in it is written
 /// `%25`.
-@Suite("File URL spelling", .onLane(.clients))
+@Suite("File URL spelling")
 struct FileURLSpellingTests {
   @Test("the same URL names the same file over HTTP and in a session; %25 names a literal %")
   func sameFileInBothDoors() async throws {
@@ -31,7 +31,7 @@ struct FileURLSpellingTests {
       try Data(png).write(to: URL(fileURLWithPath: root + "/" + name))
     }
     let daemon = try await TestDaemon.start(
-      ["--file-root", root, "--allow-scheme", "file"], driver: .inProcess, directory: directory)
+      ["--file-root", root, "--allow-scheme", "file"], directory: directory)
     defer { daemon.stop() }
     func name(shownBy data: [UInt8]) -> String? {
       guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(data)) else { return nil }
