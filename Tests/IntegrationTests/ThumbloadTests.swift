@@ -61,10 +61,9 @@ struct ThumbloadTests {
     #expect(Gates().exitStatus(for: report) == 1)
     #expect(Gates().failures(of: report).first?.contains("wrong deliveries") == true)
     // The same run against the library's real slot rules: nothing wrong. A time window: on a
-    // busy machine (the CI run beside the other suites, whose corpus cases hold the two
-    // cooperative threads the in-process pipeline also needs) a run may finish no image for a
-    // minute or more, so up to eight runs, each longer than the one before, at a priority
-    // above the suites' own (every one must be clean).
+    // busy machine (the CI run beside the other suites on two cores) a run may finish no
+    // image, so up to eight runs, each longer than the one before, at a priority above the
+    // suites' own (every one must be clean).
     var done = false
     try await Self.honestRuns(options, origin) { honest in
       #expect(honest.wrongDeliveries == 0)
@@ -76,8 +75,8 @@ struct ThumbloadTests {
   }
 
   /// Runs against the library's real slot rules until `enough` says so: up to eight, each
-  /// longer than the one before, above the suites' priority (the corpus suites can hold the
-  /// cooperative threads the in-process pipeline needs for a minute).
+  /// longer than the one before, above the suites' priority (a time window on a machine the
+  /// rest of the suite keeps busy may show no image).
   static func honestRuns(
     _ options: RunOptions, _ origin: SyntheticOrigin, until enough: (Report) -> Bool
   ) async throws {
@@ -139,7 +138,7 @@ struct ThumbloadTests {
     #expect(Gates().exitStatus(for: ignoring) == 1)
     #expect(Gates().failures(of: ignoring).contains { $0.contains("stale deliveries") })
     // The honest side as checkCanFail's: longer runs, above the suites' priority, until it
-    // has shown images and revalidated (the corpus suites can starve it for a minute).
+    // has shown images and revalidated.
     var shown = 0
     try await Self.honestRuns(options, origin) { honest in
       #expect(honest.staleDeliveries == 0, "\(honest.staleExamples)")
