@@ -58,7 +58,7 @@ let package = Package(
     // What thumbd asks of the system: threads, files, clocks.
     .target(
       name: "ThumbSystem",
-      dependencies: ["CSystem"]
+      dependencies: ["CSystem", "ThumbWire"]
     ),
     // What goes over the wire: HTTP grammar, response heads, percent-encoding, digests
     // (SHA-256, MD5, FNV-1a). Pure Swift, no system calls.
@@ -114,7 +114,7 @@ let package = Package(
     ),
     .target(
       name: "FuzzTargets",
-      dependencies: ["ImagePipeline", "ThumbServer", "ThumbProtocol", "Sandbox"]
+      dependencies: ["ImagePipeline", "ThumbServer", "ThumbProtocol", "Sandbox", "ThumbWire"]
     ),
     .executableTarget(
       name: "thumbfuzz",

@@ -77,8 +77,7 @@ public final class Sandbox: Sendable {
     let parts = path.split(separator: "/")
     for (index, part) in parts.enumerated() {
       folder += "/" + part
-      var status = stat()
-      guard stat(folder, &status) == 0 else { return false }
+      guard let status = SystemFiles.status(folder) else { return false }
       let last = index == parts.count - 1
       guard status.st_mode & (last ? S_IROTH : S_IXOTH) != 0 else { return false }
     }

@@ -1,3 +1,5 @@
+import ThumbWire
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -28,7 +30,7 @@ public enum SystemFiles {
   /// The whole file at `path`, at most `limit` bytes (nil if it is larger, missing or
   /// unreadable). Only regular files are read: a FIFO would block.
   public static func read(_ path: String, limit: Int = 64 << 20) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    let fd = PathBytes.withCString(path) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     var info = stat()
@@ -45,14 +47,15 @@ public enum SystemFiles {
     }
   }
 
-  /// The names in a directory, `.` and `..` left out; nil if it cannot be read.
+  /// The names in a directory, `.` and `..` left out; nil if it cannot be read. A name that
+  /// is not UTF-8 is kept as `PathBytes` spells it.
   public static func list(_ path: String) -> [String]? {
-    guard let directory = opendir(path) else { return nil }
+    guard let directory = PathBytes.withCString(path, { opendir($0) }) else { return nil }
     defer { closedir(directory) }
     var names: [String] = []
     while let entry = readdir(directory) {
       let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        PathBytes.string(raw.prefix { $0 != 0 })
       }
       if name != "." && name != ".." { names.append(name) }
     }
@@ -66,11 +69,29 @@ public enum SystemFiles {
     var prefix = path.hasPrefix("/") ? "/" : ""
     for component in path.split(separator: "/") {
       prefix += component
-      if mkdir(prefix, mode) != 0 && errno != EEXIST { return false }
+      if PathBytes.withCString(prefix, { mkdir($0, mode) }) != 0 && errno != EEXIST {
+        return false
+      }
       prefix += "/"
     }
+    return isDirectory(path)
+  }
+
+  /// `stat(2)` of `path` (following links), or nil with `errno` set.
+  public static func status(_ path: String) -> stat? {
     var info = stat()
-    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    return PathBytes.withCString(path, { stat($0, &info) }) == 0 ? info : nil
+  }
+
+  /// `lstat(2)` of `path` (a link itself), or nil with `errno` set.
+  public static func linkStatus(_ path: String) -> stat? {
+    var info = stat()
+    return PathBytes.withCString(path, { lstat($0, &info) }) == 0 ? info : nil
+  }
+
+  /// Whether `path` is a directory, or a link to one.
+  public static func isDirectory(_ path: String) -> Bool {
+    status(path).map { ($0.st_mode & S_IFMT) == S_IFDIR } ?? false
   }
 
   /// `path` made absolute against the working directory, with `.` and `..` segments and
@@ -81,7 +102,7 @@ public enum SystemFiles {
       var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
       let cwd =
         getcwd(&buffer, buffer.count) != nil
-        ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        ? PathBytes.string(buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) })
         : "/"
       full = cwd + "/" + path
     }
@@ -100,9 +121,9 @@ public enum SystemFiles {
   /// `path` with every symlink resolved (`realpath`), or nil when it cannot be (missing,
   /// unreadable).
   public static func realPath(_ path: String) -> String? {
-    guard let resolved = realpath(path, nil) else { return nil }
+    guard let resolved = PathBytes.withCString(path, { realpath($0, nil) }) else { return nil }
     defer { free(resolved) }
-    return String(cString: resolved)
+    return PathBytes.string(UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)))
   }
 
   /// The directory part of `path` (`/` for top-level entries, `.` for a bare name).

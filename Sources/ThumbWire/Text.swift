@@ -21,11 +21,12 @@ public enum PercentEncoding {
   /// `text` with every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`) and those in
   /// `keeping` percent-encoded, in uppercase hex: a query value (`keeping: ""`), or a file
   /// path for a `file://` URL (`keeping: "/"`, as Python's `pathlib.Path.as_uri` writes it).
+  /// A path's bytes that are not UTF-8 (see `PathBytes`) are encoded as those bytes.
   public static func encode(_ text: some StringProtocol, keeping: String = "") -> String {
     let kept = Set(keeping.utf8)
     let hex = Array("0123456789ABCDEF".utf8)
     var out: [UInt8] = []
-    for byte in text.utf8 {
+    for byte in PathBytes.bytes(String(text)) {
       switch byte {
       case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
         UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),

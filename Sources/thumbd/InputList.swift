@@ -1,4 +1,5 @@
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
@@ -33,8 +34,7 @@ struct InputList {
     let inode: UInt64
 
     init?(_ path: String) {
-      var info = stat()
-      guard stat(path, &info) == 0 else { return nil }
+      guard let info = SystemFiles.status(path) else { return nil }
       self.init(info)
     }
 
@@ -105,7 +105,7 @@ struct InputList {
     var chunk = [UInt8](repeating: 0, count: 65536)
     func finish() {
       if !nulSeparated, current.last == UInt8(ascii: "\r") { current.removeLast() }
-      if !current.isEmpty { paths.append(String(decoding: current, as: UTF8.self)) }
+      if !current.isEmpty { paths.append(PathBytes.string(current)) }
       current.removeAll(keepingCapacity: true)
     }
     while true {
@@ -137,8 +137,9 @@ struct InputList {
     _ path: String, mirror: String?, ancestors: Set<Identity>, depth: Int, tree: String?
   ) {
     let walked = mirror != nil
-    var info = stat()
-    if walked, let tree, lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
+    if walked, let tree, let link = SystemFiles.linkStatus(path),
+      (link.st_mode & S_IFMT) == S_IFLNK
+    {
       // A link is followed only while it stays in the tree.
       guard let real = SystemFiles.realPath(path), real == tree || real.hasPrefix(tree + "/") else {
         outside.append(path)
@@ -147,10 +148,10 @@ struct InputList {
     }
     if !walked {
       let absolute = SystemFiles.absolutePath(path)
-      let root = Self.isDirectory(path) ? absolute : SystemFiles.parent(of: absolute)
+      let root = SystemFiles.isDirectory(path) ? absolute : SystemFiles.parent(of: absolute)
       if !roots.contains(root) { roots.append(root) }
     }
-    guard stat(path, &info) == 0 else {
+    guard let info = SystemFiles.status(path) else {
       // A dangling link met in a walk is not an input; a named path that is missing fails
       // when it is opened, with the system's words.
       if !walked { append(path, mirror: Self.mirror(of: path), identity: nil, walked: false) }
@@ -192,7 +193,9 @@ struct InputList {
       mirrorPrefix = path.split(separator: "/").allSatisfy { $0 == "." } ? "" : named ?? ""
     }
     // Byte order, so runs (and the names collisions get) do not depend on the directory.
-    for name in names.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+    for name in names.sorted(by: {
+      PathBytes.bytes($0).lexicographicallyPrecedes(PathBytes.bytes($1))
+    })
     where !name.hasPrefix(".") {
       add(
         prefix + name, mirror: mirrorPrefix + name, ancestors: inside, depth: depth + 1,
@@ -210,11 +213,6 @@ struct InputList {
       }
     }
     files.append(File(path: path, mirror: mirror, walked: walked))
-  }
-
-  private static func isDirectory(_ path: String) -> Bool {
-    var info = stat()
-    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
   }
 
   /// The path's place in a mirrored tree (see `File.mirror`).

@@ -47,7 +47,7 @@ enum OutputPlan {
   /// The kind of output `output` spells.
   static func destination(of output: String) -> Destination {
     if output == "-" { return .standardOutput }
-    if output.hasSuffix("/") || isDirectory(output) { return .directory(output) }
+    if output.hasSuffix("/") || SystemFiles.isDirectory(output) { return .directory(output) }
     return .file(output)
   }
 
@@ -96,7 +96,7 @@ enum OutputPlan {
     let prefix = directory.hasSuffix("/") ? directory : directory + "/"
     let stems = files.map { keepPaths ? stripExtension($0.mirror) : baseName($0.path) }
     let order = files.indices.sorted {
-      files[$0].path.utf8.lexicographicallyPrecedes(files[$1].path.utf8)
+      PathBytes.bytes(files[$0].path).lexicographicallyPrecedes(PathBytes.bytes(files[$1].path))
     }
     var taken: Set<String> = []
     var chosen = [String?](repeating: nil, count: files.count)
@@ -131,13 +131,8 @@ enum OutputPlan {
 
   /// Eight hex digits of FNV-1a over the path: stable across runs and machines.
   private static func hex8(_ text: String) -> String {
-    let digits = String(FNV1a.hash32(text.utf8), radix: 16)
+    let digits = String(FNV1a.hash32(PathBytes.bytes(text)), radix: 16)
     return String(repeating: "0", count: 8 - digits.count) + digits
-  }
-
-  static func isDirectory(_ path: String) -> Bool {
-    var info = stat()
-    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
   }
 
   /// `mkdir -p`, as a usage error naming the directory.

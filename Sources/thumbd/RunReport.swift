@@ -1,5 +1,6 @@
 import Synchronization
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
@@ -160,9 +161,10 @@ final class RunReport: Sendable {
     return text + ", " + formatted(seconds, decimals: 1) + " s"
   }
 
+  /// Prints a line; a path in it whose bytes are not UTF-8 shows them as `\xNN`.
   private func emit(_ line: String, _ state: inout State) {
     clearLine(&state)
-    printError(line)
+    printError(PathBytes.display(line))
   }
 
   private func clearLine(_ state: inout State) {

@@ -2,6 +2,7 @@ import ImagePipeline
 import Sandbox
 import Synchronization
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
@@ -131,7 +132,7 @@ enum ThumbnailCommand {
     let target = plan.targets[index]
     if options.skipExisting && !plan.toStandardOutput {
       for candidate in target.candidates(options.spec.format)
-      where access(candidate, F_OK) == 0 {
+      where PathBytes.withCString(candidate, { access($0, F_OK) }) == 0 {
         report.skipped(file.path, .existing)
         return
       }

@@ -39,7 +39,8 @@ enum Usage {
     starting with '.' and files that are not images are skipped; a link back to
     a directory above it is not followed) or '-' (a list of paths on standard
     input, one per line, or NUL-separated with -0). Everything after '--' is an
-    INPUT, even a name starting with '-'.
+    INPUT, even a name starting with '-'. Names are bytes: a name that is not
+    UTF-8 is read and written as it is, and shown with \\xNN for those bytes.
 
     --output is a directory when it ends with '/' or is one already: each input
     becomes a file there with its base name and its format's extension (.jpg,

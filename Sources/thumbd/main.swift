@@ -1,11 +1,17 @@
 import ImagePipeline
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
-/// Entry point: dispatches to a subcommand. Each command returns its exit status.
-let arguments = Array(CommandLine.arguments.dropFirst())
+// Entry point: dispatches to a subcommand. Each command returns its exit status.
+// The arguments are taken from argv as bytes: `CommandLine.arguments` would replace a file
+// name's bytes that are not UTF-8, and name another file (see `PathBytes`).
+let arguments = (1..<Int(CommandLine.argc)).map { index in
+  let argument = CommandLine.unsafeArgv[index]!
+  return PathBytes.string(UnsafeRawBufferPointer(start: argument, count: strlen(argument)))
+}
 // First of all: from here on, the daemon's signals are queued for its signal thread.
 if arguments.first == "serve" { SignalWaiter.install() }
 let status: Int32

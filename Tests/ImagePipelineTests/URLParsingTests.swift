@@ -1,4 +1,6 @@
 import Testing
+import ThumbSystem
+import ThumbWire
 
 @testable import ImagePipeline
 @testable import TestSupport
@@ -84,6 +86,30 @@ struct URLParsingTests {
     #expect(try SourceURL("file://localhost/p.jpg").filePath == "/p.jpg")
     #expect(try SourceURL("file:///a%00b").filePath == nil)
     #expect(throws: FetchError.self) { try SourceURL("file://server/share/p.jpg") }
+    // Issue 52: a Latin-1 name is a file too (it was refused as "not valid UTF-8"), and it is
+    // not the UTF-8 name that looks the same.
+    let latin1 = try #require(try SourceURL("file:///photos/caf%E9.jpg").filePath)
+    #expect(PathBytes.bytes(latin1) == Array("/photos/caf".utf8) + [0xE9] + Array(".jpg".utf8))
+    #expect(latin1 != "/photos/café.jpg")
+  }
+
+  /// The URI thumbd writes for a path (`PercentEncoding.fileURI`, GLib's spelling) is read back
+  /// as the same bytes, whatever they are: the desktop's, HTTP's and sessions' file URLs agree.
+  @Test("a file URI of any path's bytes reads back as those bytes")
+  func fileURIRoundTrip() throws {
+    var random = SeededRandom(seed: 52)
+    for _ in 0..<2_000 {
+      let length = Int(random.next() % 12) + 1
+      var name: [UInt8] = (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next() % 255 + 1)
+      }
+      name.removeAll { $0 == UInt8(ascii: "/") }
+      // `.` and `..` are dot segments in a URL, not names.
+      if name.isEmpty || name == [0x2E] || name == [0x2E, 0x2E] { continue }
+      let path = [UInt8(ascii: "/")] + name
+      let uri = PercentEncoding.fileURI(path: PathBytes.string(path))
+      let back = try #require(try SourceURL(uri).filePath, "\(uri)")
+      #expect(PathBytes.bytes(back) == path, "\(uri)")
+    }
   }
 
   @Test("response heads: status, fields, lengths")

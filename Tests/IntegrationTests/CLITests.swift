@@ -1,6 +1,7 @@
 import Foundation
 import ImagePipeline
 import Testing
+import ThumbWire
 
 @testable import TestSupport
 
@@ -178,6 +179,48 @@ struct CLITests {
     #expect(run.status == 0, "\(run.standardError)")
     let made = try FileManager.default.contentsOfDirectory(atPath: directory + "/out").sorted()
     #expect(made == ["--size.jpg", "-photo.jpg"], "\(made)")
+  }
+
+  /// Issue 52's outside run: file names that are not UTF-8 failed with "No such file" when
+  /// named, and a walk dropped them without a word. Paths are bytes on Linux.
+  @Test(
+    "file names that are not UTF-8 are thumbnailed named, walked and listed, under their own bytes")
+  func namesThatAreNotUTF8() async throws {
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let photo = try Data(contentsOf: URL(fileURLWithPath: Corpus.path("photo/coil/normal.jpg")))
+    // Latin-1 "café", two bytes that are never UTF-8, a name holding the escape range's first
+    // scalar as real UTF-8 (it must not be taken for an escaped byte), and UTF-8 "café": four
+    // files, four thumbnails.
+    let stems: [[UInt8]] = [
+      Array("caf".utf8) + [0xE9], [0xFF, 0xFE], Array("x".utf8) + [0xF4, 0x8F, 0xBE, 0x80],
+      Array("café".utf8),
+    ]
+    let folder = Array((directory + "/in/").utf8)
+    #expect(mkdir(directory + "/in", 0o755) == 0)
+    for stem in stems {
+      #expect(ByteNames.write(photo, to: folder + stem + Array(".jpg".utf8)), "\(stem)")
+    }
+    let named = stems.map { PathBytes.string(folder + $0 + Array(".jpg".utf8)) }
+    let listed = directory + "/list"
+    try Data(named.map { PathBytes.bytes($0) + [0] }.joined()).write(
+      to: URL(fileURLWithPath: listed))
+    let runs: [(name: String, arguments: [String], input: String?)] = [
+      ("walked", [directory + "/in"], nil), ("named", named, nil), ("listed", ["-", "-0"], listed),
+    ]
+    for run in runs {
+      let out = directory + "/out-" + run.name
+      let outcome = try await ChildProcess.runThumbd(
+        ["thumbnail"] + run.arguments + ["--size", "16x16", "-o", out + "/", "-v"],
+        standardInput: run.input)
+      #expect(outcome.status == 0, "\(run.name): \(outcome.standardError)")
+      #expect(outcome.standardError.contains("4 made, 0 failed"), "\(run.name)")
+      // Each output carries its input's stem, byte for byte.
+      let made = Set(ByteNames.names(in: out).map { Array($0.prefix { $0 != UInt8(ascii: ".") }) })
+      #expect(made == Set(stems), "\(run.name): \(made)")
+      // Messages show the bytes that are not UTF-8 as \xNN.
+      #expect(outcome.standardError.contains("caf\\xE9.jpg ->"), "\(run.name)")
+    }
   }
 
   /// Issue 52's outside run: a walk followed links out of the tree (a link to `/` walks the

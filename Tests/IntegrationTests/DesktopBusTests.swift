@@ -228,6 +228,32 @@ struct DesktopBusTests {
     }
   }
 
+  /// Issue 52: a URI naming a file whose name is not UTF-8 (`caf%E9.jpg`, as GLib writes a
+  /// Latin-1 name) was not taken for a local file.
+  @Test(
+    "a file whose name is not UTF-8 gets its thumbnail over the bus, beside the UTF-8 name that looks the same"
+  )
+  func nameThatIsNotUTF8() async throws {
+    let setup = try await Setup()
+    defer { setup.stop() }
+    let stems: [[UInt8]] = [Array("caf".utf8) + [0xE9], Array("café".utf8), [0xFF]]
+    var paths: [String] = []
+    for stem in stems {
+      let bytes = Array((setup.files + "/").utf8) + stem + Array(".jpg".utf8)
+      #expect(ByteNames.write(Data(try Corpus.bytes("photo/coil/normal.jpg")), to: bytes))
+      paths.append(PathBytes.string(bytes))
+    }
+    let report = try await setup.client([Self.request("names", paths)])
+    #expect(report.problems.isEmpty, "\(report.problems.prefix(5))")
+    let request = try #require(report.requests["names"])
+    #expect(Set(request.ready) == Set(paths.map(Self.uri)), "\(request.errors)")
+    #expect(Self.uri(paths[0]).hasSuffix("/caf%E9.jpg"))
+    for path in paths {
+      let keys = try #require(FreedesktopCache.texts(ofEntry: setup.entry(path)))
+      #expect(keys["Thumb::URI"] == Self.uri(path))
+    }
+  }
+
   /// `thumbd_desktop_jobs_total` now.
   static func jobs(_ setup: Setup) -> Int {
     Int(setup.thumbd.metric("thumbd_desktop_jobs_total") ?? -1)

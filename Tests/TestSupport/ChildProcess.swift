@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
@@ -104,7 +105,8 @@ enum ChildProcess {
       &actions, 1, standardOutput, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     _ = ts_spawn_close_from(&actions, 3)
-    let argv = command.map { strdup($0) } + [nil]
+    // An argument's bytes as `PathBytes` spells them: a test may name a file that is not UTF-8.
+    let argv = command.map { PathBytes.withCString($0) { strdup($0) } } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var pid: pid_t = 0
     let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, environ)

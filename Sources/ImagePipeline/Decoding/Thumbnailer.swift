@@ -1,5 +1,6 @@
 import CImageCodecs
 import CSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
@@ -168,7 +169,9 @@ public struct Thumbnailer: Sendable {
           ic_source(data: buffer.baseAddress, size: buffer.count, path: nil, fd: -1))
       }
     case .path(let path):
-      path.withCString { outcome = decodeFull(ic_source(data: nil, size: 0, path: $0, fd: -1)) }
+      PathBytes.withCString(path) {
+        outcome = decodeFull(ic_source(data: nil, size: 0, path: $0, fd: -1))
+      }
     case .descriptor(let descriptor, _):
       outcome = decodeFull(ic_source(data: nil, size: 0, path: nil, fd: descriptor))
     }
@@ -220,7 +223,9 @@ public struct Thumbnailer: Sendable {
           place: .descriptor(descriptor),
           video: Self.video(in: descriptor).map { ($0, descriptor, name) }))
     case .path(let path):
-      let file = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+      let file = PathBytes.withCString(path) {
+        open($0, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+      }
       defer { if file >= 0 { close(file) } }
       var status = stat()
       if file >= 0, fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
@@ -229,7 +234,7 @@ public struct Thumbnailer: Sendable {
           Opened(
             place: .descriptor(file), video: Self.video(in: file).map { ($0, file, name) }))
       }
-      return try path.withCString { text in
+      return try PathBytes.withCString(path) { text in
         Result { () throws(ThumbnailError) in try body(Opened(place: .path(text))) }
       }.get()
     }

@@ -1,4 +1,5 @@
 import CSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
@@ -47,7 +48,9 @@ package struct DesktopThumbnailer: Sendable {
   /// Blocking file I/O: call it off the cooperative pool.
   package func estimate(path: String, flavor: FreedesktopCache.Flavor) -> Int {
     guard path.hasPrefix("/"), !cache.holds(path) else { return 0 }
-    let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    let fd = PathBytes.withCString(path) {
+      Glibc.open($0, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    }
     guard fd >= 0 else { return 0 }
     defer { close(fd) }
     guard case .success = Self.check(fd, maxBytes: maxSourceBytes) else { return 0 }
@@ -82,7 +85,9 @@ package struct DesktopThumbnailer: Sendable {
       return .failure(
         OutcomeBox(.refused(kind: "not_allowed", message: "the file is in a thumbnail cache")))
     }
-    let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    let fd = PathBytes.withCString(path) {
+      Glibc.open($0, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    }
     guard fd >= 0 else {
       return .failure(
         OutcomeBox(

@@ -112,8 +112,7 @@ package struct FreedesktopCache: Sendable {
 
   /// The source at `path` (absolute), by `stat`; nil when it cannot be stat'ed.
   package static func source(atPath path: String) -> Source? {
-    var info = stat()
-    guard stat(path, &info) == 0 else { return nil }
+    guard let info = SystemFiles.status(path) else { return nil }
     return Source(path: path, modified: Int(info.st_mtim.tv_sec), size: Int(info.st_size))
   }
 

@@ -1,5 +1,6 @@
 import CSystem
 import ThumbSystem
+import ThumbWire
 
 #if canImport(Glibc)
   import Glibc
@@ -32,7 +33,7 @@ struct FileDataLoader: Sendable {
 
     init?(_ path: String) {
       guard case .success(let real) = FileDataLoader.open(root: path) else { return nil }
-      let fd = ts_open_root(real)
+      let fd = PathBytes.withCString(real) { ts_open_root($0) }
       guard fd >= 0 else { return nil }
       self.path = real
       let configured = SystemFiles.absolutePath(path)
@@ -49,11 +50,10 @@ struct FileDataLoader: Sendable {
     guard let real = SystemFiles.realPath(path) else {
       return .failure(.io("\(path): \(SystemFiles.describe(errno))"))
     }
-    var info = stat()
-    guard stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+    guard SystemFiles.isDirectory(real) else {
       return .failure(.io("\(path): not a directory"))
     }
-    guard access(real, R_OK | X_OK) == 0 else {
+    guard PathBytes.withCString(real, { access($0, R_OK | X_OK) }) == 0 else {
       return .failure(.io("\(path): \(SystemFiles.describe(errno))"))
     }
     return .success(real)
@@ -85,9 +85,12 @@ struct FileDataLoader: Sendable {
     throws(FetchError) -> SourceResponse
   {
     let confined = try confine(path)
-    let fd = ts_open_beneath_at(
-      confined.root.descriptor, confined.root.path, confined.relative, O_RDONLY | O_NONBLOCK,
-      walkOnly ? 1 : 0)
+    let fd = PathBytes.withCString(confined.root.path) { root in
+      PathBytes.withCString(confined.relative) { relative in
+        ts_open_beneath_at(
+          confined.root.descriptor, root, relative, O_RDONLY | O_NONBLOCK, walkOnly ? 1 : 0)
+      }
+    }
     guard fd >= 0 else {
       switch -fd {
       case ENOENT, ENOTDIR: throw .io("no such file")
@@ -149,7 +152,9 @@ struct FileDataLoader: Sendable {
   /// cost on the memory-hit benchmark).
   static func stamp(of confined: Confined) -> FileStamp? {
     var info = stat()
-    guard fstatat(confined.root.descriptor, confined.relative, &info, 0) == 0,
+    guard
+      PathBytes.withCString(confined.relative, { fstatat(confined.root.descriptor, $0, &info, 0) })
+        == 0,
       (info.st_mode & S_IFMT) == S_IFREG
     else { return nil }
     return stamp(of: info)

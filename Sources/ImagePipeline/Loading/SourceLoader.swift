@@ -113,7 +113,7 @@ public final class SourceLoader: DataLoading {
 
   private static func filePath(of source: SourceURL) throws(FetchError) -> String {
     guard let path = source.filePath else {
-      throw FetchError.invalidURL("the file path is not valid UTF-8 or holds a NUL")
+      throw FetchError.invalidURL("the file path holds a NUL (%00)")
     }
     return path
   }

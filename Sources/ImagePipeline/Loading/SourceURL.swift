@@ -1,3 +1,5 @@
+import ThumbWire
+
 /// A source URL, parsed strictly: what the fetchers and the policy agree a URL means.
 ///
 /// One parser for every decision, so the host the allowlist judged is the host that is
@@ -313,8 +315,10 @@ public struct SourceURL: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension SourceURL {
-  /// The decoded filesystem path of a `file` URL; nil when it holds a NUL or bad UTF-8.
-  var filePath: String? {
+  /// The decoded filesystem path of a `file` URL; nil when it holds a NUL. Bytes that are not
+  /// UTF-8 name a file too (`%E9` for a Latin-1 "é"): they are kept as `PathBytes` spells
+  /// them.
+  package var filePath: String? {
     let encoded = Array(path.utf8)
     var bytes: [UInt8] = []
     var index = 0
@@ -331,6 +335,6 @@ extension SourceURL {
       }
     }
     guard !bytes.contains(0) else { return nil }
-    return String(validating: bytes, as: UTF8.self)
+    return PathBytes.string(bytes)
   }
 }

@@ -1,3 +1,5 @@
+import ThumbWire
+
 #if canImport(Glibc)
   import Glibc
 #endif
@@ -34,12 +36,13 @@ package enum FileIO {
   package static func writeAtomically(
     _ bytes: [UInt8], to path: String, temporaryTemplate: String, mode: mode_t = 0o644
   ) throws(WriteError) {
-    var template = Array(temporaryTemplate.utf8CString)
+    var template = PathBytes.bytes(temporaryTemplate).map { CChar(bitPattern: $0) } + [0]
     let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
     guard fd >= 0 else {
-      throw WriteError(message: "cannot create \(path): \(lastError())", code: errno)
+      throw WriteError(
+        message: "cannot create \(PathBytes.display(path)): \(lastError())", code: errno)
     }
-    let temporary = String(cString: template.map { UInt8(bitPattern: $0) })
+    let temporary = PathBytes.string(template.dropLast().map { UInt8(bitPattern: $0) })
     var written = 0
     var failure: (text: String, code: Int32)?
     while written < bytes.count {
@@ -53,10 +56,16 @@ package enum FileIO {
     }
     fchmod(fd, mode)
     if close(fd) != 0 && failure == nil { failure = (lastError(), errno) }
-    if failure == nil && rename(temporary, path) != 0 { failure = (lastError(), errno) }
+    if failure == nil,
+      PathBytes.withCString(temporary, { from in PathBytes.withCString(path) { rename(from, $0) } })
+        != 0
+    {
+      failure = (lastError(), errno)
+    }
     if let failure {
-      unlink(temporary)
-      throw WriteError(message: "cannot write \(path): \(failure.text)", code: failure.code)
+      PathBytes.withCString(temporary) { _ = unlink($0) }
+      throw WriteError(
+        message: "cannot write \(PathBytes.display(path)): \(failure.text)", code: failure.code)
     }
   }
 
