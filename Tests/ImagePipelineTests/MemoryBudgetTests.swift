@@ -123,6 +123,61 @@ struct MemoryBudgetTests {
     downloadHold.release()
   }
 
+  /// Issue 52's soak of large photos: with no decode running, the most urgent decode started
+  /// over the limit even when a smaller one waiting would have fitted.
+  @Test("with no decode running, a waiting decode that fits goes before one over the limit")
+  func fittingDecodeFirst() async throws {
+    let budget = MemoryBudget(limit: 100)
+    let sources = budget.hold(50)
+    let running = try await budget.reserve(20, priority: PriorityBox(.normal), unblocks: true)
+    let big = Task { try await budget.reserve(80, priority: PriorityBox(.visible), unblocks: true) }
+    await eventually("the big decode waits") { budget.snapshot.waiting == 1 }
+    let small = Task {
+      try await budget.reserve(30, priority: PriorityBox(.prefetch), unblocks: true)
+    }
+    await eventually("the small decode waits behind it") { budget.snapshot.waiting == 2 }
+    // The running decode ends: the small one fits and goes; the big one still waits.
+    running.release()
+    await eventually("one of them goes") { budget.snapshot.waiting == 1 }
+    let smallWent = budget.snapshot.work == 80
+    #expect(smallWent, "not the big one, over the limit: \(budget.snapshot.work)")
+    if smallWent {
+      // Once it ends, nothing fits the big one and no decode runs: it goes over the limit.
+      try await small.value.release()
+      #expect(try await big.value.bytes == 80 && budget.snapshot.work == 130)
+    } else {
+      try await big.value.release()
+    }
+    try await big.value.release()
+    try await small.value.release()
+    sources.release()
+  }
+
+  @Test("widening a hold gives back its floor, waits for the whole, and charges it once")
+  func widening() async throws {
+    let budget = MemoryBudget(limit: 100)
+    let other = try await budget.reserve(60, priority: PriorityBox(.normal))
+    let download = try await budget.reserve(10, priority: PriorityBox(.visible))
+    let widened = Task { try await download.widen(to: 50, priority: PriorityBox(.visible)) }
+    await eventually("the widening waits, holding nothing") {
+      budget.snapshot.waiting == 1 && budget.snapshot.work == 60
+    }
+    other.release()
+    try await widened.value
+    #expect(budget.snapshot.work == 50 && download.bytes == 50)
+    download.count(40)
+    #expect(budget.snapshot.work == 50, "bytes within the floor are not charged twice")
+    download.settle()
+    #expect(budget.snapshot.work == 40)
+    download.release()
+    #expect(budget.snapshot.work == 0)
+    await #expect(throws: PipelineError.overBudget(needed: 101, limit: 100)) {
+      try await budget.reserve(1, priority: PriorityBox(.normal)).widen(
+        to: 101, priority: PriorityBox(.normal))
+    }
+    #expect(budget.snapshot.work == 0)
+  }
+
   @Test("a hold counts what arrives beyond its floor, and settling drops the floor")
   func countingAndSettling() async throws {
     let budget = MemoryBudget(limit: 1000)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import ImagePipeline
+@testable import Loopback
 @testable import TestSupport
 
 /// The pipeline under a budget that fits one big decode at a time: every job still
@@ -36,6 +37,57 @@ struct PipelineBudgetTests {
     #expect(figures.peakWork <= limit)
     #expect(figures.work == 0, "every source and decode gave its memory back")
     #expect(figures.refusals == 0)
+  }
+
+  /// Issue 52's soak of large photos: a download reserved a first share and counted the rest
+  /// of its body as it came, without waiting, so a few large sources at once passed the
+  /// budget. A body whose size is known first (a `Content-Length`, a file's size) now waits
+  /// for room for all of it.
+  @Test(
+    "sources larger than their first share, by HTTP and from files, wait for room for the whole body: work never passes the budget",
+    arguments: ["http", "file"])
+  func largeBodiesWaitForRoom(scheme: String) async throws {
+    let bytes = try Corpus.bytes("photo/coil/large.jpg")
+    let spec = ThumbnailSpec(width: 64, height: 64)
+    let estimate = try Thumbnailer().estimate(.bytes(bytes), spec: ValidSpec(spec)).bytes
+    let count = 6
+    // Room for two sources and a decode, never for all six sources at once.
+    let limit = 2 * bytes.count + estimate + (256 << 10)
+    #expect(limit < count * bytes.count)
+    let directory = TestDaemon.makeDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let origin = try LoopbackOrigin { _ in .init(body: bytes) }.start()
+    defer { origin.stop() }
+    var urls: [String] = []
+    for index in 0..<count {
+      if scheme == "http" {
+        urls.append(origin.url("/\(index).jpg"))
+      } else {
+        try Data(bytes).write(to: URL(fileURLWithPath: directory + "/\(index).jpg"))
+        urls.append("file://" + directory + "/\(index).jpg")
+      }
+    }
+    let loader = SourceLoader(
+      policy: SourcePolicy(
+        allowedSchemes: ["http", "file"], allowedNetworks: IPNetwork.loopback,
+        fileRoots: [directory]),
+      limits: FetchLimits(maxSourceBytes: 8 << 20))
+    let pipeline = ThumbnailPipeline(
+      configuration: .init(
+        dataLoader: loader, decodeThreads: 2, memoryBudget: limit,
+        downloadReservation: 256 << 10))
+    try await withThrowingTaskGroup(of: ImageResponse.self) { group in
+      for url in urls {
+        group.addTask {
+          try await pipeline.response(for: ImageRequest(url: url, spec: .known(spec)))
+        }
+      }
+      for try await response in group { #expect(response.thumbnail.height == 64) }
+    }
+    let figures = pipeline.memoryBudget
+    #expect(figures.peakWork <= limit, "\(figures.peakWork) of \(limit)")
+    #expect(figures.work == 0 && figures.refusals == 0)
+    #expect(figures.waits > 0, "the sources had to wait for room")
   }
 
   @Test("a budget smaller than a download's first reservation still serves what fits")

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Fetches the encoded bytes of a source with their version, or learns that the version the
 /// caller holds is still current. Implementations must honour task cancellation: the
 /// pipeline cancels a fetch when its last subscriber leaves.
@@ -80,16 +82,41 @@ public protocol BodyWatching: AnyObject, Sendable {
   func bodyGrew(_ body: UnsafeRawBufferPointer) -> Bool
 }
 
-/// Counts the bytes a load holds as they arrive (see `SourceRequest.meter`).
+/// Counts the bytes a load holds as they arrive (see `SourceRequest.meter`), and says how many
+/// are held for it: a loader that knows a body's size before taking it in (a file's, or a
+/// response's `Content-Length`) makes room for all of it first, so the budget is never
+/// passed by a body larger than what was set aside.
 public final class ByteMeter: Sendable {
   private let onCount: @Sendable (Int) -> Void
+  private let onWiden: (@Sendable (Int) async throws -> Void)?
+  private let held: Atomic<Int>
 
   /// A meter that reports each change (positive as bytes arrive, negative as they are
-  /// dropped) to `onCount`, on the loader's thread: it must not block.
-  public init(_ onCount: @escaping @Sendable (Int) -> Void) { self.onCount = onCount }
+  /// dropped) to `onCount`, on the loader's thread: it must not block. `room` bytes are held
+  /// for the body now; `widen` waits until a body of the given size is held (and throws when
+  /// it never can be). Without `widen`, any body fits.
+  public init(
+    room: Int = .max, widen: (@Sendable (Int) async throws -> Void)? = nil,
+    _ onCount: @escaping @Sendable (Int) -> Void
+  ) {
+    self.onCount = onCount
+    onWiden = widen
+    held = Atomic(widen == nil ? .max : max(0, room))
+  }
 
   /// Reports `delta` bytes taken in (or, negative, dropped).
   public func count(_ delta: Int) { if delta != 0 { onCount(delta) } }
+
+  /// Whether a body of `bytes` fits what is held for it; if not, `widen(to:)` before taking it.
+  public func fits(_ bytes: Int) -> Bool { bytes <= held.load(ordering: .relaxed) }
+
+  /// Waits until `bytes` are held for the body. Call it with nothing of the body taken in:
+  /// what was held may be given back while it waits.
+  public func widen(to bytes: Int) async throws {
+    guard let onWiden, !fits(bytes) else { return }
+    try await onWiden(bytes)
+    held.store(bytes, ordering: .relaxed)
+  }
 }
 
 /// What a load found.

@@ -44,6 +44,15 @@ final class HTTPFetcher: Sendable {
     case redirect(String)
   }
 
+  /// An attempt stopped at its head: the body's declared size is more than the memory held
+  /// for it.
+  private struct NeedsRoom: Error {
+    let bytes: Int
+  }
+
+  /// Times one hop waits for room for its body before a body is taken as it comes.
+  static let maxWidenings = 3
+
   /// A final response head and when it came.
   struct Received {
     let head: ResponseHead
@@ -110,15 +119,29 @@ final class HTTPFetcher: Sendable {
   /// One hop, tried again after failures the origin may recover from, with exponential
   /// backoff and equal jitter (half the delay fixed, half random; or its `Retry-After`), all
   /// inside `deadline`.
+  ///
+  /// A body larger than the memory held for it (`ByteMeter.fits`, by its `Content-Length`)
+  /// is not taken: the exchange stops at its head, the meter waits until the whole body is
+  /// held, and the hop is asked again, its deadline moved by the wait. Only
+  /// `maxWidenings` times: a source that keeps growing is then counted as it arrives.
   private func fetchRetrying(
     _ url: SourceURL, _ conditions: [(name: String, value: String)],
     deadline: ContinuousClock.Instant
   ) async throws -> Answer {
     var attempt = 0
+    var deadline = deadline
+    var widenings = 0
     while true {
       let failure: Failure
       do {
-        return try await self.attempt(url, conditions, deadline: deadline)
+        return try await self.attempt(
+          url, conditions, deadline: deadline, askingRoom: widenings < Self.maxWidenings)
+      } catch let needs as NeedsRoom {
+        let waited = ContinuousClock.now
+        try await meter?.widen(to: needs.bytes)
+        deadline += waited.duration(to: .now)
+        widenings += 1
+        continue
       } catch let caught as Failure {
         failure = caught
       }
@@ -144,7 +167,7 @@ final class HTTPFetcher: Sendable {
 
   private func attempt(
     _ url: SourceURL, _ conditions: [(name: String, value: String)],
-    deadline: ContinuousClock.Instant
+    deadline: ContinuousClock.Instant, askingRoom: Bool
   ) async throws -> Answer {
     func remaining() -> Double { ContinuousClock.now.duration(to: deadline).seconds }
     guard remaining() > 0 else {
@@ -173,7 +196,8 @@ final class HTTPFetcher: Sendable {
         throw Failure(error: error)
       }
     }
-    let collector = BodyCollector(limit: limits.maxSourceBytes, meter: meter, watcher: watcher)
+    let collector = BodyCollector(
+      limit: limits.maxSourceBytes, meter: meter, watcher: watcher, askingRoom: askingRoom)
     let policy = self.policy
     let requestTime = WallClock.now()
     let request = TransportRequest(
@@ -194,6 +218,8 @@ final class HTTPFetcher: Sendable {
       switch collector.stopReason {
       case .redirect(let location):
         return .redirect(location)
+      case .needsRoom(let bytes):
+        throw NeedsRoom(bytes: bytes)
       case .notModified:
         guard let head = collector.head, !conditions.isEmpty else {
           throw Failure(error: .httpStatus(304))
@@ -291,6 +317,8 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
     case notModified
     case status(Int, retryAfter: Double?)
     case tooLarge
+    /// The declared body is larger than the memory held for it (see `ByteMeter.fits`).
+    case needsRoom(Int)
   }
 
   let limit: Int
@@ -308,10 +336,17 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
   /// Shown the body until it has seen enough; nil from then on.
   private var watcher: (any BodyWatching)?
 
-  init(limit: Int, meter: ByteMeter? = nil, watcher: (any BodyWatching)? = nil) {
+  /// Whether a body the meter cannot hold stops the exchange at its head (`needsRoom`).
+  private let askingRoom: Bool
+
+  init(
+    limit: Int, meter: ByteMeter? = nil, watcher: (any BodyWatching)? = nil,
+    askingRoom: Bool = true
+  ) {
     self.limit = limit
     self.meter = meter
     self.watcher = watcher
+    self.askingRoom = askingRoom
   }
 
   deinit { meter?.count(-metered) }
@@ -336,6 +371,10 @@ final class BodyCollector: TransportReceiver, @unchecked Sendable {
       let declared = (try? head.declaredLength()) ?? nil
       if let declared, declared > limit {
         stopReason = .tooLarge
+        return false
+      }
+      if askingRoom, let declared, let meter, !meter.fits(declared) {
+        stopReason = .needsRoom(declared)
         return false
       }
       // The whole allowance at once, never grown: growing by doubling copies and briefly

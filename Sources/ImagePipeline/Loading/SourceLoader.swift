@@ -63,6 +63,12 @@ public final class SourceLoader: DataLoading {
       let path = try Self.filePath(of: source)
       let files = self.files
       let freshness = self.freshness.fileFreshness
+      // Room for the whole file before it is read (one `fstatat`, as a memory hit's check).
+      if let meter = request.meter, let size = files.stamp(path: path)?.size,
+        !meter.fits(Int(size))
+      {
+        try await meter.widen(to: Int(size))
+      }
       let response = try await SystemThread.run(name: "thumbd-file") {
         () throws(FetchError) in
         try files.load(path: path, unlessStamped: request.cached, freshness: freshness)

@@ -78,8 +78,10 @@ struct FetchJob: Sendable {
     let response: SourceResponse
     let memory: MemoryHold
     do {
-      // A download first reserves a share of the budget; bytes beyond it count as they come.
-      // Never more than the whole budget: a download is not refused for its first share.
+      // A download first reserves a share of the budget. A body whose size is known before
+      // it is taken (a file's; a `Content-Length`) and is larger waits for room for all of it
+      // (`ByteMeter.widen`); one of unknown size counts its bytes as they come. Never more
+      // than the whole budget: a download is not refused for its first share.
       memory = try await budget.reserve(
         min(reservation, budget.limit), priority: context.priority)
     } catch {
@@ -103,7 +105,12 @@ struct FetchJob: Sendable {
       let started = ContinuousClock.now
       response = try await loader.load(
         SourceRequest(
-          url: key.url, cached: conditional, meter: ByteMeter { [memory] in memory.count($0) },
+          url: key.url, cached: conditional,
+          meter: ByteMeter(
+            room: memory.bytes,
+            widen: { [memory, priority = context.priority] in
+              try await memory.widen(to: $0, priority: priority)
+            }, { [memory] in memory.count($0) }),
           watcher: watcher, parsed: parsed))
       metrics.observe("fetch", started.duration(to: .now).seconds)
       limiter.release(slot)

@@ -12,9 +12,12 @@ import Synchronization
 /// needs room, the cache is trimmed (least recently used first) so that work plus cache stay
 /// inside the limit.
 ///
-/// Downloads cannot wait in the middle of a body, so what arrives beyond a download's
-/// reservation is counted without waiting (`MemoryHold.count`); new work then waits until it
-/// drains. The overshoot is bounded by the fetch slots times the source byte cap.
+/// A download whose body is larger than its reservation, and whose size is known before the
+/// body is taken (a file, a `Content-Length`), waits for room for the whole body first
+/// (`MemoryHold.widen`). Downloads cannot wait in the middle of a body, so a body of unknown
+/// size (chunked) that outgrows its reservation is counted without waiting
+/// (`MemoryHold.count`); new work then waits until it drains. That overshoot is bounded by the
+/// fetch slots times the source byte cap.
 final class MemoryBudget: Sendable {
   /// The limit, in bytes.
   let limit: Int
@@ -33,7 +36,8 @@ final class MemoryBudget: Sendable {
   }
 
   /// The bytes charged, and who goes next: the most urgent waiter, then the oldest, while it
-  /// fits; the most urgent unblocking one whenever none runs (see `reserve`).
+  /// fits; whenever no unblocking one runs, the most urgent unblocking one that fits, else the
+  /// most urgent unblocking one (see `reserve`).
   struct Policy: WaitPolicy {
     let limit: Int
     var charged = 0
@@ -48,8 +52,16 @@ final class MemoryBudget: Sendable {
     ) -> (id: UInt64, answer: Result<Void, any Error>)? {
       guard var next = waiters.best(by: { $0.entry.priority.value }) else { return nil }
       if charged + next.entry.bytes > limit {
-        guard runningUnblockers == 0,
-          let unblocker = waiters.best(by: { $0.entry.unblocks ? $0.entry.priority.value : nil })
+        guard runningUnblockers == 0 else { return nil }
+        // The most urgent unblocker that fits; only when none does, the most urgent one over
+        // the limit.
+        let room = limit - charged
+        let fitting = waiters.best {
+          $0.entry.unblocks && $0.entry.bytes <= room ? $0.entry.priority.value : nil
+        }
+        guard
+          let unblocker = fitting
+            ?? waiters.best(by: { $0.entry.unblocks ? $0.entry.priority.value : nil })
         else { return nil }
         next = unblocker
       }
@@ -217,6 +229,28 @@ final class MemoryHold: Sendable {
   /// Adds `delta` (negative to give back) to the bytes counted, without waiting.
   func count(_ delta: Int) {
     budget.adjust(by: change { $0.used = max(0, $0.used + delta) })
+  }
+
+  /// Holds at least `bytes` from now on: gives back the reserved floor, then waits, as
+  /// `MemoryBudget.reserve` does, for all of `bytes` (a download whose body turned out larger
+  /// than its first share). Holding nothing while it waits, downloads waiting for room can
+  /// never hold, between them, the room each of them waits for.
+  func widen(to bytes: Int, priority: PriorityBox) async throws {
+    budget.adjust(by: change { $0.floor = 0 })
+    let more = try await budget.reserve(bytes, priority: priority)
+    // `more`'s bytes become this hold's floor: charged once, under this hold.
+    let moved = more.giveUp()
+    budget.adjust(by: change { $0.floor = max($0.floor, moved) } - moved)
+  }
+
+  /// Marks the hold released without giving its bytes back to the budget, and returns them:
+  /// for another hold to take over.
+  private func giveUp() -> Int {
+    state.withLock { hold in
+      guard !hold.released else { return 0 }
+      hold.released = true
+      return max(hold.floor, hold.used)
+    }
   }
 
   /// Drops the reserved floor: from now on the hold counts only what was counted (a finished
