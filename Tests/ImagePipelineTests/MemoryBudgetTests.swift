@@ -96,28 +96,40 @@ struct MemoryBudgetTests {
     held.release()
   }
 
-  @Test("sources that fill the budget cannot block their own decodes: one always runs")
+  @Test(
+    "sources that fill the budget cannot block their own decodes: once every source waits for one, one runs"
+  )
   func decodesAlwaysProgress() async throws {
     let budget = MemoryBudget(limit: 100)
-    // Finished downloads whose decodes have not run: their bytes fill the budget.
-    let sources = budget.hold(90)
+    // Two finished downloads whose decodes have not run: their bytes fill the budget.
+    var sources = [budget.hold(45), budget.hold(45)]
     // A download at the head of the queue that does not fit either.
     let download = Task { try await budget.reserve(60, priority: PriorityBox(.visible)) }
     await eventually("the download waits") { budget.snapshot.waiting == 1 }
-    // No decode runs, so one starts although it does not fit, ahead of the download.
-    let first = try await budget.reserve(50, priority: PriorityBox(.normal), unblocks: true)
+    // The first decode does not fit, and the other source is not waiting for a decode yet
+    // (it may still be freed otherwise): it waits.
+    let first = Task {
+      try await budget.reserve(50, priority: PriorityBox(.normal), unblocks: true, holding: 45)
+    }
+    await eventually("the first decode waits") { budget.snapshot.waiting == 2 }
+    #expect(budget.snapshot.work == 90)
+    // Now every source held waits for a decode: one starts although it does not fit, ahead of
+    // the download.
+    let second = Task {
+      try await budget.reserve(50, priority: PriorityBox(.normal), unblocks: true, holding: 45)
+    }
+    let firstHold = try await first.value
     #expect(budget.snapshot.work == 140)
     // While it runs, the next decode waits like any job.
-    let second = Task {
-      try await budget.reserve(50, priority: PriorityBox(.normal), unblocks: true)
-    }
     await eventually("the second decode waits") { budget.snapshot.waiting == 2 }
-    first.release()
+    // It ends, and frees its source: the second one fits.
+    firstHold.release()
+    sources.removeFirst().release()
     let secondHold = try await second.value
-    #expect(budget.snapshot.waiting == 1)
+    #expect(budget.snapshot.work == 95 && budget.snapshot.waiting == 1)
     // The decodes free their sources; the download then fits.
     secondHold.release()
-    sources.release()
+    sources.removeFirst().release()
     let downloadHold = try await download.value
     #expect(budget.snapshot.work == 60)
     downloadHold.release()
@@ -130,7 +142,10 @@ struct MemoryBudgetTests {
     let budget = MemoryBudget(limit: 100)
     let sources = budget.hold(50)
     let running = try await budget.reserve(20, priority: PriorityBox(.normal), unblocks: true)
-    let big = Task { try await budget.reserve(80, priority: PriorityBox(.visible), unblocks: true) }
+    // The held source is the big decode's own.
+    let big = Task {
+      try await budget.reserve(80, priority: PriorityBox(.visible), unblocks: true, holding: 50)
+    }
     await eventually("the big decode waits") { budget.snapshot.waiting == 1 }
     let small = Task {
       try await budget.reserve(30, priority: PriorityBox(.prefetch), unblocks: true)
@@ -151,6 +166,34 @@ struct MemoryBudgetTests {
     try await big.value.release()
     try await small.value.release()
     sources.release()
+  }
+
+  /// Issue 52's soak of large photos: with whole bodies held for their decodes, sources filled
+  /// the budget, and every decode then started over the limit.
+  @Test(
+    "sources fit in half the budget (one alone may take more); a decode behind a source kept out by that share goes"
+  )
+  func sourcesShare() async throws {
+    let budget = MemoryBudget(limit: 100)
+    let first = try await budget.reserve(40, priority: PriorityBox(.normal), source: true)
+    let download = Task {
+      try await budget.reserve(20, priority: PriorityBox(.visible), source: true)
+    }
+    await eventually("the download waits for the sources' share") {
+      budget.snapshot.waiting == 1
+    }
+    #expect(budget.snapshot.work == 40)
+    let decode = try await budget.reserve(30, priority: PriorityBox(.prefetch), unblocks: true)
+    #expect(budget.snapshot.work == 70 && budget.snapshot.waiting == 1)
+    first.release()
+    let downloadHold = try await download.value
+    #expect(budget.snapshot.work == 50)
+    decode.release()
+    downloadHold.release()
+    // With no source held, one larger than the share still goes.
+    let large = try await budget.reserve(90, priority: PriorityBox(.normal), source: true)
+    #expect(budget.snapshot.work == 90)
+    large.release()
   }
 
   @Test("widening a hold gives back its floor, waits for the whole, and charges it once")

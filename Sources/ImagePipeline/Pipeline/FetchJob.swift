@@ -83,7 +83,7 @@ struct FetchJob: Sendable {
       // (`ByteMeter.widen`); one of unknown size counts its bytes as they come. Never more
       // than the whole budget: a download is not refused for its first share.
       memory = try await budget.reserve(
-        min(reservation, budget.limit), priority: context.priority)
+        min(reservation, budget.limit), priority: context.priority, source: true)
     } catch {
       limiter.release(slot)
       throw error

@@ -33,14 +33,29 @@ final class MemoryBudget: Sendable {
     /// Whether the job gives back memory others are waiting on when it ends (a decode, whose
     /// end frees its source's bytes).
     let unblocks: Bool
+    /// Whether it holds a source (a download, then the body its decodes read): it then fits
+    /// only inside the sources' share (see `Policy`).
+    let source: Bool
+    /// Bytes of source the waiter keeps held while it waits (a decode's own source).
+    let holding: Int
   }
 
   /// The bytes charged, and who goes next: the most urgent waiter, then the oldest, while it
-  /// fits; whenever no unblocking one runs, the most urgent unblocking one that fits, else the
-  /// most urgent unblocking one (see `reserve`).
+  /// fits; whenever no unblocking one runs, the most urgent unblocking one that fits, else,
+  /// once every source held waits for one of them, the most urgent unblocking one (see
+  /// `reserve`).
+  ///
+  /// Sources (downloads, and the bodies they keep for their decodes) fit only inside
+  /// `sourceLimit`, half the budget, unless no source is held:
+  /// sources waiting for decodes can then never fill the budget, and the other half is there
+  /// for their decodes. A download kept out by that share alone does not keep a decode behind
+  /// it from starting, since a decode is what frees a source.
   struct Policy: WaitPolicy {
     let limit: Int
+    var sourceLimit: Int { limit / 2 }
     var charged = 0
+    /// Of `charged`, what sources' holds charge.
+    var sources = 0
     var peak = 0
     var refusals = 0
     var activityChanged = false
@@ -51,28 +66,49 @@ final class MemoryBudget: Sendable {
       _ waiters: WaiterList<Request>
     ) -> (id: UInt64, answer: Result<Void, any Error>)? {
       guard var next = waiters.best(by: { $0.entry.priority.value }) else { return nil }
-      if charged + next.entry.bytes > limit {
-        guard runningUnblockers == 0 else { return nil }
-        // The most urgent unblocker that fits; only when none does, the most urgent one over
-        // the limit.
+      if !fits(next.entry) {
         let room = limit - charged
+        // The most urgent unblocker that fits.
         let fitting = waiters.best {
           $0.entry.unblocks && $0.entry.bytes <= room ? $0.entry.priority.value : nil
         }
-        guard
-          let unblocker = fitting
-            ?? waiters.best(by: { $0.entry.unblocks ? $0.entry.priority.value : nil })
-        else { return nil }
-        next = unblocker
+        if charged + next.entry.bytes <= limit, let fitting {
+          // The head is a source kept out by the sources' share alone.
+          next = fitting
+        } else {
+          guard runningUnblockers == 0 else { return nil }
+          if let fitting {
+            next = fitting
+          } else {
+            // None fits. Over the limit only when every source held waits for a decode that
+            // does not fit: nothing else would free memory. While a source is held by
+            // anything else (a download, a job reading its header), that ends first.
+            let heldByWaiting = waiters.waiters.reduce(0) {
+              $0 + ($1.entry.unblocks ? $1.entry.holding : 0)
+            }
+            guard heldByWaiting >= sources,
+              let unblocker = waiters.best(by: {
+                $0.entry.unblocks ? $0.entry.priority.value : nil
+              })
+            else { return nil }
+            next = unblocker
+          }
+        }
       }
-      charge(next.entry.bytes)
+      charge(next.entry.bytes, source: next.entry.source)
       if next.entry.unblocks { runningUnblockers += 1 }
       return (next.id, .success(()))
     }
 
+    /// Whether `request` fits now: in the budget, and a source in the sources' share too.
+    func fits(_ request: Request) -> Bool {
+      charged + request.bytes <= limit
+        && (!request.source || sources == 0 || sources + request.bytes <= sourceLimit)
+    }
+
     /// One that does not fit waits, unless it may be the unblocker that goes anyway.
     func mayGoAtOnce(_ request: Request) -> Bool {
-      charged + request.bytes <= limit || (request.unblocks && runningUnblockers == 0)
+      fits(request) || (request.unblocks && runningUnblockers == 0)
     }
 
     /// Whether work is idle now, if that changed since last asked; nil when it did not.
@@ -82,9 +118,10 @@ final class MemoryBudget: Sendable {
       return charged == 0
     }
 
-    mutating func charge(_ delta: Int) {
+    mutating func charge(_ delta: Int, source: Bool) {
       let before = charged
       charged += delta
+      if source { sources += delta }
       peak = max(peak, charged)
       if (before == 0) != (charged == 0) { activityChanged = true }
     }
@@ -128,32 +165,40 @@ final class MemoryBudget: Sendable {
   /// `unblocks` marks a job whose end frees memory others hold while they wait for it: a
   /// decode, whose source's bytes go when it ends. Downloads that finished hold their bytes
   /// until their decodes run, so a budget full of sources could otherwise wait for itself for
-  /// ever. Whenever no such job runs, the most urgent waiting one starts even if it does not
-  /// fit (and ahead of a head that does not fit either): the budget is then exceeded by at
-  /// most one decode's estimate, and work always moves on.
-  func reserve(_ bytes: Int, priority: PriorityBox, unblocks: Bool = false) async throws
-    -> MemoryHold
-  {
+  /// ever. Whenever no such job runs, the most urgent waiting one that fits starts (ahead of a
+  /// head that does not fit); when none fits and every source held waits for one of them, the
+  /// most urgent starts anyway: the budget is then exceeded by at most one decode's estimate,
+  /// only when nothing else could free memory, and work always moves on.
+  ///
+  /// `source` marks a download's hold, which fits only inside the sources' share. `holding` is
+  /// what the caller keeps held while it waits (a decode's own source).
+  func reserve(
+    _ bytes: Int, priority: PriorityBox, unblocks: Bool = false, source: Bool = false,
+    holding: Int = 0
+  ) async throws -> MemoryHold {
     let bytes = max(0, bytes)
     guard bytes <= limit else {
       waiters.update(admitting: false) { $0.refusals += 1 }
       throw PipelineError.overBudget(needed: bytes, limit: limit)
     }
     try Task.checkCancellation()
-    try await waiters.wait(Request(bytes: bytes, priority: priority, unblocks: unblocks))
-    return MemoryHold(budget: self, floor: bytes, unblocks: unblocks)
+    try await waiters.wait(
+      Request(
+        bytes: bytes, priority: priority, unblocks: unblocks, source: source, holding: holding))
+    return MemoryHold(budget: self, floor: bytes, unblocks: unblocks, source: source)
   }
 
   /// Holds `bytes` at once, without waiting and whatever the budget says: for bytes that are
-  /// already in memory (a source read from the disk cache).
+  /// already in memory (a source read from the disk cache, a copy of a download's first bytes),
+  /// counted as a source.
   func hold(_ bytes: Int) -> MemoryHold {
     report(
       waiters.update(admitting: false) { policy in
-        policy.charge(max(0, bytes))
+        policy.charge(max(0, bytes), source: true)
         return policy.takeActivityChange()
       })
     trimCacheIfNeeded()
-    return MemoryHold(budget: self, floor: max(0, bytes))
+    return MemoryHold(budget: self, floor: max(0, bytes), source: true)
   }
 
   /// A waiter's priority was raised: it may now be the head, and fit.
@@ -163,13 +208,13 @@ final class MemoryBudget: Sendable {
 
   /// Reservations already made; the hold's own accounting calls it (`endingUnblocker` when
   /// a decode's hold is released).
-  fileprivate func adjust(by delta: Int, endingUnblocker: Bool = false) {
+  fileprivate func adjust(by delta: Int, source: Bool, endingUnblocker: Bool = false) {
     guard delta != 0 || endingUnblocker else { return }
     // More bytes counted free nothing; fewer, or a decode ending, may let waiters in. The
     // change of activity is read in the same pass: once per chunk of a download.
     report(
       waiters.update(admitting: delta < 0 || endingUnblocker) { policy in
-        policy.charge(delta)
+        policy.charge(delta, source: source)
         if endingUnblocker { policy.runningUnblockers -= 1 }
         return policy.takeActivityChange()
       })
@@ -213,11 +258,15 @@ final class WeakBox<Object: AnyObject & Sendable>: @unchecked Sendable {
 final class MemoryHold: Sendable {
   private let budget: MemoryBudget
   private let unblocks: Bool
+  private let source: Bool
   private let state: Mutex<(floor: Int, used: Int, released: Bool)>
 
-  fileprivate init(budget: MemoryBudget, floor: Int, unblocks: Bool = false) {
+  fileprivate init(
+    budget: MemoryBudget, floor: Int, unblocks: Bool = false, source: Bool = false
+  ) {
     self.budget = budget
     self.unblocks = unblocks
+    self.source = source
     state = Mutex((floor, 0, false))
   }
 
@@ -228,7 +277,7 @@ final class MemoryHold: Sendable {
 
   /// Adds `delta` (negative to give back) to the bytes counted, without waiting.
   func count(_ delta: Int) {
-    budget.adjust(by: change { $0.used = max(0, $0.used + delta) })
+    budget.adjust(by: change { $0.used = max(0, $0.used + delta) }, source: source)
   }
 
   /// Holds at least `bytes` from now on: gives back the reserved floor, then waits, as
@@ -236,11 +285,11 @@ final class MemoryHold: Sendable {
   /// than its first share). Holding nothing while it waits, downloads waiting for room can
   /// never hold, between them, the room each of them waits for.
   func widen(to bytes: Int, priority: PriorityBox) async throws {
-    budget.adjust(by: change { $0.floor = 0 })
-    let more = try await budget.reserve(bytes, priority: priority)
+    budget.adjust(by: change { $0.floor = 0 }, source: source)
+    let more = try await budget.reserve(bytes, priority: priority, source: source)
     // `more`'s bytes become this hold's floor: charged once, under this hold.
     let moved = more.giveUp()
-    budget.adjust(by: change { $0.floor = max($0.floor, moved) } - moved)
+    budget.adjust(by: change { $0.floor = max($0.floor, moved) } - moved, source: source)
   }
 
   /// Marks the hold released without giving its bytes back to the budget, and returns them:
@@ -256,7 +305,7 @@ final class MemoryHold: Sendable {
   /// Drops the reserved floor: from now on the hold counts only what was counted (a finished
   /// download, which holds its body and nothing more).
   func settle() {
-    budget.adjust(by: change { $0.floor = 0 })
+    budget.adjust(by: change { $0.floor = 0 }, source: source)
   }
 
   /// Gives everything back. Safe to call twice.
@@ -266,7 +315,7 @@ final class MemoryHold: Sendable {
       first = true
       $0.released = true
     }
-    budget.adjust(by: delta, endingUnblocker: first && unblocks)
+    budget.adjust(by: delta, source: source, endingUnblocker: first && unblocks)
   }
 
   /// Applies `update` and returns how much the charged bytes changed.

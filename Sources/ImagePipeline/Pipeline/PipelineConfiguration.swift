@@ -34,7 +34,9 @@ extension ThumbnailPipeline {
     /// Bytes the pipeline's work may hold at once: source bytes in flight, decode estimates
     /// and the memory cache (see `MemoryBudget`). docs/CONFIG.md gives the sizing rule.
     public var memoryBudget: Int
-    /// Bytes a download reserves before it starts; what arrives beyond is counted as it comes.
+    /// Bytes a download reserves before it starts. A larger body of known size (a file's, a
+    /// `Content-Length`) waits for room for all of it; one of unknown length is counted as it
+    /// comes.
     public var downloadReservation: Int
     /// Seconds without work after which the allocator's free memory goes back to the kernel
     /// (`malloc_trim`); 0 never trims. See `AllocatorTrim`.

@@ -260,7 +260,8 @@ struct ThumbnailJob: Sendable {
     // libpng at the first image data, both under the chunk limits).
     let estimate = (try? thumbnailer.estimate(.bytes(bytes), spec: spec))?.bytes ?? 0
     context.onPriorityChange { [budget] in budget.reconsider() }
-    let memory = try await budget.reserve(estimate, priority: context.priority, unblocks: true)
+    let memory = try await budget.reserve(
+      estimate, priority: context.priority, unblocks: true, holding: bytes.count)
     defer { memory.release() }
     let enqueued = ContinuousClock.now
     // A preview from the whole source, when the download's first bytes gave none (a HEIF's
