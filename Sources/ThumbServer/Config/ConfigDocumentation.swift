@@ -62,7 +62,7 @@ extension ConfigOption {
     "memory_count_limit": ("4096", "memory cache entries"),
     "memory_budget": (
       "`256MiB`",
-      "what the pipeline's work may hold at once: source bytes in flight (each download reserves 4 MiB before it starts, more is counted as it arrives), every decode's memory estimate from its header while it runs, and the memory cache (which gives way: it is trimmed when work needs the room). Work that does not fit waits, visible first; a job that alone needs more gets 413 `too_large` (a desktop job over D-Bus instead waits for the whole budget and runs alone: the desktop refuses files by the pixel and byte limits). At least 16 MiB; sizing rule below"
+      "what the pipeline's work may hold at once: source bytes in flight (each download reserves 4 MiB before it starts; a larger body of known size, a file's or one with a `Content-Length`, waits for room for all of it before it is read; a larger body of unknown length is counted as it arrives), every decode's memory estimate from its header while it runs, and the memory cache (which gives way: it is trimmed when work needs the room). Work that does not fit waits, visible first; a job that alone needs more gets 413 `too_large` (a desktop job over D-Bus instead waits for the whole budget and runs alone: the desktop refuses files by the pixel and byte limits). At least 16 MiB; sizing rule below"
     ),
     "idle_trim": (
       "2",
