@@ -91,7 +91,7 @@ public enum PathBytes {
 
   /// Whether `path` holds an escaped byte: every escape is spelled F4 8F BE or F4 8F BF,
   /// then one more byte.
-  public static func holdsEscapes(_ path: String) -> Bool {
+  public static func holdsEscapes(_ path: some StringProtocol) -> Bool {
     var last = (UInt8(0), UInt8(0))
     for byte in path.utf8 {
       if last == (0xF4, 0x8F) && (byte == 0xBE || byte == 0xBF) { return true }

@@ -26,7 +26,7 @@ public enum PercentEncoding {
     let kept = Set(keeping.utf8)
     let hex = Array("0123456789ABCDEF".utf8)
     var out: [UInt8] = []
-    for byte in PathBytes.bytes(String(text)) {
+    func add(_ byte: UInt8) {
       switch byte {
       case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
         UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
@@ -37,6 +37,12 @@ public enum PercentEncoding {
       default:
         out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
       }
+    }
+    // Most text holds no escaped byte: its UTF-8 is read as it is, without a copy.
+    if PathBytes.holdsEscapes(text) {
+      PathBytes.bytes(String(text)).forEach(add)
+    } else {
+      text.utf8.forEach(add)
     }
     return String(decoding: out, as: UTF8.self)
   }

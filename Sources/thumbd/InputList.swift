@@ -193,10 +193,10 @@ struct InputList {
       mirrorPrefix = path.split(separator: "/").allSatisfy { $0 == "." } ? "" : named ?? ""
     }
     // Byte order, so runs (and the names collisions get) do not depend on the directory.
-    for name in names.sorted(by: {
-      PathBytes.bytes($0).lexicographicallyPrecedes(PathBytes.bytes($1))
-    })
-    where !name.hasPrefix(".") {
+    // Each name's bytes once, not once per comparison.
+    let ordered = names.map { (bytes: PathBytes.bytes($0), name: $0) }
+      .sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }.map(\.name)
+    for name in ordered where !name.hasPrefix(".") {
       add(
         prefix + name, mirror: mirrorPrefix + name, ancestors: inside, depth: depth + 1,
         tree: walkTree)

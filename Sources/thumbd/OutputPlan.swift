@@ -95,9 +95,8 @@ enum OutputPlan {
   ) -> [Target] {
     let prefix = directory.hasSuffix("/") ? directory : directory + "/"
     let stems = files.map { keepPaths ? stripExtension($0.mirror) : baseName($0.path) }
-    let order = files.indices.sorted {
-      PathBytes.bytes(files[$0].path).lexicographicallyPrecedes(PathBytes.bytes(files[$1].path))
-    }
+    let paths = files.map { PathBytes.bytes($0.path) }
+    let order = files.indices.sorted { paths[$0].lexicographicallyPrecedes(paths[$1]) }
     var taken: Set<String> = []
     var chosen = [String?](repeating: nil, count: files.count)
     for index in order where taken.insert(stems[index]).inserted {
