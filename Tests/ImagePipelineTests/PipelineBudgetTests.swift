@@ -9,6 +9,22 @@ import Testing
 /// succeeds, work never holds more than the budget, and the jobs had to wait for memory.
 @Suite("Pipeline under a memory budget", .serialized)
 struct PipelineBudgetTests {
+  /// The responses to `spec` of every URL, asked all at once.
+  static func responses(
+    _ urls: [String], _ spec: ThumbnailSpec, _ pipeline: ThumbnailPipeline
+  ) async throws -> [ImageResponse] {
+    try await withThrowingTaskGroup(of: ImageResponse.self) { group in
+      for url in urls {
+        group.addTask {
+          try await pipeline.response(for: ImageRequest(url: url, spec: .known(spec)))
+        }
+      }
+      var responses: [ImageResponse] = []
+      for try await response in group { responses.append(response) }
+      return responses
+    }
+  }
+
   @Test("big jobs under a small budget run within it, one decode at a time")
   func bigJobsWithinBudget() async throws {
     let copy = try Transcoded.copy(of: Corpus.path("photo/coil/large.jpg"), as: .progressive)
@@ -25,13 +41,8 @@ struct PipelineBudgetTests {
       configuration: .init(
         dataLoader: loader, decodeThreads: 4, memoryBudget: limit,
         downloadReservation: bytes.count))
-    try await withThrowingTaskGroup(of: ImageResponse.self) { group in
-      for url in urls {
-        group.addTask {
-          try await pipeline.response(for: ImageRequest(url: url, spec: .known(spec)))
-        }
-      }
-      for try await response in group { #expect(response.thumbnail.width == 171) }
+    for response in try await Self.responses(urls, spec, pipeline) {
+      #expect(response.thumbnail.width == 171)
     }
     let figures = pipeline.memoryBudget
     #expect(figures.peakWork <= limit)
@@ -76,13 +87,8 @@ struct PipelineBudgetTests {
       configuration: .init(
         dataLoader: loader, decodeThreads: 2, memoryBudget: limit,
         downloadReservation: 256 << 10))
-    try await withThrowingTaskGroup(of: ImageResponse.self) { group in
-      for url in urls {
-        group.addTask {
-          try await pipeline.response(for: ImageRequest(url: url, spec: .known(spec)))
-        }
-      }
-      for try await response in group { #expect(response.thumbnail.height == 64) }
+    for response in try await Self.responses(urls, spec, pipeline) {
+      #expect(response.thumbnail.height == 64)
     }
     let figures = pipeline.memoryBudget
     #expect(figures.peakWork <= limit, "\(figures.peakWork) of \(limit)")
