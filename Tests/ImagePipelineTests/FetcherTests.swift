@@ -51,6 +51,34 @@ struct FetcherTests {
     }.start()
   }
 
+  /// A body larger than the room held for it stops at its head and is asked again once the
+  /// room is there; a source whose declared size grows on every request is asked again only
+  /// `maxWidenings` times, then taken as it comes.
+  @Test("a body larger than its room is asked again after widening, at most maxWidenings times")
+  func wideningIsBounded() async throws {
+    // Each request's body is 100 KiB larger than the one before.
+    let origin = try LoopbackOrigin.answering { request in
+      .init(body: Array(repeating: 7, count: (request.index + 1) * 100 << 10))
+    }.start()
+    defer { origin.stop() }
+    let widened = Mutex<[Int]>([])
+    let counted = Atomic<Int>(0)
+    let meter = ByteMeter(
+      room: 50 << 10, widen: { bytes in widened.withLock { $0.append(bytes) } },
+      { counted.add($0, ordering: .relaxed) })
+    let response = try await Self.loader().load(
+      SourceRequest(url: origin.url("/growing.jpg"), meter: meter))
+    guard case .modified(let bytes, _) = response else {
+      Issue.record("no body")
+      return
+    }
+    let max = HTTPFetcher.maxWidenings
+    #expect(widened.withLock { $0 } == (1...max).map { $0 * 100 << 10 })
+    #expect(origin.requestCounts["/growing.jpg"] == max + 1)
+    #expect(bytes.count == (max + 1) * 100 << 10)
+    #expect(counted.load(ordering: .relaxed) == bytes.count)
+  }
+
   /// Loopback is allowed by network for these tests; every other non-public address stays
   /// refused.
   static func loopbackPolicy() -> SourcePolicy { SourcePolicy(allowedNetworks: IPNetwork.loopback) }
