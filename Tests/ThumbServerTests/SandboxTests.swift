@@ -345,9 +345,13 @@ struct SandboxTests {
     }
   }
 
+  // The bomb's deadline is long and it is cancelled at the end: with the usual 3 s, a busy
+  // machine could kill it before it had filled its limit, and the wait below never ended.
   @Test("a fork bomb at its limit in one sandbox leaves room for another sandbox's run")
   func bombStarvesNoOne() async throws {
-    let bench = try Bench()
+    var limits = Self.limits
+    limits.deadline = .seconds(120)
+    let bench = try Bench(limits: limits)
     let marker = "neighbour-\(UInt64.random(in: 0...UInt64.max))"
     let bomb = Task {
       try await bench.run(
@@ -370,8 +374,13 @@ struct SandboxTests {
     defer { run.discard() }
     #expect(run.outcome == .exited(0), "\(run.outcome) \(run.messages)")
     #expect(report.contains("ran"))
+    bomb.cancel()
     let (bombRun, _) = try await bomb.value
     bombRun.discard()
+    #expect(bombRun.outcome == .cancelled, "the bomb ended before it was cancelled")
+    await eventually("no process of the bomb left") {
+      DelegatedFixtures.processes(holding: marker) == 0
+    }
   }
 
   @Test("allocating 8 GiB fails inside the child; the run ends at once")
