@@ -49,6 +49,12 @@ extension SourceFormat {
   }
 }
 
+/// The most pixels a decoder target decodes for one input (4096 x 4096): the daemon's 100 MP
+/// would be 12 s of one libjxl decode under the sanitizers, past libFuzzer's `-timeout`, and a
+/// 6 KB lossless JPEG XL of 28 MP took 10.8 s over three boxes. Every parser's path up to the
+/// pixels is still fuzzed above it: the header is read, and the source refused by its size.
+let fuzzMaxPixels = 1 << 24
+
 extension FuzzTarget {
   /// One decoder target per decoding library, made from `SourceFormat.allCases`: every format
   /// thumbd reads is fuzzed, seeded with the corpus's files of its extensions.
@@ -71,7 +77,8 @@ extension FuzzTarget {
   /// the same thumbnail, or the same kind of error. The decode deadline is
   /// off: what bounds the work must be the decoder's own limits, and libFuzzer's `-timeout`
   /// catches an input those miss (as the repeated-scan and trailing-zlib findings would have
-  /// been).
+  /// been). The work is bounded by pixels too: sources over `fuzzMaxPixels` are refused, and
+  /// the further boxes are made only while the pixels decoded for the input stay within it.
   private static func decoder(_ name: String, _ formats: [SourceFormat]) -> FuzzTarget {
     FuzzTarget(
       name: name,
@@ -83,6 +90,7 @@ extension FuzzTarget {
       guard let sniffed = SourceFormat.sniff(bytes), formats.contains(sniffed) else { return }
       var thumbnailer = Thumbnailer()
       thumbnailer.limits.decodeTimeout = 0
+      thumbnailer.limits.maxPixels = fuzzMaxPixels
       thumbnailer.threadsPerDecode = 1
       // Bands exist for JPEG alone: elsewhere a second pass would only double the work per
       // input, and push a slow-but-bounded one past libFuzzer's `-timeout`.
@@ -91,12 +99,18 @@ extension FuzzTarget {
         banded = thumbnailer
         banded?.threadsPerDecode = 3
       }
+      var decoded = 0
       for spec in [
         ThumbnailSpec(width: 48, height: 48),
         ThumbnailSpec(width: 31, height: 17, fit: .cover, format: .png),
         ThumbnailSpec(width: 3, height: 3),
       ] {
         let estimate = try? thumbnailer.estimate(.bytes(bytes), spec: ValidSpec(spec))
+        if let estimate {
+          let pixels = estimate.decodeWidth * estimate.decodeHeight
+          if decoded > 0 && decoded + pixels > fuzzMaxPixels { break }
+          decoded += pixels
+        }
         let inBands: Result<Thumbnail, ThumbnailError>? = banded.map { banded in
           Result { () throws(ThumbnailError) in
             try banded.thumbnail(.bytes(bytes), spec: ValidSpec(spec))
