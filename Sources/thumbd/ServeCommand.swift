@@ -95,7 +95,8 @@ enum ServeCommand {
     raiseDescriptorLimit(toServe: config.maxConnections, logger: logger)
     // Before the daemon's threads allocate: see docs/ARCHITECTURE.md, "Memory".
     ts_malloc_tune(Int32(config.mallocArenas), config.mallocMmapThreshold)
-    let daemon = try Daemon(config: config, logger: logger, version: Usage.version)
+    let daemon = try Daemon(
+      config: config, logger: logger, version: Usage.version, ownsProcess: true)
     var ownedSocket: String?
     var endpoints: [String] = []
     if let inherited = try SocketActivation.listeners(environment: environment) {

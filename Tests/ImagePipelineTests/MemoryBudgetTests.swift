@@ -244,6 +244,65 @@ struct MemoryBudgetTests {
     #expect(budget.snapshot.work == 0)
   }
 
+  /// Issue 52's soak: once every decoder had run, the process itself held 44 MiB, and RSS
+  /// passed the budget by that much however well work was counted.
+  @Test(
+    "the process's own memory beyond its allowance takes room from work (at most half), and an idle reading gives it back"
+  )
+  func processMemory() async throws {
+    let resident = Mutex(30)
+    let cache = Mutex(5)
+    let budget = MemoryBudget(
+      limit: 100, cacheBytes: { cache.withLock { $0 } }, trimCache: { _ in },
+      process: ProcessMemory(allowance: 10) { resident.withLock { $0 } })
+    // At start: 30 resident, 5 of it the cache, 10 allowed: 15 is the process's.
+    #expect(budget.snapshot.process == 15)
+    let first = try await budget.reserve(30, priority: PriorityBox(.normal), unblocks: true)
+    let second = try await budget.reserve(30, priority: PriorityBox(.normal), unblocks: true)
+    // A decode ends while the libraries it loaded stay resident: of 80, the 30 still held
+    // and the cache explain 35; 45 is 35 beyond the allowance, and work has 65.
+    resident.withLock { $0 = 80 }
+    first.release()
+    #expect(budget.snapshot.process == 35)
+    // 30 + 40 passes 65 (it would fit in 100): the third waits while a decode runs.
+    let third = Task {
+      try await budget.reserve(40, priority: PriorityBox(.visible), unblocks: true)
+    }
+    await eventually("the third waits") { budget.snapshot.waiting == 1 }
+    #expect(budget.snapshot.work == 30)
+    // The other ends: 75 unexplained, and the process's share stops at half the budget.
+    second.release()
+    let thirdHold = try await third.value
+    #expect(budget.snapshot.process == 50 && budget.snapshot.work == 40)
+    thirdHold.release()
+    // Lower readings do not lower the high mark; a fresh one (after an idle trim) does.
+    resident.withLock { $0 = 20 }
+    budget.measureProcess(fresh: false)
+    #expect(budget.snapshot.process == 50)
+    budget.measureProcess(fresh: true)
+    #expect(budget.snapshot.process == 5)
+    // With nothing charged, a job up to the whole limit runs, however narrow the room;
+    // only one over the limit is refused.
+    resident.withLock { $0 = 300 }
+    budget.measureProcess(fresh: true)
+    let whole = try await budget.reserve(100, priority: PriorityBox(.normal), source: true)
+    #expect(budget.snapshot.work == 100)
+    whole.release()
+    await #expect(throws: PipelineError.overBudget(needed: 101, limit: 100)) {
+      _ = try await budget.reserve(101, priority: PriorityBox(.visible))
+    }
+  }
+
+  @Test("a budget without a process reading counts work alone")
+  func noProcessMemory() async throws {
+    let budget = MemoryBudget(limit: 100)
+    #expect(budget.snapshot.process == 0)
+    let hold = try await budget.reserve(100, priority: PriorityBox(.normal))
+    budget.measureProcess(fresh: false)
+    #expect(budget.snapshot.process == 0 && budget.snapshot.work == 100)
+    hold.release()
+  }
+
   @Test("the memory cache gives way to work")
   func cacheGivesWay() async throws {
     let cache = MemoryCache<Int, Int>(costLimit: 1000, countLimit: 100)

@@ -42,4 +42,47 @@ struct MemoryBudgetDaemonTests {
     let peak = try #require(daemon.metric("thumbd_memory_budget_peak_work_bytes"))
     #expect(peak > 0 && peak <= Double(32 << 20))
   }
+
+  /// Issue 52's soak: the process's own memory (44 MiB once every decoder had run) was never
+  /// counted, so RSS passed the budget by that much.
+  @Test(
+    "thumbd serve counts its own memory beyond memory_process_allowance in the budget; a job within the whole budget still runs"
+  )
+  func processMemory() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let root = directory + "/files"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    // A progressive JPEG keeps its coefficients while it decodes at 1/4 or more: the box
+    // whose decode needs more than half the budget, and less than all of it.
+    let copy = try Transcoded.copy(
+      of: Corpus.path("photo/exif-samples/canon_hdr_NO.jpg"), as: .progressive)
+    let picture = root + "/progressive.jpg"
+    try FileManager.default.moveItem(atPath: copy, toPath: picture)
+    let fitting = try [384, 512, 640, 768, 1024, 1536].map { box in
+      (
+        box,
+        try Thumbnailer().estimate(
+          .path(picture), spec: ValidSpec(ThumbnailSpec(width: box, height: box))
+        ).bytes
+      )
+    }
+    let (box, estimate) = try #require(
+      fitting.first { $0.1 > 17 << 20 && $0.1 < 31 << 20 }, "\(fitting)")
+    let daemon = try await TestDaemon.start(
+      ["--file-root", root, "--memory-budget", "32MiB", "--memory-process-allowance", "0"],
+      directory: directory)
+    defer { daemon.stop() }
+    let part = "thumbd_memory_budget_used_bytes{part=\"process\"}"
+    // Nothing allowed: the whole process is counted, up to half the budget, which a daemon
+    // that has started already holds (its RSS, read from outside, is more).
+    let resident = try #require(daemon.residentKiB)
+    #expect(resident * 1024 > 16 << 20)
+    #expect(daemon.metric(part) == Double(16 << 20))
+    // With work's room halved, a decode that needs most of the whole budget runs alone.
+    let response = SocketClient.get(daemon.socket, Self.target(picture, size: box))
+    #expect(response.status == 200)
+    let peak = try #require(daemon.metric("thumbd_memory_budget_peak_work_bytes"))
+    #expect(peak >= Double(estimate) && peak <= Double(32 << 20), "\(peak)")
+    #expect(daemon.metric("thumbd_memory_budget_refusals_total") == 0)
+  }
 }

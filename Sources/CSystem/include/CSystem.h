@@ -137,6 +137,10 @@ void ts_malloc_tune(int arenas, long mmap_threshold);
 /* Gives free heap memory of every arena back to the kernel (malloc_trim); 1 if any was. */
 int ts_malloc_trim(void);
 
+/* The calling process's resident memory in bytes (the second field of /proc/self/statm times
+ * the page size), or -1 when it cannot be read. */
+long long ts_resident_bytes(void);
+
 /**
  * Installs a handler for each of `numbers` (count of them) that writes the
  * signal's number as one byte to a pipe, and returns the pipe's read end

@@ -23,8 +23,11 @@ final class AllocatorTrim: Sendable {
   /// Work was taken up again: a pending trim is off.
   func workStarted() { generation.add(1, ordering: .relaxed) }
 
-  /// Work has dropped to nothing: trim after the delay unless work comes back first.
-  func workEnded(stillIdle: @escaping @Sendable () -> Bool) {
+  /// Work has dropped to nothing: trim after the delay unless work comes back first, then
+  /// call `trimmed` (the budget reads the process's memory afresh).
+  func workEnded(
+    stillIdle: @escaping @Sendable () -> Bool, trimmed: @escaping @Sendable () -> Void = {}
+  ) {
     guard delay > 0 else { return }
     let mine = generation.add(1, ordering: .relaxed).newValue
     Task.detached(priority: .background) { [self] in
@@ -32,6 +35,7 @@ final class AllocatorTrim: Sendable {
       guard generation.load(ordering: .relaxed) == mine, stillIdle() else { return }
       _ = ts_malloc_trim()
       trims.add(1, ordering: .relaxed)
+      trimmed()
     }
   }
 }

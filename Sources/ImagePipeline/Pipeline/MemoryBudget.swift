@@ -18,10 +18,14 @@ import Synchronization
 /// size (chunked) that outgrows its reservation is counted without waiting
 /// (`MemoryHold.count`); new work then waits until it drains. That overshoot is bounded by the
 /// fetch slots times the source byte cap.
+///
+/// With a `ProcessMemory`, the process's own resident memory beyond its allowance takes room
+/// from work (`Policy.workLimit`); a job is still refused only when it alone exceeds `limit`.
 final class MemoryBudget: Sendable {
   /// The limit, in bytes.
   let limit: Int
   private let cache: (@Sendable () -> Int, @Sendable (Int) -> Void)?
+  private let process: ProcessMemory?
   private let waiters: PriorityWaiters<Policy>
   /// Told when work goes from nothing to something, and back (`isIdle` then true).
   private let onActivity: (@Sendable (_ isIdle: Bool) -> Void)?
@@ -52,7 +56,14 @@ final class MemoryBudget: Sendable {
   /// it from starting, since a decode is what frees a source.
   struct Policy: WaitPolicy {
     let limit: Int
-    var sourceLimit: Int { limit / 2 }
+    /// What the process's own memory takes from the limit (`ProcessMemory`), at most half.
+    var processExcess = 0
+    /// The most resident memory that work and the cache did not explain, since the last
+    /// fresh reading.
+    var uncountedHigh = 0
+    /// The room work has: the limit less what the process's own memory takes.
+    var workLimit: Int { limit - processExcess }
+    var sourceLimit: Int { workLimit / 2 }
     var charged = 0
     /// Of `charged`, what sources' holds charge.
     var sources = 0
@@ -67,12 +78,12 @@ final class MemoryBudget: Sendable {
     ) -> (id: UInt64, answer: Result<Void, any Error>)? {
       guard var next = waiters.best(by: { $0.entry.priority.value }) else { return nil }
       if !fits(next.entry) {
-        let room = limit - charged
+        let room = workLimit - charged
         // The most urgent unblocker that fits.
         let fitting = waiters.best {
           $0.entry.unblocks && $0.entry.bytes <= room ? $0.entry.priority.value : nil
         }
-        if charged + next.entry.bytes <= limit, let fitting {
+        if charged + next.entry.bytes <= workLimit, let fitting {
           // The head is a source kept out by the sources' share alone.
           next = fitting
         } else {
@@ -101,9 +112,19 @@ final class MemoryBudget: Sendable {
     }
 
     /// Whether `request` fits now: in the budget, and a source in the sources' share too.
+    /// With nothing charged, anything within `limit` fits (`reserve` refuses the rest), even
+    /// when the process's own memory has narrowed the room.
     func fits(_ request: Request) -> Bool {
-      charged + request.bytes <= limit
-        && (!request.source || sources == 0 || sources + request.bytes <= sourceLimit)
+      charged == 0
+        || (charged + request.bytes <= workLimit
+          && (!request.source || sources == 0 || sources + request.bytes <= sourceLimit))
+    }
+
+    /// Takes a reading of the process's resident memory (`ProcessMemory`): `uncounted` is
+    /// what work and the cache do not explain. A fresh reading replaces the high mark.
+    mutating func process(uncounted: Int, allowance: Int, fresh: Bool) {
+      uncountedHigh = fresh ? uncounted : max(uncountedHigh, uncounted)
+      processExcess = min(limit / 2, max(0, uncountedHigh - allowance))
     }
 
     /// One that does not fit waits, unless it may be the unblocker that goes anyway.
@@ -131,11 +152,12 @@ final class MemoryBudget: Sendable {
   /// shrinks it to at most the given bytes; without them the budget covers work alone.
   init(
     limit: Int, cacheBytes: (@Sendable () -> Int)? = nil,
-    trimCache: (@Sendable (Int) -> Void)? = nil,
+    trimCache: (@Sendable (Int) -> Void)? = nil, process: ProcessMemory? = nil,
     onActivity: (@Sendable (_ isIdle: Bool) -> Void)? = nil
   ) {
     let limit = max(1, limit)
     self.limit = limit
+    self.process = process
     self.onActivity = onActivity
     let cache: (@Sendable () -> Int, @Sendable (Int) -> Void)?
     if let cacheBytes, let trimCache { cache = (cacheBytes, trimCache) } else { cache = nil }
@@ -144,6 +166,36 @@ final class MemoryBudget: Sendable {
     let box = WeakBox<MemoryBudget>()
     waiters = PriorityWaiters(Policy(limit: limit)) { box.value?.afterChange() }
     box.value = self
+    measureProcess(fresh: true)
+  }
+
+  /// Reads the process's resident memory, if this budget counts it (`ProcessMemory`): when a
+  /// decode ends, and afresh after an idle trim, when the allocator has given back what it
+  /// kept (`fresh` drops the high mark).
+  func measureProcess(fresh: Bool) {
+    guard let reading = processReading() else { return }
+    waiters.update { reading.apply(to: &$0, fresh: fresh) }
+    trimCacheIfNeeded()
+  }
+
+  /// The process's resident bytes and the cache's, read outside the lock.
+  private func processReading() -> ProcessReading? {
+    guard let process else { return nil }
+    let resident = process.resident()
+    guard resident >= 0 else { return nil }
+    return ProcessReading(
+      resident: resident, cache: cache?.0() ?? 0, allowance: process.allowance)
+  }
+
+  private struct ProcessReading {
+    let resident: Int
+    let cache: Int
+    let allowance: Int
+
+    func apply(to policy: inout Policy, fresh: Bool) {
+      policy.process(
+        uncounted: resident - policy.charged - cache, allowance: allowance, fresh: fresh)
+    }
   }
 
   /// The current figures.
@@ -153,8 +205,8 @@ final class MemoryBudget: Sendable {
     let waits = waiters.waits
     return waiters.read {
       MemoryBudgetSnapshot(
-        limit: limit, work: $0.charged, cache: cacheBytes, peakWork: $0.peak,
-        waiting: waiting, waits: waits, refusals: $0.refusals)
+        limit: limit, work: $0.charged, cache: cacheBytes, process: $0.processExcess,
+        peakWork: $0.peak, waiting: waiting, waits: waits, refusals: $0.refusals)
     }
   }
 
@@ -210,21 +262,25 @@ final class MemoryBudget: Sendable {
   /// a decode's hold is released).
   fileprivate func adjust(by delta: Int, source: Bool, endingUnblocker: Bool = false) {
     guard delta != 0 || endingUnblocker else { return }
+    // A decode has ended and freed what it used: the process's memory is read now, and
+    // counted before anyone waiting is let in.
+    let reading = endingUnblocker ? processReading() : nil
     // More bytes counted free nothing; fewer, or a decode ending, may let waiters in. The
     // change of activity is read in the same pass: once per chunk of a download.
     report(
       waiters.update(admitting: delta < 0 || endingUnblocker) { policy in
         policy.charge(delta, source: source)
         if endingUnblocker { policy.runningUnblockers -= 1 }
+        reading?.apply(to: &policy, fresh: false)
         return policy.takeActivityChange()
       })
-    if delta > 0 { trimCacheIfNeeded() }
+    if delta > 0 || reading != nil { trimCacheIfNeeded() }
   }
 
   /// Work grew into the cache's share: the cache gives way.
   func trimCacheIfNeeded() {
     guard let (cacheBytes, trim) = cache else { return }
-    let room = limit - waiters.read { $0.charged }
+    let room = waiters.read { $0.workLimit - $0.charged }
     if cacheBytes() > max(0, room) { trim(max(0, room)) }
   }
 
@@ -338,6 +394,9 @@ public struct MemoryBudgetSnapshot: Sendable, Hashable {
   public var work: Int
   /// Bytes of the memory cache.
   public var cache: Int
+  /// Bytes the process's own resident memory takes beyond its allowance (`ProcessMemory`);
+  /// work has that much less room.
+  public var process: Int
   /// The most work has held at once.
   public var peakWork: Int
   /// Jobs waiting for memory now.

@@ -41,6 +41,11 @@ extension ThumbnailPipeline {
     /// Seconds without work after which the allocator's free memory goes back to the kernel
     /// (`malloc_trim`); 0 never trims. See `AllocatorTrim`.
     public var trimWhenIdle: Double
+    /// The process's own memory, counted against `memoryBudget` beyond an allowance, so the
+    /// budget bounds the process and not only its work; nil (the default) counts work alone.
+    /// Only for a pipeline that has its process to itself (`thumbd serve`): in a process that
+    /// does other things, their memory would take the pipeline's room.
+    public var processMemory: ProcessMemory?
     /// Thumbnails of one source the memory cache holds at most, oldest out first; 0 for no
     /// bound. The disk cache's own bound is given when it is made (`maxEntriesPerGroup`).
     public var maxVariantsPerSource: Int

@@ -90,10 +90,12 @@ public final class ThumbnailPipeline: Sendable {
     let budget = MemoryBudget(
       limit: configuration.memoryBudget,
       cacheBytes: { cache.statistics.totalCost + index.totalCost },
-      trimCache: { cache.trim(toCost: $0) },
+      trimCache: { cache.trim(toCost: $0) }, process: configuration.processMemory,
       onActivity: { isIdle in
         if isIdle {
-          trim.workEnded(stillIdle: { idle.withLock { $0?.isIdle ?? true } })
+          trim.workEnded(
+            stillIdle: { idle.withLock { $0?.isIdle ?? true } },
+            trimmed: { idle.withLock { $0 }?.measureProcess(fresh: true) })
         } else {
           trim.workStarted()
         }

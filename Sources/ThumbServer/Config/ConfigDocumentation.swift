@@ -64,6 +64,10 @@ extension ConfigOption {
       "`256MiB`",
       "what the pipeline's work may hold at once: source bytes in flight (each download reserves 4 MiB before it starts; a larger body of known size, a file's or one with a `Content-Length`, waits for room for all of it before it is read; a larger body of unknown length is counted as it arrives), every decode's memory estimate from its header while it runs, and the memory cache (which gives way: it is trimmed when work needs the room). Work that does not fit waits, visible first; a job that alone needs more gets 413 `too_large` (a desktop job over D-Bus instead waits for the whole budget and runs alone: the desktop refuses files by the pixel and byte limits). At least 16 MiB; sizing rule below"
     ),
+    "memory_process_allowance": (
+      "`24MiB`",
+      "how much of the daemon's own resident memory `memory_budget` leaves uncounted: its code, the decoders' libraries as each is first used, the allocator's free lists (about 25 MiB with JPEG and PNG, 44 MiB once HEIF, AVIF and WebP have run). What work and the cache do not explain beyond it, read when each decode ends, takes that much room from work (at most half the budget), so RSS stays within about `memory_budget` + this + 8 MiB; the highest reading holds until the next idle trim reads afresh. `/metrics`: `thumbd_memory_budget_used_bytes{part=\"process\"}`. `thumbd serve` only"
+    ),
     "idle_trim": (
       "2",
       "seconds without work after which freed memory goes back to the kernel (`malloc_trim`); 0: never"

@@ -60,6 +60,7 @@ public struct ConfigOption: Sendable {
     integer("max_variants_per_source", 0...1_000_000) { $0.maxVariantsPerSource = $1 },
     switchOption("placeholders", \.placeholders),
     bytes("memory_budget", minimum: 16 << 20) { $0.memoryBudget = $1 },
+    bytes("memory_process_allowance", minimum: 0) { $0.memoryProcessAllowance = $1 },
     seconds("idle_trim") { $0.idleTrim = $1 },
     integer("malloc_arenas", 0...1024) { $0.mallocArenas = $1 },
     bytes("malloc_mmap_threshold", minimum: 0) { $0.mallocMmapThreshold = $1 },

@@ -21,6 +21,9 @@ public struct DaemonConfig: Sendable, Hashable {
   /// Bytes the pipeline's work may hold at once (source bytes in flight, decode estimates,
   /// the memory cache); work beyond it waits, a job alone beyond it gets 413 `too_large`.
   public var memoryBudget = 256 << 20
+  /// Bytes of `thumbd serve`'s own resident memory (code, libraries, the allocator's free
+  /// lists) the memory budget leaves uncounted; the rest takes room from work.
+  public var memoryProcessAllowance = 24 << 20
   /// Seconds without work before freed memory is given back to the kernel; 0 for never.
   public var idleTrim = 2.0
   /// glibc malloc arenas (0: glibc's default of eight per core); MALLOC_ARENA_MAX wins.

@@ -27,15 +27,24 @@ public final class Daemon: Sendable {
 
   /// Builds everything `config` describes; nothing listens yet. `version` names the daemon
   /// to origins (`User-Agent: thumbd/VERSION`). Throws when a part cannot be made (libcurl
-  /// missing, a cache directory that cannot be opened).
-  public init(config: DaemonConfig, logger: Logger, version: String) throws {
+  /// missing, a cache directory that cannot be opened). `ownsProcess` says the daemon has its
+  /// process to itself (`thumbd serve`): its memory budget then counts the process's own
+  /// memory beyond `memory_process_allowance`.
+  public init(
+    config: DaemonConfig, logger: Logger, version: String, ownsProcess: Bool = false
+  ) throws {
     self.config = config
     self.logger = logger
     let loader = try Self.sourceLoader(config, version: version)
     let storage = StorageHealth(logger: logger)
     let frames = Self.videoFrames(config, logger: logger)
-    pipeline = ThumbnailPipeline(
-      configuration: try Self.pipelineConfiguration(config, loader, storage, frames: frames))
+    var pipelineConfiguration = try Self.pipelineConfiguration(
+      config, loader, storage, frames: frames)
+    if ownsProcess {
+      pipelineConfiguration.processMemory = .thisProcess(
+        allowance: config.memoryProcessAllowance)
+    }
+    pipeline = ThumbnailPipeline(configuration: pipelineConfiguration)
     var parameters = ThumbnailParameters(
       defaultFormat: OutputFormat(rawValue: config.defaultFormat) ?? .auto,
       defaultQuality: config.defaultQuality, avifInAuto: config.autoAVIF,

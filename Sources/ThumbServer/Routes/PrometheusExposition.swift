@@ -76,9 +76,11 @@ struct PrometheusExposition {
       out.gauge("thumbd_memory_budget_bytes", "The memory budget (memory_budget).", memory.limit)
       out.family(
         "thumbd_memory_budget_used_bytes", "gauge",
-        "Bytes of the budget in use, by part: work (sources in flight, decode estimates), cache.")
+        "Bytes of the budget in use, by part: work (sources in flight, decode estimates), cache, process (the daemon's own memory beyond memory_process_allowance)."
+      )
       out.sample("thumbd_memory_budget_used_bytes{part=\"work\"}", memory.work)
       out.sample("thumbd_memory_budget_used_bytes{part=\"cache\"}", memory.cache)
+      out.sample("thumbd_memory_budget_used_bytes{part=\"process\"}", memory.process)
       out.gauge(
         "thumbd_memory_budget_peak_work_bytes", "The most work has held at once.", memory.peakWork)
       out.gauge("thumbd_memory_budget_waiting", "Jobs waiting for memory now.", memory.waiting)
