@@ -407,7 +407,7 @@ static void bmp_destroy(ic_decoder *base) {
 }
 
 static const ic_decoder_ops bmp_ops = {bmp_choose_size, bmp_run, bmp_destroy,
-                                       bmp_working_memory};
+                                       bmp_working_memory, NULL};
 
 /* The palette: `declared` entries (0: 2^bpp), of 3 or 4 bytes, at most `room` bytes of them;
  * indices past it are black. */
@@ -706,7 +706,7 @@ static void ico_destroy(ic_decoder *base) {
 }
 
 static const ic_decoder_ops ico_ops = {ico_choose_size, ico_run, ico_destroy,
-                                       ico_working_memory};
+                                       ico_working_memory, NULL};
 
 /* An entry's real size, from the first bytes of its image. */
 static ic_status probe_entry(ico_decoder *d, ico_entry *e, uint64_t file_size, ic_result *result) {

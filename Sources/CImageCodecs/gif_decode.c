@@ -210,7 +210,7 @@ static ic_status read_to_first_frame(gif_decoder *d, ic_result *result) {
   }
 }
 
-static const ic_decoder_ops gif_ops = {gif_choose_size, gif_run, gif_destroy, gif_working_memory};
+static const ic_decoder_ops gif_ops = {gif_choose_size, gif_run, gif_destroy, gif_working_memory, NULL};
 
 ic_status ic_gif_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                       ic_result *result, ic_decoder **out) {

@@ -95,6 +95,25 @@ typedef struct ic_header {
  * size the codec offers that is at least need_width x need_height (JPEG DCT
  * scaling; PNG always decodes full size). run streams rows into a sink.
  */
+/*
+ * Memory a process keeps from the first run of a decoder or encoder: the code of a library
+ * opened on first use (dlopen maps and relocates it and its dependencies) and the pages that
+ * run touches. An estimate counts it (`first_use`) until one run has ended, so that a budget
+ * counting the process's own memory expects the growth before it happens, not after the
+ * first wave of such decodes. The bytes are a fresh daemon's RSS growth over its first such
+ * request (docs/BENCHMARKS.md, "Soak").
+ */
+typedef struct ic_first_use {
+  uint64_t bytes;
+  _Atomic int ran;
+} ic_first_use;
+
+/* `use`'s bytes while no run has ended, else 0; 0 for NULL. */
+uint64_t ic_first_use_pending(ic_first_use *use);
+
+/* A run has ended: the growth is the process's from now on. */
+void ic_first_use_ran(ic_first_use *use);
+
 typedef struct ic_decoder ic_decoder;
 /* What a decoder does, one static table per decoder (`ops` of every decoder it opens). */
 typedef struct ic_decoder_ops {
@@ -106,6 +125,9 @@ typedef struct ic_decoder_ops {
   /* Bytes run() will hold at its peak at the size choose_size picked, from the header
    * alone: coefficient buffers, whole-image buffers, rows, the library's own state. */
   uint64_t (*working_memory)(ic_decoder *decoder);
+  /* The library growth its first run brings (ic_first_use), or NULL: a decoder whose
+   * libraries are linked and small has none. */
+  ic_first_use *(*first_use)(ic_decoder *decoder);
 } ic_decoder_ops;
 
 struct ic_decoder {
@@ -563,6 +585,9 @@ int ic_format_keeps_alpha(ic_format format);
 
 /* What encoding a width x height result holds beyond the output buffer (codecs.c's table). */
 uint64_t ic_encoder_memory(ic_format format, uint32_t width, uint32_t height);
+
+/* The encoder's pending first-use growth (ic_first_use), 0 when it has run or has none. */
+uint64_t ic_encoder_first_use(ic_format format);
 
 /*
  * A cached colour transform into sRGB (colour.c): built once per profile and pixel layout,

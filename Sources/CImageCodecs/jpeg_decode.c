@@ -568,7 +568,7 @@ int ic_jpeg_sniff(const uint8_t *bytes, size_t size) {
 }
 
 static const ic_decoder_ops jpeg_ops = {jpeg_choose_size, jpeg_run, jpeg_destroy_decoder,
-                                        jpeg_working_memory};
+                                        jpeg_working_memory, NULL};
 
 ic_status ic_jpeg_open(ic_stream *stream, const ic_limits *limits,
                        const ic_control *control, ic_result *result,
@@ -688,7 +688,7 @@ static void exif_preview_destroy(ic_decoder *base) {
 /* The EXIF thumbnail of `d` as a preview decoder, or NULL when it has none of the image's
  * shape or it does not open. */
 static const ic_decoder_ops exif_preview_ops = {exif_preview_choose_size, exif_preview_run,
-                                                exif_preview_destroy, exif_preview_memory};
+                                                exif_preview_destroy, exif_preview_memory, NULL};
 
 static ic_decoder *open_exif_preview(jpeg_decoder *d, const ic_limits *limits,
                                      const ic_control *control) {

@@ -431,7 +431,7 @@ int ic_png_sniff(const uint8_t *bytes, size_t size) {
 }
 
 static const ic_decoder_ops png_ops = {png_choose_size, png_run, png_destroy_decoder,
-                                       png_working_memory};
+                                       png_working_memory, NULL};
 
 ic_status ic_png_open(ic_stream *stream, const ic_limits *limits,
                       const ic_control *control, ic_result *result,

@@ -437,7 +437,7 @@ static void raw_destroy(ic_decoder *base) {
 }
 
 static const ic_decoder_ops raw_ops = {raw_choose_size, raw_run, raw_destroy,
-                                       raw_working_memory};
+                                       raw_working_memory, NULL};
 
 ic_status ic_raw_open_random(const ic_random *bytes, const ic_limits *limits,
                              const ic_control *control, ic_result *result, ic_decoder **out) {

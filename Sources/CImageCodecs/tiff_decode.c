@@ -919,7 +919,7 @@ static void tiff_destroy(ic_decoder *base) {
 }
 
 static const ic_decoder_ops tiff_ops = {tiff_choose_size, tiff_run, tiff_destroy,
-                                        tiff_working_memory};
+                                        tiff_working_memory, NULL};
 
 /* The page's description: orientation, profile, channels. */
 static ic_status read_page(tiff_decoder *d, ic_result *result) {

@@ -236,7 +236,7 @@ static int exif_orientation(const uint8_t *bytes, size_t size) {
 }
 
 static const ic_decoder_ops webp_ops = {webp_choose_size, webp_run, webp_destroy,
-                                        webp_working_memory};
+                                        webp_working_memory, NULL};
 
 ic_status ic_webp_open(ic_stream *stream, const ic_limits *limits, const ic_control *control,
                        ic_result *result, ic_decoder **out) {

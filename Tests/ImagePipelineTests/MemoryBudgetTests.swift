@@ -293,6 +293,19 @@ struct MemoryBudgetTests {
     }
   }
 
+  @Test(
+    "what the process will keep from a job is held with it, up to the limit, never a reason to refuse it"
+  )
+  func growth() async throws {
+    let budget = MemoryBudget(limit: 100)
+    let hold = try await budget.reserve(60, priority: PriorityBox(.normal), growth: 25)
+    #expect(budget.snapshot.work == 85)
+    hold.release()
+    let capped = try await budget.reserve(90, priority: PriorityBox(.normal), growth: 25)
+    #expect(budget.snapshot.work == 100 && budget.snapshot.refusals == 0)
+    capped.release()
+  }
+
   @Test("a budget without a process reading counts work alone")
   func noProcessMemory() async throws {
     let budget = MemoryBudget(limit: 100)

@@ -9,6 +9,14 @@ import Testing
 /// 413 `too_large` before any pixel is decoded, and the budget's figures are in /metrics.
 @Suite("Memory budget in the daemon", .serialized)
 struct MemoryBudgetDaemonTests {
+  /// A daemon's directory, and the file root inside it the test's files go to.
+  static func folders() throws -> (directory: String, root: String) {
+    let directory = TestDaemon.makeDirectory()
+    let root = directory + "/files"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    return (directory, root)
+  }
+
   static func target(_ path: String, size: Int) -> String {
     let url = "file://" + path
     return "/v1/thumbnail?url=\(url.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
@@ -17,9 +25,7 @@ struct MemoryBudgetDaemonTests {
 
   @Test("a job over the budget gets 413 too_large; the same source at 1/8 fits")
   func overBudget() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let root = directory + "/files"
-    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    let (directory, root) = try Self.folders()
     // 24 MP, progressive: at 1024 px libjpeg keeps every coefficient (about 70 MiB); at 256 px
     // the DC scans are enough (about 8 MiB).
     let copy = try Transcoded.copy(of: Corpus.path("photo/coil/large.jpg"), as: .progressive)
@@ -49,9 +55,7 @@ struct MemoryBudgetDaemonTests {
     "thumbd serve counts its own memory beyond memory_process_allowance in the budget; a job within the whole budget still runs"
   )
   func processMemory() async throws {
-    let directory = TestDaemon.makeDirectory()
-    let root = directory + "/files"
-    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    let (directory, root) = try Self.folders()
     // A progressive JPEG keeps its coefficients while it decodes at 1/4 or more: the box
     // whose decode needs more than half the budget, and less than all of it.
     let copy = try Transcoded.copy(
@@ -84,5 +88,36 @@ struct MemoryBudgetDaemonTests {
     let peak = try #require(daemon.metric("thumbd_memory_budget_peak_work_bytes"))
     #expect(peak >= Double(estimate) && peak <= Double(32 << 20), "\(peak)")
     #expect(daemon.metric("thumbd_memory_budget_refusals_total") == 0)
+  }
+
+  /// The first HEIC a daemon decodes opens libavcodec and its hundred libraries, which stay
+  /// resident (14-17 MiB): before any decode had ended, a first wave of them was counted as
+  /// if the process would not grow.
+  @Test(
+    "a decoder's first run is counted with the process's growth it brings; once one has run, not again"
+  )
+  func firstUse() async throws {
+    let root = try Self.folders().root
+    let large = root + "/large.heic"
+    let small = root + "/small.heic"
+    try FileManager.default.copyItem(
+      atPath: Corpus.path("heif-valid/metadata-extractor/IMG_1034.heic"), toPath: large)
+    try FileManager.default.copyItem(
+      atPath: Corpus.path("heif-valid/kimageformats/rgba.heic"), toPath: small)
+    /// The most work a fresh daemon held over `files`, asked one after another.
+    func peakWork(_ files: [String]) async throws -> Double {
+      let daemon = try await TestDaemon.start(
+        ["--file-root", root], directory: TestDaemon.makeDirectory())
+      defer { daemon.stop() }
+      for file in files {
+        #expect(SocketClient.get(daemon.socket, Self.target(file, size: 256)).status == 200)
+      }
+      return try #require(daemon.metric("thumbd_memory_budget_peak_work_bytes"))
+    }
+    // The large one first: its own work and the growth together. After the small one has run,
+    // the large one's work alone (the small one's, growth and all, is less).
+    let first = try await peakWork([large])
+    let afterSmall = try await peakWork([small, large])
+    #expect(first - afterSmall == Double(16 << 20), "\(first) \(afterSmall)")
   }
 }

@@ -492,6 +492,9 @@ ic_status ic_thumbnail(const ic_source *source, const ic_request *request,
 typedef struct ic_estimate {
   /** Peak bytes the decode, the resampling and the encoding hold together. */
   uint64_t bytes;
+  /** Bytes the process itself keeps from this decoder's or encoder's first run (the code of a
+   * library opened on first use), while no such run has ended in this process; then 0. */
+  uint64_t first_use;
   /** The size the decoder delivers (after DCT scaling), and the stored size. */
   uint32_t decode_width;
   uint32_t decode_height;

@@ -13,11 +13,18 @@ public struct MemoryEstimate: Sendable, Hashable {
   public var sourceWidth: Int
   /// The stored size from the header.
   public var sourceHeight: Int
+  /// Bytes the process itself keeps from the first run of this decoder or encoder (the code
+  /// of a library opened on first use: about 16 MiB for HEIC's), while no such run has ended
+  /// in this process; then 0. Not part of `bytes`: it is the process's, not the decode's.
+  public var firstUse: Int
 
   /// Creates an estimate.
-  public init(bytes: Int, decodeWidth: Int, decodeHeight: Int, sourceWidth: Int, sourceHeight: Int)
-  {
+  public init(
+    bytes: Int, decodeWidth: Int, decodeHeight: Int, sourceWidth: Int, sourceHeight: Int,
+    firstUse: Int = 0
+  ) {
     self.bytes = bytes
+    self.firstUse = firstUse
     self.decodeWidth = decodeWidth
     self.decodeHeight = decodeHeight
     self.sourceWidth = sourceWidth

@@ -154,7 +154,8 @@ public struct Thumbnailer: Sendable {
       return MemoryEstimate(
         bytes: Int(clamping: estimate.bytes),
         decodeWidth: Int(estimate.decode_width), decodeHeight: Int(estimate.decode_height),
-        sourceWidth: Int(estimate.source_width), sourceHeight: Int(estimate.source_height))
+        sourceWidth: Int(estimate.source_width), sourceHeight: Int(estimate.source_height),
+        firstUse: Int(clamping: estimate.first_use))
     }
   }
 

@@ -42,7 +42,8 @@ package struct DesktopThumbnailer: Sendable {
   }
 
   /// The working memory thumbnailing the file at `path` in `flavor` will need, from its
-  /// header (`Thumbnailer.estimate`), opened and checked as `thumbnail` does: 0 when the file
+  /// header (`Thumbnailer.estimate`, with what the process keeps from a decoder's first run),
+  /// opened and checked as `thumbnail` does: 0 when the file
   /// will be refused or its header does not parse (the decode then says why). The file may
   /// change before the decode opens it again; the decoder's own limits still hold then.
   /// Blocking file I/O: call it off the cooperative pool.
@@ -55,7 +56,10 @@ package struct DesktopThumbnailer: Sendable {
     defer { close(fd) }
     guard case .success = Self.check(fd, maxBytes: maxSourceBytes) else { return 0 }
     let spec = ThumbnailSpec(width: flavor.size, height: flavor.size, format: .png)
-    return (try? thumbnailer.estimate(.descriptor(fd), spec: ValidSpec(spec)))?.bytes ?? 0
+    guard let estimate = try? thumbnailer.estimate(.descriptor(fd), spec: ValidSpec(spec)) else {
+      return 0
+    }
+    return estimate.bytes + estimate.firstUse
   }
 
   /// A file opened once and checked, with the flavors the cache still lacks (largest

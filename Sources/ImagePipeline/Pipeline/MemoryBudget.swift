@@ -223,16 +223,19 @@ final class MemoryBudget: Sendable {
   /// only when nothing else could free memory, and work always moves on.
   ///
   /// `source` marks a download's hold, which fits only inside the sources' share. `holding` is
-  /// what the caller keeps held while it waits (a decode's own source).
+  /// what the caller keeps held while it waits (a decode's own source). `growth` is what the
+  /// process itself is expected to keep from the job (`MemoryEstimate.firstUse`): held with
+  /// it, up to the whole limit, but never a reason to refuse it.
   func reserve(
     _ bytes: Int, priority: PriorityBox, unblocks: Bool = false, source: Bool = false,
-    holding: Int = 0
+    holding: Int = 0, growth: Int = 0
   ) async throws -> MemoryHold {
-    let bytes = max(0, bytes)
+    var bytes = max(0, bytes)
     guard bytes <= limit else {
       waiters.update(admitting: false) { $0.refusals += 1 }
       throw PipelineError.overBudget(needed: bytes, limit: limit)
     }
+    bytes = min(limit, bytes + max(0, growth))
     try Task.checkCancellation()
     try await waiters.wait(
       Request(

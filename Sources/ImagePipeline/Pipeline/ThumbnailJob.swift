@@ -258,10 +258,11 @@ struct ThumbnailJob: Sendable {
     // (a header the decoder rejects is reported by the decode itself, with its own error).
     // The header is parsed here, on the pool: bounded work (libjpeg stops at the first scan,
     // libpng at the first image data, both under the chunk limits).
-    let estimate = (try? thumbnailer.estimate(.bytes(bytes), spec: spec))?.bytes ?? 0
+    let estimate = try? thumbnailer.estimate(.bytes(bytes), spec: spec)
     context.onPriorityChange { [budget] in budget.reconsider() }
     let memory = try await budget.reserve(
-      estimate, priority: context.priority, unblocks: true, holding: bytes.count)
+      estimate?.bytes ?? 0, priority: context.priority, unblocks: true, holding: bytes.count,
+      growth: estimate?.firstUse ?? 0)
     defer { memory.release() }
     let enqueued = ContinuousClock.now
     // A preview from the whole source, when the download's first bytes gave none (a HEIF's
