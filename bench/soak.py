@@ -11,7 +11,7 @@ and the idle period passes, visible and prefetch latencies and failures, and the
 figures from /metrics (peak work, waits, refusals).
 
 Usage: bench/soak.py [--thumbd PATH] [--duration S] [--idle S] [--clients N] [--visible N]
-                     [--budget SIZE] [--size PX] [--env NAME=VALUE ...] [--mix FILE ...]
+                     [--budget SIZE] [--size PX] [--env NAME=VALUE ...] [--mix FILE ...] [--cold]
                      [-- EXTRA THUMBD FLAGS]
 Needs nginx, jpegtran (libjpeg-turbo-progs), Pillow and numpy. Build first:
 swift build -c release.
@@ -143,6 +143,9 @@ def main():
     parser.add_argument("--budget", default="256MiB")
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--env", action="append", default=[])
+    parser.add_argument("--cold", action="store_true",
+                        help="no warm-up: the load starts on a fresh daemon, so the first wave "
+                             "runs while the decoders' libraries load (baseline: after start)")
     parser.add_argument("--smaps", action="store_true",
                         help="print the daemon's largest mappings by RSS after the idle period")
     parser.add_argument("--mix", nargs="+", metavar="FILE",
@@ -163,7 +166,7 @@ def main():
     # The post-start baseline: after one request of each source (code paths, libcurl and
     # the decoders' first use are fixed costs, not growth), and the idle trim that follows.
     warm = Connection(sock)
-    for name in names:
+    for name in [] if args.cold else names:
         warm.get(f"/v1/thumbnail?url={urllib_quote(f'http://127.0.0.1:{port}/{name}?warm')}"
                  f"&w={args.size}&h={args.size}")
     time.sleep(args.idle)
