@@ -185,8 +185,12 @@ ic_status ic_decoder_run(ic_decoder *decoder, ic_sink *sink, ic_result *result) 
   atomic_fetch_add_explicit(&busy_cores, 1, memory_order_relaxed);
   ic_status status = decoder->ops->run(decoder, sink, result);
   atomic_fetch_sub_explicit(&busy_cores, 1, memory_order_relaxed);
-  if (decoder->ops->first_use) ic_first_use_ran(decoder->ops->first_use(decoder));
+  ic_first_use_ran(ic_decoder_first_use(decoder));
   return status;
+}
+
+ic_first_use *ic_decoder_first_use(ic_decoder *decoder) {
+  return decoder->ops->first_use ? decoder->ops->first_use(decoder) : NULL;
 }
 
 unsigned ic_cores(void) {

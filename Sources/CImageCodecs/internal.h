@@ -91,11 +91,6 @@ typedef struct ic_header {
 } ic_header;
 
 /*
- * A decoder that has read its header. choose_size picks the smallest decode
- * size the codec offers that is at least need_width x need_height (JPEG DCT
- * scaling; PNG always decodes full size). run streams rows into a sink.
- */
-/*
  * Memory a process keeps from the first run of a decoder or encoder: the code of a library
  * opened on first use (dlopen maps and relocates it and its dependencies) and the pages that
  * run touches. An estimate counts it (`first_use`) until one run has ended, so that a budget
@@ -114,6 +109,11 @@ uint64_t ic_first_use_pending(ic_first_use *use);
 /* A run has ended: the growth is the process's from now on. */
 void ic_first_use_ran(ic_first_use *use);
 
+/*
+ * A decoder that has read its header. choose_size picks the smallest decode
+ * size the codec offers that is at least need_width x need_height (JPEG DCT
+ * scaling; PNG always decodes full size). run streams rows into a sink.
+ */
 typedef struct ic_decoder ic_decoder;
 /* What a decoder does, one static table per decoder (`ops` of every decoder it opens). */
 typedef struct ic_decoder_ops {
@@ -161,6 +161,9 @@ ic_status ic_decoder_run_inner(ic_decoder *inner, ic_decoder *outer, ic_sink *si
 
 /* Runs a decoder (ops->run), counted as one busy core while it runs. */
 ic_status ic_decoder_run(ic_decoder *decoder, ic_sink *sink, ic_result *result);
+
+/* The growth `decoder`'s first run brings (its ops' first_use), or NULL. */
+ic_first_use *ic_decoder_first_use(ic_decoder *decoder);
 
 /* Cores this process may run on (its CPU affinity), counted once. */
 unsigned ic_cores(void);

@@ -619,11 +619,10 @@ ic_status ic_estimate_thumbnail(const ic_source *source, const ic_request *reque
       if (ic_animates(request) &&
           (result->source_format == IC_FORMAT_GIF || result->source_format == IC_FORMAT_WEBP))
         estimate->bytes += (uint64_t)h->width * h->height * 4 * 2 + 4 * output;
-      estimate->first_use =
-          (decoder->ops->first_use ? ic_first_use_pending(decoder->ops->first_use(decoder)) : 0) +
-          (request->format == IC_OUTPUT_AUTO
-               ? 0
-               : ic_encoder_first_use((ic_format)request->format));
+      estimate->first_use = ic_first_use_pending(ic_decoder_first_use(decoder)) +
+                            (request->format == IC_OUTPUT_AUTO
+                                 ? 0
+                                 : ic_encoder_first_use((ic_format)request->format));
       estimate->decode_width = decode_w;
       estimate->decode_height = decode_h;
       estimate->source_width = h->width;
