@@ -26,7 +26,7 @@ extension FuzzTarget {
     require(url.host == url.host.lowercased(), "host \(url.host) not lowercased")
     // A decoded `.` or `..` segment (spelled `%2e`) is refused by the file loader, not read.
     if url.scheme == "file", let path = url.filePath, path.hasPrefix("/"),
-      !path.split(separator: "/").contains(where: { $0 == "." || $0 == ".." })
+      !PathBytes.segments(path).contains(where: PathBytes.isDotSegment)
     {
       let uri = PercentEncoding.fileURI(path: path)
       let back = (try? SourceURL(uri))?.filePath.map(PathBytes.bytes)

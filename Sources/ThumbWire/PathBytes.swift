@@ -89,6 +89,18 @@ public enum PathBytes {
     return text
   }
 
+  /// The path's segments between `/` bytes, empty ones dropped. Split by bytes: split by
+  /// `Character`, a `/` followed by a combining mark is one character with it, and `../\u{355}x`
+  /// stays one segment that is not `..`.
+  public static func segments(_ path: String) -> [Substring] {
+    path.utf8.split(separator: UInt8(ascii: "/")).map { Substring($0) }
+  }
+
+  /// Whether `segment` is `.` or `..`, byte for byte.
+  public static func isDotSegment(_ segment: Substring) -> Bool {
+    segment.utf8.elementsEqual(".".utf8) || segment.utf8.elementsEqual("..".utf8)
+  }
+
   /// Whether `path` holds an escaped byte: every escape is spelled F4 8F BE or F4 8F BF,
   /// then one more byte.
   public static func holdsEscapes(_ path: some StringProtocol) -> Bool {

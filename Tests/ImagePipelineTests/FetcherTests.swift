@@ -489,6 +489,8 @@ struct FetcherTests {
     for path in [
       "\(inside.path)/escape.jpg", "\(inside.path)/../../\(outside.lastPathComponent)",
       "\(inside.path)/%2e%2e/%2e%2e/\(outside.lastPathComponent)",
+      // A combining mark after the '/' that ends a `..`.
+      "\(root.path)/../%CD%95\(outside.lastPathComponent)",
       outside.path, inside.path, "/etc/passwd",
     ] {
       let result = await fetch("file://\(path)", policy)

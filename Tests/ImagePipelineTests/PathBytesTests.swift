@@ -61,4 +61,13 @@ struct PathBytesTests {
         == "/a/café-\\xE9\\xFF")
     #expect(PathBytes.display("/plain/name.jpg") == "/plain/name.jpg")
   }
+
+  /// Found by the source-url fuzz target: split by `Character`, the `/` before a combining mark
+  /// joined it, and `..` was not a segment of its own (the file loader's check missed it).
+  @Test("segments are cut at every '/' byte, a combining mark after one included")
+  func segmentsByBytes() {
+    #expect(PathBytes.segments("/a/../\u{355}x//b") == ["a", "..", "\u{355}x", "b"])
+    #expect(PathBytes.segments("/a/../\u{355}x").contains(where: PathBytes.isDotSegment))
+    #expect(!PathBytes.isDotSegment("..\u{301}") && PathBytes.isDotSegment("."))
+  }
 }

@@ -163,8 +163,8 @@ struct FileDataLoader: Sendable {
   /// The root `path` lies in and the path relative to it, by the lexical rules.
   func confine(_ path: String) throws(FetchError) -> Confined {
     guard path.hasPrefix("/") else { throw .invalidURL("file URLs need an absolute path") }
-    let components = path.split(separator: "/", omittingEmptySubsequences: true)
-    guard !components.contains("..") else {
+    let components = PathBytes.segments(path)
+    guard !components.contains(where: { $0.utf8.elementsEqual("..".utf8) }) else {
       throw .notAllowed("file paths may not contain '..'")
     }
     let normal = "/" + components.joined(separator: "/")
