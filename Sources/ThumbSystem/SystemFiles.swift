@@ -107,9 +107,9 @@ public enum SystemFiles {
       full = cwd + "/" + path
     }
     var parts: [Substring] = []
-    for part in full.split(separator: "/") {
-      if part == "." { continue }
-      if part == ".." {
+    for part in PathBytes.segments(full) {
+      if part.utf8.elementsEqual(".".utf8) { continue }
+      if part.utf8.elementsEqual("..".utf8) {
         if !parts.isEmpty { parts.removeLast() }
         continue
       }

@@ -217,10 +217,10 @@ struct InputList {
 
   /// The path's place in a mirrored tree (see `File.mirror`).
   static func mirror(of path: String) -> String {
-    let segments = path.split(separator: "/")
-    if segments.contains("..") {
+    let segments = PathBytes.segments(path)
+    if segments.contains(where: { $0.utf8.elementsEqual("..".utf8) }) {
       return String(SystemFiles.absolutePath(path).dropFirst())
     }
-    return segments.filter { $0 != "." }.joined(separator: "/")
+    return segments.filter { !$0.utf8.elementsEqual(".".utf8) }.joined(separator: "/")
   }
 }
