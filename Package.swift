@@ -125,6 +125,12 @@ let package = Package(
       dependencies: ["ImagePipeline"],
       path: "bench/PipelineBench"
     ),
+    // A job server whose jobs attack it (FrameServerTests); a test program, never installed.
+    .executableTarget(
+      name: "thumbd-hostile-server",
+      dependencies: ["CSystem"],
+      path: "Tests/HostileJobServer"
+    ),
     .target(
       name: "TestSupport",
       dependencies: [

@@ -348,6 +348,83 @@ int ts_status_exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(sta
 
 int ts_status_signal(int status) { return WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
 
+/* ---- a server's jobs ---- */
+
+int ts_job_socket(int pair[2]) {
+  return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == 0 ? 0 : -errno;
+}
+
+int ts_job_send(int socket, const void *bytes, size_t length, const int *fds, int count) {
+  if (count < 0 || count > TS_SPAWN_MAX_PASSED) return -EINVAL;
+  struct iovec part = {(void *)bytes, length};
+  union {
+    char space[CMSG_SPACE(sizeof(int) * TS_SPAWN_MAX_PASSED)];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr message = {0};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  if (count > 0) {
+    message.msg_control = control.space;
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)count);
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)count);
+    memcpy(CMSG_DATA(header), fds, sizeof(int) * (size_t)count);
+  }
+  for (;;) {
+    ssize_t sent = sendmsg(socket, &message, MSG_NOSIGNAL);
+    if (sent == (ssize_t)length) return 0;
+    if (sent < 0 && errno == EINTR) continue;
+    return sent < 0 ? -errno : -EPROTO;
+  }
+}
+
+long ts_job_receive(int socket, void *buffer, size_t length) {
+  struct iovec part = {buffer, length};
+  /* Room for descriptors only so that they can be closed: none is wanted here. */
+  union {
+    char space[CMSG_SPACE(sizeof(int) * TS_SPAWN_MAX_PASSED)];
+    struct cmsghdr align;
+  } control;
+  struct msghdr message = {0};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  message.msg_control = control.space;
+  message.msg_controllen = sizeof control.space;
+  ssize_t got;
+  do {
+    got = recvmsg(socket, &message, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return -errno;
+  for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header;
+       header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    size_t fds = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < fds; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
+      close(fd);
+    }
+  }
+  if (got == 0) return 0;
+  if ((size_t)got != length || (message.msg_flags & MSG_TRUNC)) return -EPROTO;
+  return (long)got;
+}
+
+int ts_job_wait(int socket, int handle, int wake_fd, int timeout_ms) {
+  struct pollfd watched[3] = {
+      {socket, POLLIN, 0}, {handle, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  int ready = poll(watched, wake_fd >= 0 ? 3 : 2, timeout_ms);
+  if (ready < 0) return errno == EINTR ? 0 : -errno;
+  if (wake_fd >= 0 && watched[2].revents) return 2;
+  if (watched[0].revents) return 1;
+  if (watched[1].revents) return 3;
+  return 0;
+}
+
 /* ---- the output folder ---- */
 
 #include <dirent.h>

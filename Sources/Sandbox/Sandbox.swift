@@ -137,11 +137,29 @@ public final class Sandbox: Sendable {
   }
 
   /// The first bytes the child wrote to its stdout and stderr, as text.
-  private static func head(of file: Int32) -> String {
+  static func head(of file: Int32) -> String {
     guard file >= 0 else { return "" }
     var bytes = [UInt8](repeating: 0, count: SandboxRun.messageLimit)
     let count = pread(file, &bytes, bytes.count, 0)
     return count > 0 ? String(decoding: bytes[..<count], as: UTF8.self) : ""
+  }
+
+  /// Starts `job` and returns at once: a child that lives across many pieces of work (a
+  /// server, `FrameServers`), waited for and ended by its owner through the returned
+  /// ``SandboxProcess``. The limits hold as for ``run(_:cancellation:)``, but the deadline is
+  /// the owner's to keep.
+  public func launch(_ job: SandboxJob) -> Result<SandboxProcess, SandboxLaunchFailure> {
+    let number = Self.runs.add(1, ordering: .relaxed).newValue
+    var output = "\(workFolder)/run-\(getpid())-\(number)"
+    let messages = ts_memory_file()
+    switch spawn(job, output: &output, messages: messages) {
+    case .success(let pid):
+      return .success(SandboxProcess(pid: pid, outputFolder: output, messages: messages))
+    case .failure(let failure):
+      if messages >= 0 { close(messages) }
+      _ = ts_remove_tree(output, 16, 100_000)
+      return .failure(failure)
+    }
   }
 
   /// Runs `job` with its output folder at `output`, or at the next free name, which `output`
@@ -149,17 +167,77 @@ public final class Sandbox: Sendable {
   private func runBlocking(
     _ job: SandboxJob, output: inout String, wake: Int32, messages: Int32
   ) -> SandboxOutcome {
+    let pid: pid_t
+    switch spawn(job, output: &output, messages: messages) {
+    case .success(let started): pid = started
+    case .failure(let failure): return .failedToStart(failure.reason)
+    }
+    let handle = ts_child_handle(pid)
+    defer { if handle >= 0 { close(handle) } }
+    let deadline = ContinuousClock.now + limits.deadline
+    var ending: SandboxOutcome?
+    while ending == nil {
+      let left = deadline - ContinuousClock.now
+      if left <= .zero {
+        ending = .timedOut
+        break
+      }
+      // Without a pidfd (an old kernel), the wait looks at the child every slice.
+      let woke =
+        handle >= 0
+        ? ts_child_wait(handle, wake, Self.slice(left))
+        : (ts_child_wait(wake, -1, min(Self.slice(left), 20)) > 0
+          ? 2 : (Self.ended(pid) ? 1 : 0))
+      if woke == 1 { break }
+      if woke == 2 { ending = .cancelled }
+      if woke < 0 { ending = .failedToStart("wait: \(SystemFiles.describe(-woke))") }
+    }
+    return Self.end(pid, ending: ending)
+  }
+
+  /// One wait's slice of the time `left`: at most a second, at least a millisecond.
+  static func slice(_ left: Duration) -> Int32 {
+    let (seconds, attoseconds) = left.components
+    return Int32(max(1, min(seconds * 1_000 + attoseconds / 1_000_000_000_000_000, 1_000)))
+  }
+
+  /// Ends the child `pid`'s whole tree and collects it: `ending`, or how it ended by itself.
+  static func end(_ pid: pid_t, ending: SandboxOutcome?) -> SandboxOutcome {
+    // The tree goes, whatever its leader did: nothing it started outlives the run. Killing the
+    // group alone left bubblewrap's inner process (in a session of its own) running when the
+    // outer one died before the inner one had asked to die with it.
+    _ = ts_child_kill_tree(pid)
+    var status: Int32 = 0
+    _ = ts_child_reap(pid, &status)
+    if let ending { return ending }
+    return outcome(ofStatus: status)
+  }
+
+  /// A wait status as an outcome.
+  static func outcome(ofStatus status: Int32) -> SandboxOutcome {
+    let code = ts_status_exit_code(status)
+    return code >= 0 ? .exited(code) : .signalled(ts_status_signal(status))
+  }
+
+  /// Makes `job`'s output folder (at `output`, or the next free name, which `output` then
+  /// holds) and starts bubblewrap: its pid, or why it did not start.
+  private func spawn(
+    _ job: SandboxJob, output: inout String, messages: Int32
+  ) -> Result<pid_t, SandboxLaunchFailure> {
+    func failed(_ reason: String) -> Result<pid_t, SandboxLaunchFailure> {
+      .failure(SandboxLaunchFailure(reason: reason))
+    }
     // A child run as another user reaches its folders through bubblewrap, which follows
     // their paths: the work folder lets it pass (0711), never list.
     guard SystemFiles.makeDirectories(workFolder, mode: runAs == nil ? 0o700 : 0o711) else {
-      return .failedToStart("cannot make \(workFolder)")
+      return failed("cannot make \(workFolder)")
     }
     // In a shared folder another user may have made it first, or left a link there.
     var folderStatus = stat()
     guard lstat(workFolder, &folderStatus) == 0, folderStatus.st_mode & S_IFMT == S_IFDIR,
       folderStatus.st_uid == getuid(), chmod(workFolder, runAs == nil ? 0o700 : 0o711) == 0
     else {
-      return .failedToStart("\(workFolder) is not a folder of thumbd's own")
+      return failed("\(workFolder) is not a folder of thumbd's own")
     }
     // A folder of this name left by an earlier process with the same number (one that was
     // killed) is passed over for the next free number, never reused.
@@ -171,18 +249,18 @@ public final class Sandbox: Sendable {
       tries += 1
     }
     guard made else {
-      return .failedToStart("cannot make \(output): \(SystemFiles.describe(errno))")
+      return failed("cannot make \(output): \(SystemFiles.describe(errno))")
     }
     if let runAs, chown(output, uid_t(runAs), gid_t(runAs)) != 0 {
-      return .failedToStart("cannot give \(output) to the sandbox's user")
+      return failed("cannot give \(output) to the sandbox's user")
     }
     // Folders and files reach bubblewrap as descriptors opened here: no path is resolved
     // again by a child that may run as another user.
     let folder = ts_open_folder(output)
-    guard folder >= 0 else { return .failedToStart("cannot open \(output)") }
+    guard folder >= 0 else { return failed("cannot open \(output)") }
     defer { close(folder) }
     let filter = ts_sandbox_filter()
-    guard filter >= 0 else { return .failedToStart("no seccomp filter: \(-filter)") }
+    guard filter >= 0 else { return failed("no seccomp filter: \(-filter)") }
     defer { close(filter) }
     // In the child: 3 the filter, 4 the output folder, then the input and the program when
     // there are (bubblewrapArguments numbers them the same way).
@@ -206,37 +284,8 @@ public final class Sandbox: Sendable {
         }
       }
     }
-    guard pid > 0 else { return .failedToStart(SystemFiles.describe(-pid)) }
-    let handle = ts_child_handle(pid)
-    defer { if handle >= 0 { close(handle) } }
-    let deadline = ContinuousClock.now + limits.deadline
-    var ending: SandboxOutcome?
-    while ending == nil {
-      let left = deadline - ContinuousClock.now
-      if left <= .zero {
-        ending = .timedOut
-        break
-      }
-      let (seconds, attoseconds) = left.components
-      let slice = Int32(min(seconds * 1_000 + attoseconds / 1_000_000_000_000_000, 1_000))
-      // Without a pidfd (an old kernel), the wait looks at the child every slice.
-      let woke =
-        handle >= 0
-        ? ts_child_wait(handle, wake, max(1, slice))
-        : (ts_child_wait(wake, -1, min(max(1, slice), 20)) > 0 ? 2 : (Self.ended(pid) ? 1 : 0))
-      if woke == 1 { break }
-      if woke == 2 { ending = .cancelled }
-      if woke < 0 { ending = .failedToStart("wait: \(SystemFiles.describe(-woke))") }
-    }
-    // The tree goes, whatever its leader did: nothing it started outlives the run. Killing the
-    // group alone left bubblewrap's inner process (in a session of its own) running when the
-    // outer one died before the inner one had asked to die with it.
-    _ = ts_child_kill_tree(pid)
-    var status: Int32 = 0
-    _ = ts_child_reap(pid, &status)
-    if let ending { return ending }
-    let code = ts_status_exit_code(status)
-    return code >= 0 ? .exited(code) : .signalled(ts_status_signal(status))
+    guard pid > 0 else { return failed(SystemFiles.describe(-pid)) }
+    return .success(pid)
   }
 
   private static func ended(_ pid: pid_t) -> Bool {
@@ -277,7 +326,8 @@ public final class Sandbox: Sendable {
     arguments += [
       "--proc", "/proc", "--dev", "/dev",
       "--size", String(limits.temporaryBytes), "--tmpfs", "/tmp",
-      "--dir", Self.inputFolder, "--bind-fd", "4", Self.outputFolder,
+      "--dir", Self.inputFolder, job.readOnly ? "--ro-bind-fd" : "--bind-fd", "4",
+      Self.outputFolder,
     ]
     var next = 5
     if job.input != nil {
@@ -292,7 +342,9 @@ public final class Sandbox: Sendable {
     }
     // The root bubblewrap builds is a tmpfs: read-only, so only /tmp (sized) and the output
     // folder take writes.
-    arguments += ["--remount-ro", "/", "--chdir", "/tmp", "--seccomp", "3", "--"]
+    arguments += ["--remount-ro", "/"]
+    if job.readOnly { arguments += ["--remount-ro", "/tmp"] }
+    arguments += ["--chdir", "/tmp", "--seccomp", "3", "--"]
     // The process limit is set inside, once the sandbox has its own user namespace, where
     // the kernel counts only the sandbox's processes against it. Set on bubblewrap, it would
     // count every process of the user (a desktop session has hundreds), and every sandbox
@@ -332,6 +384,11 @@ public struct SandboxJob: Sendable {
   /// `pread`, so the caller's offset is untouched), with no path bound for it. Open it
   /// read-only.
   public var standardInput: Int32?
+
+  /// Nothing in the sandbox takes writes: `/tmp` and the output folder are read-only too.
+  /// For a child that serves many pieces of work (`FrameServers`), so that none leaves a
+  /// file for the next.
+  public var readOnly = false
 
   /// Where ``program`` is, inside the sandbox.
   public static let programPath = Sandbox.inputFolder + "/program"
@@ -404,6 +461,54 @@ public enum SandboxOutcome: Sendable, Equatable, CustomStringConvertible {
     case .cancelled: "cancelled"
     case .failedToStart(let reason): "not started: \(reason)"
     }
+  }
+}
+
+/// Why a sandboxed child did not start.
+public struct SandboxLaunchFailure: Error, Sendable {
+  /// The reason, in words.
+  public let reason: String
+}
+
+/// A sandboxed child started by ``Sandbox/launch(_:)``, which its one owner waits for
+/// (``handle``) and ends (``end()``); the tree is killed by ``end()`` at the latest, or when
+/// this is released.
+public final class SandboxProcess: Sendable {
+  /// bubblewrap's pid on the host.
+  public let pid: pid_t
+  /// A descriptor that becomes readable when the child ends (pidfd), or -1 on a kernel
+  /// without them.
+  public let handle: Int32
+  /// Its output folder on the host, removed by ``end()``.
+  public let outputFolder: String
+  /// Where bubblewrap's and the program's own messages go (a memory file), or -1.
+  private let messages: Int32
+  private let ended = Atomic<Bool>(false)
+
+  init(pid: pid_t, outputFolder: String, messages: Int32) {
+    self.pid = pid
+    self.outputFolder = outputFolder
+    self.messages = messages
+    handle = ts_child_handle(pid)
+  }
+
+  /// Kills the whole tree (if it still runs), collects it and removes its folder: how it
+  /// ended, when this call ended it or found it ended; nil once ended before.
+  @discardableResult
+  public func end() -> SandboxOutcome? {
+    guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return nil }
+    let outcome = Sandbox.end(pid, ending: nil)
+    if handle >= 0 { close(handle) }
+    _ = ts_remove_tree(outputFolder, 16, 100_000)
+    return outcome
+  }
+
+  /// The first bytes of its own messages (bubblewrap's, the server's), as text.
+  public var messageText: String { Sandbox.head(of: messages) }
+
+  deinit {
+    end()
+    if messages >= 0 { close(messages) }
   }
 }
 

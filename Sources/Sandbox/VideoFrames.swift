@@ -7,13 +7,15 @@ import ThumbSystem
   import Glibc
 #endif
 
-/// Video frames from thumbd's worker, `thumbd-frame`, run in the `Sandbox` for each file:
-/// FFmpeg's demuxers and decoders never run in thumbd's own process.
+/// Video frames from thumbd's worker, `thumbd-frame`, in the `Sandbox`: FFmpeg's demuxers and
+/// decoders never run in thumbd's own process. Each file's frame is made by a process forked
+/// for it from a worker that serves many files (`FrameServers`).
 ///
 /// Rules kept here:
-/// - the worker gets the file as its stdin, one descriptor opened read-only (no path of it is
-///   bound), and writes its frame to a memory file of its own, bounded by the sandbox's
-///   file-size limit; nothing else it could write is read;
+/// - the job's process gets the file as its stdin, one descriptor opened read-only (no path
+///   of it is bound), and writes its frame to a memory file of its own, bounded by the
+///   sandbox's file-size limit, and its messages to another; nothing else it could write is
+///   read;
 /// - what it wrote is untrusted: the header is checked against the size asked for, and the
 ///   picture is handed on as bytes for thumbd's own BMP decoder (`Thumbnailer`), under the
 ///   caller's limits;
@@ -35,15 +37,27 @@ public struct VideoFrames: FrameExtractor {
   /// `unusable_output` (what it wrote is not a frame thumbd accepts).
   public var runCounts: [String: Int] { counts.snapshot }
   private let counts = SharedCounts()
+  /// The workers serving jobs.
+  private let servers: FrameServers
+  /// The name the servers carry in their command line (`thumbd-frame --serve LABEL`).
+  public let label: String
+
+  /// Worker servers started so far (each serves many files).
+  public var serversStarted: Int { servers.started }
 
   /// The worker's file name, installed beside `thumbd`.
   public static let workerName = "thumbd-frame"
 
-  /// Frames from `worker` run in `sandbox`.
-  public init(sandbox: Sandbox, worker: String) {
+  /// Frames from `worker` run in `sandbox`, its servers named `label` in process listings.
+  public init(sandbox: Sandbox, worker: String, label: String = "thumbd-\(getpid())") {
     self.sandbox = sandbox
     self.worker = worker
-    runtimeFolders = Self.swiftRuntimeFolder().map { [$0] } ?? []
+    self.label = label
+    let runtimeFolders = Self.swiftRuntimeFolder().map { [$0] } ?? []
+    self.runtimeFolders = runtimeFolders
+    var server = SandboxJob(arguments: [SandboxJob.programPath, "--serve", label])
+    server.readOnlyFolders = runtimeFolders
+    servers = FrameServers(sandbox: sandbox, worker: worker, job: server)
   }
 
   /// The limits a worker runs under: a video's frame needs one decode, so less than an
@@ -135,6 +149,21 @@ public struct VideoFrames: FrameExtractor {
     return job
   }
 
+  /// The job for a file named `name`: the box, the pixel limit and the name the job's
+  /// process sees (``SandboxJob/inputName(for:)``, which keeps only a short plain extension).
+  static func request(name: String, box: (Int, Int), maxPixels: Int) -> tf_request {
+    var request = tf_request()
+    request.magic = TF_REQUEST_MAGIC
+    request.width = UInt32(box.0)
+    request.height = UInt32(box.1)
+    request.max_pixels = UInt64(min(max(1, maxPixels), 1 << 40))
+    let inside = Array(SandboxJob.inputName(for: name).utf8.prefix(Int(TF_NAME_SIZE) - 1))
+    withUnsafeMutableBytes(of: &request.name) { bytes in
+      for (index, byte) in inside.enumerated() { bytes[index] = byte }
+    }
+    return request
+  }
+
   /// The worker's exit codes and header (`TF_*` in CSystem.h, which the worker writes by).
   static let usageExit = Int32(TF_EXIT_USAGE)
   static let unsupportedExit = Int32(TF_EXIT_UNSUPPORTED)
@@ -149,29 +178,26 @@ public struct VideoFrames: FrameExtractor {
     ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
     cancellation: CancellationFlag?
   ) throws(ThumbnailError) -> ExtractedFrame {
-    let program = open(worker, O_RDONLY | O_CLOEXEC)
-    guard program >= 0 else {
-      throw .io("cannot open the video worker \(worker): \(SystemFiles.describe(errno))")
-    }
-    defer { close(program) }
     let output = ts_memory_file()
     guard output >= 0 else { throw .io("no memory file for the video worker") }
     defer { close(output) }
+    let messages = ts_memory_file()
+    guard messages >= 0 else { throw .io("no memory file for the video worker") }
+    defer { close(messages) }
     let box = (min(max(width, 0), 65_535), min(max(height, 0), 65_535))
-    // The worker reads the video from its stdin, by descriptor: no path of it is bound.
+    // The job reads the video from its stdin, by descriptor: no path of it is bound.
     let input = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     guard input >= 0 else { throw .io("cannot reopen the video read-only") }
     defer { close(input) }
-    let job = job(
-      name: name, box: box, maxPixels: limits.maxPixels, input: input, output: output,
-      program: program)
     let stop = SandboxCancellation()
     cancellation?.whenCancelled { stop.cancel() }
-    let run = sandbox.run(job, cancellation: stop)
-    run.discard()
-    let reason = Self.reason(run.messages)
-    counts.count(Self.outcome(run.outcome))
-    switch run.outcome {
+    let outcome = servers.run(
+      Self.request(name: name, box: box, maxPixels: limits.maxPixels),
+      descriptors: [input, output, messages], deadline: sandbox.limits.deadline,
+      cancellation: stop)
+    let reason = Self.reason(Sandbox.head(of: messages))
+    counts.count(Self.outcome(outcome))
+    switch outcome {
     case .exited(0): break
     case .cancelled: throw .cancelled
     case .timedOut:

@@ -601,11 +601,20 @@ static int scale_frame(const AVFrame *frame, AVRational sar, int box_w, int box_
   return 0;
 }
 
-int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) {
+int tf_bind(void) {
+  static int bound;
+  if (bound) return 0;
   int status = bind_libraries();
   if (status != 0) return status;
   av.log_set_level(AV_LOG_ERROR);
   av.log_set_callback(bounded_log);
+  bound = 1;
+  return 0;
+}
+
+int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) {
+  int status = tf_bind();
+  if (status != 0) return status;
 
   struct stat about;
   if (fstat(fd, &about) != 0 || !S_ISREG(about.st_mode) || about.st_size <= 0)

@@ -16,7 +16,8 @@ import Testing
 struct VideoFramesTests {
   /// The worker built beside this test runner, in a sandbox of its own.
   static func frames(
-    limits: SandboxLimits = VideoFrames.limits(deadline: .seconds(20))
+    limits: SandboxLimits = VideoFrames.limits(deadline: .seconds(20)),
+    label: String = "thumbd-tests"
   ) throws -> VideoFrames {
     let worker = try #require(
       VideoFrames.findWorker(), "thumbd-frame must be built beside the tests (swift build)")
@@ -27,7 +28,7 @@ struct VideoFramesTests {
       sandbox: Sandbox(
         bwrap: bwrap, workFolder: folder + "/work",
         limits: limits),
-      worker: worker)
+      worker: worker, label: label)
   }
 
   static func thumbnailer(_ frames: VideoFrames) -> Thumbnailer {
@@ -262,23 +263,22 @@ struct VideoFramesTests {
     // takes about 30).
     var short = VideoFrames.limits(deadline: .seconds(1))
     short.deadline = .milliseconds(40)
-    let frames = try Self.frames(limits: short)
-    let marker = 100_000_000 + Int.random(in: 0..<10_000_000)
+    let marker = FrameServerTests.marker()
+    let frames = try Self.frames(limits: short, label: marker)
     let file = open(Corpus.path("video-valid/androidx-media/long_4k_av1.mp4"), O_RDONLY | O_CLOEXEC)
     try #require(file >= 0)
     defer { close(file) }
-    var limits = DecodingLimits()
-    limits.maxPixels = marker
     let started = ContinuousClock.now
     #expect {
       _ = try frames.frame(
-        ofFile: file, name: "x.mp4", width: 0, height: 0, limits: limits, cancellation: nil)
+        ofFile: file, name: "x.mp4", width: 0, height: 0, limits: DecodingLimits(),
+        cancellation: nil)
     } throws: { error in
       guard let error = error as? ThumbnailError, case .timedOut = error else { return false }
       return true
     }
     #expect(started.duration(to: .now) < .seconds(3))
-    await eventually("no worker left") { DelegatedFixtures.processes(holding: String(marker)) == 0 }
+    await eventually("no worker left") { DelegatedFixtures.processes(holding: marker) == 0 }
   }
 
   @Test("cancelling the decode kills the worker's whole group at once")
@@ -291,32 +291,31 @@ struct VideoFramesTests {
     try "#!/bin/sh\nsleep 3600\n".write(toFile: script, atomically: false, encoding: .utf8)
     chmod(script, 0o755)
     let real = try Self.frames()
-    let frames = VideoFrames(sandbox: real.sandbox, worker: script)
-    let marker = 100_000_000 + Int.random(in: 0..<10_000_000)
+    let marker = FrameServerTests.marker()
+    let frames = VideoFrames(sandbox: real.sandbox, worker: script, label: marker)
     let flag = CancellationFlag()
     let path = Corpus.path(Self.timed[0])
     let running = Task.detached {
       let file = open(path, O_RDONLY | O_CLOEXEC)
       defer { close(file) }
-      var limits = DecodingLimits()
-      limits.maxPixels = marker
       do throws(ThumbnailError) {
         _ = try frames.frame(
-          ofFile: file, name: "x.mp4", width: 0, height: 0, limits: limits, cancellation: flag)
+          ofFile: file, name: "x.mp4", width: 0, height: 0, limits: DecodingLimits(),
+          cancellation: flag)
         return "made"
       } catch {
         return error.kind
       }
     }
     await eventually("the worker started") {
-      DelegatedFixtures.processes(holding: String(marker)) > 0
+      DelegatedFixtures.processes(holding: marker) > 0
     }
     let started = ContinuousClock.now
     flag.cancel()
     #expect(await running.value == ThumbnailError.cancelled.kind)
     #expect(started.duration(to: .now) < .seconds(1))
     await eventually("no process of it left") {
-      DelegatedFixtures.processes(holding: String(marker)) == 0
+      DelegatedFixtures.processes(holding: marker) == 0
         && DelegatedFixtures.processes(holding: "sleep\u{0}3600") == 0
     }
     #expect(frames.runCounts["cancelled"] == 1)

@@ -318,5 +318,64 @@ enum {
   TF_EXIT_OUTPUT = 74,       /* stdout could not take the frame */
 };
 
+/* ---- the video worker as a server (thumbd-frame --serve LABEL, Sandbox/FrameServers.swift) -- */
+
+/* Its stdin is a SOCK_SEQPACKET socket. Each job is one tf_request with exactly three
+ * descriptors (SCM_RIGHTS): the video, the frame's output, the job's messages. The server
+ * forks a process for the job, which reads and writes them as the one-file worker reads stdin
+ * and writes stdout and stderr, and answers with one tf_reply once that process and every
+ * other process in the sandbox are gone. Anything else on the socket ends the server. */
+#define TF_REQUEST_MAGIC 0x31514A54u /* "TJQ1" */
+#define TF_REPLY_MAGIC 0x31524A54u   /* "TJR1" */
+#define TF_NAME_SIZE 32
+#define TF_REQUEST_FDS 3
+
+/** One job: the box (0 leaves a side free), the pixel limit and the input's name (its
+ * extension hints at the container), NUL-terminated. */
+typedef struct tf_request {
+  uint32_t magic;
+  uint32_t width;
+  uint32_t height;
+  uint32_t reserved;
+  uint64_t max_pixels;
+  char name[TF_NAME_SIZE];
+} tf_request;
+
+/** A job's end: the job process's wait status (exit code or signal). */
+typedef struct tf_reply {
+  uint32_t magic;
+  int32_t status;
+} tf_reply;
+
+/** A job's work, in the process forked for it, with its descriptors as stdin, stdout and
+ * stderr: an exit code. */
+typedef int (*ts_job_runner)(const tf_request *request);
+
+/**
+ * Serves jobs on `control` until it closes (serve.c): the calling process becomes
+ * undumpable, forks `run` for each job, and answers once every other process in its PID
+ * namespace is gone. Returns an exit code: TF_EXIT_OK when the socket closed, another when
+ * something that is not a job came or a job's processes would not end.
+ */
+int ts_serve_jobs(int control, ts_job_runner run);
+
+/** A connected pair of close-on-exec SOCK_SEQPACKET sockets in `pair`; 0, or a negative
+ * errno. */
+int ts_job_socket(int pair[2]);
+
+/** Sends `length` bytes of `bytes` as one message with the `count` descriptors of `fds`
+ * (SCM_RIGHTS), without SIGPIPE; 0, or a negative errno. */
+int ts_job_send(int socket, const void *bytes, size_t length, const int *fds, int count);
+
+/** Takes one message of exactly `length` bytes into `buffer` without waiting (any
+ * descriptors sent with it are closed): `length`, 0 at the end of the stream, -EAGAIN when
+ * none waits, -EPROTO for a message of another length, or another negative errno. */
+long ts_job_receive(int socket, void *buffer, size_t length);
+
+/** Waits up to `timeout_ms` for `socket` to be readable, the child's `handle` to end or
+ * `wake_fd` (when not negative): 1 readable, 2 woken, 3 the child ended, 0 the time passed,
+ * or a negative errno. */
+int ts_job_wait(int socket, int handle, int wake_fd, int timeout_ms);
+
 
 #endif

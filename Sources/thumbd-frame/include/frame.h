@@ -32,4 +32,7 @@ typedef struct tf_header {
  * its extension) for a box of `box_w` x `box_h` (0: free) to stdout; returns an exit code. */
 int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels);
 
+/* Binds FFmpeg's libraries and sets up its log, once; an exit code (0 when bound). */
+int tf_bind(void);
+
 #endif
