@@ -1068,9 +1068,11 @@ extension InstalledThumbnailersBusTests {
     #expect(
       request.ready.count >= 20 && request.ready.count < 100,
       "\(request.ready.count) \(request.errors.prefix(3))")
-    // The worker's command line: the sandbox's program path and the input's name.
+    // The worker's servers name this daemon in their command line (bubblewrap's, the
+    // server's and each job's, forked from it); other suites' servers run meanwhile.
+    let servers = "--serve\u{0}thumbd-\(daemon.pid)"
     await eventually("no worker left") {
-      DelegatedFixtures.processes(holding: "/thumbd/program") == 0
+      DelegatedFixtures.processes(holding: servers) == 0
     }
     #expect(dequeued.duration(to: .now) < .seconds(1))
     #expect((daemon.metric(#"thumbd_video_frames_total{outcome="made"}"#) ?? 0) >= 20)
