@@ -108,7 +108,9 @@ def daemon_hwm(thumbd, files):
         port = s.getsockname()[1]
     folder = tempfile.mkdtemp()
     roots = sorted({os.path.dirname(os.path.realpath(f)) for f in files} | {folder})
-    command = [thumbd, "serve", "--socket", folder + "/s", "--listen", "127.0.0.1:%d" % port]
+    # No disk cache: a cache left by an earlier run would answer without decoding.
+    command = [thumbd, "serve", "--socket", folder + "/s", "--listen", "127.0.0.1:%d" % port,
+               "--cache-dir", ""]
     for root in roots:
         command += ["--file-root", root]
     daemon = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -149,6 +149,15 @@ public final class Sandbox: Sendable {
   /// ``SandboxProcess``. The limits hold as for ``run(_:cancellation:)``, but the deadline is
   /// the owner's to keep.
   public func launch(_ job: SandboxJob) -> Result<SandboxProcess, SandboxLaunchFailure> {
+    // A child's death signal (it dies with the daemon) follows the thread that forked it, not
+    // the process: one that outlives this call is forked from a thread that never ends.
+    Self.launcher.perform { [self] in launchHere(job) }
+  }
+
+  /// The thread every ``launch(_:)`` forks from.
+  private static let launcher = LaunchThread()
+
+  private func launchHere(_ job: SandboxJob) -> Result<SandboxProcess, SandboxLaunchFailure> {
     let number = Self.runs.add(1, ordering: .relaxed).newValue
     var output = "\(workFolder)/run-\(getpid())-\(number)"
     let messages = ts_memory_file()
@@ -460,6 +469,52 @@ public enum SandboxOutcome: Sendable, Equatable, CustomStringConvertible {
     case .timedOut: "timed out"
     case .cancelled: "cancelled"
     case .failedToStart(let reason): "not started: \(reason)"
+    }
+  }
+}
+
+/// A thread that lives as long as the process and runs what is handed to it, one at a time,
+/// for a caller that waits: children forked there outlive whichever thread asked for them.
+final class LaunchThread: Sendable {
+  private let queue = Mutex<[@Sendable () -> Void]>([])
+  private let wake = ConditionLock()
+
+  init() {
+    SystemThread.detach(name: "thumbd-launch") { [self] in
+      while true {
+        wake.lock()
+        var work = queue.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        while work == nil {
+          wake.wait()
+          work = queue.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        }
+        wake.unlock()
+        work?()
+      }
+    }
+  }
+
+  /// Runs `body` on the thread and waits for its result.
+  func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+    let done = ConditionLock()
+    let result = Mutex<T?>(nil)
+    wake.withLock {
+      queue.withLock { queue in
+        queue.append {
+          let value = body()
+          done.withLock {
+            result.withLock { $0 = value }
+            done.signal()
+          }
+        }
+      }
+      wake.signal()
+    }
+    done.lock()
+    defer { done.unlock() }
+    while true {
+      if let value = result.withLock({ $0 }) { return value }
+      done.wait()
     }
   }
 }

@@ -41,6 +41,26 @@ struct VideoDaemonTests {
     #expect(SocketClient.status(of: second) == 200)
     let fresh = try Thumbnailer().decodeFullResolution(.bytes(SocketClient.body(of: second)))
     #expect(fresh.width == 96 && fresh.height == 54)
+    // Both made by the worker's server: one started for them, or a second when the first had
+    // gone idle in between (half a second, on a loaded machine).
+    #expect(daemon.metric(#"thumbd_video_frames_total{outcome="made"}"#) == 2)
+    let servers = try #require(daemon.metric("thumbd_video_frame_servers_started_total"))
+    #expect((1...2).contains(servers), "\(daemon.metrics)")
+  }
+
+  @Test("a daemon killed outright leaves no worker server behind")
+  func killedDaemon() async throws {
+    let (daemon, video) = try await Self.serving(
+      "video-valid/mdn-learning-area/rabbit320.webm", as: "clip.webm")
+    let response = SocketClient.request(
+      daemon.socket, "GET", "/v1/thumbnail?url=file://\(video)&w=96&h=96")
+    #expect(SocketClient.status(of: response) == 200)
+    // Its server waits idle for the next video; the daemon gets no chance to end it.
+    let servers = "--serve\u{0}thumbd-\(daemon.pid)"
+    #expect(DelegatedFixtures.processes(holding: servers) > 0)
+    kill(daemon.pid, SIGKILL)
+    _ = ChildProcess.wait(daemon.pid)
+    await eventually("no server left") { DelegatedFixtures.processes(holding: servers) == 0 }
   }
 
   @Test("a damaged video is a typed error, not a failure of the daemon")

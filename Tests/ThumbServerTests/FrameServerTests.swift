@@ -1,6 +1,7 @@
 import CSystem
 import Foundation
 import ImagePipeline
+import Synchronization
 import Testing
 import ThumbSystem
 
@@ -92,6 +93,23 @@ struct FrameServerTests {
       let next = Self.run(servers, "benign")
       #expect(next.outcome == .exited(0) && next.output == "ok\n", "\(next)")
     }
+    #expect(servers.started == 1)
+  }
+
+  @Test("a server started for a thread that has ended since still serves the next job")
+  func outlivesItsThread() throws {
+    let servers = try Self.hostile(label: Self.marker())
+    let first = Mutex<SandboxOutcome?>(nil)
+    // A child dies with the thread that forked it: the server must not come from this one.
+    let thread = try #require(
+      SystemThread.start(name: "short-lived") {
+        let run = Self.run(servers, "benign")
+        first.withLock { $0 = run.outcome }
+      })
+    thread.join()
+    #expect(first.withLock { $0 } == .exited(0))
+    let next = Self.run(servers, "benign")
+    #expect(next.outcome == .exited(0) && next.output == "ok\n", "\(next)")
     #expect(servers.started == 1)
   }
 

@@ -53,7 +53,8 @@ public struct MetricsRoute: Sendable {
           memoryCache: pipeline.memoryCache.statistics,
           logFailures: Logger.writeFailures, invalidSignatures: paths?.invalidSignatures ?? 0,
           clientLimited: thumbnails.limiter?.refused ?? 0,
-          delegated: delegation?.runCounts ?? [:], videoFrames: frames?.runCounts ?? [:])
+          delegated: delegation?.runCounts ?? [:], videoFrames: frames?.runCounts ?? [:],
+          videoFrameServers: frames?.serversStarted)
         return (
           HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

@@ -17,7 +17,7 @@ struct PrometheusExposition {
     disk: DiskCache.Statistics? = nil, memory: MemoryBudgetSnapshot? = nil,
     memoryCache: MemoryCache<ImageRequest, Thumbnail>.Statistics? = nil, logFailures: Int = 0,
     invalidSignatures: Int = 0, clientLimited: Int = 0, delegated: [String: [String: Int]] = [:],
-    videoFrames: [String: Int] = [:]
+    videoFrames: [String: Int] = [:], videoFrameServers: Int? = nil
   ) -> String {
     var out = PrometheusExposition()
     out.family("thumbd_requests_total", "counter", "HTTP responses by status.")
@@ -194,6 +194,12 @@ struct PrometheusExposition {
       "Runs of the video worker (thumbd-frame) in the sandbox, by outcome.")
     for (outcome, count) in videoFrames.sorted(by: { $0.key < $1.key }) {
       out.sample("thumbd_video_frames_total{outcome=\"\(outcome)\"}", count)
+    }
+    if let videoFrameServers {
+      out.family(
+        "thumbd_video_frame_servers_started_total", "counter",
+        "Video workers started in the sandbox; each serves many videos.")
+      out.sample("thumbd_video_frame_servers_started_total", videoFrameServers)
     }
     out.gauge(
       "thumbd_process_resident_memory_bytes", "Resident set size.", ProcessFigures.residentBytes())
