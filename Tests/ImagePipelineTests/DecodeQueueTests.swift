@@ -279,7 +279,9 @@ struct DecodeQueueTests {
     try await backgroundBlocker.value
   }
 
-  @Test("a prefetch job raised while a background thread runs it is run again in the foreground")
+  @Test(
+    "a prefetch job raised while a background thread runs it is run again in the foreground, and counted as started once"
+  )
   func raisedRunningJobMoves() async throws {
     let workers = DecodeWorkers(threads: 1, maxQueued: 16, backgroundThreads: 1)
     defer { workers.shutdown() }
@@ -287,8 +289,9 @@ struct DecodeQueueTests {
     let backgroundFlag = Mutex<CancellationFlag?>(nil)
     let attempts = Recorder<String>()
     let context = JobContext(priority: .prefetch)
+    let starts = Recorder<Bool>()
     let job = Task {
-      try await workers.run(context: context) { cancellation in
+      try await workers.run(context: context, started: { starts.append(true) }) { cancellation in
         // Prefetch work only ever starts on the background thread: the first attempt is there.
         if attempts.values.isEmpty {
           attempts.append("background")
@@ -310,6 +313,8 @@ struct DecodeQueueTests {
     gate.signal()
     await eventually("background attempt ended") { workers.load.running == 0 }
     #expect(attempts.values == ["background", "foreground"])
+    // Run twice, started once (what thumbd_desktop_jobs_total counts).
+    #expect(starts.values.count == 1)
   }
 
   @Test(

@@ -72,8 +72,10 @@ package final class DesktopJobs: Sendable {
       let memory = try await budget.reserve(
         min(estimate, budget.limit), priority: context.priority, unblocks: true)
       defer { memory.release() }
-      let native = try await pipeline.decoders.run(context: context) { cancellation in
-        pipeline.metrics.countDesktopJob()
+      // Counted once, though a prefetch job raised while it runs is run again.
+      let native = try await pipeline.decoders.run(
+        context: context, started: { pipeline.metrics.countDesktopJob() }
+      ) { cancellation in
         // Counted with the pipeline's other decodes (thumbd_colour_profiles_total).
         let outcome = thumbnailer.thumbnail(
           path: key.path, flavors: [key.flavor], cancellation: cancellation,

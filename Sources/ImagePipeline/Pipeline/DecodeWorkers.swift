@@ -121,8 +121,10 @@ final class DecodeWorkers: @unchecked Sendable {
 
   /// Runs `work` on a worker thread when its turn comes. `work` gets the flag its decoder must
   /// poll; it may run twice (see `Attempt`), so it must have no effect beyond its result.
+  /// `started` runs once, when the job first gets a thread, however many times it runs.
   func run<T: Sendable>(
-    context: JobContext, _ work: @escaping @Sendable (CancellationFlag) throws -> T
+    context: JobContext, started: (@Sendable () -> Void)? = nil,
+    _ work: @escaping @Sendable (CancellationFlag) throws -> T
   ) async throws -> T {
     condition.lock()
     let id = queue.arrive()
@@ -135,9 +137,11 @@ final class DecodeWorkers: @unchecked Sendable {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<T, any Error>) in
         let once = Once()
+        let first = Once()
         let job = Job(
           id: id, context: context,
           attempt: { attempt in
+            if let started, first.claim() { started() }
             let result = Result { try work(attempt.cancellation) }
             if attempt.background, case .failure(let error) = result, Self.isTimeout(error) {
               return false
