@@ -15,15 +15,14 @@ import ThumbSystem
 ///   never more servers than videos made at once;
 /// - a job's deadline or cancellation ends the server's whole sandbox, the job's process with
 ///   it; so does a server that ends, or answers anything but one reply of the exact size;
-/// - a server idle for ``idleTime``, or one that has served ``jobLimit`` jobs, is ended: no
-///   sandbox outlives the work it was started for by more than that;
+/// - a server idle for ``idleTime``, or one that has served ``jobLimit`` jobs, is ended, and a
+///   cancelled job ends the idle ones too: no sandbox outlives the work it was started for by
+///   more than that;
 /// - the sandbox is read-only (``SandboxJob/readOnly``), and the server kills every process a
 ///   job left before it answers: nothing of one video's job meets the next;
 /// - a reply says only how the job's process ended; what it made is read from the job's own
 ///   output file with thumbd's bounds (`VideoFrames.read`).
 final class FrameServers: Sendable {
-  /// How long a server waits idle for its next job before it is ended.
-  static let idleTime: Duration = .milliseconds(500)
   /// Jobs one server runs before it is ended and a fresh one started.
   static let jobLimit = 256
   /// Idle servers kept at most.
@@ -44,11 +43,17 @@ final class FrameServers: Sendable {
     let since: ContinuousClock.Instant
   }
 
+  /// How long a server waits idle for its next job before it is ended.
+  let idleTime: Duration
+
   /// Servers running `job` (the worker, bound from `worker` on the host, with `--serve`) in
-  /// `sandbox`.
-  init(sandbox: Sandbox, worker: String, job: SandboxJob) {
+  /// `sandbox`, each ended after `idleTime` idle.
+  init(
+    sandbox: Sandbox, worker: String, job: SandboxJob, idleTime: Duration
+  ) {
     self.sandbox = sandbox
     self.worker = worker
+    self.idleTime = idleTime
     var job = job
     job.readOnly = true
     self.job = job
@@ -58,6 +63,9 @@ final class FrameServers: Sendable {
 
   /// Servers started so far.
   var started: Int { state.withLock { $0.started } }
+
+  /// Servers waiting for a job now.
+  var idleCount: Int { state.withLock { $0.idle.count } }
 
   /// Runs one job, `request` with its three descriptors (the video, the frame's output, the
   /// job's messages), to its end, `deadline` or `cancellation`, blocking the calling thread.
@@ -125,7 +133,10 @@ final class FrameServers: Sendable {
         keep(server)
         return Sandbox.outcome(ofStatus: reply.status)
       case 2:
+        // Work was withdrawn (a Dequeue, a caller gone): the idle servers go with it, so
+        // nothing is left running for work nobody wants.
         server.process.end()
+        endIdle()
         return .cancelled
       default:
         // The server ended (a job may kill it), or the wait failed: the job ends with it. A
@@ -199,14 +210,23 @@ final class FrameServers: Sendable {
     }
   }
 
+  /// Ends every idle server now.
+  private func endIdle() {
+    let idle = state.withLock { state in
+      defer { state.idle.removeAll() }
+      return state.idle.map(\.server)
+    }
+    for server in idle { server.process.end() }
+  }
+
   /// The keeper: ends servers idle for ``idleTime``, and stops once none is idle.
   private func keepIdle() {
     while true {
       let now = ContinuousClock.now
       let (expired, next) = state.withLock { state -> ([FrameServer], ContinuousClock.Instant?) in
-        let expired = state.idle.filter { $0.since + Self.idleTime <= now }.map(\.server)
-        state.idle.removeAll { $0.since + Self.idleTime <= now }
-        let next = state.idle.map { $0.since + Self.idleTime }.min()
+        let expired = state.idle.filter { $0.since + idleTime <= now }.map(\.server)
+        state.idle.removeAll { $0.since + idleTime <= now }
+        let next = state.idle.map { $0.since + idleTime }.min()
         if next == nil { state.keeperRunning = false }
         return (expired, next)
       }

@@ -48,8 +48,17 @@ public struct VideoFrames: FrameExtractor {
   /// The worker's file name, installed beside `thumbd`.
   public static let workerName = "thumbd-frame"
 
-  /// Frames from `worker` run in `sandbox`, its servers named `label` in process listings.
-  public init(sandbox: Sandbox, worker: String, label: String = "thumbd-\(getpid())") {
+  /// How long a worker's server waits idle for its next video before it is ended, by
+  /// default: long enough for the next file of a folder, short enough that none is left soon
+  /// after the work.
+  public static let serverIdleTime: Duration = .milliseconds(500)
+
+  /// Frames from `worker` run in `sandbox`, its servers named `label` in process listings and
+  /// ended after `idleTime` idle.
+  public init(
+    sandbox: Sandbox, worker: String, label: String = "thumbd-\(getpid())",
+    idleTime: Duration = serverIdleTime
+  ) {
     self.sandbox = sandbox
     self.worker = worker
     self.label = label
@@ -57,7 +66,7 @@ public struct VideoFrames: FrameExtractor {
     self.runtimeFolders = runtimeFolders
     var server = SandboxJob(arguments: [SandboxJob.programPath, "--serve", label])
     server.readOnlyFolders = runtimeFolders
-    servers = FrameServers(sandbox: sandbox, worker: worker, job: server)
+    servers = FrameServers(sandbox: sandbox, worker: worker, job: server, idleTime: idleTime)
   }
 
   /// The limits a worker runs under: a video's frame needs one decode, so less than an

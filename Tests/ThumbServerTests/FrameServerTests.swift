@@ -20,12 +20,16 @@ struct FrameServerTests {
   static func marker() -> String { "frames-\(UInt32.random(in: 1_000_000..<9_999_999))" }
 
   /// Servers of the hostile test program (beside the tests), named `label`.
-  static func hostile(label: String, deadline: Duration = .seconds(20)) throws -> FrameServers {
+  /// Their idle time is long unless given: a test of reuse must not depend on how soon a
+  /// loaded machine runs its next step.
+  static func hostile(
+    label: String, deadline: Duration = .seconds(20), idleTime: Duration = .seconds(60)
+  ) throws -> FrameServers {
     let frames = try VideoFramesTests.frames(limits: VideoFrames.limits(deadline: deadline))
     let program = SystemFiles.parent(of: frames.worker) + "/thumbd-hostile-server"
     var job = SandboxJob(arguments: [SandboxJob.programPath, "--serve", label])
     job.readOnlyFolders = frames.runtimeFolders
-    return FrameServers(sandbox: frames.sandbox, worker: program, job: job)
+    return FrameServers(sandbox: frames.sandbox, worker: program, job: job, idleTime: idleTime)
   }
 
   /// Runs the job named by `what` (the input's extension) on `servers`: how it ended and what
@@ -45,11 +49,12 @@ struct FrameServerTests {
     return (outcome, String(decoding: bytes[..<max(0, count)], as: UTF8.self))
   }
 
-  @Test("one server makes a run of videos' frames, and ends once idle")
+  @Test("one server makes a run of videos' frames")
   func oneStartForMany() async throws {
     let label = Self.marker()
     let real = try VideoFramesTests.frames()
-    let frames = VideoFrames(sandbox: real.sandbox, worker: real.worker, label: label)
+    let frames = VideoFrames(
+      sandbox: real.sandbox, worker: real.worker, label: label, idleTime: .seconds(60))
     for relative in VideoFramesTests.timed {
       let file = open(Corpus.path(relative), O_RDONLY | O_CLOEXEC)
       try #require(file >= 0)
@@ -61,10 +66,39 @@ struct FrameServerTests {
     }
     #expect(frames.serversStarted == 1)
     #expect(frames.runCounts["made"] == VideoFramesTests.timed.count)
+  }
+
+  @Test("a server idle for its idle time ends; a cancelled job ends the idle ones at once")
+  func idleServersEnd() async throws {
+    let label = Self.marker()
+    let quick = try Self.hostile(label: label, idleTime: .milliseconds(200))
+    #expect(Self.run(quick, "benign").outcome == .exited(0))
     #expect(DelegatedFixtures.processes(holding: label) > 0, "the server waits for more")
     await eventually("the idle server ended") {
       DelegatedFixtures.processes(holding: label) == 0
     }
+    // Idle for an hour (past what `eventually` waits), unless work is withdrawn.
+    let other = Self.marker()
+    let slow = try Self.hostile(label: other, idleTime: .seconds(3600))
+    // Two servers (two jobs at once), then one busy with a job that never ends.
+    async let first = SystemThread.run(name: "job-1") { Self.run(slow, "benign").outcome }
+    async let second = SystemThread.run(name: "job-2") { Self.run(slow, "benign").outcome }
+    #expect(await [first, second] == [.exited(0), .exited(0)])
+    #expect(slow.started == 2 && slow.idleCount == 2)
+    let stop = SandboxCancellation()
+    let stuck = Task.detached {
+      let input = open("/dev/null", O_RDONLY | O_CLOEXEC)
+      let output = ts_memory_file()
+      let messages = ts_memory_file()
+      defer { for file in [input, output, messages] { close(file) } }
+      return slow.run(
+        VideoFrames.request(name: "x.sleep", box: (64, 64), maxPixels: 1 << 20),
+        descriptors: [input, output, messages], deadline: .seconds(60), cancellation: stop)
+    }
+    await eventually("one server busy, one idle") { slow.idleCount == 1 }
+    stop.cancel()
+    #expect(await stuck.value == .cancelled)
+    await eventually("none left") { DelegatedFixtures.processes(holding: other) == 0 }
   }
 
   @Test("a job's attacks on its server, its descriptors and the sandbox's files all fail")
@@ -111,6 +145,20 @@ struct FrameServerTests {
     let next = Self.run(servers, "benign")
     #expect(next.outcome == .exited(0) && next.output == "ok\n", "\(next)")
     #expect(servers.started == 1)
+  }
+
+  @Test("jobs at once each get a server of their own, kept for the jobs after them")
+  func oneServerPerJobAtOnce() async throws {
+    let servers = try Self.hostile(label: Self.marker())
+    // Each job takes 50 ms: the two overlap, so neither can wait for the other's server.
+    async let first = SystemThread.run(name: "job-1") { Self.run(servers, "benign").outcome }
+    async let second = SystemThread.run(name: "job-2") { Self.run(servers, "benign").outcome }
+    #expect(await [first, second] == [.exited(0), .exited(0)])
+    #expect(servers.started == 2)
+    for _ in 0..<2 {
+      #expect(Self.run(servers, "benign").outcome == .exited(0))
+    }
+    #expect(servers.started == 2)
   }
 
   @Test("a job that kills its server fails alone; the next job gets a new server")
