@@ -382,9 +382,10 @@ int ts_job_send(int socket, const void *bytes, size_t length, const int *fds, in
   }
 }
 
-long ts_job_receive(int socket, void *buffer, size_t length) {
+long ts_job_receive(int socket, void *buffer, size_t length, int wait, int *fds, int max_fds,
+                    int *carried) {
   struct iovec part = {buffer, length};
-  /* Room for descriptors only so that they can be closed: none is wanted here. */
+  /* Room for more descriptors than kept, so that extra ones arrive to be closed. */
   union {
     char space[CMSG_SPACE(sizeof(int) * TS_SPAWN_MAX_PASSED)];
     struct cmsghdr align;
@@ -396,22 +397,30 @@ long ts_job_receive(int socket, void *buffer, size_t length) {
   message.msg_controllen = sizeof control.space;
   ssize_t got;
   do {
-    got = recvmsg(socket, &message, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+    got = recvmsg(socket, &message, (wait ? 0 : MSG_DONTWAIT) | MSG_TRUNC | MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
   if (got < 0) return -errno;
+  int count = 0;
   for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header;
        header = CMSG_NXTHDR(&message, header)) {
     if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-    size_t fds = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < fds; i++) {
+    size_t sent = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < sent; i++) {
       int fd;
       memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
-      close(fd);
+      if (count < max_fds) {
+        fds[count] = fd;
+      } else {
+        close(fd);
+      }
+      count++;
     }
   }
-  if (got == 0) return 0;
-  if ((size_t)got != length || (message.msg_flags & MSG_TRUNC)) return -EPROTO;
-  return (long)got;
+  if (carried) *carried = count;
+  if (got == 0 && count == 0) return 0;
+  if ((size_t)got == length && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) return (long)got;
+  for (int i = 0; i < count && i < max_fds; i++) close(fds[i]);
+  return -EPROTO;
 }
 
 int ts_job_wait(int socket, int handle, int wake_fd, int timeout_ms) {

@@ -45,45 +45,16 @@ enum {
 /* One job from `control`: 1 with the request and its descriptors, 0 when the socket has
  * closed, -1 for anything that is not a job (every descriptor it carried closed). */
 static int receive(int control, tf_request *request, int fds[TF_REQUEST_FDS]) {
-  struct iovec part = {request, sizeof *request};
-  union {
-    char space[CMSG_SPACE(sizeof(int) * TF_REQUEST_FDS * 2)];
-    struct cmsghdr align;
-  } room;
-  struct msghdr message = {0};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = room.space;
-  message.msg_controllen = sizeof room.space;
-  ssize_t got;
-  do {
-    got = recvmsg(control, &message, MSG_CMSG_CLOEXEC);
-  } while (got < 0 && errno == EINTR);
-  int count = 0;
-  for (struct cmsghdr *header = got >= 0 ? CMSG_FIRSTHDR(&message) : NULL; header;
-       header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-    size_t carried = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < carried; i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
-      if (count < TF_REQUEST_FDS) {
-        fds[count] = fd;
-      } else {
-        close(fd);
-      }
-      count++;
-    }
-  }
-  int kept = count < TF_REQUEST_FDS ? count : TF_REQUEST_FDS;
-  if (got == 0 && count == 0) return 0;
-  if (got == (ssize_t)sizeof *request && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-      count == TF_REQUEST_FDS && request->magic == TF_REQUEST_MAGIC &&
+  int carried = 0;
+  long got = ts_job_receive(control, request, sizeof *request, 1, fds, TF_REQUEST_FDS, &carried);
+  if (got == 0) return 0;
+  if (got < 0) return -1;
+  if (carried == TF_REQUEST_FDS && request->magic == TF_REQUEST_MAGIC &&
       request->width <= 65535 && request->height <= 65535 && request->max_pixels > 0 &&
       request->max_pixels <= (1ull << 40) && memchr(request->name, 0, TF_NAME_SIZE) != NULL) {
     return 1;
   }
-  for (int i = 0; i < kept; i++) close(fds[i]);
+  for (int i = 0; i < carried && i < TF_REQUEST_FDS; i++) close(fds[i]);
   return -1;
 }
 

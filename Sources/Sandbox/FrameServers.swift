@@ -123,7 +123,7 @@ final class FrameServers: Sendable {
       case 1:
         var reply = tf_reply()
         let got = withUnsafeMutableBytes(of: &reply) {
-          ts_job_receive(server.control, $0.baseAddress, $0.count)
+          ts_job_receive(server.control, $0.baseAddress, $0.count, 0, nil, 0, nil)
         }
         if got == -Int(EAGAIN) { continue }
         guard got == MemoryLayout<tf_reply>.size, reply.magic == TF_REPLY_MAGIC else {

@@ -367,10 +367,13 @@ int ts_job_socket(int pair[2]);
  * (SCM_RIGHTS), without SIGPIPE; 0, or a negative errno. */
 int ts_job_send(int socket, const void *bytes, size_t length, const int *fds, int count);
 
-/** Takes one message of exactly `length` bytes into `buffer` without waiting (any
- * descriptors sent with it are closed): `length`, 0 at the end of the stream, -EAGAIN when
- * none waits, -EPROTO for a message of another length, or another negative errno. */
-long ts_job_receive(int socket, void *buffer, size_t length);
+/** Takes one message of exactly `length` bytes into `buffer` (waiting for it when `wait`,
+ * else -EAGAIN when none waits), keeping up to `max_fds` of the descriptors sent with it in
+ * `fds` and closing the rest; `*carried` (when not NULL) says how many came. Returns
+ * `length`, 0 at the end of the stream, or a negative errno: -EPROTO for a message of
+ * another length, whose descriptors are all closed. */
+long ts_job_receive(int socket, void *buffer, size_t length, int wait, int *fds, int max_fds,
+                    int *carried);
 
 /** Waits up to `timeout_ms` for `socket` to be readable, the child's `handle` to end or
  * `wake_fd` (when not negative): 1 readable, 2 woken, 3 the child ended, 0 the time passed,
