@@ -41,7 +41,7 @@ struct DiskCacheTests {
       let first = await cache.data(forKey: "https://x/a.jpg|64")
       #expect(first?.payload == payload(1, 1000) && first?.metadata == [1, 2, 3])
     }
-    let reopened = try DiskCache(directory: dir, sizeLimit: 1 << 20)
+    let reopened = try #require(await reopenedCache(dir, sizeLimit: 1 << 20))
     #expect(await reopened.data(forKey: "https://x/a.jpg|64")?.payload == payload(1, 1000))
     #expect(await reopened.data(forKey: "https://x/a.jpg|128") == nil)
     #expect(await reopened.statistics.count == 1)
@@ -77,7 +77,7 @@ struct DiskCacheTests {
     #expect(await cache!.statistics.evictions > 0)
     cache = nil
     // A restart with a smaller budget trims too.
-    _ = try DiskCache(directory: dir, sizeLimit: limit / 3)
+    _ = await reopenedCache(dir, sizeLimit: limit / 3)
     #expect(bytesOnDisk(dir) <= limit / 3)
   }
 
@@ -90,7 +90,7 @@ struct DiskCacheTests {
       for key in ["a", "b", "c"] { await cache.store(payload: payload(0, entry), forKey: key) }
       _ = await cache.data(forKey: "a")  // b is now the least recently used
     }
-    let smaller = try DiskCache(directory: dir, sizeLimit: 2 * (entry + 100))
+    let smaller = try #require(await reopenedCache(dir, sizeLimit: 2 * (entry + 100)))
     #expect(await smaller.data(forKey: "b") == nil)
     #expect(await smaller.data(forKey: "a") != nil)
     #expect(await smaller.data(forKey: "c") != nil)
@@ -122,7 +122,7 @@ struct DiskCacheTests {
     let dir = directory()
     _ = try DiskCache(directory: dir, sizeLimit: 1 << 20)
     try Data(payload(9, 500)).write(to: URL(fileURLWithPath: dir + "/tmp/entry-abc123"))
-    let cache = try DiskCache(directory: dir, sizeLimit: 1 << 20)
+    let cache = try #require(await reopenedCache(dir, sizeLimit: 1 << 20))
     #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/tmp").isEmpty)
     #expect(await cache.statistics.count == 0)
   }

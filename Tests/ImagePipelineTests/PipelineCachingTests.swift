@@ -34,13 +34,8 @@ struct PipelineCachingTests {
       await first.flushDiskWrites()
     }
     // The first pipeline is gone, and its cache's lock with it once the last of its tasks
-    // has let go of it (on a loaded machine, a moment after the scope ends).
-    var reopened: DiskCache?
-    await eventually("the first cache released the directory") {
-      reopened = try? DiskCache(directory: dir, sizeLimit: 1 << 24)
-      return reopened != nil
-    }
-    guard let reopened else { return }
+    // has let go of it.
+    guard let reopened = await reopenedCache(dir, sizeLimit: 1 << 24) else { return }
     let second = ThumbnailPipeline(
       configuration: .init(dataLoader: loader, diskCache: reopened))
     let hit = try await second.response(for: request(64))
