@@ -33,8 +33,8 @@ import desktop  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "shared", "corpus")
-# The types thumbd decodes itself (SourceFormat.desktopMediaTypes, and videos through its
-# own worker: VideoContainer.desktopMediaTypes); the rest are timed as the installed
+# The types thumbd decodes itself (SourceFormat.desktopMediaTypes, and videos, PDFs and SVGs
+# through its own worker: FrameSource.desktopMediaTypes); the rest are timed as the installed
 # thumbnailers' work.
 NATIVE = ("image/jpeg", "image/png", "image/webp", "image/gif", "image/heif", "image/heic",
           "image/avif", "image/bmp", "image/x-bmp", "image/x-ms-bmp", "image/vnd.microsoft.icon",
@@ -46,7 +46,8 @@ NATIVE = ("image/jpeg", "image/png", "image/webp", "image/gif", "image/heif", "i
           "video/x-matroska", "video/webm", "video/x-msvideo", "video/vnd.avi", "video/avi",
           "video/msvideo", "video/mp2t", "video/mpeg", "video/x-mpeg2", "video/x-flv",
           "video/flv", "video/ogg", "video/x-ogm+ogg", "video/x-theora+ogg", "video/x-ms-wmv",
-          "video/x-ms-asf", "application/vnd.ms-asf")
+          "video/x-ms-asf", "application/vnd.ms-asf", "application/pdf", "application/x-pdf",
+          "image/pdf", "image/svg+xml", "image/svg+xml-compressed", "image/svg")
 
 
 def corpus_rows(manifest):

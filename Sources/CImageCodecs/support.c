@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 ic_status ic_fail(ic_result *result, ic_status status, const char *format,
                   ...) {
@@ -150,4 +151,23 @@ void ic_unpremultiply_row(uint8_t *rgba, uint32_t width) {
       p[c] = (uint8_t)(v > 255 ? 255 : v);
     }
   }
+}
+
+size_t ic_gunzip_head(const uint8_t *data, size_t size, uint8_t *out, size_t capacity) {
+  if (!data || !out || size < 18 || capacity == 0 || data[0] != 0x1F || data[1] != 0x8B) {
+    return 0;
+  }
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  /* 16 + MAX_WBITS: a gzip header, not zlib's. */
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return 0;
+  z.next_in = (Bytef *)(uintptr_t)data;
+  z.avail_in = (uInt)(size > UINT32_MAX ? UINT32_MAX : size);
+  z.next_out = out;
+  z.avail_out = (uInt)(capacity > UINT32_MAX ? UINT32_MAX : capacity);
+  int status = inflate(&z, Z_SYNC_FLUSH);
+  size_t made = capacity - z.avail_out;
+  inflateEnd(&z);
+  /* Z_BUF_ERROR: the head ran out before the output filled, which a head does. */
+  return status == Z_OK || status == Z_STREAM_END || status == Z_BUF_ERROR ? made : 0;
 }

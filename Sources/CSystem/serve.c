@@ -50,7 +50,8 @@ static int receive(int control, tf_request *request, int fds[TF_REQUEST_FDS]) {
   if (got == 0) return 0;
   if (got < 0) return -1;
   if (carried == TF_REQUEST_FDS && request->magic == TF_REQUEST_MAGIC &&
-      request->width <= 65535 && request->height <= 65535 && request->max_pixels > 0 &&
+      request->width <= 65535 && request->height <= 65535 && request->kind <= TF_KIND_SVG &&
+      request->max_pixels > 0 &&
       request->max_pixels <= (1ull << 40) && memchr(request->name, 0, TF_NAME_SIZE) != NULL) {
     return 1;
   }

@@ -7,16 +7,17 @@ import Sandbox
 #endif
 
 extension FuzzTarget {
-  /// What the video worker writes back, read as the attack it may be (a worker that FFmpeg's
-  /// parsers turned against thumbd), and the container sniffing that routes a file to it.
+  /// What the frame worker writes back, read as the attack it may be (a worker that FFmpeg's,
+  /// poppler's or librsvg's parsers turned against thumbd), and the sniffing that routes a
+  /// file to it.
   static let videoFrame = FuzzTarget(
     name: "video-frame",
     covers:
-      "the video worker's output (VideoFrames.read) and video sniffing (VideoContainer.sniff): a frame is accepted only with the header's size, inside the box asked for, exactly a BMP's bytes, which thumbd's decoder then reads under its limits; an image format is never taken for a video",
+      "the frame worker's output (VideoFrames.read) and the sniffing of videos and drawings (FrameSource.sniff, with a compressed SVG's head inflated): a picture is accepted only with the header's size, inside the box asked for, exactly a 24-bit BMP's bytes (32-bit with the alpha flag), which thumbd's decoder then reads under its limits; an image format is never taken for a video or a drawing",
     maxLength: 1 << 20
   ) { bytes in
-    if VideoContainer.sniff(bytes) != nil {
-      require(SourceFormat.sniff(bytes) == nil, "an image taken for a video")
+    if FrameSource.sniff(bytes) != nil {
+      require(SourceFormat.sniff(bytes) == nil, "an image taken for a video or a drawing")
     }
     let file = ts_memory_file()
     guard file >= 0 else { return }
@@ -34,8 +35,9 @@ extension FuzzTarget {
     }
     let (width, height) = (field(8), field(12))
     require(width * height <= maxPixels, "a frame over the pixel limit was accepted")
-    require(
-      frame.image.count == 54 + ((width * 3 + 3) & ~3) * height, "a frame of the wrong length")
+    let alpha = field(24) & Int(TF_FLAG_ALPHA) != 0
+    let length = alpha ? 122 + width * 4 * height : 54 + ((width * 3 + 3) & ~3) * height
+    require(frame.image.count == length, "a frame of the wrong length")
     var limits = DecodingLimits()
     limits.maxPixels = maxPixels
     _ = try? Thumbnailer(limits: limits).thumbnail(

@@ -7,9 +7,10 @@ import ThumbSystem
   import Glibc
 #endif
 
-/// Video frames from thumbd's worker, `thumbd-frame`, in the `Sandbox`: FFmpeg's demuxers and
-/// decoders never run in thumbd's own process. Each file's frame is made by a process forked
-/// for it from a worker that serves many files (`FrameServers`).
+/// Video frames and drawings' pictures (a PDF's first page, an SVG) from thumbd's worker,
+/// `thumbd-frame`, in the `Sandbox`: FFmpeg's demuxers and decoders, poppler and librsvg never
+/// run in thumbd's own process. Each file's picture is made by a process forked for it from a
+/// worker that serves many files (`FrameServers`).
 ///
 /// Rules kept here:
 /// - the job's process gets the file as its stdin, one descriptor opened read-only (no path
@@ -158,11 +159,20 @@ public struct VideoFrames: FrameExtractor {
     return job
   }
 
-  /// The job for a file named `name`: the box, the pixel limit and the name the job's
-  /// process sees (``SandboxJob/inputName(for:)``, which keeps only a short plain extension).
-  static func request(name: String, box: (Int, Int), maxPixels: Int) -> tf_request {
+  /// The job for a file named `name` holding `source`: the box, the pixel limit and the name
+  /// the job's process sees (``SandboxJob/inputName(for:)``, which keeps only a short plain
+  /// extension).
+  static func request(
+    name: String, source: FrameSource = .video(.mp4), box: (Int, Int), maxPixels: Int
+  ) -> tf_request {
     var request = tf_request()
     request.magic = TF_REQUEST_MAGIC
+    request.kind =
+      switch source {
+      case .video: TF_KIND_VIDEO
+      case .drawing(.pdf): TF_KIND_PDF
+      case .drawing(.svg): TF_KIND_SVG
+      }
     request.width = UInt32(box.0)
     request.height = UInt32(box.1)
     request.max_pixels = UInt64(min(max(1, maxPixels), 1 << 40))
@@ -182,10 +192,11 @@ public struct VideoFrames: FrameExtractor {
   static let headerSize = Int(TF_HEADER_SIZE)
   static let unknown = UInt32(TF_UNKNOWN)
 
-  /// The frame of the video open at `descriptor`, made by the worker in the sandbox.
+  /// The picture of the video or drawing open at `descriptor`, made by the worker in the
+  /// sandbox.
   public func frame(
-    ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
-    cancellation: CancellationFlag?
+    ofFile descriptor: Int32, source: FrameSource, name: String, width: Int, height: Int,
+    limits: DecodingLimits, cancellation: CancellationFlag?
   ) throws(ThumbnailError) -> ExtractedFrame {
     let output = ts_memory_file()
     guard output >= 0 else { throw .io("no memory file for the video worker") }
@@ -194,14 +205,14 @@ public struct VideoFrames: FrameExtractor {
     guard messages >= 0 else { throw .io("no memory file for the video worker") }
     defer { close(messages) }
     let box = (min(max(width, 0), 65_535), min(max(height, 0), 65_535))
-    // The job reads the video from its stdin, by descriptor: no path of it is bound.
+    // The job reads the file from its stdin, by descriptor: no path of it is bound.
     let input = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-    guard input >= 0 else { throw .io("cannot reopen the video read-only") }
+    guard input >= 0 else { throw .io("cannot reopen the source read-only") }
     defer { close(input) }
     let stop = SandboxCancellation()
     cancellation?.whenCancelled { stop.cancel() }
     let outcome = servers.run(
-      Self.request(name: name, box: box, maxPixels: limits.maxPixels),
+      Self.request(name: name, source: source, box: box, maxPixels: limits.maxPixels),
       descriptors: [input, output, messages], deadline: sandbox.limits.deadline,
       cancellation: stop)
     let reason = Self.reason(Sandbox.head(of: messages))
@@ -210,16 +221,21 @@ public struct VideoFrames: FrameExtractor {
     case .exited(0): break
     case .cancelled: throw .cancelled
     case .timedOut:
-      throw .timedOut("the video worker passed its deadline of \(sandbox.limits.deadline)")
-    case .failedToStart(let why): throw .io("the video worker could not start: \(why)")
+      throw .timedOut("the frame worker passed its deadline of \(sandbox.limits.deadline)")
+    case .failedToStart(let why): throw .io("the frame worker could not start: \(why)")
     case .signalled(let signal):
-      throw .corrupt("the video worker was ended by signal \(signal)\(reason)")
+      throw .corrupt("the frame worker was ended by signal \(signal)\(reason)")
     case .exited(Self.unsupportedExit):
-      throw .unsupportedFormat("a video thumbd cannot read\(reason)")
+      throw .unsupportedFormat("\(source.description) thumbd cannot read\(reason)")
     case .exited(Self.tooLargeExit):
-      throw .tooLarge(width: 0, height: 0, message: "the video's frames are too large\(reason)")
-    case .exited(Self.unavailableExit): throw .io("video frames are unavailable\(reason)")
-    case .exited(let code): throw .corrupt("the video's frames do not decode (\(code))\(reason)")
+      throw .tooLarge(width: 0, height: 0, message: "\(source.description), too large\(reason)")
+    case .exited(Self.unavailableExit):
+      // Not the file's fault, and an installed thumbnailer may still read it (the desktop
+      // falls back to one for a type thumbd refuses as unsupported).
+      throw .unsupportedFormat(
+        "\(source.description), and its library is not installed\(reason)")
+    case .exited(let code):
+      throw .corrupt("\(source.description) that does not decode (\(code))\(reason)")
     }
     do {
       let frame = try Self.read(output, box: box, maxPixels: limits.maxPixels)
@@ -252,7 +268,8 @@ public struct VideoFrames: FrameExtractor {
   }
 
   /// The header and picture in `file`, checked: the size no more than twice the box on a
-  /// bounded side (or the pixel limit for a free box), the bytes exactly a 24-bit BMP's.
+  /// bounded side (or the pixel limit for a free box), the bytes exactly a 24-bit BMP's (a
+  /// 32-bit one with an alpha mask, when the header's flag says so).
   package static func read(_ file: Int32, box: (Int, Int), maxPixels: Int) throws(ThumbnailError)
     -> ExtractedFrame
   {
@@ -262,7 +279,7 @@ public struct VideoFrames: FrameExtractor {
     var header = [UInt8](repeating: 0, count: headerSize)
     let got = header.withUnsafeMutableBytes { pread(file, $0.baseAddress, headerSize, 0) }
     guard got == headerSize, Array(header[0..<8]) == magic else {
-      throw .corrupt("the video worker wrote no frame")
+      throw .corrupt("the frame worker wrote no picture")
     }
     func field(_ offset: Int) -> UInt32 {
       (0..<4).reduce(UInt32(0)) { $0 | UInt32(header[offset + $1]) << (8 * $1) }
@@ -277,12 +294,13 @@ public struct VideoFrames: FrameExtractor {
     guard (1...65_535).contains(width), (1...65_535).contains(height), bounded,
       width * height <= max(1, maxPixels)
     else {
-      throw .corrupt("the video worker wrote a frame of \(width)x\(height), not what was asked")
+      throw .corrupt("the frame worker wrote a picture of \(width)x\(height), not what was asked")
     }
-    let stride = (width * 3 + 3) & ~3
-    let expected = headerSize + 54 + stride * height
+    let alpha = field(24) & UInt32(TF_FLAG_ALPHA) != 0
+    let stride = alpha ? width * 4 : (width * 3 + 3) & ~3
+    let expected = headerSize + (alpha ? 122 : 54) + stride * height
     guard size == expected else {
-      throw .corrupt("the video worker wrote \(size) bytes, not a \(width)x\(height) frame")
+      throw .corrupt("the frame worker wrote \(size) bytes, not a \(width)x\(height) frame")
     }
     var image = [UInt8](repeating: 0, count: expected - headerSize)
     let read = image.withUnsafeMutableBytes {
@@ -311,8 +329,8 @@ final class SharedCounts: Sendable {
   var snapshot: [String: Int] { counts.withLock { $0 } }
 }
 
-/// `VideoFrames` set up when the first video comes (a command that never meets one never
-/// starts a sandbox); if they cannot be, every video is refused with the reason.
+/// `VideoFrames` set up when the first video or drawing comes (a command that never meets one
+/// never starts a sandbox); if they cannot be, every one is refused with the reason.
 public final class LazyVideoFrames: FrameExtractor {
   private let environment: [String: String]
   private let deadline: Duration
@@ -334,18 +352,19 @@ public final class LazyVideoFrames: FrameExtractor {
     }
   }
 
-  /// The frame from the worker, set up now if this is the first video.
+  /// The picture from the worker, set up now if this is the first video or drawing.
   public func frame(
-    ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
-    cancellation: CancellationFlag?
+    ofFile descriptor: Int32, source: FrameSource, name: String, width: Int, height: Int,
+    limits: DecodingLimits, cancellation: CancellationFlag?
   ) throws(ThumbnailError) -> ExtractedFrame {
     switch resolved {
     case .failure(let reason):
-      throw .unsupportedFormat("a video, and video frames are unavailable: \(reason.text)")
+      throw .unsupportedFormat(
+        "\(source.description), and thumbd's worker is unavailable: \(reason.text)")
     case .success(let frames):
       return try frames.frame(
-        ofFile: descriptor, name: name, width: width, height: height, limits: limits,
-        cancellation: cancellation)
+        ofFile: descriptor, source: source, name: name, width: width, height: height,
+        limits: limits, cancellation: cancellation)
     }
   }
 }

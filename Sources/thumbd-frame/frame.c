@@ -113,17 +113,6 @@ typedef struct api {
 
 static api av;
 
-static int fail(int code, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int code, const char *format, ...) {
-  va_list args;
-  va_start(args, format);
-  fputs("thumbd-frame: ", stderr);
-  vfprintf(stderr, format, args);
-  fputc('\n', stderr);
-  va_end(args);
-  return code;
-}
-
 /* FFmpeg's own messages, the first few only: a hostile file could log without end. */
 static int log_lines;
 static void bounded_log(void *context, int level, const char *format, va_list args) {
@@ -183,7 +172,7 @@ static int bind_libraries(void) {
       CS_BIND_MAJOR("avcodec", LIBAVCODEC_VERSION_MAJOR, codec, NULL, error) != 0 ||
       CS_BIND_MAJOR("avformat", LIBAVFORMAT_VERSION_MAJOR, format, NULL, error) != 0 ||
       CS_BIND_MAJOR("swscale", LIBSWSCALE_VERSION_MAJOR, scale, NULL, error) != 0) {
-    return fail(TF_EXIT_UNAVAILABLE, "%s", error);
+    return tf_fail(TF_EXIT_UNAVAILABLE, "%s", error);
   }
   return 0;
 }
@@ -227,27 +216,6 @@ static void turn_place(turn *t, int w, int h) {
 
 /* ---- output ---- */
 
-static int write_all(int fd, const void *bytes, size_t count) {
-  const uint8_t *at = bytes;
-  while (count > 0) {
-    ssize_t done = write(fd, at, count);
-    if (done < 0 && errno == EINTR) continue;
-    if (done <= 0) return -1;
-    at += done;
-    count -= (size_t)done;
-  }
-  return 0;
-}
-
-static void put32(uint8_t *at, uint32_t value) {
-  for (int i = 0; i < 4; i++) at[i] = (uint8_t)(value >> (8 * i));
-}
-
-static void put16(uint8_t *at, uint16_t value) {
-  at[0] = (uint8_t)value;
-  at[1] = (uint8_t)(value >> 8);
-}
-
 /* Writes the header and the BMP of `rgb` (w x h, packed RGB) turned by `t`. */
 static int emit(const uint8_t *rgb, int w, int h, turn t, const tf_header *fields) {
   int out_w = t.swaps ? h : w, out_h = t.swaps ? w : h;
@@ -255,25 +223,25 @@ static int emit(const uint8_t *rgb, int w, int h, turn t, const tf_header *field
   size_t pixels = stride * (size_t)out_h;
   uint8_t head[TF_HEADER_SIZE + 54] = {0};
   memcpy(head, TF_MAGIC, 8);
-  put32(head + 8, (uint32_t)out_w);
-  put32(head + 12, (uint32_t)out_h);
-  put32(head + 16, fields->frame_ms);
-  put32(head + 20, fields->duration_ms);
-  put32(head + 24, fields->flags);
-  put32(head + 28, fields->source_w);
-  put32(head + 32, fields->source_h);
+  tf_put32(head + 8, (uint32_t)out_w);
+  tf_put32(head + 12, (uint32_t)out_h);
+  tf_put32(head + 16, fields->frame_ms);
+  tf_put32(head + 20, fields->duration_ms);
+  tf_put32(head + 24, fields->flags);
+  tf_put32(head + 28, fields->source_w);
+  tf_put32(head + 32, fields->source_h);
   uint8_t *bmp = head + TF_HEADER_SIZE;
   bmp[0] = 'B';
   bmp[1] = 'M';
-  put32(bmp + 2, (uint32_t)(54 + pixels));
-  put32(bmp + 10, 54);
-  put32(bmp + 14, 40);
-  put32(bmp + 18, (uint32_t)out_w);
-  put32(bmp + 22, (uint32_t)-out_h); /* top-down */
-  put16(bmp + 26, 1);
-  put16(bmp + 28, 24);
-  put32(bmp + 34, (uint32_t)pixels);
-  if (write_all(STDOUT_FILENO, head, sizeof(head)) != 0) return -1;
+  tf_put32(bmp + 2, (uint32_t)(54 + pixels));
+  tf_put32(bmp + 10, 54);
+  tf_put32(bmp + 14, 40);
+  tf_put32(bmp + 18, (uint32_t)out_w);
+  tf_put32(bmp + 22, (uint32_t)-out_h); /* top-down */
+  tf_put16(bmp + 26, 1);
+  tf_put16(bmp + 28, 24);
+  tf_put32(bmp + 34, (uint32_t)pixels);
+  if (tf_write_all(STDOUT_FILENO, head, sizeof(head)) != 0) return -1;
   uint8_t *row = calloc(1, stride);
   if (!row) return -1;
   turn_place(&t, w, h);
@@ -287,7 +255,7 @@ static int emit(const uint8_t *rgb, int w, int h, turn t, const tf_header *field
       row[x * 3 + 1] = from[1];
       row[x * 3 + 2] = from[0];
     }
-    status = write_all(STDOUT_FILENO, row, stride);
+    status = tf_write_all(STDOUT_FILENO, row, stride);
   }
   free(row);
   return status;
@@ -386,7 +354,7 @@ static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch)
       w->frames++;
       if ((uint64_t)scratch->width * (uint64_t)scratch->height > w->max_pixels ||
           scratch->width > MAX_SIDE || scratch->height > MAX_SIDE) {
-        return fail(TF_EXIT_TOO_LARGE, "a decoded frame is %dx%d, over the limit",
+        return tf_fail(TF_EXIT_TOO_LARGE, "a decoded frame is %dx%d, over the limit",
                     scratch->width, scratch->height);
       }
       av.frame_unref(out);
@@ -399,7 +367,7 @@ static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch)
     if (status == AVERROR_EOF) break;
     if (status != AVERROR(EAGAIN)) {
       if (have) return 0;
-      return fail(TF_EXIT_CORRUPT, "the video stream does not decode");
+      return tf_fail(TF_EXIT_CORRUPT, "the video stream does not decode");
     }
     if (ended) break;
     /* The decoder wants input. */
@@ -417,7 +385,7 @@ static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch)
     }
     av.packet_unref(w->packet);
   }
-  return have ? 0 : fail(TF_EXIT_CORRUPT, "no frame decodes");
+  return have ? 0 : tf_fail(TF_EXIT_CORRUPT, "no frame decodes");
 }
 
 /* The packet's time from the start, microseconds, or INT64_MIN when unknown. */
@@ -458,7 +426,7 @@ static int decode_keyframe(worker *w, int64_t at, int64_t reach, AVFrame *out,
       w->frames++;
       if ((uint64_t)scratch->width * (uint64_t)scratch->height > w->max_pixels ||
           scratch->width > MAX_SIDE || scratch->height > MAX_SIDE) {
-        return fail(TF_EXIT_TOO_LARGE, "a decoded frame is %dx%d, over the limit",
+        return tf_fail(TF_EXIT_TOO_LARGE, "a decoded frame is %dx%d, over the limit",
                     scratch->width, scratch->height);
       }
       if (scratch->key_frame || tries == 3) {
@@ -502,7 +470,7 @@ static int open_format(worker *w) {
   w->format = w->io ? av.format_alloc() : NULL;
   if (!w->format) {
     if (!w->io) av.av_free(buffer);
-    return fail(TF_EXIT_CORRUPT, "no memory");
+    return tf_fail(TF_EXIT_CORRUPT, "no memory");
   }
   w->format->pb = w->io;
   AVDictionary *options = NULL;
@@ -516,11 +484,11 @@ static int open_format(worker *w) {
   int opened = av.open_input(&w->format, w->name, NULL, &options);
   av.dict_free(&options);
   /* open_input freed the format context on failure; the I/O context is ours. */
-  if (opened < 0) return fail(TF_EXIT_UNSUPPORTED, "not a video container thumbd reads");
+  if (opened < 0) return tf_fail(TF_EXIT_UNSUPPORTED, "not a video container thumbd reads");
   if (w->format->nb_streams > MAX_STREAMS)
-    return fail(TF_EXIT_CORRUPT, "%u streams, over %d", w->format->nb_streams, MAX_STREAMS);
+    return tf_fail(TF_EXIT_CORRUPT, "%u streams, over %d", w->format->nb_streams, MAX_STREAMS);
   if (av.find_stream_info(w->format, NULL) < 0)
-    return fail(TF_EXIT_CORRUPT, "its streams cannot be read");
+    return tf_fail(TF_EXIT_CORRUPT, "its streams cannot be read");
   return 0;
 }
 
@@ -540,7 +508,7 @@ static int rewind_input(worker *w) {
   int status = open_format(w);
   if (status != 0) return status;
   if (w->index >= (int)w->format->nb_streams)
-    return fail(TF_EXIT_CORRUPT, "its streams changed when read again");
+    return tf_fail(TF_EXIT_CORRUPT, "its streams changed when read again");
   for (unsigned i = 0; i < w->format->nb_streams; i++)
     w->format->streams[i]->discard = (int)i == w->index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
   w->stream = w->format->streams[w->index];
@@ -568,11 +536,11 @@ static int scale_frame(const AVFrame *frame, AVRational sar, int box_w, int box_
   int w = (int)lround(display_w * factor), h = (int)lround(display_h * factor);
   if (w < 1) w = 1;
   if (h < 1) h = 1;
-  if (w > MAX_SIDE || h > MAX_SIDE) return fail(TF_EXIT_TOO_LARGE, "the frame is too wide");
+  if (w > MAX_SIDE || h > MAX_SIDE) return tf_fail(TF_EXIT_TOO_LARGE, "the frame is too wide");
   struct SwsContext *sws = av.sws_get(frame->width, frame->height, frame->format, w, h,
                                       AV_PIX_FMT_RGB24, SWS_AREA | SWS_ACCURATE_RND, NULL, NULL,
                                       NULL);
-  if (!sws) return fail(TF_EXIT_CORRUPT, "the frame's pixel format cannot be converted");
+  if (!sws) return tf_fail(TF_EXIT_CORRUPT, "the frame's pixel format cannot be converted");
   /* The frame's own matrix and range (BT.601 when it names none, as players do). */
   int space = frame->colorspace == AVCOL_SPC_UNSPECIFIED
                   ? (frame->height > 576 ? AVCOL_SPC_BT709 : AVCOL_SPC_BT470BG)
@@ -584,7 +552,7 @@ static int scale_frame(const AVFrame *frame, AVRational sar, int box_w, int box_
   out->rgb = malloc((size_t)w * (size_t)h * 3);
   if (!out->rgb) {
     av.sws_free(sws);
-    return fail(TF_EXIT_TOO_LARGE, "no memory for a %dx%d frame", w, h);
+    return tf_fail(TF_EXIT_TOO_LARGE, "no memory for a %dx%d frame", w, h);
   }
   uint8_t *planes[4] = {out->rgb, NULL, NULL, NULL};
   int strides[4] = {w * 3, 0, 0, 0};
@@ -594,7 +562,7 @@ static int scale_frame(const AVFrame *frame, AVRational sar, int box_w, int box_
   if (rows <= 0) {
     free(out->rgb);
     out->rgb = NULL;
-    return fail(TF_EXIT_CORRUPT, "the frame does not convert");
+    return tf_fail(TF_EXIT_CORRUPT, "the frame does not convert");
   }
   out->w = w;
   out->h = h;
@@ -618,7 +586,7 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
 
   struct stat about;
   if (fstat(fd, &about) != 0 || !S_ISREG(about.st_mode) || about.st_size <= 0)
-    return fail(TF_EXIT_UNSUPPORTED, "the input is not a file with content");
+    return tf_fail(TF_EXIT_UNSUPPORTED, "the input is not a file with content");
   input in = {fd, 0, (int64_t)about.st_size};
   worker w = {0};
   w.max_pixels = max_pixels;
@@ -632,7 +600,7 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
   scratch = av.frame_alloc();
   w.packet = av.packet_alloc();
   if (!frame || !scratch || !w.packet) {
-    status = fail(TF_EXIT_CORRUPT, "no memory");
+    status = tf_fail(TF_EXIT_CORRUPT, "no memory");
     goto done;
   }
   /* Only the chosen stream is read; cover art (an attached picture) is not a frame of the
@@ -650,11 +618,11 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     }
   }
   if (index == AVERROR_DECODER_NOT_FOUND) {
-    status = fail(TF_EXIT_UNSUPPORTED, "no decoder for its video stream");
+    status = tf_fail(TF_EXIT_UNSUPPORTED, "no decoder for its video stream");
     goto done;
   }
   if (index < 0 || !decoder) {
-    status = fail(TF_EXIT_UNSUPPORTED, "no video stream");
+    status = tf_fail(TF_EXIT_UNSUPPORTED, "no video stream");
     goto done;
   }
   w.index = index;
@@ -663,13 +631,13 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
   AVCodecParameters *parameters = w.stream->codecpar;
   if (parameters->width > MAX_SIDE || parameters->height > MAX_SIDE ||
       (uint64_t)parameters->width * (uint64_t)parameters->height > max_pixels) {
-    status = fail(TF_EXIT_TOO_LARGE, "its frames are %dx%d, over the limit", parameters->width,
+    status = tf_fail(TF_EXIT_TOO_LARGE, "its frames are %dx%d, over the limit", parameters->width,
                   parameters->height);
     goto done;
   }
   w.codec = av.alloc_context(decoder);
   if (!w.codec || av.parameters_to_context(w.codec, parameters) < 0) {
-    status = fail(TF_EXIT_CORRUPT, "its codec parameters are unusable");
+    status = tf_fail(TF_EXIT_CORRUPT, "its codec parameters are unusable");
     goto done;
   }
   w.codec->thread_count = 1;
@@ -688,7 +656,7 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
   int opened = av.open(w.codec, decoder, &codec_options);
   av.dict_free(&codec_options);
   if (opened < 0) {
-    status = fail(TF_EXIT_UNSUPPORTED, "its codec (%s) cannot be opened", decoder->name);
+    status = tf_fail(TF_EXIT_UNSUPPORTED, "its codec (%s) cannot be opened", decoder->name);
     goto done;
   }
 
@@ -786,9 +754,9 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
   free(fallback.rgb);
   if (status == 0 && picture.rgb) {
     if (emit(picture.rgb, picture.w, picture.h, t, &fields) != 0)
-      status = fail(TF_EXIT_OUTPUT, "cannot write the frame");
+      status = tf_fail(TF_EXIT_OUTPUT, "cannot write the frame");
   } else if (status == 0) {
-    status = fail(TF_EXIT_CORRUPT, "no frame decodes");
+    status = tf_fail(TF_EXIT_CORRUPT, "no frame decodes");
   }
 
 done:

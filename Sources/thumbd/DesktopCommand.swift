@@ -198,7 +198,7 @@ private final class LazyDelegation: Sendable {
       // Only files the maker refused come here (fallbackWaiting): which types are native
       // does not matter.
       switch DesktopDelegation.installed(
-        environment: environment, native: DesktopThumbnailer.mediaTypes(videos: true))
+        environment: environment, native: DesktopThumbnailer.mediaTypes(frames: true))
       {
       case .success(let found): delegation = found
       case .failure(let reason):

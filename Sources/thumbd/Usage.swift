@@ -30,7 +30,8 @@ enum Usage {
     """
 
   static let thumbnail = """
-    thumbd thumbnail: make thumbnails of \(SourceFormat.readableList) files, and of videos.
+    thumbd thumbnail: make thumbnails of \(SourceFormat.readableList) files, and of videos,
+    PDFs and SVGs.
 
     Usage:
       thumbd thumbnail INPUT... --size WxH [options] --output DIR/|FILE|-

@@ -60,7 +60,8 @@ struct FrameServerTests {
       try #require(file >= 0)
       defer { close(file) }
       let frame = try frames.frame(
-        ofFile: file, name: relative, width: 64, height: 64, limits: DecodingLimits(),
+        ofFile: file, source: .video(.mp4), name: relative, width: 64, height: 64,
+        limits: DecodingLimits(),
         cancellation: nil)
       #expect(!frame.image.isEmpty, "\(relative)")
     }

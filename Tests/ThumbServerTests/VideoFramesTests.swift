@@ -123,7 +123,8 @@ struct VideoFramesTests {
     try #require(file >= 0)
     defer { close(file) }
     let frame = try Self.frames().frame(
-      ofFile: file, name: relative, width: 160, height: 160, limits: DecodingLimits(),
+      ofFile: file, source: .video(.mp4), name: relative, width: 160, height: 160,
+      limits: DecodingLimits(),
       cancellation: nil)
     let duration = try #require(frame.duration)
     let time = try #require(frame.time)
@@ -221,7 +222,8 @@ struct VideoFramesTests {
       defer { close(file) }
       #expect(throws: ThumbnailError.self, "\(name)") {
         _ = try frames.frame(
-          ofFile: file, name: name, width: 64, height: 64, limits: DecodingLimits(),
+          ofFile: file, source: .video(.mp4), name: name, width: 64, height: 64,
+          limits: DecodingLimits(),
           cancellation: nil)
       }
     }
@@ -271,7 +273,8 @@ struct VideoFramesTests {
     let started = ContinuousClock.now
     #expect {
       _ = try frames.frame(
-        ofFile: file, name: "x.mp4", width: 0, height: 0, limits: DecodingLimits(),
+        ofFile: file, source: .video(.mp4), name: "x.mp4", width: 0, height: 0,
+        limits: DecodingLimits(),
         cancellation: nil)
     } throws: { error in
       guard let error = error as? ThumbnailError, case .timedOut = error else { return false }
@@ -300,7 +303,8 @@ struct VideoFramesTests {
       defer { close(file) }
       do throws(ThumbnailError) {
         _ = try frames.frame(
-          ofFile: file, name: "x.mp4", width: 0, height: 0, limits: DecodingLimits(),
+          ofFile: file, source: .video(.mp4), name: "x.mp4", width: 0, height: 0,
+          limits: DecodingLimits(),
           cancellation: flag)
         return "made"
       } catch {

@@ -475,6 +475,11 @@ int ic_format_info_of(ic_format format, ic_format_info *info);
 /** Whether the codecs can write this format. */
 int ic_format_encodable(ic_format format);
 
+/** The first bytes a gzip stream's `size` bytes (a file's head) inflate to, at most
+ * `capacity` into `out`: how many, 0 when they are not gzip. For sniffing what a compressed
+ * file holds (a compressed SVG); the work is bounded by `size` and `capacity`. */
+size_t ic_gunzip_head(const uint8_t *data, size_t size, uint8_t *out, size_t capacity);
+
 /** The HEVC decoder HEIC images go through: "ffmpeg" when libavcodec loads (on this first
  * call, if no HEIC has loaded it yet), else "libde265", libheif's own. */
 const char *ic_hevc_decoder(void);

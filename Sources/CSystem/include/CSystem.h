@@ -306,22 +306,29 @@ const char *cs_library_of(const char *symbol);
 
 /* Every frame tried was almost black: this is the first of them. */
 #define TF_FLAG_DARK 1u
+/* The BMP is 32-bit with an alpha mask (a drawing's transparency), not 24-bit. */
+#define TF_FLAG_ALPHA 2u
+
+/* What a job's input is: a video, a PDF (its first page) or an SVG. */
+#define TF_KIND_VIDEO 0u
+#define TF_KIND_PDF 1u
+#define TF_KIND_SVG 2u
 
 /* The worker's exit codes. */
 enum {
   TF_EXIT_OK = 0,
   TF_EXIT_USAGE = 64,
-  TF_EXIT_UNSUPPORTED = 65,  /* not a video it reads, no video stream, no decoder */
+  TF_EXIT_UNSUPPORTED = 65,  /* not a video it reads, no video stream, no decoder; a locked PDF */
   TF_EXIT_CORRUPT = 66,      /* a video whose frames do not decode */
   TF_EXIT_TOO_LARGE = 67,    /* frames over the pixel limit */
-  TF_EXIT_UNAVAILABLE = 69,  /* FFmpeg's libraries are not installed */
+  TF_EXIT_UNAVAILABLE = 69,  /* FFmpeg's (or poppler's, librsvg's) libraries are not installed */
   TF_EXIT_OUTPUT = 74,       /* stdout could not take the frame */
 };
 
 /* ---- the video worker as a server (thumbd-frame --serve LABEL, Sandbox/FrameServers.swift) -- */
 
 /* Its stdin is a SOCK_SEQPACKET socket. Each job is one tf_request with exactly three
- * descriptors (SCM_RIGHTS): the video, the frame's output, the job's messages. The server
+ * descriptors (SCM_RIGHTS): the input, the frame's output, the job's messages. The server
  * forks a process for the job, which reads and writes them as the one-file worker reads stdin
  * and writes stdout and stderr, and answers with one tf_reply once that process and every
  * other process in the sandbox are gone. Anything else on the socket ends the server. */
@@ -330,13 +337,13 @@ enum {
 #define TF_NAME_SIZE 32
 #define TF_REQUEST_FDS 3
 
-/** One job: the box (0 leaves a side free), the pixel limit and the input's name (its
- * extension hints at the container), NUL-terminated. */
+/** One job: the box (0 leaves a side free), the input's kind, the pixel limit and the input's
+ * name (its extension hints at a video's container), NUL-terminated. */
 typedef struct tf_request {
   uint32_t magic;
   uint32_t width;
   uint32_t height;
-  uint32_t reserved;
+  uint32_t kind; /* TF_KIND_* */
   uint64_t max_pixels;
   char name[TF_NAME_SIZE];
 } tf_request;

@@ -47,9 +47,10 @@ public struct Thumbnailer: Sendable {
   /// Whether HEIC decodes on FFmpeg's HEVC decoder (when libavcodec loads); off only to
   /// compare with libheif's own, libde265.
   var hevcOnFFmpeg = true
-  /// Where a video's frame comes from (`VideoContainer` sniffs one by content): thumbd's
-  /// worker in a sandbox (`VideoFrames`) in the daemon and the CLI. Nil (the default)
-  /// refuses videos as `unsupportedFormat`. The frame is decoded again here, under `limits`.
+  /// Where a video's frame and a drawing's picture come from (`FrameSource` sniffs one by
+  /// content): thumbd's worker in a sandbox (`VideoFrames`) in the daemon and the CLI. Nil
+  /// (the default) refuses them as `unsupportedFormat`. The picture is decoded again here,
+  /// under `limits`.
   public var frames: (any FrameExtractor)?
 
   /// Creates a thumbnailer with the given limits and defaults elsewhere.
@@ -67,8 +68,9 @@ public struct Thumbnailer: Sendable {
   public enum Source: Sendable {
     /// Bytes in memory (a download, a memory file's contents).
     case bytes([UInt8])
-    /// A file by path. A regular file is opened once and read by descriptor (so a video goes
-    /// to `frames`); anything else (a FIFO) streams from the path, and its bytes are gone.
+    /// A file by path. A regular file is opened once and read by descriptor (so a video or a
+    /// drawing goes to `frames`); anything else (a FIFO) streams from the path, and its bytes
+    /// are gone.
     case path(String)
     /// An open file, read from its start and not closed: open it once, check what it is
     /// (`fstat`), then decode that, with no race against the path changing in between.
@@ -97,11 +99,11 @@ public struct Thumbnailer: Sendable {
   ) throws(ThumbnailError) -> (thumbnail: Thumbnail, timings: Timings) {
     let spec = valid.spec
     return try withOpened(source) { opened throws(ThumbnailError) in
-      if let video = opened.video {
-        let extractor = try frames(for: video.container)
+      if let framed = opened.framed {
+        let extractor = try frames(for: framed.source)
         let started = ContinuousClock.now
-        let thumbnail = try videoThumbnail(
-          video.descriptor, name: video.name, extractor, spec: spec, cancellation: cancellation)
+        let thumbnail = try framedThumbnail(
+          framed, extractor, spec: spec, cancellation: cancellation)
         return (thumbnail, Timings(decode: (ContinuousClock.now - started).seconds, encode: 0))
       }
       var result = ic_result()
@@ -116,13 +118,13 @@ public struct Thumbnailer: Sendable {
   /// thumbnail of the image's shape, a progressive JPEG's first DC scans, a HEIF's embedded
   /// thumbnail), never larger than that picture, upright, with the image's own source size.
   /// Bytes may be a download's first bytes up to where `PreviewPrefix` found one. Nil when
-  /// it carries none (a video carries none). A few milliseconds: a 1/8 decode at most.
+  /// it carries none (a video or a drawing carries none). A few milliseconds: a 1/8 decode at most.
   public func preview(
     _ source: Source, spec valid: ValidSpec, cancellation: CancellationFlag? = nil
   ) throws(ThumbnailError) -> Thumbnail? {
     let spec = valid.spec
     return try withOpened(source) { opened throws(ThumbnailError) -> Thumbnail? in
-      guard opened.video == nil else { return nil }
+      guard opened.framed == nil else { return nil }
       var result = ic_result()
       opened.withSource { source in run(&source, spec, cancellation, &result, preview: true) }
       if result.status == IC_ERR_UNSUPPORTED {
@@ -140,7 +142,7 @@ public struct Thumbnailer: Sendable {
     -> MemoryEstimate
   {
     try withOpened(source) { opened throws(ThumbnailError) in
-      if opened.video != nil { return videoEstimate(valid.spec) }
+      if opened.framed != nil { return framedEstimate(valid.spec) }
       var source = ic_source()
       var request = cRequest(valid.spec)
       var limits = cLimits
@@ -180,7 +182,7 @@ public struct Thumbnailer: Sendable {
   }
 
   /// A source made ready for the codecs: bytes, an open file (opened here for a regular
-  /// file's path, closed after), or a path to stream from; and the video it holds, if any.
+  /// file's path, closed after), or a path to stream from; and the video or drawing it holds.
   private struct Opened {
     enum Place {
       case bytes(UnsafeBufferPointer<UInt8>)
@@ -188,8 +190,8 @@ public struct Thumbnailer: Sendable {
       case path(UnsafePointer<CChar>)
     }
     let place: Place
-    /// A video's container, and the descriptor and name the extractor reads it by.
-    var video: (container: VideoContainer, descriptor: Int32, name: String)?
+    /// A video or drawing, and the descriptor and name the extractor reads it by.
+    var framed: Framed?
 
     func withSource<T>(_ body: (inout ic_source) -> T) -> T {
       var source =
@@ -203,17 +205,18 @@ public struct Thumbnailer: Sendable {
     }
   }
 
-  /// Runs `body` on `source` made ready: a video in bytes is put in a memory file for the
-  /// extractor, a regular file's path is opened once.
+  /// Runs `body` on `source` made ready: a video or drawing in bytes is put in a memory file
+  /// for the extractor, a regular file's path is opened once.
   private func withOpened<T>(
     _ source: Source, _ body: (Opened) throws(ThumbnailError) -> T
   ) throws(ThumbnailError) -> T {
     switch source {
     case .bytes(let bytes):
-      if let container = VideoContainer.sniff(bytes) {
+      if let framed = FrameSource.sniff(bytes) {
         let file = try Self.memoryFile(holding: bytes)
         defer { close(file) }
-        return try body(Opened(place: .descriptor(file), video: (container, file, "input")))
+        return try body(
+          Opened(place: .descriptor(file), framed: Framed(source: framed, descriptor: file)))
       }
       return try bytes.withUnsafeBufferPointer { buffer throws(ThumbnailError) in
         try body(Opened(place: .bytes(buffer)))
@@ -222,7 +225,7 @@ public struct Thumbnailer: Sendable {
       return try body(
         Opened(
           place: .descriptor(descriptor),
-          video: Self.video(in: descriptor).map { ($0, descriptor, name) }))
+          framed: Self.framed(in: descriptor, name: name)))
     case .path(let path):
       let file = PathBytes.withCString(path) {
         open($0, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
@@ -233,7 +236,7 @@ public struct Thumbnailer: Sendable {
         let name = String(path.split(separator: "/").last ?? "input")
         return try body(
           Opened(
-            place: .descriptor(file), video: Self.video(in: file).map { ($0, file, name) }))
+            place: .descriptor(file), framed: Self.framed(in: file, name: name)))
       }
       return try PathBytes.withCString(path) { text in
         Result { () throws(ThumbnailError) in try body(Opened(place: .path(text))) }
@@ -346,13 +349,22 @@ public struct Thumbnailer: Sendable {
     }
   }
 
-  /// The video container of the open file's first bytes, or nil.
-  static func video(in descriptor: Int32) -> VideoContainer? {
-    var head = [UInt8](repeating: 0, count: VideoContainer.sniffLength)
+  /// The video or drawing the open file's first bytes show, or nil.
+  static func framed(in descriptor: Int32, name: String) -> Framed? {
+    var head = [UInt8](repeating: 0, count: FrameSource.sniffLength)
     let read = head.withUnsafeMutableBytes {
-      pread(descriptor, $0.baseAddress, VideoContainer.sniffLength, 0)
+      pread(descriptor, $0.baseAddress, FrameSource.sniffLength, 0)
     }
-    return read > 0 ? VideoContainer.sniff(head[..<read]) : nil
+    guard read > 0, let source = FrameSource.sniff(head[..<read]) else { return nil }
+    return Framed(source: source, descriptor: descriptor, name: name)
+  }
+
+  /// A source a `FrameExtractor` pictures: what it is, and the descriptor and name the
+  /// extractor reads it by.
+  struct Framed {
+    var source: FrameSource
+    var descriptor: Int32
+    var name = "input"
   }
 
   /// A memory file holding `bytes`, opened read-only (what an extractor reads by descriptor).
@@ -374,19 +386,19 @@ public struct Thumbnailer: Sendable {
     return readOnly
   }
 
-  /// The extractor for a video, or the refusal that names what is missing.
-  private func frames(for video: VideoContainer) throws(ThumbnailError) -> any FrameExtractor {
+  /// The extractor for a video or a drawing, or the refusal that names what is missing.
+  private func frames(for source: FrameSource) throws(ThumbnailError) -> any FrameExtractor {
     guard let frames else {
       throw .unsupportedFormat(
-        "a video (\(video.rawValue)): video frames need thumbd's worker (thumbd-frame) and bubblewrap"
+        "\(source.description): its picture needs thumbd's worker (thumbd-frame) and bubblewrap"
       )
     }
     return frames
   }
 
-  /// What a video's thumbnail holds: the extractor's picture (at most twice the box each
-  /// way, 3 bytes a pixel) and its decode.
-  private func videoEstimate(_ spec: ThumbnailSpec) -> MemoryEstimate {
+  /// What a video's or a drawing's thumbnail holds: the extractor's picture (at most twice
+  /// the box each way, 3 or 4 bytes a pixel) and its decode.
+  private func framedEstimate(_ spec: ThumbnailSpec) -> MemoryEstimate {
     let side = { (pixels: Int) in pixels > 0 ? 2 * pixels : 4_096 }
     let (width, height) = (side(spec.pixelWidth), side(spec.pixelHeight))
     return MemoryEstimate(
@@ -394,15 +406,17 @@ public struct Thumbnailer: Sendable {
       sourceHeight: 0)
   }
 
-  /// The thumbnail of the video open at `descriptor`: the extractor's frame, decoded by the
-  /// codecs here under `limits`, reporting the video's own displayed size and length.
-  private func videoThumbnail(
-    _ descriptor: Int32, name: String, _ extractor: any FrameExtractor, spec: ThumbnailSpec,
+  /// The thumbnail of the video or drawing `framed`: the extractor's picture, decoded by the
+  /// codecs here under `limits`, reporting the source's own displayed size (and a video's
+  /// length).
+  private func framedThumbnail(
+    _ framed: Framed, _ extractor: any FrameExtractor, spec: ThumbnailSpec,
     cancellation: CancellationFlag?
   ) throws(ThumbnailError) -> Thumbnail {
     let frame = try extractor.frame(
-      ofFile: descriptor, name: name, width: spec.pixelWidth, height: spec.pixelHeight,
-      limits: limits, cancellation: cancellation)
+      ofFile: framed.descriptor, source: framed.source, name: framed.name,
+      width: spec.pixelWidth, height: spec.pixelHeight, limits: limits,
+      cancellation: cancellation)
     // The box is applied to the video's own size: the frame's, rounded by the worker, could
     // round the other side differently. So a contained thumbnail is asked for at the size
     // the video gives, exactly.

@@ -94,17 +94,18 @@ public enum VideoContainer: String, CaseIterable, Sendable {
 }
 
 /// Makes a still picture of a source thumbd does not decode in its own process (a video's
-/// frame), as an image thumbd decodes, which the caller decodes again under its own limits.
-/// The pipeline (`PipelineConfiguration.frames`), the desktop and the CLI take one; thumbd's
-/// is `VideoFrames`, its worker in a sandbox.
+/// frame, a PDF's first page, an SVG), as an image thumbd decodes, which the caller decodes
+/// again under its own limits. The pipeline (`PipelineConfiguration.frames`), the desktop and
+/// the CLI take one; thumbd's is `VideoFrames`, its worker in a sandbox.
 public protocol FrameExtractor: Sendable {
   /// The picture of the file open at `descriptor` (read from its start, never closed here),
-  /// named `name` (only its extension may be used), for a box of `width` x `height` (0 leaves
-  /// a side free): at least the box's size where the source has it. Blocks the calling thread.
-  /// `cancellation` stops it. Errors are typed as a decode's are.
+  /// which holds `source`, named `name` (only its extension may be used), for a box of
+  /// `width` x `height` (0 leaves a side free): at least the box's size where the source has
+  /// it. Blocks the calling thread. `cancellation` stops it. Errors are typed as a decode's
+  /// are.
   func frame(
-    ofFile descriptor: Int32, name: String, width: Int, height: Int, limits: DecodingLimits,
-    cancellation: CancellationFlag?
+    ofFile descriptor: Int32, source: FrameSource, name: String, width: Int, height: Int,
+    limits: DecodingLimits, cancellation: CancellationFlag?
   ) throws(ThumbnailError) -> ExtractedFrame
 }
 

@@ -130,28 +130,28 @@ package struct DesktopThumbnailer: Sendable {
     init(_ outcome: Outcome) { self.outcome = outcome }
   }
 
-  /// The media types thumbd makes thumbnails of itself: its image formats, and videos when
-  /// it has `frames` (`Thumbnailer.frames`).
-  package static func mediaTypes(videos: Bool) -> [String] {
-    SourceFormat.desktopMediaTypes + (videos ? VideoContainer.desktopMediaTypes : [])
+  /// The media types thumbd makes thumbnails of itself: its image formats, and videos and
+  /// drawings (PDF, SVG) when it has `frames` (`Thumbnailer.frames`).
+  package static func mediaTypes(frames: Bool) -> [String] {
+    SourceFormat.desktopMediaTypes + (frames ? FrameSource.desktopMediaTypes : [])
   }
 
   /// The media types this thumbnailer makes itself.
-  package var mediaTypes: [String] { Self.mediaTypes(videos: thumbnailer.frames != nil) }
+  package var mediaTypes: [String] { Self.mediaTypes(frames: thumbnailer.frames != nil) }
 
-  /// Whether the file's first bytes are in a format thumbd decodes itself (a video's, when
-  /// it has frames).
+  /// Whether the file's first bytes are in a format thumbd decodes itself (a video's or a
+  /// drawing's, when it has frames).
   package func reads(_ opened: borrowing Opened) -> Bool { mediaType(of: opened) != nil }
 
   /// The media type of what the file holds, when thumbd reads it: by content, never by name.
   private func mediaType(of opened: borrowing Opened) -> String? {
-    let length = VideoContainer.sniffLength
+    let length = FrameSource.sniffLength
     var head = [UInt8](repeating: 0, count: length)
     let read = head.withUnsafeMutableBytes { pread(opened.descriptor, $0.baseAddress!, length, 0) }
     guard read > 0 else { return nil }
     if let format = SourceFormat.sniff(head[..<read]) { return format.mediaType }
     guard thumbnailer.frames != nil else { return nil }
-    return VideoContainer.sniff(head[..<read])?.mediaType
+    return FrameSource.sniff(head[..<read])?.mediaType
   }
 
   /// Thumbnails the file at `path` (absolute) in each of `flavors`. `decoded` hears what

@@ -93,7 +93,7 @@ extension ConfigOption {
     ),
     "video_frames": (
       "true",
-      "videos (MP4, MOV, 3GP, Matroska, WebM, AVI, MPEG, MPEG-TS, FLV, Ogg, WMV) get their frame 10% in from `thumbd-frame`, FFmpeg in a bubblewrap sandbox, a process forked per file from a worker started once for many (20 CPU seconds, 1 GiB, `decode_timeout` per file), never in the daemon; false refuses them (415 `unsupported_format`) and starts no sandbox. Needs `thumbd-frame` beside `thumbd`; the log says at start when videos are unavailable"
+      "videos (MP4, MOV, 3GP, Matroska, WebM, AVI, MPEG, MPEG-TS, FLV, Ogg, WMV) get their frame 10% in, and PDFs their first page and SVGs their drawing, from `thumbd-frame`: FFmpeg, poppler and librsvg in a bubblewrap sandbox, a process forked per file from a worker started once for many (20 CPU seconds, 1 GiB, `decode_timeout` per file), never in the daemon; false refuses them (415 `unsupported_format`) and starts no sandbox. Needs `thumbd-frame` beside `thumbd`; the log says at start when they are unavailable"
     ),
     "allowed_schemes": (
       "`[\"http\",\"https\",\"file\"]`", "source URL schemes; `file` still needs `file_roots`"

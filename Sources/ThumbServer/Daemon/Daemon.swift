@@ -64,7 +64,7 @@ public final class Daemon: Sendable {
       config.dbus.isEmpty
       ? nil
       : Self.delegation(
-        native: DesktopThumbnailer.mediaTypes(videos: frames != nil), logger: logger)
+        native: DesktopThumbnailer.mediaTypes(frames: frames != nil), logger: logger)
     self.delegation = delegation
     let desktop = try Self.desktopBus(
       config, pipeline, version: version, delegation: delegation, frames: frames)
