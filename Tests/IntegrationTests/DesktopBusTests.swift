@@ -792,20 +792,38 @@ struct InstalledThumbnailersBusTests {
   }
 
   @Test(
-    "a PPM goes to Debian's gdk-pixbuf entry in the sandbox and its entry is valid; GetSupported lists the delegated types"
+    "a PPM goes to Debian's gdk-pixbuf entry in the sandbox and its entry is valid; a PDF and an SVG are thumbd's own; GetSupported lists both kinds"
   )
   func realEntry() async throws {
     let setup = try await DesktopBusTests.Setup()
     defer { setup.stop() }
     let bmp = setup.files + "/a scan.ppm"
     try Data(DelegatedFixtures.ppm(width: 300, height: 200)).write(to: URL(fileURLWithPath: bmp))
-    chmod(bmp, 0o644)
+    // evince and gdk-pixbuf install entries for these too: thumbd's worker draws them.
+    let pdf = setup.files + "/a page.pdf"
+    try Data(DrawingFixtures.pdf(width: 600, height: 400)).write(to: URL(fileURLWithPath: pdf))
+    let svg = setup.files + "/an icon.svg"
+    try Data(DrawingFixtures.svg(width: 200, height: 100)).write(to: URL(fileURLWithPath: svg))
+    for file in [bmp, pdf, svg] { chmod(file, 0o644) }
     chmod(setup.files, 0o755)
     chmod(setup.directory, 0o755)
-    let report = try await setup.client([DesktopBusTests.request("bmp", [bmp], flavor: "large")])
+    let report = try await setup.client([
+      DesktopBusTests.request("bmp", [bmp], flavor: "large"),
+      DesktopBusTests.request("drawings", [pdf, svg], flavor: "large"),
+    ])
     #expect(report.problems.isEmpty, "\(report.problems)")
     let request = try #require(report.requests["bmp"])
     #expect(request.ready == [DesktopBusTests.uri(bmp)], "\(request.errors)")
+    let drawings = try #require(report.requests["drawings"])
+    #expect(
+      Set(drawings.ready) == Set([pdf, svg].map(DesktopBusTests.uri)), "\(drawings.errors)")
+    #expect(
+      setup.thumbd.metric(#"thumbd_video_frames_total{outcome="made"}"#) == 2,
+      "\(setup.thumbd.metrics)")
+    for (file, size) in [(pdf, (256, 171)), (svg, (256, 128))] {
+      let drawn = try Thumbnailer().decodeFullResolution(.path(setup.entry(file, "large")))
+      #expect(drawn.width == size.0 && drawn.height == size.1, "\(file)")
+    }
     let entry = setup.entry(bmp, "large")
     let picture = try Thumbnailer().decodeFullResolution(.path(entry))
     #expect(picture.width == 256 && picture.height == 171)
@@ -827,6 +845,7 @@ struct InstalledThumbnailersBusTests {
     #expect(supported.contains("'image/x-portable-pixmap'"), "\(supported)")
     #expect(supported.contains("'image/bmp'"), "thumbd reads BMP itself: \(supported)")
     #expect(supported.contains("'image/jpeg'"))
+    #expect(supported.contains("'application/pdf'") && supported.contains("'image/svg+xml'"))
   }
 
   /// What `command` (run by env) printed.

@@ -5,9 +5,9 @@ import Testing
 @testable import Loopback
 @testable import TestSupport
 
-/// Videos through the real daemon (issue 54): its worker in the sandbox, over HTTP, with the
-/// file rewritten in place.
-@Suite("Videos through the daemon")
+/// Videos, PDFs and SVGs through the real daemon (issues 54 and 53): its worker in the
+/// sandbox, over HTTP, with the file rewritten in place.
+@Suite("Videos and drawings through the daemon")
 struct VideoDaemonTests {
   /// A daemon serving a folder that holds the corpus's `relative` as `name`, and its path.
   static func serving(
@@ -46,6 +46,44 @@ struct VideoDaemonTests {
     #expect(daemon.metric(#"thumbd_video_frames_total{outcome="made"}"#) == 2)
     let servers = try #require(daemon.metric("thumbd_video_frame_servers_started_total"))
     #expect((1...2).contains(servers), "\(daemon.metrics)")
+  }
+
+  @Test(
+    "a PDF and an SVG over HTTP are drawn by the worker, and each rewritten in place gives the new picture"
+  )
+  func drawingsAndRewrite() async throws {
+    let directory = TestDaemon.makeDirectory()
+    let daemon = try await TestDaemon.start(
+      ["--file-root", directory, "--allow-scheme", "file"], directory: directory)
+    defer { daemon.stop() }
+    // Each file, its first and its rewritten bytes, and the 96-box sizes they give.
+    let cases: [(String, [UInt8], (Int, Int), [UInt8], (Int, Int))] = [
+      (
+        "page.pdf", DrawingFixtures.pdf(width: 600, height: 400), (96, 64),
+        DrawingFixtures.pdf(width: 400, height: 600), (64, 96)
+      ),
+      (
+        "icon.svg", DrawingFixtures.svg(width: 200, height: 100), (96, 48),
+        DrawingFixtures.svg(width: 100, height: 200), (48, 96)
+      ),
+    ]
+    for (name, first, firstSize, second, secondSize) in cases {
+      let path = directory + "/" + name
+      try Data(first).write(to: URL(fileURLWithPath: path))
+      let target = "/v1/thumbnail?url=file://\(path)&w=96&h=96&format=png"
+      let before = SocketClient.request(daemon.socket, "GET", target)
+      #expect(SocketClient.status(of: before) == 200, "\(SocketClient.body(of: before))")
+      let old = try Thumbnailer().decodeFullResolution(.bytes(SocketClient.body(of: before)))
+      #expect(old.width == firstSize.0 && old.height == firstSize.1, "\(name)")
+      try Data(second).write(to: URL(fileURLWithPath: path))
+      let later = Date().addingTimeInterval(5)
+      try FileManager.default.setAttributes([.modificationDate: later], ofItemAtPath: path)
+      let after = SocketClient.request(daemon.socket, "GET", target)
+      #expect(SocketClient.status(of: after) == 200)
+      let new = try Thumbnailer().decodeFullResolution(.bytes(SocketClient.body(of: after)))
+      #expect(new.width == secondSize.0 && new.height == secondSize.1, "\(name)")
+    }
+    #expect(daemon.metric(#"thumbd_video_frames_total{outcome="made"}"#) == 4)
   }
 
   @Test("a daemon killed outright leaves no worker server behind")

@@ -191,14 +191,14 @@ struct PrometheusExposition {
     }
     out.family(
       "thumbd_video_frames_total", "counter",
-      "Runs of the video worker (thumbd-frame) in the sandbox, by outcome.")
+      "Runs of the frame worker (thumbd-frame: videos, PDFs, SVGs) in the sandbox, by outcome.")
     for (outcome, count) in videoFrames.sorted(by: { $0.key < $1.key }) {
       out.sample("thumbd_video_frames_total{outcome=\"\(outcome)\"}", count)
     }
     if let videoFrameServers {
       out.family(
         "thumbd_video_frame_servers_started_total", "counter",
-        "Video workers started in the sandbox; each serves many videos.")
+        "Frame workers started in the sandbox; each serves many videos, PDFs and SVGs.")
       out.sample("thumbd_video_frame_servers_started_total", videoFrameServers)
     }
     out.gauge(
