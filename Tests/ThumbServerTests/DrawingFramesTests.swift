@@ -52,14 +52,18 @@ struct DrawingFramesTests {
     )
   }
 
+  /// Thumbnails of `entry` at 256, from memory and from its file, off the cooperative pool.
+  static func both(_ entry: Corpus.Entry) async throws -> [Result<Thumbnail, ThumbnailError>] {
+    try await CorpusChecks.madeOffPool(entry, thumbnailer: Self.thumbnailer(), box: 256)
+  }
+
   @Test(
     "a decode-ok PDF or SVG gives a thumbnail of its page's shape, the same from memory and file",
     arguments: entries("decode-ok"))
-  func decodes(_ entry: Corpus.Entry) throws {
-    let thumbnailer = try Self.thumbnailer()
-    let spec = try ValidSpec(ThumbnailSpec(width: 256, height: 256))
-    let fromMemory = try thumbnailer.thumbnail(.bytes(Corpus.bytes(entry.path)), spec: spec)
-    let fromFile = try thumbnailer.thumbnail(.path(entry.url), spec: spec)
+  func decodes(_ entry: Corpus.Entry) async throws {
+    let made = try await Self.both(entry)
+    let fromMemory = try made[0].get()
+    let fromFile = try made[1].get()
     #expect(fromMemory == fromFile)
     let size = try #require(entry.displayedSize, "manifest has no dimensions")
     let (width, height) = Self.fitted(size, box: 256)
@@ -73,13 +77,13 @@ struct DrawingFramesTests {
   }
 
   @Test("a must-reject PDF or SVG gets a typed refusal", arguments: entries("must-reject"))
-  func rejects(_ entry: Corpus.Entry) throws {
-    CorpusChecks.expectRejected(entry, thumbnailer: try Self.thumbnailer(), box: 256)
+  func rejects(_ entry: Corpus.Entry) async throws {
+    CorpusChecks.expectRejected(try await Self.both(entry), entry)
   }
 
   @Test("an either PDF or SVG draws inside the box or is refused", arguments: entries("either"))
-  func handles(_ entry: Corpus.Entry) throws {
-    try CorpusChecks.expectHandled(entry, thumbnailer: Self.thumbnailer(), box: 256)
+  func handles(_ entry: Corpus.Entry) async throws {
+    CorpusChecks.expectHandled(try await Self.both(entry), box: 256)
   }
 
   /// The colour class at (x, y) of an encoded picture: "red", "green", "blue", "white",
@@ -218,9 +222,10 @@ struct DrawingFramesTests {
     let folder = TestDaemon.makeDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     var differences: [Double] = []
+    let thumbnailer = try Self.thumbnailer()
+    let spec = try ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png))
     for entry in Self.entries("decode-ok") where entry.kind.hasPrefix("pdf") {
-      let ours = try Self.thumbnailer().thumbnail(
-        .path(entry.url), spec: ValidSpec(ThumbnailSpec(width: 256, height: 256, format: .png)))
+      let ours = try await offPool { try thumbnailer.thumbnail(.path(entry.url), spec: spec) }
       let theirs = folder + "/evince.png"
       let run = try await ChildProcess.runThumbd(
         ["-s", "256", entry.url, theirs], binary: evince)
