@@ -3,6 +3,12 @@ import Testing
 
 /// The checks every corpus manifest's suite makes on its files, in one place.
 enum CorpusChecks {
+  /// A thumbnailer for decode-ok files, whose decodes must succeed: under the whole suite on
+  /// two cores, a large one (an AV1 grid of 20 tiles, in a debug build) has passed the default
+  /// 10 s decode deadline. The deadline is tested where it is the subject (and the `either`
+  /// and must-reject files keep it: a decoder's own bounds are what they test).
+  static let patient = Thumbnailer(limits: DecodingLimits(decodeTimeout: 120))
+
   /// A decode-ok file's thumbnail in a `box` x `box` box: the upright size the manifest
   /// implies, real bytes of the format it claims, which decode to that size. Returns it.
   @discardableResult
