@@ -29,20 +29,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The libavcodec and libavutil functions the plugin calls, resolved once. */
+/* The libavutil and libavcodec functions the plugin calls, resolved once: each named once,
+ * typed by FFmpeg's own declaration, called as av.NAME. */
+#define HEVC_AVUTIL(X)                                                                        \
+  X(av_frame_alloc) X(av_frame_free) X(av_pix_fmt_desc_get) X(av_log_set_level)
+#define HEVC_AVCODEC(X)                                                                       \
+  X(avcodec_find_decoder) X(avcodec_alloc_context3) X(avcodec_open2) X(avcodec_free_context)  \
+  X(avcodec_send_packet) X(avcodec_receive_frame) X(av_packet_alloc) X(av_packet_free)
+
 typedef struct av_api {
-  const AVCodec *(*find_decoder)(enum AVCodecID id);
-  AVCodecContext *(*alloc_context)(const AVCodec *codec);
-  int (*open)(AVCodecContext *context, const AVCodec *codec, AVDictionary **options);
-  void (*free_context)(AVCodecContext **context);
-  int (*send_packet)(AVCodecContext *context, const AVPacket *packet);
-  int (*receive_frame)(AVCodecContext *context, AVFrame *frame);
-  AVPacket *(*packet_alloc)(void);
-  void (*packet_free)(AVPacket **packet);
-  AVFrame *(*frame_alloc)(void);
-  void (*frame_free)(AVFrame **frame);
-  const AVPixFmtDescriptor *(*pixel_format)(enum AVPixelFormat format);
-  void (*log_set_level)(int level);
+  HEVC_AVUTIL(CS_FUNCTION)
+  HEVC_AVCODEC(CS_FUNCTION)
   const AVCodec *hevc;
 } av_api;
 
@@ -59,31 +56,19 @@ static pthread_once_t av_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t pixel_cap;
 
 static void load_once(void) {
-  /* The major versions the headers describe: a library of another major has another ABI. */
-  const cs_symbol util[] = {
-      CS_SYMBOL(av, frame_alloc, "av_frame_alloc")
-      CS_SYMBOL(av, frame_free, "av_frame_free")
-      CS_SYMBOL(av, pixel_format, "av_pix_fmt_desc_get")
-      CS_SYMBOL(av, log_set_level, "av_log_set_level")
-  };
-  const cs_symbol codec[] = {
-      CS_SYMBOL(av, find_decoder, "avcodec_find_decoder")
-      CS_SYMBOL(av, alloc_context, "avcodec_alloc_context3")
-      CS_SYMBOL(av, open, "avcodec_open2")
-      CS_SYMBOL(av, free_context, "avcodec_free_context")
-      CS_SYMBOL(av, send_packet, "avcodec_send_packet")
-      CS_SYMBOL(av, receive_frame, "avcodec_receive_frame")
-      CS_SYMBOL(av, packet_alloc, "av_packet_alloc")
-      CS_SYMBOL(av, packet_free, "av_packet_free")
-  };
+#define HEVC_ROW(name) CS_SYMBOL(av, name, #name)
+  const cs_symbol util[] = {HEVC_AVUTIL(HEVC_ROW)};
+  const cs_symbol codec[] = {HEVC_AVCODEC(HEVC_ROW)};
+#undef HEVC_ROW
   char error[256];
+  /* The major versions the headers describe: a library of another major has another ABI. */
   if (CS_BIND_MAJOR("avutil", LIBAVUTIL_VERSION_MAJOR, util, NULL, error) != 0 ||
       CS_BIND_MAJOR("avcodec", LIBAVCODEC_VERSION_MAJOR, codec, NULL, error) != 0)
     return;
-  av.hevc = av.find_decoder(AV_CODEC_ID_HEVC);
+  av.hevc = av.avcodec_find_decoder(AV_CODEC_ID_HEVC);
   if (!av.hevc) return;
   /* Damaged input is reported through errors; FFmpeg's own messages would go to stderr. */
-  av.log_set_level(AV_LOG_QUIET);
+  av.av_log_set_level(AV_LOG_QUIET);
   av_ready = 1;
 }
 
@@ -161,7 +146,7 @@ static int to_annex_b(uint8_t *data, size_t size) {
  * apply. Either way the coded plane c is FFmpeg's data[c].
  */
 static struct heif_error to_heif_image(const AVFrame *frame, struct heif_image **out) {
-  const AVPixFmtDescriptor *format = av.pixel_format((enum AVPixelFormat)frame->format);
+  const AVPixFmtDescriptor *format = av.av_pix_fmt_desc_get((enum AVPixelFormat)frame->format);
   int planes = format ? format->nb_components : 0;
   if (!format || (planes != 1 && planes != 3) ||
       (format->flags & (AV_PIX_FMT_FLAG_BE | AV_PIX_FMT_FLAG_FLOAT | AV_PIX_FMT_FLAG_ALPHA |
@@ -237,9 +222,9 @@ static struct heif_error plugin_decode(void *decoder, struct heif_image **out) {
     return plugin_error(heif_error_Decoder_plugin_error, "Unexpected end of file");
   struct heif_error error = plugin_error(heif_error_Memory_allocation_error,
                                          "HEVC decoder allocation");
-  AVCodecContext *context = av.alloc_context(av.hevc);
-  AVPacket *packet = av.packet_alloc();
-  AVFrame *frame = av.frame_alloc();
+  AVCodecContext *context = av.avcodec_alloc_context3(av.hevc);
+  AVPacket *packet = av.av_packet_alloc();
+  AVFrame *frame = av.av_frame_alloc();
   if (context && packet && frame) {
     /* Tiles already run on libheif's threads; one frame has nothing for frame threads. */
     context->thread_count = 1;
@@ -250,13 +235,15 @@ static struct heif_error plugin_decode(void *decoder, struct heif_image **out) {
     packet->data = s->data;
     packet->size = (int)s->size;
     error = plugin_error(heif_error_Decoder_plugin_error, "HEVC decoding failed");
-    if (av.open(context, av.hevc, NULL) == 0 && av.send_packet(context, packet) == 0 &&
-        av.send_packet(context, NULL) == 0 && av.receive_frame(context, frame) == 0)
+    if (av.avcodec_open2(context, av.hevc, NULL) == 0 &&
+        av.avcodec_send_packet(context, packet) == 0 &&
+        av.avcodec_send_packet(context, NULL) == 0 &&
+        av.avcodec_receive_frame(context, frame) == 0)
       error = to_heif_image(frame, out);
   }
-  av.frame_free(&frame);
-  av.packet_free(&packet);
-  av.free_context(&context);
+  av.av_frame_free(&frame);
+  av.av_packet_free(&packet);
+  av.avcodec_free_context(&context);
   return error;
 }
 

@@ -64,51 +64,29 @@ enum {
   LOG_LINES = 20,
 };
 
+/* Every FFmpeg function the worker calls, by library: each named once, typed by FFmpeg's own
+ * declaration, called as av.NAME. */
+#define TF_AVUTIL(X)                                                                         \
+  X(av_frame_alloc) X(av_frame_free) X(av_frame_unref) X(av_frame_move_ref) X(av_dict_set)   \
+  X(av_dict_free) X(av_log_set_level) X(av_log_set_callback) X(av_rescale_q) X(av_malloc)    \
+  X(av_free)
+#define TF_AVCODEC(X)                                                                        \
+  X(avcodec_alloc_context3) X(avcodec_free_context) X(avcodec_parameters_to_context)         \
+  X(avcodec_open2) X(avcodec_send_packet) X(avcodec_receive_frame) X(avcodec_flush_buffers)  \
+  X(av_packet_alloc) X(av_packet_free) X(av_packet_unref)
+#define TF_AVFORMAT(X)                                                                       \
+  X(avformat_open_input) X(avformat_find_stream_info) X(av_find_best_stream) X(av_read_frame) \
+  X(av_seek_frame) X(avformat_alloc_context) X(avio_alloc_context) X(avio_context_free)      \
+  X(avformat_close_input) X(av_stream_get_side_data)
+#define TF_SWSCALE(X)                                                                        \
+  X(sws_getContext) X(sws_scale) X(sws_freeContext) X(sws_getCoefficients)                   \
+  X(sws_setColorspaceDetails)
+
 typedef struct api {
-  /* libavutil */
-  AVFrame *(*frame_alloc)(void);
-  void (*frame_free)(AVFrame **);
-  void (*frame_unref)(AVFrame *);
-  void (*frame_move_ref)(AVFrame *, AVFrame *);
-  int (*dict_set)(AVDictionary **, const char *, const char *, int);
-  void (*dict_free)(AVDictionary **);
-  void (*log_set_level)(int);
-  void (*log_set_callback)(void (*)(void *, int, const char *, va_list));
-  int64_t (*rescale_q)(int64_t, AVRational, AVRational);
-  /* libavcodec */
-  AVCodecContext *(*alloc_context)(const AVCodec *);
-  void (*free_context)(AVCodecContext **);
-  int (*parameters_to_context)(AVCodecContext *, const AVCodecParameters *);
-  int (*open)(AVCodecContext *, const AVCodec *, AVDictionary **);
-  int (*send_packet)(AVCodecContext *, const AVPacket *);
-  int (*receive_frame)(AVCodecContext *, AVFrame *);
-  void (*flush_buffers)(AVCodecContext *);
-  AVPacket *(*packet_alloc)(void);
-  void (*packet_free)(AVPacket **);
-  void (*packet_unref)(AVPacket *);
-  /* libavformat */
-  int (*open_input)(AVFormatContext **, const char *, const AVInputFormat *, AVDictionary **);
-  int (*find_stream_info)(AVFormatContext *, AVDictionary **);
-  int (*find_best_stream)(AVFormatContext *, enum AVMediaType, int, int, const AVCodec **, int);
-  int (*read_frame)(AVFormatContext *, AVPacket *);
-  int (*seek_frame)(AVFormatContext *, int, int64_t, int);
-  AVFormatContext *(*format_alloc)(void);
-  AVIOContext *(*avio_alloc)(unsigned char *, int, int, void *,
-                             int (*)(void *, uint8_t *, int), int (*)(void *, uint8_t *, int),
-                             int64_t (*)(void *, int64_t, int));
-  void (*avio_free)(AVIOContext **);
-  void *(*av_malloc)(size_t);
-  void (*av_free)(void *);
-  void (*close_input)(AVFormatContext **);
-  uint8_t *(*stream_side_data)(const AVStream *, enum AVPacketSideDataType, size_t *);
-  /* libswscale */
-  struct SwsContext *(*sws_get)(int, int, enum AVPixelFormat, int, int, enum AVPixelFormat, int,
-                                SwsFilter *, SwsFilter *, const double *);
-  int (*sws_scale)(struct SwsContext *, const uint8_t *const[], const int[], int, int,
-                   uint8_t *const[], const int[]);
-  void (*sws_free)(struct SwsContext *);
-  const int *(*sws_coefficients)(int);
-  int (*sws_colorspace)(struct SwsContext *, const int[4], int, const int[4], int, int, int, int);
+  TF_AVUTIL(CS_FUNCTION)
+  TF_AVCODEC(CS_FUNCTION)
+  TF_AVFORMAT(CS_FUNCTION)
+  TF_SWSCALE(CS_FUNCTION)
 } api;
 
 static api av;
@@ -123,50 +101,12 @@ static void bounded_log(void *context, int level, const char *format, va_list ar
 }
 
 static int bind_libraries(void) {
-  const cs_symbol util[] = {
-      CS_SYMBOL(av, frame_alloc, "av_frame_alloc")
-      CS_SYMBOL(av, frame_free, "av_frame_free")
-      CS_SYMBOL(av, frame_unref, "av_frame_unref")
-      CS_SYMBOL(av, frame_move_ref, "av_frame_move_ref")
-      CS_SYMBOL(av, dict_set, "av_dict_set")
-      CS_SYMBOL(av, dict_free, "av_dict_free")
-      CS_SYMBOL(av, log_set_level, "av_log_set_level")
-      CS_SYMBOL(av, log_set_callback, "av_log_set_callback")
-      CS_SYMBOL(av, rescale_q, "av_rescale_q")
-      CS_SYMBOL(av, av_malloc, "av_malloc")
-      CS_SYMBOL(av, av_free, "av_free")
-  };
-  const cs_symbol codec[] = {
-      CS_SYMBOL(av, alloc_context, "avcodec_alloc_context3")
-      CS_SYMBOL(av, free_context, "avcodec_free_context")
-      CS_SYMBOL(av, parameters_to_context, "avcodec_parameters_to_context")
-      CS_SYMBOL(av, open, "avcodec_open2")
-      CS_SYMBOL(av, send_packet, "avcodec_send_packet")
-      CS_SYMBOL(av, receive_frame, "avcodec_receive_frame")
-      CS_SYMBOL(av, flush_buffers, "avcodec_flush_buffers")
-      CS_SYMBOL(av, packet_alloc, "av_packet_alloc")
-      CS_SYMBOL(av, packet_free, "av_packet_free")
-      CS_SYMBOL(av, packet_unref, "av_packet_unref")
-  };
-  const cs_symbol format[] = {
-      CS_SYMBOL(av, open_input, "avformat_open_input")
-      CS_SYMBOL(av, find_stream_info, "avformat_find_stream_info")
-      CS_SYMBOL(av, find_best_stream, "av_find_best_stream")
-      CS_SYMBOL(av, read_frame, "av_read_frame")
-      CS_SYMBOL(av, seek_frame, "av_seek_frame")
-      CS_SYMBOL(av, format_alloc, "avformat_alloc_context")
-      CS_SYMBOL(av, avio_alloc, "avio_alloc_context")
-      CS_SYMBOL(av, avio_free, "avio_context_free")
-      CS_SYMBOL(av, close_input, "avformat_close_input")
-      CS_SYMBOL(av, stream_side_data, "av_stream_get_side_data")
-  };
-  const cs_symbol scale[] = {
-      CS_SYMBOL(av, sws_get, "sws_getContext")
-      CS_SYMBOL(av, sws_scale, "sws_scale")
-      CS_SYMBOL(av, sws_free, "sws_freeContext")
-      CS_SYMBOL(av, sws_coefficients, "sws_getCoefficients")
-      CS_SYMBOL(av, sws_colorspace, "sws_setColorspaceDetails")
-  };
+#define TF_ROW(name) CS_SYMBOL(av, name, #name)
+  const cs_symbol util[] = {TF_AVUTIL(TF_ROW)};
+  const cs_symbol codec[] = {TF_AVCODEC(TF_ROW)};
+  const cs_symbol format[] = {TF_AVFORMAT(TF_ROW)};
+  const cs_symbol scale[] = {TF_SWSCALE(TF_ROW)};
+#undef TF_ROW
   char error[256];
   if (CS_BIND_MAJOR("avutil", LIBAVUTIL_VERSION_MAJOR, util, NULL, error) != 0 ||
       CS_BIND_MAJOR("avcodec", LIBAVCODEC_VERSION_MAJOR, codec, NULL, error) != 0 ||
@@ -329,14 +269,14 @@ typedef struct worker {
 static int64_t origin(const worker *w) {
   if (w->format->start_time != AV_NOPTS_VALUE) return w->format->start_time;
   if (w->stream->start_time != AV_NOPTS_VALUE)
-    return av.rescale_q(w->stream->start_time, w->stream->time_base, (AVRational){1, 1000000});
+    return av.av_rescale_q(w->stream->start_time, w->stream->time_base, (AVRational){1, 1000000});
   return 0;
 }
 
 /* Microseconds from the start of a timestamp of the stream, or INT64_MIN when unknown. */
 static int64_t stream_time(const worker *w, int64_t pts) {
   if (pts == AV_NOPTS_VALUE) return INT64_MIN;
-  return av.rescale_q(pts, w->stream->time_base, (AVRational){1, 1000000}) - origin(w);
+  return av.av_rescale_q(pts, w->stream->time_base, (AVRational){1, 1000000}) - origin(w);
 }
 
 /* Microseconds of `frame` from the file's start, or INT64_MIN when unknown. */
@@ -349,7 +289,7 @@ static int64_t frame_time(const worker *w, const AVFrame *frame) {
 static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch) {
   int have = 0, ended = 0;
   while (w->packets < MAX_PACKETS && w->frames < MAX_FRAMES) {
-    int status = av.receive_frame(w->codec, scratch);
+    int status = av.avcodec_receive_frame(w->codec, scratch);
     if (status == 0) {
       w->frames++;
       if ((uint64_t)scratch->width * (uint64_t)scratch->height > w->max_pixels ||
@@ -357,8 +297,8 @@ static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch)
         return tf_fail(TF_EXIT_TOO_LARGE, "a decoded frame is %dx%d, over the limit",
                     scratch->width, scratch->height);
       }
-      av.frame_unref(out);
-      av.frame_move_ref(out, scratch);
+      av.av_frame_unref(out);
+      av.av_frame_move_ref(out, scratch);
       have = 1;
       int64_t at = frame_time(w, out);
       if (from == INT64_MIN || at == INT64_MIN || at >= from) return 0;
@@ -371,19 +311,19 @@ static int decode_until(worker *w, int64_t from, AVFrame *out, AVFrame *scratch)
     }
     if (ended) break;
     /* The decoder wants input. */
-    int read = av.read_frame(w->format, w->packet);
+    int read = av.av_read_frame(w->format, w->packet);
     if (read < 0) {
       ended = 1;
-      av.send_packet(w->codec, NULL);
+      av.avcodec_send_packet(w->codec, NULL);
       continue;
     }
     if (w->packet->stream_index == w->stream->index) {
       w->packets++;
-      int sent = av.send_packet(w->codec, w->packet);
+      int sent = av.avcodec_send_packet(w->codec, w->packet);
       /* A damaged packet is passed over; the packet cap ends a stream of them. */
       (void)sent;
     }
-    av.packet_unref(w->packet);
+    av.av_packet_unref(w->packet);
   }
   return have ? 0 : tf_fail(TF_EXIT_CORRUPT, "no frame decodes");
 }
@@ -401,27 +341,27 @@ enum { KEYFRAME_REACH = 1500000 };
 static int decode_keyframe(worker *w, int64_t at, int64_t reach, AVFrame *out,
                            AVFrame *scratch) {
   while (w->packets < MAX_PACKETS) {
-    if (av.read_frame(w->format, w->packet) < 0) return -1;
+    if (av.av_read_frame(w->format, w->packet) < 0) return -1;
     if (w->packet->stream_index != w->stream->index) {
-      av.packet_unref(w->packet);
+      av.av_packet_unref(w->packet);
       continue;
     }
     w->packets++;
     if (!(w->packet->flags & AV_PKT_FLAG_KEY)) {
-      av.packet_unref(w->packet);
+      av.av_packet_unref(w->packet);
       continue;
     }
     int64_t time = packet_time(w, w->packet);
     if (time == INT64_MIN || time < at - reach || time > at + reach) {
-      av.packet_unref(w->packet);
+      av.av_packet_unref(w->packet);
       return -1;
     }
-    int sent = av.send_packet(w->codec, w->packet);
-    av.packet_unref(w->packet);
+    int sent = av.avcodec_send_packet(w->codec, w->packet);
+    av.av_packet_unref(w->packet);
     if (sent < 0) return -1;
-    av.send_packet(w->codec, NULL);
+    av.avcodec_send_packet(w->codec, NULL);
     for (int tries = 0; tries < 4; tries++) {
-      int status = av.receive_frame(w->codec, scratch);
+      int status = av.avcodec_receive_frame(w->codec, scratch);
       if (status != 0) return -1;
       w->frames++;
       if ((uint64_t)scratch->width * (uint64_t)scratch->height > w->max_pixels ||
@@ -430,11 +370,11 @@ static int decode_keyframe(worker *w, int64_t at, int64_t reach, AVFrame *out,
                     scratch->width, scratch->height);
       }
       if (scratch->key_frame || tries == 3) {
-        av.frame_unref(out);
-        av.frame_move_ref(out, scratch);
+        av.av_frame_unref(out);
+        av.av_frame_move_ref(out, scratch);
         return 0;
       }
-      av.frame_unref(scratch);
+      av.av_frame_unref(scratch);
     }
     return -1;
   }
@@ -446,8 +386,9 @@ static int decode_keyframe(worker *w, int64_t at, int64_t reach, AVFrame *out,
  * or at or after it (0), where the container's index allows. */
 static void seek_to(worker *w, int64_t at, int flags) {
   int64_t stamp =
-      av.rescale_q(at + origin(w), (AVRational){1, 1000000}, w->stream->time_base);
-  if (av.seek_frame(w->format, w->stream->index, stamp, flags) >= 0) av.flush_buffers(w->codec);
+      av.av_rescale_q(at + origin(w), (AVRational){1, 1000000}, w->stream->time_base);
+  if (av.av_seek_frame(w->format, w->stream->index, stamp, flags) >= 0)
+    av.avcodec_flush_buffers(w->codec);
 }
 
 /* The frame's displayed size before the turn: its width stretched by the sample aspect
@@ -465,9 +406,9 @@ static int open_format(worker *w) {
   enum { IO_BUFFER = 64 << 10 };
   w->in->position = 0;
   unsigned char *buffer = av.av_malloc(IO_BUFFER);
-  w->io = buffer ? av.avio_alloc(buffer, IO_BUFFER, 0, w->in, input_read, NULL, input_seek)
+  w->io = buffer ? av.avio_alloc_context(buffer, IO_BUFFER, 0, w->in, input_read, NULL, input_seek)
                  : NULL;
-  w->format = w->io ? av.format_alloc() : NULL;
+  w->format = w->io ? av.avformat_alloc_context() : NULL;
   if (!w->format) {
     if (!w->io) av.av_free(buffer);
     return tf_fail(TF_EXIT_CORRUPT, "no memory");
@@ -475,28 +416,28 @@ static int open_format(worker *w) {
   w->format->pb = w->io;
   AVDictionary *options = NULL;
   /* A nested open (a playlist's entries) has no protocol it may use. */
-  av.dict_set(&options, "protocol_whitelist", "none", 0);
-  av.dict_set(&options, "format_whitelist", format_whitelist, 0);
-  av.dict_set(&options, "probesize", "8388608", 0);
-  av.dict_set(&options, "analyzeduration", "5000000", 0);
-  av.dict_set(&options, "max_streams", "64", 0);
-  av.dict_set(&options, "fpsprobesize", "8", 0);
-  int opened = av.open_input(&w->format, w->name, NULL, &options);
-  av.dict_free(&options);
+  av.av_dict_set(&options, "protocol_whitelist", "none", 0);
+  av.av_dict_set(&options, "format_whitelist", format_whitelist, 0);
+  av.av_dict_set(&options, "probesize", "8388608", 0);
+  av.av_dict_set(&options, "analyzeduration", "5000000", 0);
+  av.av_dict_set(&options, "max_streams", "64", 0);
+  av.av_dict_set(&options, "fpsprobesize", "8", 0);
+  int opened = av.avformat_open_input(&w->format, w->name, NULL, &options);
+  av.av_dict_free(&options);
   /* open_input freed the format context on failure; the I/O context is ours. */
   if (opened < 0) return tf_fail(TF_EXIT_UNSUPPORTED, "not a video container thumbd reads");
   if (w->format->nb_streams > MAX_STREAMS)
     return tf_fail(TF_EXIT_CORRUPT, "%u streams, over %d", w->format->nb_streams, MAX_STREAMS);
-  if (av.find_stream_info(w->format, NULL) < 0)
+  if (av.avformat_find_stream_info(w->format, NULL) < 0)
     return tf_fail(TF_EXIT_CORRUPT, "its streams cannot be read");
   return 0;
 }
 
 static void close_format(worker *w) {
-  if (w->format) av.close_input(&w->format);
+  if (w->format) av.avformat_close_input(&w->format);
   if (w->io) {
     av.av_free(w->io->buffer);
-    av.avio_free(&w->io);
+    av.avio_context_free(&w->io);
   }
 }
 
@@ -512,7 +453,7 @@ static int rewind_input(worker *w) {
   for (unsigned i = 0; i < w->format->nb_streams; i++)
     w->format->streams[i]->discard = (int)i == w->index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
   w->stream = w->format->streams[w->index];
-  av.flush_buffers(w->codec);
+  av.avcodec_flush_buffers(w->codec);
   return 0;
 }
 
@@ -537,7 +478,7 @@ static int scale_frame(const AVFrame *frame, AVRational sar, int box_w, int box_
   if (w < 1) w = 1;
   if (h < 1) h = 1;
   if (w > MAX_SIDE || h > MAX_SIDE) return tf_fail(TF_EXIT_TOO_LARGE, "the frame is too wide");
-  struct SwsContext *sws = av.sws_get(frame->width, frame->height, frame->format, w, h,
+  struct SwsContext *sws = av.sws_getContext(frame->width, frame->height, frame->format, w, h,
                                       AV_PIX_FMT_RGB24, SWS_AREA | SWS_ACCURATE_RND, NULL, NULL,
                                       NULL);
   if (!sws) return tf_fail(TF_EXIT_CORRUPT, "the frame's pixel format cannot be converted");
@@ -546,19 +487,19 @@ static int scale_frame(const AVFrame *frame, AVRational sar, int box_w, int box_
                   ? (frame->height > 576 ? AVCOL_SPC_BT709 : AVCOL_SPC_BT470BG)
                   : frame->colorspace;
   int full = frame->color_range == AVCOL_RANGE_JPEG;
-  const int *coefficients = av.sws_coefficients(space);
-  av.sws_colorspace(sws, coefficients, full, av.sws_coefficients(AVCOL_SPC_BT709), 1, 0,
-                    1 << 16, 1 << 16);
+  const int *coefficients = av.sws_getCoefficients(space);
+  av.sws_setColorspaceDetails(sws, coefficients, full, av.sws_getCoefficients(AVCOL_SPC_BT709),
+                              1, 0, 1 << 16, 1 << 16);
   out->rgb = malloc((size_t)w * (size_t)h * 3);
   if (!out->rgb) {
-    av.sws_free(sws);
+    av.sws_freeContext(sws);
     return tf_fail(TF_EXIT_TOO_LARGE, "no memory for a %dx%d frame", w, h);
   }
   uint8_t *planes[4] = {out->rgb, NULL, NULL, NULL};
   int strides[4] = {w * 3, 0, 0, 0};
   int rows = av.sws_scale(sws, (const uint8_t *const *)frame->data, frame->linesize, 0,
                           frame->height, planes, strides);
-  av.sws_free(sws);
+  av.sws_freeContext(sws);
   if (rows <= 0) {
     free(out->rgb);
     out->rgb = NULL;
@@ -574,8 +515,8 @@ int tf_bind(void) {
   if (bound) return 0;
   int status = bind_libraries();
   if (status != 0) return status;
-  av.log_set_level(AV_LOG_ERROR);
-  av.log_set_callback(bounded_log);
+  av.av_log_set_level(AV_LOG_ERROR);
+  av.av_log_set_callback(bounded_log);
   bound = 1;
   return 0;
 }
@@ -596,9 +537,9 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
   AVFrame *frame = NULL, *scratch = NULL;
   status = open_format(&w);
   if (status != 0) goto done;
-  frame = av.frame_alloc();
-  scratch = av.frame_alloc();
-  w.packet = av.packet_alloc();
+  frame = av.av_frame_alloc();
+  scratch = av.av_frame_alloc();
+  w.packet = av.av_packet_alloc();
   if (!frame || !scratch || !w.packet) {
     status = tf_fail(TF_EXIT_CORRUPT, "no memory");
     goto done;
@@ -612,9 +553,9 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     stream->discard = AVDISCARD_ALL;
     if (stream->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
         !(stream->disposition & AV_DISPOSITION_ATTACHED_PIC) && index < 0) {
-      index = av.find_best_stream(w.format, AVMEDIA_TYPE_VIDEO, -1, -1, &decoder, 0);
+      index = av.av_find_best_stream(w.format, AVMEDIA_TYPE_VIDEO, -1, -1, &decoder, 0);
       if (index >= 0 && (w.format->streams[index]->disposition & AV_DISPOSITION_ATTACHED_PIC))
-        index = av.find_best_stream(w.format, AVMEDIA_TYPE_VIDEO, (int)i, -1, &decoder, 0);
+        index = av.av_find_best_stream(w.format, AVMEDIA_TYPE_VIDEO, (int)i, -1, &decoder, 0);
     }
   }
   if (index == AVERROR_DECODER_NOT_FOUND) {
@@ -635,8 +576,8 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
                   parameters->height);
     goto done;
   }
-  w.codec = av.alloc_context(decoder);
-  if (!w.codec || av.parameters_to_context(w.codec, parameters) < 0) {
+  w.codec = av.avcodec_alloc_context3(decoder);
+  if (!w.codec || av.avcodec_parameters_to_context(w.codec, parameters) < 0) {
     status = tf_fail(TF_EXIT_CORRUPT, "its codec parameters are unusable");
     goto done;
   }
@@ -652,24 +593,24 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
   /* Film grain is described, not drawn: a grained copy of every frame (a second picture of
    * the frame's size in dav1d) buys nothing in a thumbnail. */
   AVDictionary *codec_options = NULL;
-  av.dict_set(&codec_options, "export_side_data", "film_grain", 0);
-  int opened = av.open(w.codec, decoder, &codec_options);
-  av.dict_free(&codec_options);
+  av.av_dict_set(&codec_options, "export_side_data", "film_grain", 0);
+  int opened = av.avcodec_open2(w.codec, decoder, &codec_options);
+  av.av_dict_free(&codec_options);
   if (opened < 0) {
     status = tf_fail(TF_EXIT_UNSUPPORTED, "its codec (%s) cannot be opened", decoder->name);
     goto done;
   }
 
   size_t matrix_size = 0;
-  const int32_t *matrix =
-      (const int32_t *)av.stream_side_data(w.stream, AV_PKT_DATA_DISPLAYMATRIX, &matrix_size);
+  const int32_t *matrix = (const int32_t *)av.av_stream_get_side_data(
+      w.stream, AV_PKT_DATA_DISPLAYMATRIX, &matrix_size);
   turn t = turn_of(matrix_size >= 9 * sizeof(int32_t) ? matrix : NULL);
   AVRational sar = w.stream->sample_aspect_ratio.num > 0 ? w.stream->sample_aspect_ratio
                                                          : parameters->sample_aspect_ratio;
 
   int64_t duration = w.format->duration;
   if (duration <= 0 && w.stream->duration > 0)
-    duration = av.rescale_q(w.stream->duration, w.stream->time_base, (AVRational){1, 1000000});
+    duration = av.av_rescale_q(w.stream->duration, w.stream->time_base, (AVRational){1, 1000000});
   int64_t chosen = duration > 0 ? duration / 10 : 1000000;
   int64_t step = duration > 0 ? duration / 10 : 2000000;
   tf_header fields = {0, duration > 0 ? (uint32_t)(duration / 1000 > UINT32_MAX - 1
@@ -723,7 +664,7 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
     status = scale_frame(frame, sar, box_w, box_h, t.swaps, &picture);
     /* The decoder's picture goes back to it now: a try past a dark frame decodes another,
      * and holding this one meanwhile would keep a second full-size picture. */
-    av.frame_unref(frame);
+    av.av_frame_unref(frame);
     if (status != 0) break;
     /* The coded size, not the decoded one (a smaller decode is the same picture). */
     /* (The stream's parameters read again: a rewind opened the container anew.) */
@@ -761,10 +702,10 @@ int tf_run(int fd, const char *name, int box_w, int box_h, uint64_t max_pixels) 
 
 done:
   free(picture.rgb);
-  av.frame_free(&frame);
-  av.frame_free(&scratch);
-  av.packet_free(&w.packet);
-  av.free_context(&w.codec);
+  av.av_frame_free(&frame);
+  av.av_frame_free(&scratch);
+  av.av_packet_free(&w.packet);
+  av.avcodec_free_context(&w.codec);
   close_format(&w);
   return status;
 }

@@ -70,66 +70,65 @@ typedef struct page_dimensions {
   double em, ex;
 } page_dimensions;
 
+/* Every function of these libraries the worker calls, by library: each named once, with the
+ * prototype declared here (no -dev package: the libraries' headers are not installed), called
+ * as pg.NAME. Pointers to the libraries' own objects are void *. */
+#define PAGE_GLIB(X) X(void, g_error_free, (page_error *error))
+#define PAGE_GOBJECT(X) X(void, g_object_unref, (void *object))
+#define PAGE_CAIRO(X)                                                                       \
+  X(void *, cairo_image_surface_create, (int format, int width, int height))               \
+  X(int, cairo_surface_status, (void *surface))                                            \
+  X(void, cairo_surface_flush, (void *surface))                                            \
+  X(unsigned char *, cairo_image_surface_get_data, (void *surface))                        \
+  X(int, cairo_image_surface_get_stride, (void *surface))                                  \
+  X(void, cairo_surface_destroy, (void *surface))                                          \
+  X(void *, cairo_create, (void *surface))                                                 \
+  X(int, cairo_status, (void *cairo))                                                      \
+  X(void, cairo_scale, (void *cairo, double x, double y))                                  \
+  X(void, cairo_set_source_rgb, (void *cairo, double r, double g, double b))               \
+  X(void, cairo_paint, (void *cairo))                                                      \
+  X(void, cairo_destroy, (void *cairo))
+#define PAGE_POPPLER(X)                                                                     \
+  X(void *, poppler_document_new_from_fd, (int fd, const char *password, page_error **error)) \
+  X(void *, poppler_document_new_from_data,                                                 \
+    (char *data, int length, const char *password, page_error **error))                     \
+  X(int, poppler_document_get_n_pages, (void *document))                                   \
+  X(void *, poppler_document_get_page, (void *document, int index))                        \
+  X(void, poppler_page_get_size, (void *page, double *width, double *height))              \
+  X(void, poppler_page_render, (void *page, void *cairo))
+#define PAGE_RSVG(X)                                                                        \
+  X(void *, rsvg_handle_new_from_data, (const uint8_t *data, size_t size, page_error **error)) \
+  X(int, rsvg_handle_get_intrinsic_size_in_pixels,                                         \
+    (void *handle, double *width, double *height))                                         \
+  X(void, rsvg_handle_get_intrinsic_dimensions,                                            \
+    (void *handle, int *has_width, page_length *width, int *has_height, page_length *height, \
+     int *has_viewbox, page_rectangle *viewbox))                                           \
+  X(int, rsvg_handle_render_document,                                                      \
+    (void *handle, void *cairo, const page_rectangle *viewport, page_error **error))        \
+  X(void, rsvg_handle_get_dimensions, (void *handle, page_dimensions *size))
+
+#define PAGE_FIELD(result, name, parameters) result(*name) parameters;
 typedef struct page_api {
-  /* GLib, GObject */
-  void (*object_unref)(void *);
-  void (*error_free)(page_error *);
-  /* cairo */
-  void *(*surface_create)(int format, int width, int height);
-  int (*surface_status)(void *surface);
-  void (*surface_flush)(void *surface);
-  unsigned char *(*surface_data)(void *surface);
-  int (*surface_stride)(void *surface);
-  void (*surface_destroy)(void *surface);
-  void *(*create)(void *surface);
-  int (*status)(void *cairo);
-  void (*scale)(void *cairo, double x, double y);
-  void (*set_source_rgb)(void *cairo, double r, double g, double b);
-  void (*paint)(void *cairo);
-  void (*destroy)(void *cairo);
-  /* poppler-glib */
-  void *(*document_from_fd)(int fd, const char *password, page_error **error);
-  void *(*document_from_data)(char *data, int length, const char *password, page_error **error);
-  int (*page_count)(void *document);
-  void *(*page_at)(void *document, int index);
-  void (*page_size)(void *page, double *width, double *height);
-  void (*page_render)(void *page, void *cairo);
-  /* librsvg */
-  void *(*svg_from_data)(const uint8_t *data, size_t size, page_error **error);
-  int (*svg_size_in_pixels)(void *handle, double *width, double *height);
-  void (*svg_dimensions)(void *handle, int *has_width, page_length *width, int *has_height,
-                         page_length *height, int *has_viewbox, page_rectangle *viewbox);
-  int (*svg_render)(void *handle, void *cairo, const page_rectangle *viewport,
-                    page_error **error);
-  void (*svg_legacy_size)(void *handle, page_dimensions *size);
+  PAGE_GLIB(PAGE_FIELD)
+  PAGE_GOBJECT(PAGE_FIELD)
+  PAGE_CAIRO(PAGE_FIELD)
+  PAGE_POPPLER(PAGE_FIELD)
+  PAGE_RSVG(PAGE_FIELD)
 } page_api;
+#undef PAGE_FIELD
 
 static page_api pg;
 /* Which kinds could be bound: 0 not yet tried, 1 bound, -1 missing (the message kept). */
 static int pdf_bound, svg_bound;
 static char pdf_missing[256], svg_missing[256];
 
+/* A row of a cs_symbol table for one of the functions above. */
+#define PAGE_ROW(result, name, parameters) CS_SYMBOL(pg, name, #name)
+
 static int bind_common(char *error, size_t size) {
-  const cs_symbol gobject[] = {
-      CS_SYMBOL(pg, object_unref, "g_object_unref")
-  };
-  const cs_symbol glib[] = {
-      CS_SYMBOL(pg, error_free, "g_error_free")
-  };
-  const cs_symbol cairo[] = {
-      CS_SYMBOL(pg, surface_create, "cairo_image_surface_create")
-      CS_SYMBOL(pg, surface_status, "cairo_surface_status")
-      CS_SYMBOL(pg, surface_flush, "cairo_surface_flush")
-      CS_SYMBOL(pg, surface_data, "cairo_image_surface_get_data")
-      CS_SYMBOL(pg, surface_stride, "cairo_image_surface_get_stride")
-      CS_SYMBOL(pg, surface_destroy, "cairo_surface_destroy")
-      CS_SYMBOL(pg, create, "cairo_create")
-      CS_SYMBOL(pg, status, "cairo_status")
-      CS_SYMBOL(pg, scale, "cairo_scale")
-      CS_SYMBOL(pg, set_source_rgb, "cairo_set_source_rgb")
-      CS_SYMBOL(pg, paint, "cairo_paint")
-      CS_SYMBOL(pg, destroy, "cairo_destroy")
-  };
+  const cs_symbol gobject[] = {PAGE_GOBJECT(PAGE_ROW)};
+  const cs_symbol glib[] = {PAGE_GLIB(PAGE_ROW)};
+  const cs_symbol cairo[] = {PAGE_CAIRO(PAGE_ROW)};
   if (cs_bind("libglib-2.0.so.0", "libglib2.0-0", glib, 1, NULL, error, size) != 0 ||
       cs_bind("libgobject-2.0.so.0", "libglib2.0-0", gobject, 1, NULL, error, size) != 0 ||
       CS_BIND("libcairo.so.2", "libcairo2", cairo, NULL, error) != 0) {
@@ -147,21 +146,8 @@ void tp_bind(void) {
     pdf_bound = svg_bound = -1;
     return;
   }
-  const cs_symbol poppler[] = {
-      CS_SYMBOL(pg, document_from_fd, "poppler_document_new_from_fd")
-      CS_SYMBOL(pg, document_from_data, "poppler_document_new_from_data")
-      CS_SYMBOL(pg, page_count, "poppler_document_get_n_pages")
-      CS_SYMBOL(pg, page_at, "poppler_document_get_page")
-      CS_SYMBOL(pg, page_size, "poppler_page_get_size")
-      CS_SYMBOL(pg, page_render, "poppler_page_render")
-  };
-  const cs_symbol rsvg[] = {
-      CS_SYMBOL(pg, svg_from_data, "rsvg_handle_new_from_data")
-      CS_SYMBOL(pg, svg_size_in_pixels, "rsvg_handle_get_intrinsic_size_in_pixels")
-      CS_SYMBOL(pg, svg_dimensions, "rsvg_handle_get_intrinsic_dimensions")
-      CS_SYMBOL(pg, svg_render, "rsvg_handle_render_document")
-      CS_SYMBOL(pg, svg_legacy_size, "rsvg_handle_get_dimensions")
-  };
+  const cs_symbol poppler[] = {PAGE_POPPLER(PAGE_ROW)};
+  const cs_symbol rsvg[] = {PAGE_RSVG(PAGE_ROW)};
   pdf_bound = CS_BIND("libpoppler-glib.so.8", "libpoppler-glib8", poppler, NULL, pdf_missing) == 0
                   ? 1
                   : -1;
@@ -289,12 +275,13 @@ static int emit(const unsigned char *data, int stride, int w, int h, int alpha, 
 
 /* A surface of the plan's size and a context scaled to it; 0, or an exit code. */
 static int canvas(const plan *p, int alpha, void **surface, void **cairo) {
-  *surface = pg.surface_create(alpha ? CAIRO_ARGB32 : CAIRO_RGB24, p->width, p->height);
-  if (!*surface || pg.surface_status(*surface) != 0) {
+  *surface = pg.cairo_image_surface_create(alpha ? CAIRO_ARGB32 : CAIRO_RGB24, p->width, p->height);
+  if (!*surface || pg.cairo_surface_status(*surface) != 0) {
     return tf_fail(TF_EXIT_TOO_LARGE, "no surface of %d x %d", p->width, p->height);
   }
-  *cairo = pg.create(*surface);
-  if (!*cairo || pg.status(*cairo) != 0) return tf_fail(TF_EXIT_CORRUPT, "no drawing context");
+  *cairo = pg.cairo_create(*surface);
+  if (!*cairo || pg.cairo_status(*cairo) != 0)
+    return tf_fail(TF_EXIT_CORRUPT, "no drawing context");
   return 0;
 }
 
@@ -313,12 +300,12 @@ static int drawn(const unsigned char *data, int stride, int w, int h) {
 static int warming;
 
 static int finish(void *surface, void *cairo, const plan *p, int alpha) {
-  int status = pg.status(cairo);
+  int status = pg.cairo_status(cairo);
   if (status != 0) return tf_fail(TF_EXIT_CORRUPT, "drawing failed (cairo status %d)", status);
   if (warming) return TF_EXIT_OK;
-  pg.surface_flush(surface);
-  const unsigned char *data = pg.surface_data(surface);
-  int stride = pg.surface_stride(surface);
+  pg.cairo_surface_flush(surface);
+  const unsigned char *data = pg.cairo_image_surface_get_data(surface);
+  int stride = pg.cairo_image_surface_get_stride(surface);
   if (!data || stride < p->width * 4) return tf_fail(TF_EXIT_CORRUPT, "no pixels drawn");
   /* A drawing with nothing drawn is a blank page: as a BMP whose alpha is zero everywhere it
    * would be read as one without alpha, and shown black. */
@@ -342,14 +329,14 @@ static int draw_pdf(int fd, int box_w, int box_h, uint64_t max_pixels) {
   int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   if (own < 0) return tf_fail(TF_EXIT_CORRUPT, "cannot duplicate the input");
   page_error *error = NULL;
-  void *document = pg.document_from_fd(own, NULL, &error);
+  void *document = pg.poppler_document_new_from_fd(own, NULL, &error);
   if (!document) {
     /* POPPLER_ERROR_ENCRYPTED is 1: a password is asked for. */
     int encrypted = error && error->code == 1;
     int code = tf_fail(encrypted ? TF_EXIT_UNSUPPORTED : TF_EXIT_CORRUPT, "%s: %s",
                     encrypted ? "a PDF that needs a password" : "not a PDF poppler reads",
                     message_of(error));
-    if (error) pg.error_free(error);
+    if (error) pg.g_error_free(error);
     return code;
   }
   return draw_document(document, box_w, box_h, max_pixels);
@@ -359,27 +346,28 @@ static int draw_pdf(int fd, int box_w, int box_h, uint64_t max_pixels) {
 static int draw_document(void *document, int box_w, int box_h, uint64_t max_pixels) {
   int status;
   void *page = NULL, *surface = NULL, *cairo = NULL;
-  if (pg.page_count(document) < 1 || !(page = pg.page_at(document, 0))) {
+  if (pg.poppler_document_get_n_pages(document) < 1 ||
+      !(page = pg.poppler_document_get_page(document, 0))) {
     status = tf_fail(TF_EXIT_CORRUPT, "a PDF without a page");
     goto done;
   }
   double width = 0, height = 0;
-  pg.page_size(page, &width, &height);
+  pg.poppler_page_get_size(page, &width, &height);
   plan p;
   status = plan_for(width, height, box_w, box_h, max_pixels, &p);
   if (status != 0) goto done;
   status = canvas(&p, 0, &surface, &cairo);
   if (status != 0) goto done;
-  pg.set_source_rgb(cairo, 1, 1, 1);
-  pg.paint(cairo);
-  pg.scale(cairo, p.scale, p.scale);
-  pg.page_render(page, cairo);
+  pg.cairo_set_source_rgb(cairo, 1, 1, 1);
+  pg.cairo_paint(cairo);
+  pg.cairo_scale(cairo, p.scale, p.scale);
+  pg.poppler_page_render(page, cairo);
   status = finish(surface, cairo, &p, 0);
 done:
-  if (cairo) pg.destroy(cairo);
-  if (surface) pg.surface_destroy(surface);
-  if (page) pg.object_unref(page);
-  pg.object_unref(document);
+  if (cairo) pg.cairo_destroy(cairo);
+  if (surface) pg.cairo_surface_destroy(surface);
+  if (page) pg.g_object_unref(page);
+  pg.g_object_unref(document);
   return status;
 }
 
@@ -421,18 +409,19 @@ static uint8_t *read_input(int fd, size_t *size, int *code) {
 /* The SVG's own size in pixels: its width and height, or its viewBox's, or (with neither)
  * what librsvg's older interface gives, the extent of what it draws. */
 static int svg_size(void *handle, double *width, double *height) {
-  if (pg.svg_size_in_pixels(handle, width, height)) return 0;
+  if (pg.rsvg_handle_get_intrinsic_size_in_pixels(handle, width, height)) return 0;
   int has_width = 0, has_height = 0, has_viewbox = 0;
   page_length w = {0}, h = {0};
   page_rectangle box = {0};
-  pg.svg_dimensions(handle, &has_width, &w, &has_height, &h, &has_viewbox, &box);
+  pg.rsvg_handle_get_intrinsic_dimensions(handle, &has_width, &w, &has_height, &h, &has_viewbox,
+                                          &box);
   if (has_viewbox) {
     *width = box.width;
     *height = box.height;
     return 0;
   }
   page_dimensions legacy = {0};
-  pg.svg_legacy_size(handle, &legacy);
+  pg.rsvg_handle_get_dimensions(handle, &legacy);
   if (legacy.width <= 0 || legacy.height <= 0) return -1;
   *width = legacy.width;
   *height = legacy.height;
@@ -456,10 +445,10 @@ static int draw_svg_bytes(const uint8_t *bytes, size_t size, int box_w, int box_
                           uint64_t max_pixels) {
   int status = 0;
   page_error *error = NULL;
-  void *handle = pg.svg_from_data(bytes, size, &error);
+  void *handle = pg.rsvg_handle_new_from_data(bytes, size, &error);
   if (!handle) {
     status = tf_fail(TF_EXIT_CORRUPT, "not an SVG librsvg reads: %s", message_of(error));
-    if (error) pg.error_free(error);
+    if (error) pg.g_error_free(error);
     return status;
   }
   void *surface = NULL, *cairo = NULL;
@@ -475,18 +464,18 @@ static int draw_svg_bytes(const uint8_t *bytes, size_t size, int box_w, int box_
   if (status != 0) goto done;
   /* The drawing in its own units, scaled by cairo: the same for a viewBox, and right for
    * one without, which librsvg draws at its own size. */
-  pg.scale(cairo, p.scale, p.scale);
+  pg.cairo_scale(cairo, p.scale, p.scale);
   page_rectangle viewport = {0, 0, width, height};
-  if (!pg.svg_render(handle, cairo, &viewport, &error)) {
+  if (!pg.rsvg_handle_render_document(handle, cairo, &viewport, &error)) {
     status = tf_fail(TF_EXIT_CORRUPT, "the SVG does not draw: %s", message_of(error));
-    if (error) pg.error_free(error);
+    if (error) pg.g_error_free(error);
     goto done;
   }
   status = finish(surface, cairo, &p, 1);
 done:
-  if (cairo) pg.destroy(cairo);
-  if (surface) pg.surface_destroy(surface);
-  pg.object_unref(handle);
+  if (cairo) pg.cairo_destroy(cairo);
+  if (surface) pg.cairo_surface_destroy(surface);
+  pg.g_object_unref(handle);
   return status;
 }
 
@@ -530,7 +519,7 @@ void tp_warm(void) {
   char pdf[1024];
   int length = warm_pdf(pdf, sizeof pdf);
   if (pdf_bound > 0 && length > 0) {
-    void *document = pg.document_from_data(pdf, length, NULL, NULL);
+    void *document = pg.poppler_document_new_from_data(pdf, length, NULL, NULL);
     if (document) (void)draw_document(document, 16, 16, 1024);
   }
   warming = 0;

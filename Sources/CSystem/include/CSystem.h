@@ -261,6 +261,14 @@ typedef struct cs_symbol {
 #define CS_SYMBOL(table, field, name) {name, (void **)&(table).field},
 
 /**
+ * A table of a library's functions, each named once: list them in an X macro
+ * (`#define AVUTIL(X) X(av_frame_alloc) X(av_frame_free)`), declare the table's fields with
+ * `AVUTIL(CS_FUNCTION)` (each typed by the library's own declaration, whose header is
+ * included) and bind them with a row macro of the file's (`CS_SYMBOL(av, name, #name)`).
+ */
+#define CS_FUNCTION(name) __typeof__(name) *name;
+
+/**
  * The one way thumbd opens a library it does not link (libheif, libcurl, libsystemd,
  * FFmpeg's, libjxl): dlopen(`soname`, RTLD_NOW | RTLD_LOCAL), then every symbol of the table
  * resolved, or none used. 0 on success, with the handle in *handle (never closed: the
