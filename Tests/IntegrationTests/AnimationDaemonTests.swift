@@ -8,7 +8,7 @@ import ThumbSystem
 
 /// Animated output through the real daemon: `max_animation_frames`, WebP asked for or
 /// negotiated, and the frame limit in the cache key.
-@Suite("Animation through the daemon", .serialized)
+@Suite("Animation through the daemon", .serialized, .onLane(.clients))
 struct AnimationDaemonTests {
   /// A daemon serving the corpus's 47-frame GIF from a file root.
   static func start(_ extra: [String]) async throws -> (TestDaemon, String) {
@@ -17,7 +17,8 @@ struct AnimationDaemonTests {
     try Data(Corpus.bytes("gif-valid/danbooru/test-animated-3.35s.gif")).write(
       to: URL(fileURLWithPath: gif))
     let daemon = try await TestDaemon.start(
-      ["--file-root", directory, "--allow-scheme", "file"] + extra, directory: directory)
+      ["--file-root", directory, "--allow-scheme", "file"] + extra, driver: .inProcess,
+      directory: directory)
     return (daemon, "/v1/thumbnail?url=file://\(gif)&w=100&h=100")
   }
 

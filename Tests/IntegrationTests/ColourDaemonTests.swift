@@ -9,7 +9,7 @@ import ThumbSystem
 
 /// `colour=srgb|keep` against the real daemon: HTTP parameter, config default, session field,
 /// separate cache entries, and the colour metrics.
-@Suite("Colour over HTTP and sessions", .serialized)
+@Suite("Colour over HTTP and sessions", .serialized, .onLane(.clients))
 struct ColourDaemonTests {
   /// A daemon serving a Display P3 photo from a file root.
   private static func start(_ extra: [String] = []) async throws -> (TestDaemon, String) {
@@ -18,7 +18,8 @@ struct ColourDaemonTests {
     try Data(Corpus.bytes("icc/sdwebimage/SDWebImageHighLevelDiagram.jpeg")).write(
       to: URL(fileURLWithPath: photo))
     let daemon = try await TestDaemon.start(
-      ["--file-root", directory, "--allow-scheme", "file"] + extra, directory: directory)
+      ["--file-root", directory, "--allow-scheme", "file"] + extra, driver: .inProcess,
+      directory: directory)
     return (daemon, "/v1/thumbnail?url=file://\(photo)&w=64&h=64&format=jpeg")
   }
 
@@ -85,7 +86,8 @@ struct ColourDaemonTests {
     let target = "/v1/thumbnail?url=file://\(cmyk)&w=64&h=64&format=png"
     func thumbnail(_ extra: [String]) async throws -> [UInt8] {
       let daemon = try await TestDaemon.start(
-        ["--file-root", directory, "--allow-scheme", "file"] + extra, directory: directory)
+        ["--file-root", directory, "--allow-scheme", "file"] + extra, driver: .inProcess,
+        directory: directory)
       defer { daemon.stop() }
       let response = SocketClient.request(daemon.socket, "GET", target)
       #expect(SocketClient.status(of: response) == 200)

@@ -13,7 +13,7 @@ import ThumbWire
 /// file URL, after the query string's own decoding in HTTP and from the JSON string as it is in
 /// a session, so the same URL names the same file in both. A name with a `%` in it is written
 /// `%25`. A name's bytes need not be UTF-8: `%E9` names a Latin-1 "é", which is not `%C3%A9`.
-@Suite("File URL spelling")
+@Suite("File URL spelling", .onLane(.clients))
 struct FileURLSpellingTests {
   @Test(
     "the same URL names the same file over HTTP and in a session; %25 names a literal %, %E9 a Latin-1 byte"
@@ -39,7 +39,7 @@ struct FileURLSpellingTests {
       #expect(ByteNames.write(Data(png), to: Array((root + "/").utf8) + name))
     }
     let daemon = try await TestDaemon.start(
-      ["--file-root", root, "--allow-scheme", "file"], directory: directory)
+      ["--file-root", root, "--allow-scheme", "file"], driver: .inProcess, directory: directory)
     defer { daemon.stop() }
     func name(shownBy data: [UInt8]) -> String? {
       guard let bitmap = try? Thumbnailer().decodeFullResolution(.bytes(data)) else { return nil }

@@ -13,7 +13,7 @@ import ThumbProtocol
 
 /// A changed source is never served stale: files against the real daemon and real files,
 /// http sources against the real loopback origin, whose own log counts what it was asked.
-@Suite("Source freshness", .serialized)
+@Suite("Source freshness", .serialized, .onLane(.clients))
 struct FreshnessTests {
   /// An origin whose one picture can change while the test runs. It sends `ETag` and
   /// `Cache-Control` and answers a matching `If-None-Match` with 304; it counts full and
@@ -182,7 +182,7 @@ struct FreshnessTests {
     let versions = Versions(path: photo)
     try Data(Versions.picture(0)).write(to: URL(fileURLWithPath: photo))
     let daemon = try await TestDaemon.start(
-      ["--file-root", root, "--cache-dir", ""], directory: directory)
+      ["--file-root", root, "--cache-dir", ""], driver: .inProcess, directory: directory)
     defer { daemon.stop() }
     let target = Self.target("file://" + photo)
     let request = "GET \(target) HTTP/1.1\r\nHost: thumbd\r\n"
@@ -277,7 +277,7 @@ struct FreshnessTests {
     defer { origin.origin.stop() }
     // Every 200 arrives with its max-age spent: stale at once, no waiting.
     origin.update { $0.age = 1 }
-    let daemon = try await TestDaemon.start(["--allow-private"])
+    let daemon = try await TestDaemon.start(["--allow-private"], driver: .inProcess)
     defer { daemon.stop() }
     let target = Self.target(origin.url)
     var answer = Self.get(daemon, target)
@@ -341,7 +341,8 @@ struct FreshnessTests {
       let origin = try ChangingOrigin()
       origin.update { $0.age = 1 }  // stale on arrival
       let daemon = try await TestDaemon.start(
-        ["--allow-private", "--stale-if-error", String(allowance), "--fetch-retries", "0"])
+        ["--allow-private", "--stale-if-error", String(allowance), "--fetch-retries", "0"],
+        driver: .inProcess)
       let target = Self.target(origin.url)
       #expect(Self.get(daemon, target).status == 200)
       origin.origin.stop()
@@ -366,7 +367,8 @@ struct FreshnessTests {
     let origin = try ChangingOrigin()
     defer { origin.origin.stop() }
     origin.update { $0.age = 1 }  // the first picture is stale on arrival
-    let daemon = try await TestDaemon.start(["--allow-private", "--stale-while-revalidate", "60"])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--stale-while-revalidate", "60"], driver: .inProcess)
     defer { daemon.stop() }
     let target = Self.target(origin.url)
     #expect(Pictures.shows(Self.get(daemon, target).body, Pictures.red))
@@ -392,7 +394,7 @@ struct FreshnessTests {
     let origin = try ChangingOrigin()
     defer { origin.origin.stop() }
     origin.update { $0.cacheControl = "max-age=3600" }
-    let daemon = try await TestDaemon.start(["--allow-private"])
+    let daemon = try await TestDaemon.start(["--allow-private"], driver: .inProcess)
     defer { daemon.stop() }
     #expect(
       Pictures.shows(Self.get(daemon, Self.target(origin.url, extra: "&rev=1")).body, Pictures.red))
@@ -419,9 +421,8 @@ struct FreshnessTests {
     try FileManager.default.createDirectory(
       atPath: root + "/pictures", withIntermediateDirectories: true)
     try Data(Pictures.solid((10, 200, 30))).write(to: URL(fileURLWithPath: file))
-    let daemon = try await TestDaemon.start([
-      "--allow-private", "--file-root", root + "/pictures",
-    ])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--file-root", root + "/pictures"], driver: .inProcess)
     defer { daemon.stop() }
     func encode(_ text: String) -> String {
       text.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
@@ -453,7 +454,8 @@ struct FreshnessTests {
     defer { origin.origin.stop() }
     origin.update { $0.cacheControl = "max-age=3600" }
     let port = TestPorts.unused()
-    let daemon = try await TestDaemon.start(["--allow-private", "--listen", "127.0.0.1:\(port)"])
+    let daemon = try await TestDaemon.start(
+      ["--allow-private", "--listen", "127.0.0.1:\(port)"], driver: .inProcess)
     defer { daemon.stop() }
     let url = origin.url
     let encoded = url.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
@@ -481,9 +483,9 @@ struct FreshnessTests {
     #expect(SocketClient.status(of: wrongMethod) == 405)
 
     let openPort = TestPorts.unused()
-    let open = try await TestDaemon.start([
-      "--allow-private", "--listen", "127.0.0.1:\(openPort)", "--network-purge",
-    ])
+    let open = try await TestDaemon.start(
+      ["--allow-private", "--listen", "127.0.0.1:\(openPort)", "--network-purge"],
+      driver: .inProcess)
     defer { open.stop() }
     let allowed = SocketClient.getTCP(port: openPort, "/v1/source?url=\(encoded)", method: "DELETE")
     #expect(SocketClient.status(of: allowed) == 200)
@@ -496,7 +498,7 @@ struct FreshnessTests {
     let origin = try ChangingOrigin()
     defer { origin.origin.stop() }
     origin.update { $0.cacheControl = "max-age=100" }
-    let daemon = try await TestDaemon.start(["--allow-private"])
+    let daemon = try await TestDaemon.start(["--allow-private"], driver: .inProcess)
     defer { daemon.stop() }
     let target = Self.target(origin.url)
     _ = Self.get(daemon, target)

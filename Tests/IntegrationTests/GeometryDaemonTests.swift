@@ -12,7 +12,7 @@ import ThumbWire
 
 /// Geometry options through the real daemon: signed paths with options in random orders, the
 /// query form, and what each shares.
-@Suite("Geometry through the daemon", .serialized)
+@Suite("Geometry through the daemon", .serialized, .onLane(.clients))
 struct GeometryDaemonTests {
   /// Independent choices, each of whose values changes the bytes of an 80x40 cover of a
   /// portrait photo, turned or not (none equals a combination of the others).
@@ -98,7 +98,8 @@ extension GeometryDaemonTests {
     let photo = directory + "/photo.jpg"
     try Data(SignedPathTests.photo).write(to: URL(fileURLWithPath: photo))
     let daemon = try await TestDaemon.start(
-      ["--file-root", directory, "--allow-scheme", "file"], directory: directory)
+      ["--file-root", directory, "--allow-scheme", "file"], driver: .inProcess,
+      directory: directory)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     defer { client.close() }

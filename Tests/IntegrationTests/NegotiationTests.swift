@@ -10,18 +10,21 @@ import ThumbSystem
 /// `format=auto` negotiated from `Accept` against the real daemon: the chosen format in the
 /// cache key, `Vary: Accept` on every negotiated answer (memory and disk hits too), named
 /// formats unaffected, sessions stating their formats once.
-@Suite("Format negotiation", .serialized)
+@Suite("Format negotiation", .serialized, .onLane(.clients))
 struct NegotiationTests {
-  /// A daemon serving one photo from a file root, with a disk cache.
+  /// A daemon serving one photo from a file root, with a disk cache: in this process unless a
+  /// test restarts it on the same cache (a process's exit lets go of the cache's lock).
   private static func start(
-    _ extra: [String] = [], directory: String = TestDaemon.makeDirectory()
+    _ extra: [String] = [], driver: DaemonDriver = .inProcess,
+    directory: String = TestDaemon.makeDirectory()
   ) async throws -> (TestDaemon, String) {
     let photo = directory + "/photo.jpg"
     if !FileManager.default.fileExists(atPath: photo) {
       try Data(Corpus.bytes("photo/coil/normal.jpg")).write(to: URL(fileURLWithPath: photo))
     }
     let daemon = try await TestDaemon.start(
-      ["--file-root", directory, "--allow-scheme", "file"] + extra, directory: directory)
+      ["--file-root", directory, "--allow-scheme", "file"] + extra, driver: driver,
+      directory: directory)
     return (daemon, "/v1/thumbnail?url=file://\(photo)&w=64&h=64")
   }
 
@@ -60,12 +63,12 @@ struct NegotiationTests {
   @Test("disk hits after a restart carry Vary: Accept and the negotiated format")
   func diskHitsVary() async throws {
     let directory = TestDaemon.makeDirectory()
-    let (first, target) = try await Self.start(directory: directory)
+    let (first, target) = try await Self.start(driver: .process, directory: directory)
     let made = Self.get(first, target, accept: "image/webp")
     #expect(SocketClient.header("content-type", in: made) == "image/webp")
     await eventually("written to disk") { first.metric("thumbd_disk_cache_entries") ?? 0 >= 1 }
     first.stop()
-    let (second, _) = try await Self.start(directory: directory)
+    let (second, _) = try await Self.start(driver: .process, directory: directory)
     defer { second.stop() }
     let hit = Self.get(second, target, accept: "image/webp")
     #expect(SocketClient.header("x-thumbd-cache", in: hit) == "disk")

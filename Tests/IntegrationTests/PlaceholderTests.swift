@@ -12,7 +12,7 @@ import ThumbWire
 /// Placeholders through the real daemon: made from the pixels of thumbnails it renders, kept
 /// per source across restarts, answered over HTTP, and sent in sessions before the image under
 /// the images' identity rule, checked against randomised slot reuse.
-@Suite("Placeholders", .serialized)
+@Suite("Placeholders", .serialized, .onLane(.clients))
 struct PlaceholderTests {
   typealias Items = SessionTests
 
@@ -27,6 +27,7 @@ struct PlaceholderTests {
     let origin = try Items.makeOrigin()
     defer { origin.stop() }
     let directory = TestDaemon.makeDirectory()
+    // Processes: the restart needs the first one's cache lock let go, as its exit does.
     let daemon = try await TestDaemon.start(["--allow-private"], directory: directory)
     let url = origin.url("/item/7.png")
     let encoded = PercentEncoding.encode(url)
@@ -69,7 +70,7 @@ struct PlaceholderTests {
   func sessionFrame() async throws {
     let origin = try Items.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private"])
+    let daemon = try await TestDaemon.start(["--allow-private"], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = SessionTests.EventLog(client)
@@ -109,7 +110,7 @@ struct PlaceholderTests {
   func randomisedSlotReuse() async throws {
     let origin = try Items.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private"])
+    let daemon = try await TestDaemon.start(["--allow-private"], driver: .inProcess)
     defer { daemon.stop() }
     // Half the items warmed, so both paths (found, not found) run.
     for item in stride(from: 0, to: Items.itemCount, by: 2) {

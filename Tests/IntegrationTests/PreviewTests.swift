@@ -12,7 +12,7 @@ import ThumbSystem
 /// of the file is still held at the origin, a HEIC's embedded thumbnail before its full decode,
 /// and under randomised slot reuse never for another item or token, never twice, never after
 /// the image, never unasked.
-@Suite("Previews", .serialized)
+@Suite("Previews", .serialized, .onLane(.clients))
 struct PreviewTests {
   typealias Items = SessionTests
 
@@ -51,7 +51,7 @@ struct PreviewTests {
     #expect(ready < half, "DC scans end at \(ready) of \(body.count)")
     let origin = try LoopbackOrigin { _ in .init(body: body, pauseAfterBytes: half) }.start()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private"])
+    let daemon = try await TestDaemon.start(["--allow-private"], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = SessionTests.EventLog(client)
@@ -84,7 +84,7 @@ struct PreviewTests {
     let body = try Corpus.bytes("heif-valid/metadata-extractor/IMG_1034.heic")
     let origin = try LoopbackOrigin { _ in .init(body: body) }.start()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(["--allow-private"])
+    let daemon = try await TestDaemon.start(["--allow-private"], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = SessionTests.EventLog(client)
@@ -130,7 +130,7 @@ struct PreviewTests {
     }.start()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let raw = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
     let log = SessionTests.EventLog(raw)

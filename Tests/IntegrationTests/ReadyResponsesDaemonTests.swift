@@ -15,7 +15,7 @@ import ThumbWire
 /// clients on threads of their own send pipelined requests that vary every header a route
 /// reads, while the source is replaced and purged under them. Every answer must be for the
 /// request's own variant and never older than the source was when the request was sent.
-@Suite("Ready responses through the daemon")
+@Suite("Ready responses through the daemon", .onLane(.clients))
 struct ReadyResponsesDaemonTests {
   /// One request as it was sent.
   struct Sent {
@@ -64,7 +64,7 @@ struct ReadyResponsesDaemonTests {
     let versions = FreshnessTests.Versions(path: photo)
     try Data(FreshnessTests.Versions.picture(0)).write(to: URL(fileURLWithPath: photo))
     let daemon = try await TestDaemon.start(
-      ["--file-root", root, "--cache-dir", ""], directory: directory)
+      ["--file-root", root, "--cache-dir", ""], driver: .inProcess, directory: directory)
     defer { daemon.stop() }
     let url = "file://" + photo
     let encoded = url.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!

@@ -15,7 +15,7 @@ import ThumbWire
 #endif
 
 /// The session protocol end to end: the real daemon, a real loopback origin, ThumbClient.
-@Suite("Session protocol", .serialized)
+@Suite("Session protocol", .serialized, .onLane(.clients))
 struct SessionTests {
   /// Item `n` is a 24x24 PNG of one colour, so any thumbnail of it says which item it shows.
   static func colour(of item: Int) -> (UInt8, UInt8, UInt8) {
@@ -89,7 +89,7 @@ struct SessionTests {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     // Two sessions at once: one passes frames on raw (checks the daemon), one verifies
     // (checks ThumbClient's own guard), sharing the daemon's work.
@@ -157,7 +157,7 @@ struct SessionTests {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let first = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
     let other = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
@@ -192,7 +192,7 @@ struct SessionTests {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -218,7 +218,7 @@ struct SessionTests {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -248,7 +248,7 @@ struct SessionTests {
 
   @Test("the client refuses a frame over the 16 KiB header limit, sends nothing, stays open")
   func oversizedFrameRefused() async throws {
-    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    let daemon = try await TestDaemon.start(["--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -274,7 +274,7 @@ struct SessionTests {
 
   @Test("invalid parameters get an invalid_spec error for the slot; the session goes on")
   func invalidSpecKeepsSession() async throws {
-    let daemon = try await TestDaemon.start(["--cache-dir", ""])
+    let daemon = try await TestDaemon.start(["--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket))
     let log = EventLog(client)
@@ -295,7 +295,7 @@ struct SessionTests {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let bystander = try ThumbClient(endpoint: .unix(daemon.socket))
     let bystanderLog = EventLog(bystander)
@@ -327,7 +327,7 @@ struct SessionTests {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let client = try ThumbClient(endpoint: .unix(daemon.socket), verifyTokens: false)
     let log = EventLog(client)
@@ -399,7 +399,7 @@ struct SessionTests {
     let daemon = try await TestDaemon.start(
       [
         "--allow-private", "--cache-dir", "", "--listen", "127.0.0.1:0",
-      ])
+      ], driver: .inProcess)
     defer { daemon.stop() }
     #expect(SocketClient.get(daemon.socket, "/v1/session").status == 426)
     let port = try #require(Self.tcpPort(in: daemon.log))
@@ -422,7 +422,7 @@ struct SessionTests {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
     let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""])
+      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
     defer { daemon.stop() }
     let upgrade =
       "GET /v1/session HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
@@ -464,7 +464,7 @@ struct SessionTests {
   @Test("the TCP listener takes an IPv6 address: [::1]:0 serves, on that address alone")
   func ipv6Listener() async throws {
     let daemon = try await TestDaemon.start(
-      ["--cache-dir", "", "--listen", "[::1]:0"])
+      ["--cache-dir", "", "--listen", "[::1]:0"], driver: .inProcess)
     defer { daemon.stop() }
     let log = daemon.log
     let range = try #require(log.range(of: "[::1]:"), "\(log)")

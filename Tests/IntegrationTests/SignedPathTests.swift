@@ -11,7 +11,7 @@ import ThumbWire
 /// imgproxy-style signed paths through the real daemon, over TCP, with a real origin on
 /// loopback: right ones are served as asked; every wrong one is refused before the origin or
 /// a decoder sees anything.
-@Suite("Signed paths", .serialized)
+@Suite("Signed paths", .serialized, .onLane(.clients))
 struct SignedPathTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
   static let signing = try! URLSignature(keys: ["736563726574"], salts: ["68656c6c6f"])
@@ -27,7 +27,7 @@ struct SignedPathTests {
         [
           "--allow-network", "127.0.0.0/8", "--cache-dir", "", "--listen", "127.0.0.1:0",
           "--signing-key", "736563726574", "--signing-salt", "68656c6c6f",
-        ] + extra)
+        ] + extra, driver: .inProcess)
       port = try #require(SessionTests.tcpPort(in: daemon.log))
     }
 

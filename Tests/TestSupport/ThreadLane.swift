@@ -13,6 +13,12 @@ final class ThreadLane: TaskExecutor {
   /// The corpus and decoder suites (`DecodeSuites`): a thread for each of their two groups.
   static let decoding = ThreadLane(threads: 2, name: "test-decoding")
 
+  /// Suites that talk to an in-process daemon (`DaemonDriver.inProcess`) with blocking
+  /// clients (`SocketClient`): the clients wait on these threads while the daemon works on
+  /// the cooperative pool (the tasks it starts do not inherit a test's lane). Eight: more
+  /// than the test cases that run at once (twice the cores), with room for their child tasks.
+  static let clients = ThreadLane(threads: 8, name: "test-clients")
+
   private let jobs = Mutex<[UnownedJob]>([])
   /// The lane's threads.
   private let threadIDs = Mutex<Set<pthread_t>>([])

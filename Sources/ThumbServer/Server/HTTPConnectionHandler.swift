@@ -310,24 +310,6 @@ final class HTTPConnectionHandler: ConnectionHandler, @unchecked Sendable {
   }
 }
 
-/// Request targets answered at once in the loop's current read pass (their hashes): a repeat
-/// of one waits for the pass to end, when one check of its source, later than every request
-/// of the pass, serves them all. One per event loop; touched on its thread alone.
-final class PassTargets: @unchecked Sendable {
-  // @unchecked: loop-thread state only.
-  private var pass: UInt64 = 0
-  private var seen = Set<Int>()
-
-  /// True the first time `key` is offered in read pass `pass`.
-  func first(_ key: Int, in pass: UInt64) -> Bool {
-    if pass != self.pass {
-      seen.removeAll(keepingCapacity: true)
-      self.pass = pass
-    }
-    return seen.insert(key).inserted
-  }
-}
-
 /// Takes a connection over from HTTP when a request asks for another protocol (the session
 /// upgrade), as SwiftNIO hands upgraders to its upgrade handler. Built where the daemon is
 /// composed and given to the server.

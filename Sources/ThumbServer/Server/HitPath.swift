@@ -86,3 +86,21 @@ final class HitPath: @unchecked Sendable {
     return ready.keep(response, source, for: request, reads: reads, limits: limits)
   }
 }
+
+/// Request targets answered at once in the loop's current read pass (their hashes): a repeat
+/// of one waits for the pass to end, when one check of its source, later than every request
+/// of the pass, serves them all. One per `HitPath`; touched on its loop's thread alone.
+private final class PassTargets: @unchecked Sendable {
+  // @unchecked: loop-thread state only.
+  private var pass: UInt64 = 0
+  private var seen = Set<Int>()
+
+  /// True the first time `key` is offered in read pass `pass`.
+  func first(_ key: Int, in pass: UInt64) -> Bool {
+    if pass != self.pass {
+      seen.removeAll(keepingCapacity: true)
+      self.pass = pass
+    }
+    return seen.insert(key).inserted
+  }
+}
