@@ -17,6 +17,8 @@ void ts_name_thread(const char *name) {
   pthread_setname_np(pthread_self(), shortened);
 }
 
+int ts_thread_is_main(void) { return (pid_t)syscall(SYS_gettid) == getpid(); }
+
 int ts_thread_background(void) {
   /* Nice 19 rather than SCHED_IDLE: an idle-policy thread can wait indefinitely while any
    * other process keeps the CPUs busy, whereas nice 19 still gets a small, steady share.

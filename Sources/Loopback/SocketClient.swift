@@ -45,6 +45,7 @@ public enum SocketClient {
 
   /// Reads until the peer closes the connection.
   public static func readToEnd(_ fd: Int32) -> [UInt8] {
+    CooperativePool.willBlock("SocketClient.readToEnd")
     var out: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {

@@ -73,6 +73,7 @@ final class FrameServers: Sendable {
     _ request: tf_request, descriptors: [Int32], deadline: Duration,
     cancellation: SandboxCancellation?
   ) -> SandboxOutcome {
+    CooperativePool.willBlock("FrameServers.run")
     let ends = ContinuousClock.now + deadline
     var request = request
     // An idle server may have ended meanwhile (a limit, a kill): one fresh start is tried

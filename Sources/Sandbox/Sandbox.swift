@@ -124,6 +124,7 @@ public final class Sandbox: Sendable {
 
   /// Runs `job` to its end, its deadline or `cancellation`, blocking the calling thread.
   public func run(_ job: SandboxJob, cancellation: SandboxCancellation?) -> SandboxRun {
+    CooperativePool.willBlock("Sandbox.run")
     let number = Self.runs.add(1, ordering: .relaxed).newValue
     var output = "\(workFolder)/run-\(getpid())-\(number)"
     let started = ContinuousClock.now

@@ -40,6 +40,7 @@ public enum HTTPRoundTrip {
   public static func get(
     fd: Int32, target: String, headers: [(String, String)] = [], maxBody: Int = 64 << 20
   ) -> Outcome {
+    CooperativePool.willBlock("HTTPRoundTrip.get")
     var text = "GET \(target) HTTP/1.1\r\nHost: thumbd\r\n"
     for (name, value) in headers { text += "\(name): \(value)\r\n" }
     let request = Array((text + "\r\n").utf8)

@@ -11,7 +11,7 @@ import Testing
 
 /// Three real thumbd instances behind real nginx running Config/nginx/thumbd-cluster.conf
 /// (through bench/cluster.sh), with a real origin on loopback.
-@Suite("Cluster behind nginx", .serialized)
+@Suite("Cluster behind nginx", .serialized, .onLane(.clients))
 struct ClusterTests {
   static let sources = 300
 

@@ -84,10 +84,11 @@ struct ColourDaemonTests {
     try Data(Corpus.bytes("jpeg-valid/sharp/Channel_digital_image_CMYK_color_no_profile.jpg"))
       .write(to: URL(fileURLWithPath: cmyk))
     let target = "/v1/thumbnail?url=file://\(cmyk)&w=64&h=64&format=png"
+    // Processes: the CMYK profile is the codecs' process-wide setting, which every
+    // in-process daemon of the test process would share.
     func thumbnail(_ extra: [String]) async throws -> [UInt8] {
       let daemon = try await TestDaemon.start(
-        ["--file-root", directory, "--allow-scheme", "file"] + extra, driver: .inProcess,
-        directory: directory)
+        ["--file-root", directory, "--allow-scheme", "file"] + extra, directory: directory)
       defer { daemon.stop() }
       let response = SocketClient.request(daemon.socket, "GET", target)
       #expect(SocketClient.status(of: response) == 200)

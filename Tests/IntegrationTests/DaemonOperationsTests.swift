@@ -10,7 +10,7 @@ import Testing
 #endif
 
 /// The daemon as operators meet it: load shedding, shutdown, restarts, logs, systemd.
-@Suite("Daemon operations", .serialized)
+@Suite("Daemon operations", .serialized, .onLane(.clients))
 struct DaemonOperationsTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 

@@ -9,7 +9,7 @@ import Testing
 #endif
 
 /// The real `thumbd serve` binary on a temporary socket, with a real origin on loopback.
-@Suite("Daemon", .serialized)
+@Suite("Daemon", .serialized, .onLane(.clients))
 struct DaemonTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 
@@ -102,7 +102,7 @@ struct DaemonTests {
     _ = request.withUnsafeBytes { send(leaver, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     await eventually("download held at the origin") { origin.held == 1 }
     // The second client asks for the same thumbnail, then the first one leaves.
-    let stayer = Task.detached { SocketClient.exchange(socket, request) }
+    let stayer = StartedThread { SocketClient.exchange(socket, request) }
     await eventually("second request joined") {
       TestDaemon.metric("thumbd_coalesced_joins_total", at: socket) == 1
     }
@@ -112,7 +112,7 @@ struct DaemonTests {
       TestDaemon.metric("thumbd_requests_total{status=\"499\"}", at: socket) == 1
     }
     origin.release()
-    let response = await stayer.value
+    let response = try await stayer.value
     #expect(SocketClient.status(of: response) == 200)
     #expect(origin.requests == ["/slow.jpg"])
   }

@@ -16,7 +16,7 @@ import ThumbWire
 /// bus (its own dbus-daemon), driven by a client written from the specification
 /// (Tests/Desktop/thumbnailer-client.py, over GLib's GDBus) that checks every thumbnail a
 /// `Ready` names as the Thumbnail Managing Standard defines it.
-@Suite("Desktop thumbnailer on D-Bus", .serialized)
+@Suite("Desktop thumbnailer on D-Bus", .serialized, .onLane(.clients))
 struct DesktopBusTests {
   /// A dbus-daemon, a thumbd serving on it, and the folders they use.
   final class Setup: Sendable {
@@ -679,7 +679,7 @@ struct DesktopBusTests {
 
 /// Installed thumbnailers through the service (issue 53): the types thumbd does not decode
 /// go to the entries in the sandbox, and a hostile entry gets nowhere.
-@Suite("Installed thumbnailers on D-Bus", .serialized)
+@Suite("Installed thumbnailers on D-Bus", .serialized, .onLane(.clients))
 struct InstalledThumbnailersBusTests {
   /// A hostile "thumbnailer": the file to thumbnail is its own program (`python3 %i %o`).
   static let hostileEntry = """

@@ -14,7 +14,7 @@ import ThumbClient
 /// its memory, one client cannot take every download slot, a client leaving stops its
 /// download, connections are reused, and (in a network namespace whose DNS the test runs) a
 /// rebinding name never reaches loopback and a resolver that never answers holds nothing.
-@Suite("Fetcher through the daemon", .serialized)
+@Suite("Fetcher through the daemon", .serialized, .onLane(.clients))
 struct FetcherDaemonTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 

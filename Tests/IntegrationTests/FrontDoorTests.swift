@@ -11,7 +11,7 @@ import ThumbWire
 /// presets and presets-only mode, client hints and the entries they may make, limits per
 /// client address (and per forwarded client), the variants one source may keep, and the path
 /// prefix.
-@Suite("Front door", .serialized)
+@Suite("Front door", .serialized, .onLane(.clients))
 struct FrontDoorTests {
   typealias Setup = SignedPathTests.Setup
   static let signing = SignedPathTests.signing
@@ -212,25 +212,29 @@ struct FrontDoorTests {
   )
   func variantsPerSource() async throws {
     let directory = TestDaemon.makeDirectory()
-    let setup = try await Setup([
-      "--allow-unsigned-tcp", "--cache-dir", directory, "--max-variants-per-source", "3",
-    ])
-    let source = setup.origin.url("/variants.jpg")
-    let other = setup.origin.url("/other.jpg")
-    func target(_ width: Int, _ url: String = source) -> String {
-      Self.signing.signedPath("/w:\(width)/f:jpeg" + Self.plain(url))
+    // The first daemon in a scope of its own: an in-process daemon still referenced keeps
+    // its cache's lock, and the restart below opens the same folder.
+    do {
+      let setup = try await Setup([
+        "--allow-unsigned-tcp", "--cache-dir", directory, "--max-variants-per-source", "3",
+      ])
+      let source = setup.origin.url("/variants.jpg")
+      let other = setup.origin.url("/other.jpg")
+      func target(_ width: Int, _ url: String = source) -> String {
+        Self.signing.signedPath("/w:\(width)/f:jpeg" + Self.plain(url))
+      }
+      #expect(setup.get(target(20, other)).status == 200)
+      for width in 30..<38 { #expect(setup.get(target(width)).status == 200) }
+      #expect(setup.daemon.metric("thumbd_memory_cache_entries") == 4)
+      await eventually("the disk holds 3 variants and the other source") {
+        setup.daemon.metric("thumbd_disk_cache_entries") == 4
+      }
+      // The newest are kept: asking again is a memory hit, the oldest a new render.
+      let newest = setup.get(target(37))
+      #expect(SocketClient.header("X-Thumbd-Cache", in: Array(newest.head.utf8)) == "memory")
+      #expect(setup.get(target(20, other)).head.contains("X-Thumbd-Cache: memory"))
+      setup.stop()
     }
-    #expect(setup.get(target(20, other)).status == 200)
-    for width in 30..<38 { #expect(setup.get(target(width)).status == 200) }
-    #expect(setup.daemon.metric("thumbd_memory_cache_entries") == 4)
-    await eventually("the disk holds 3 variants and the other source") {
-      setup.daemon.metric("thumbd_disk_cache_entries") == 4
-    }
-    // The newest are kept: asking again is a memory hit, the oldest a new render.
-    let newest = setup.get(target(37))
-    #expect(SocketClient.header("X-Thumbd-Cache", in: Array(newest.head.utf8)) == "memory")
-    #expect(setup.get(target(20, other)).head.contains("X-Thumbd-Cache: memory"))
-    setup.stop()
     let restarted = try await Setup([
       "--allow-unsigned-tcp", "--cache-dir", directory, "--max-variants-per-source", "2",
     ])

@@ -8,7 +8,7 @@ import Testing
 /// where http(s) sources are allowed; libsystemd only for `--dbus` (DesktopBusTests runs
 /// that). A daemon serving files maps none of them while it sees JPEGs, and the first HEIC
 /// brings libheif.
-@Suite("Libraries loaded on first use")
+@Suite("Libraries loaded on first use", .onLane(.clients))
 struct LazyLibraryTests {
   /// Whether a file whose path contains `part` is mapped in the process.
   static func mapped(_ pid: pid_t, _ part: String) -> Bool {

@@ -7,7 +7,7 @@ import Testing
 
 /// `memory_budget` in the daemon: a job that alone needs more than the budget is refused with
 /// 413 `too_large` before any pixel is decoded, and the budget's figures are in /metrics.
-@Suite("Memory budget in the daemon", .serialized)
+@Suite("Memory budget in the daemon", .serialized, .onLane(.clients))
 struct MemoryBudgetDaemonTests {
   /// A daemon's directory, and the file root inside it the test's files go to.
   static func folders() throws -> (directory: String, root: String) {

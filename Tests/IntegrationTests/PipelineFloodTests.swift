@@ -12,7 +12,7 @@ import Testing
 /// 100,000 pipelined requests in one write, over each listener, for each kind of answer the
 /// loop gives at once (health, 404, memory hit). A loop that answered each by calling back into
 /// its handler from inside the write overflowed its stack about 5,600 requests in (SIGSEGV).
-@Suite("Pipeline floods", .serialized)
+@Suite("Pipeline floods", .serialized, .onLane(.clients))
 struct PipelineFloodTests {
   static let count = 100_000
 

@@ -19,7 +19,7 @@ import ThumbWire
 /// daemon. Every version of a file has its own colour and turns the picture between landscape
 /// and portrait, so each answer says which version it shows; none may show a version older
 /// than the one in place when it was asked for.
-@Suite("Placeholder freshness", .serialized)
+@Suite("Placeholder freshness", .serialized, .onLane(.clients))
 struct PlaceholderFreshnessTests {
   /// Version `v`'s colour is `palette[v % 8]`: far apart, so a ThumbHash's average names one.
   static let palette: [(Int, Int, Int)] = [

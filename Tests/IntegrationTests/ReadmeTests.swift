@@ -14,7 +14,7 @@ import Testing
 /// one with a `Pictures` tree (a name with spaces, a nested folder, a name used twice), and
 /// `scripts/run` runs the already built binary (`THUMBD_RUN_BINARY`): a build inside
 /// `swift test` would wait for this one's lock.
-@Suite("README quick start")
+@Suite("README quick start", .onLane(.clients))
 struct ReadmeTests {
   /// The shell blocks of the `## Quick start` section, in order.
   static func quickStartBlocks() throws -> [String] {

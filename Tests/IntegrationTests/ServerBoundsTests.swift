@@ -13,7 +13,7 @@ import ThumbClient
 /// The daemon against clients that try to hold it: pipelining without reading, slow-loris
 /// heads, a full connection table, no descriptors left, sessions announcing without end, and
 /// hostile images beside a visible one. Each test fails on a server without the bound.
-@Suite("Server bounds", .serialized)
+@Suite("Server bounds", .serialized, .onLane(.clients))
 struct ServerBoundsTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 

@@ -88,8 +88,9 @@ struct SessionTests {
   func randomisedSlotReuse() async throws {
     let origin = try Self.makeOrigin()
     defer { origin.stop() }
-    let daemon = try await TestDaemon.start(
-      ["--allow-private", "--cache-dir", ""], driver: .inProcess)
+    // A process: 1,800 loads are load, and in the test process's two cooperative threads,
+    // shared with every other test, they did not end within two minutes.
+    let daemon = try await TestDaemon.start(["--allow-private", "--cache-dir", ""])
     defer { daemon.stop() }
     // Two sessions at once: one passes frames on raw (checks the daemon), one verifies
     // (checks ThumbClient's own guard), sharing the daemon's work.

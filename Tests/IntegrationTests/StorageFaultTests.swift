@@ -10,7 +10,7 @@ import Testing
 
 /// Storage faults through the real daemon: each gives a clear log line and a metric, and
 /// serving goes on.
-@Suite("Storage faults", .serialized)
+@Suite("Storage faults", .serialized, .onLane(.clients))
 struct StorageFaultTests {
   static let photo = try! Corpus.bytes("photo/coil/normal.jpg")
 

@@ -10,7 +10,7 @@ import Testing
 /// thumbnails of every decoder's format under it. The unit denied @resources, and libnuma (a
 /// codec's dependency, loaded at start) calls set_mempolicy, so the daemon died with SIGSYS
 /// before it answered anything.
-@Suite("systemd unit filter", .serialized)
+@Suite("systemd unit filter", .serialized, .onLane(.clients))
 struct UnitFilterTests {
   @Test("thumbd serve runs under the unit's seccomp filter and makes thumbnails of every format")
   func servesUnderTheUnitFilter() async throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// Videos, PDFs and SVGs through the real daemon (issues 54 and 53): its worker in the
 /// sandbox, over HTTP, with the file rewritten in place.
-@Suite("Videos and drawings through the daemon")
+@Suite("Videos and drawings through the daemon", .onLane(.clients))
 struct VideoDaemonTests {
   /// A daemon serving a folder that holds the corpus's `relative` as `name`, and its path.
   static func serving(

@@ -6,7 +6,7 @@ import Testing
 
 /// `thumbd warm` fills what browsers will ask for: after it, a request with Chromium's
 /// `Accept` is a disk hit, whether a daemon held the cache during the warm or not.
-@Suite("thumbd warm")
+@Suite("thumbd warm", .onLane(.clients))
 struct WarmTests {
   static let browserAccept = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"
 

@@ -48,6 +48,7 @@ func eventually(
   _ description: String, _ condition: () async -> Bool,
   sourceLocation: SourceLocation = #_sourceLocation
 ) async {
+  PoolGuard.installed
   let deadline = ContinuousClock.now.advanced(by: .seconds(120))
   var pause = Duration.zero
   while ContinuousClock.now < deadline {

@@ -1,4 +1,5 @@
 import Foundation
+import ImagePipeline
 import Loopback
 import Synchronization
 import Testing
@@ -18,12 +19,10 @@ import ThumbServer
 ///   cooperative pool (a thread per core), so a test of one never blocks a pool thread waiting
 ///   for it: its clients are `ThumbClient`, or blocking calls moved off the pool
 ///   (`awaitMetric`, `offPool`); answers given on the loop thread (`/healthz`, a memory hit)
-///   need no pool thread. That pool is also every other test's. The corpus suites no longer
-///   hold it (`DecodeSuites` decode on a lane of their own), yet in the whole suite's run a
-///   session test against an in-process daemon saw none of its events in two minutes (its
-///   clients' logs empty, the daemon idle after 33 fetches), and a pipelined HTTP round got
-///   none of its 4 answers, where the same tests pass alone and as processes. Until that is
-///   understood, suites that load much stay `.process`.
+///   need no pool thread. That pool is also every other test's: a test anywhere that blocks
+///   one of its threads starves every in-process daemon (two blocked at once, on two cores,
+///   stopped a session test's daemon for two minutes), so `PoolGuard` fails such a test, and
+///   suites whose tests block run on a lane (`.onLane(.clients)`).
 enum DaemonDriver: Sendable {
   case process
   case inProcess
@@ -75,6 +74,7 @@ struct TestDaemon {
     inside namespace: NetworkNamespace? = nil, descriptorLimit: Int? = nil,
     wrapper: [String] = [], binary: String = ChildProcess.thumbd
   ) async throws -> TestDaemon {
+    PoolGuard.installed
     let socket = directory + "/thumbd.sock"
     var all = ["serve", "--socket", socket]
     if !arguments.contains("--cache-dir") { all += ["--cache-dir", directory + "/cache"] }
@@ -103,9 +103,7 @@ struct TestDaemon {
       namespace?.command(argv) ?? argv, standardError: logPath, environment: environment)
     let daemon = TestDaemon(
       running: .process(pid), socket: socket, directory: directory, logPath: logPath)
-    await eventually("daemon healthy") {
-      SocketClient.get(socket, "/healthz").status == 200
-    }
+    await eventually("daemon healthy") { await Self.healthy(socket) }
     return daemon
   }
 
@@ -120,17 +118,34 @@ struct TestDaemon {
         arguments: arguments, environment: environment)
     else { throw InProcessError(message: "the arguments ask for help, not a daemon") }
     let logger = try Logger(level: config.logLevel, format: config.logFormat, path: logPath)
-    let daemon = try Daemon(config: config, logger: logger, version: "test")
+    // A restart on the same cache waits for the stopped daemon's last reference to let go of
+    // the cache's lock, as `reopenedCache` does: a new process would find it free at once.
+    var made: Result<Daemon, any Error>?
+    await eventually("the cache directory is free for a restart") {
+      do {
+        made = .success(try Daemon(config: config, logger: logger, version: "test"))
+      } catch DiskCacheError.inUse {
+        return false
+      } catch {
+        made = .failure(error)
+      }
+      return true
+    }
+    guard let made else { throw InProcessError(message: "the cache directory stayed in use") }
+    let daemon = try made.get()
     let endpoints = try daemon.listenOnConfiguredEndpoints()
     // The line `thumbd serve` writes, which tests read (a TCP listener's port, say).
     logger.log(.info, "listening", ["endpoints": endpoints.joined(separator: ",")])
     daemon.start()
     let started = TestDaemon(
       running: .inProcess(daemon), socket: socket, directory: directory, logPath: logPath)
-    await eventually("daemon healthy") {
-      SocketClient.get(socket, "/healthz").status == 200
-    }
+    await eventually("daemon healthy") { await Self.healthy(socket) }
     return started
+  }
+
+  /// Whether the daemon on `socket` answers /healthz, asked off the cooperative pool.
+  static func healthy(_ socket: String) async -> Bool {
+    (try? await offPool { SocketClient.get(socket, "/healthz").status }) == 200
   }
 
   struct InProcessError: Error {

@@ -13,7 +13,7 @@ import Testing
 /// Drawings from thumbd's worker in the sandbox (issue 53): a PDF's first page (poppler) and
 /// an SVG (librsvg), every corpus file, pictures whose layout is known, against the desktop's
 /// own thumbnailer, and the hostile shapes.
-@Suite("Drawings", .serialized)
+@Suite("Drawings", .serialized, .onLane(.clients))
 struct DrawingFramesTests {
   /// One worker for the suite (its servers serve every test), with a deadline short enough
   /// for the corpus's endless drawings.

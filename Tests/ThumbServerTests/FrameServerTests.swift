@@ -14,7 +14,7 @@ import ThumbSystem
 
 /// The video worker's servers (`FrameServers`, CSystem's serve.c): one start for many videos,
 /// and jobs that attack their server, the jobs after them and the sandbox, and fail.
-@Suite("Frame servers", .serialized)
+@Suite("Frame servers", .serialized, .onLane(.clients))
 struct FrameServerTests {
   /// A marker for one test's servers, found in their command lines.
   static func marker() -> String { "frames-\(UInt32.random(in: 1_000_000..<9_999_999))" }
@@ -72,9 +72,11 @@ struct FrameServerTests {
   @Test("a server idle for its idle time ends; a cancelled job ends the idle ones at once")
   func idleServersEnd() async throws {
     let label = Self.marker()
-    let quick = try Self.hostile(label: label, idleTime: .milliseconds(200))
+    let quick = try Self.hostile(label: label, idleTime: .seconds(2))
     #expect(Self.run(quick, "benign").outcome == .exited(0))
-    #expect(DelegatedFixtures.processes(holding: label) > 0, "the server waits for more")
+    // Kept as soon as it answered (a count, not a process found in time: the idle time may
+    // pass on a loaded machine before a process listing ends).
+    #expect(quick.idleCount == 1, "the server waits for more")
     await eventually("the idle server ended") {
       DelegatedFixtures.processes(holding: label) == 0
     }

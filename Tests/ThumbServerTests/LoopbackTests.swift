@@ -13,7 +13,7 @@ import ThumbClient
 /// The one loopback origin and the one blocking client, as the tests and thumbload share them:
 /// thumbload's synthetic origin is a handler on `LoopbackOrigin`, and its misbehaviours reach a
 /// client as the wire shows them.
-@Suite struct LoopbackTests {
+@Suite(.onLane(.clients)) struct LoopbackTests {
   /// One GET through `HTTPRoundTrip` on a new TCP connection to `port`.
   private func get(_ port: UInt16, _ path: String, headers: [(String, String)] = [])
     -> HTTPRoundTrip.Outcome

@@ -4,6 +4,7 @@ import ImagePipeline
 import Sandbox
 import Synchronization
 import Testing
+import ThumbSystem
 
 @testable import TestSupport
 
@@ -76,7 +77,8 @@ struct SandboxTests {
 
   static func available() async -> Bool {
     guard let bwrap = Sandbox.findBubblewrap(), access(python, X_OK) == 0 else { return false }
-    return Sandbox(bwrap: bwrap, workFolder: TestDaemon.makeDirectory()).probe() == nil
+    let sandbox = Sandbox(bwrap: bwrap, workFolder: TestDaemon.makeDirectory())
+    return await SystemThread.run(name: "test-probe") { sandbox.probe() } == nil
   }
 
   @Test("a well-behaved child runs, writes its output, and its folder is removed after")
@@ -498,7 +500,7 @@ struct SandboxTests {
 }
 
 /// An installed thumbnailer, for real, in the sandbox (issue 53).
-@Suite("Installed thumbnailers in the sandbox")
+@Suite("Installed thumbnailers in the sandbox", .onLane(.clients))
 struct DelegatedThumbnailerTests {
   @Test(
     "Debian's gdk-pixbuf thumbnailer makes a PPM's thumbnail in the sandbox; thumbd's decoder reads it back"

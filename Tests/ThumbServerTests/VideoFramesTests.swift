@@ -3,6 +3,7 @@ import Foundation
 import ImagePipeline
 import Sandbox
 import Testing
+import ThumbSystem
 
 @testable import TestSupport
 
@@ -12,13 +13,14 @@ import Testing
 
 /// Video frames from thumbd's worker in the sandbox (issue 54): every corpus video, the frame's
 /// time against `ffmpeg -ss`, the hostile shapes, and the sandbox around the worker.
-@Suite("Video frames", .serialized)
+@Suite("Video frames", .serialized, .onLane(.clients))
 struct VideoFramesTests {
   /// The worker built beside this test runner, in a sandbox of its own.
   static func frames(
     limits: SandboxLimits = VideoFrames.limits(deadline: .seconds(20)),
     label: String = "thumbd-tests"
   ) throws -> VideoFrames {
+    PoolGuard.installed
     let worker = try #require(
       VideoFrames.findWorker(), "thumbd-frame must be built beside the tests (swift build)")
     let bwrap = try #require(Sandbox.findBubblewrap(), "scripts/bootstrap installs bubblewrap")
@@ -42,8 +44,9 @@ struct VideoFramesTests {
   }
 
   @Test("the worker runs in the sandbox here")
-  func probe() throws {
-    #expect(try Self.frames().probe() == nil)
+  func probe() async throws {
+    let frames = try Self.frames()
+    #expect(await SystemThread.run(name: "test-probe") { frames.probe() } == nil)
   }
 
   @Test(
@@ -306,7 +309,8 @@ struct VideoFramesTests {
     let frames = VideoFrames(sandbox: real.sandbox, worker: script, label: marker)
     let flag = CancellationFlag()
     let path = Corpus.path(Self.timed[0])
-    let running = Task.detached {
+    // On a thread of its own: the run blocks its thread until it is cancelled.
+    let running = StartedThread {
       let file = open(path, O_RDONLY | O_CLOEXEC)
       defer { close(file) }
       do throws(ThumbnailError) {
@@ -324,7 +328,7 @@ struct VideoFramesTests {
     }
     let started = ContinuousClock.now
     flag.cancel()
-    #expect(await running.value == ThumbnailError.cancelled.kind)
+    #expect(try await running.value == ThumbnailError.cancelled.kind)
     #expect(started.duration(to: .now) < .seconds(1))
     await eventually("no process of it left") {
       DelegatedFixtures.processes(holding: marker) == 0

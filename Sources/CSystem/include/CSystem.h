@@ -129,6 +129,9 @@ void ts_name_thread(const char *name);
  */
 int ts_thread_background(void);
 
+/* 1 when the calling thread is the process's main thread, else 0. */
+int ts_thread_is_main(void);
+
 /* glibc's allocator: at most `arenas` arenas (0 leaves the default of 8 per core) and a fixed
  * mmap threshold in bytes (0 leaves glibc's sliding one), unless MALLOC_ARENA_MAX or
  * MALLOC_MMAP_THRESHOLD_ is set in the environment. */
