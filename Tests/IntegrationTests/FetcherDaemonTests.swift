@@ -85,11 +85,13 @@ struct FetcherDaemonTests {
     }
     // Meanwhile another origin is served at once, again and again.
     await eventually("hostile downloads under way") { hostile.requests.count >= 6 }
+    var waits: [Double] = []
     for index in 0..<10 {
       let answer = await Self.get(daemon.socket, Self.target(healthy.url("/\(index).jpg")))
       #expect(answer.status == 200)
-      #expect(answer.seconds < 1, "a healthy origin waited \(answer.seconds) s")
+      waits.append(answer.seconds)
     }
+    expectPrompt(waits, "a healthy origin's answers")
     for (path, status, seconds) in await hostileAnswers {
       #expect(status != 200 && status != 0, "\(path) answered \(status)")
       #expect(seconds < 4 + 2, "\(path) took \(seconds) s")
@@ -120,11 +122,13 @@ struct FetcherDaemonTests {
     await eventually("the silent origin holds its share of downloads") {
       silent.requests.count >= 8
     }
+    var waits: [Double] = []
     for index in 0..<5 {
       let answer = await Self.get(daemon.socket, Self.target(healthy.url("/\(index).jpg")))
       #expect(answer.status == 200)
-      #expect(answer.seconds < 1, "the other client waited \(answer.seconds) s")
+      waits.append(answer.seconds)
     }
+    expectPrompt(waits, "the other client's answers")
   }
 
   @Test(
