@@ -1,10 +1,6 @@
 import CSystem
 import Synchronization
 
-#if canImport(Glibc)
-  import Glibc
-#endif
-
 /// Swift's cooperative pool, and the calls that block a thread.
 ///
 /// A task with no executor of its own runs on the pool, which has a thread per core. A call
